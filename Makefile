@@ -1,0 +1,35 @@
+# Everything a fresh machine needs: `make demo` and `make test` create .venv and install.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.polyspec-installed
+
+.PHONY: demo test lint figures bench install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[all,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/polyspec demo --out out/demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -n 2 --durations=15
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+figures: $(STAMP)
+	$(VENV)/bin/polyspec figures --out out/figures
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) out

@@ -1,0 +1,133 @@
+"""Input validation shared by every public entry point.
+
+Every check raises :class:`PolyspecInputError` whose message starts with the field name, so
+callers (and the CLI, which prints it on one line) can say exactly what was wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+
+class PolyspecInputError(ValueError):
+    """Bad user input. ``field`` names the offending field (dotted path)."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def check_real(x, field: str, *, low=None, high=None, low_open=False, high_open=False) -> float:
+    """A finite real number, optionally inside [low, high] (or open ends)."""
+    if not _is_number(x):
+        raise PolyspecInputError(field, f"must be a number, got {x!r}")
+    v = float(x)
+    if math.isnan(v):
+        raise PolyspecInputError(field, "must be a number, got NaN")
+    if math.isinf(v):
+        raise PolyspecInputError(field, f"must be finite, got {v}")
+    if low is not None and (v < low or (low_open and v == low)):
+        bracket = "(" if low_open else "["
+        rb = ")" if high_open else "]"
+        hi = "inf" if high is None else high
+        raise PolyspecInputError(field, f"must be in {bracket}{low}, {hi}{rb}, got {v}")
+    if high is not None and (v > high or (high_open and v == high)):
+        bracket = "(" if low_open else "["
+        rb = ")" if high_open else "]"
+        lo = "-inf" if low is None else low
+        raise PolyspecInputError(field, f"must be in {bracket}{lo}, {high}{rb}, got {v}")
+    return v
+
+
+def check_probability(x, field: str) -> float:
+    """A probability in [0, 1]."""
+    return check_real(x, field, low=0.0, high=1.0)
+
+
+def check_nonnegative(x, field: str) -> float:
+    return check_real(x, field, low=0.0)
+
+
+def check_positive(x, field: str) -> float:
+    return check_real(x, field, low=0.0, low_open=True)
+
+
+def check_int(x, field: str, *, low=None, high=None) -> int:
+    """An integer (floats with integral value are accepted), optionally bounded."""
+    if isinstance(x, bool) or not _is_number(x):
+        raise PolyspecInputError(field, f"must be an integer, got {x!r}")
+    if isinstance(x, (float, np.floating)):
+        if not math.isfinite(x) or x != int(x):
+            raise PolyspecInputError(field, f"must be an integer, got {x!r}")
+    v = int(x)
+    if low is not None and v < low:
+        raise PolyspecInputError(field, f"must be >= {low}, got {v}")
+    if high is not None and v > high:
+        raise PolyspecInputError(field, f"must be <= {high}, got {v}")
+    return v
+
+
+def check_real_array(
+    x, field: str, *, low=None, high=None, min_len: int = 1, ndim: int = 1
+) -> np.ndarray:
+    """A non-empty float64 array of finite numbers, optionally inside [low, high]."""
+    if isinstance(x, (str, bytes)):
+        raise PolyspecInputError(field, f"must be a list of numbers, got {x!r}")
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PolyspecInputError(field, "must be a list of numbers") from None
+    if arr.ndim != ndim:
+        raise PolyspecInputError(field, f"must be {ndim}-dimensional, got shape {arr.shape}")
+    if arr.size < min_len:
+        raise PolyspecInputError(field, f"must have at least {min_len} value(s), got {arr.size}")
+    if np.isnan(arr).any():
+        i = int(np.flatnonzero(np.isnan(arr.ravel()))[0])
+        raise PolyspecInputError(field, f"contains NaN (at flat index {i})")
+    if np.isinf(arr).any():
+        raise PolyspecInputError(field, "contains an infinite value")
+    if low is not None and (arr < low).any():
+        i = int(np.flatnonzero(arr.ravel() < low)[0])
+        raise PolyspecInputError(field, f"values must be >= {low}, got {arr.ravel()[i]} at {i}")
+    if high is not None and (arr > high).any():
+        i = int(np.flatnonzero(arr.ravel() > high)[0])
+        raise PolyspecInputError(field, f"values must be <= {high}, got {arr.ravel()[i]} at {i}")
+    return arr
+
+
+def check_int_array(x, field: str, *, low=None, min_len: int = 1) -> np.ndarray:
+    """A non-empty int64 array (integral floats accepted), optionally bounded below."""
+    arr = check_real_array(x, field, low=low, min_len=min_len)
+    if (arr != np.round(arr)).any():
+        i = int(np.flatnonzero(arr != np.round(arr))[0])
+        raise PolyspecInputError(field, f"values must be integers, got {arr[i]} at {i}")
+    return arr.astype(np.int64)
+
+
+def check_keys(d, field: str, required: Iterable[str], optional: Sequence[str] = ()) -> dict:
+    """A mapping with exactly the required keys plus any optional ones (typos are named)."""
+    if not isinstance(d, dict):
+        raise PolyspecInputError(field, f"must be an object/mapping, got {type(d).__name__}")
+    required = list(required)
+    allowed = set(required) | set(optional)
+    for k in d:
+        if k not in allowed:
+            import difflib
+
+            close = difflib.get_close_matches(str(k), sorted(allowed), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise PolyspecInputError(
+                f"{field}.{k}" if field else str(k),
+                f"unknown field{hint}; allowed: {', '.join(sorted(allowed))}",
+            )
+    for k in required:
+        if k not in d:
+            raise PolyspecInputError(f"{field}.{k}" if field else k, "missing required field")
+    return d

@@ -1,0 +1,78 @@
+"""Helpers shared by the subcommands: reading config files, writing outputs safely."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from polyspec_theory._checks import PolyspecInputError
+
+
+def load_mapping(path) -> dict:
+    """Read a JSON or YAML file (by extension; JSON tried first otherwise) into a dict."""
+    p = Path(path)
+    if not p.exists():
+        raise PolyspecInputError("config", f"file not found: {p}")
+    if p.is_dir():
+        raise PolyspecInputError("config", f"is a directory, expected a file: {p}")
+    text = p.read_text(encoding="utf-8")
+    if not text.strip():
+        raise PolyspecInputError("config", f"file is empty: {p}")
+    if p.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise PolyspecInputError("config", f"invalid YAML in {p}: {e}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PolyspecInputError(
+                "config", f"invalid JSON in {p} (line {e.lineno}, column {e.colno}): {e.msg}"
+            ) from None
+    if not isinstance(data, dict):
+        raise PolyspecInputError("config", f"top level of {p} must be an object/mapping")
+    return data
+
+
+def load_cascade(path):
+    from polyspec_theory.config import Cascade
+
+    return Cascade.from_config(load_mapping(path))
+
+
+def atomic_write_text(path, text: str) -> None:
+    """Write via a temporary file + rename, so an interrupted run never truncates ``path``."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def dump_json(obj) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, default=_json_default)
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
