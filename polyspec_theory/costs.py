@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int_array, check_keys, check_real_array, check_real
+from ._checks import PolyspecInputError, check_int_array, check_keys, check_real, check_real_array
 
 __all__ = ["CostCurve", "cost_from_config"]
 
@@ -12,9 +12,8 @@ __all__ = ["CostCurve", "cost_from_config"]
 class CostCurve:
     """``T(m)`` for m >= 1: constant, affine ``b + k (m - 1)``, or a measured table.
 
-    A table ``[T(1), T(2), ...]`` is extended past its end affinely from its last two entries
-    (or constantly if it has one entry); the extension is documented, never silent nonsense:
-    it is exactly what the affine model fitted to the table's tail predicts.
+    A table ``[T(1), T(2), ...]`` is extended past its end affinely with the slope of its last
+    two entries, clamped at >= 0 (constant if it has one entry), so costs never go negative.
     """
 
     def __init__(self, *, base=None, per_token=0.0, table=None, field: str = "cost"):
@@ -22,7 +21,8 @@ class CostCurve:
             arr = check_real_array(table, f"{field}.table", low=0.0)
             self.table = tuple(float(x) for x in arr)
             self.base = self.table[0]
-            self.per_token = (self.table[-1] - self.table[-2]) if len(self.table) > 1 else 0.0
+            slope = (self.table[-1] - self.table[-2]) if len(self.table) > 1 else 0.0
+            self.per_token = max(slope, 0.0)
             self.kind = "table"
         else:
             self.base = check_real(base, f"{field}.base", low=0.0)

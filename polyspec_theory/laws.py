@@ -183,6 +183,11 @@ class AcceptanceLaw(ABC):
         """``E[L | cap] = 1 + E[A | cap]``."""
         return 1.0 + self.mean(cap)
 
+    def mean_emitted_limit(self) -> float:
+        """``E[L]`` with no cap, ``1 + sum_{k>=1} S_k`` (``inf`` when it diverges)."""
+        s = self.survival(100_000)
+        return float(np.sum(s)) if s[-1] < 1e-16 else math.inf
+
     def emitted_pmf(self, cap) -> np.ndarray:
         """``P(L = l | cap)`` for l = 0..cap+1 (index = l; index 0 is 0)."""
         return np.concatenate([[0.0], self.pmf_vector(cap)])
@@ -315,6 +320,9 @@ class IIDGeometric(AcceptanceLaw):
         # alpha (1 - alpha^g) / (1 - alpha) without 0/0 as alpha -> 1
         return float(a * -math.expm1(cap * math.log(a)) / (1.0 - a))
 
+    def mean_emitted_limit(self) -> float:
+        return math.inf if self.alpha == 1.0 else 1.0 / (1.0 - self.alpha)
+
     def _rvs(self, caps, rng):
         a = self.alpha
         if a == 1.0:
@@ -364,6 +372,14 @@ class Positional(AcceptanceLaw):
 
     def _point_masses(self, s, cap):
         return s[:-1] * (1.0 - self.hazards(cap))
+
+    def mean_emitted_limit(self) -> float:
+        k = len(self.alphas)
+        s = self.survival(k)
+        last = self.alphas[-1]
+        if last == 1.0 and s[-1] > 0:
+            return math.inf
+        return float(np.sum(s) + s[-1] * last / (1.0 - last))
 
     @classmethod
     def fit(cls, accepted, caps, max_positions: int | None = None) -> FitResult:
@@ -424,6 +440,10 @@ class BetaMixed(AcceptanceLaw):
     def _point_masses(self, s, cap):
         k = np.arange(cap, dtype=np.float64)
         return s[:-1] * (self.b / (self.a + self.b + k))
+
+    def mean_emitted_limit(self) -> float:
+        # sum_k B(a+k, b)/B(a, b) = (a + b - 1)/(b - 1) for b > 1, divergent otherwise
+        return (self.a + self.b - 1.0) / (self.b - 1.0) if self.b > 1.0 else math.inf
 
     def _rvs(self, caps, rng):
         alpha = rng.beta(self.a, self.b, size=caps.shape)
@@ -494,8 +514,9 @@ class GaussianBaseline(AcceptanceLaw):
         lo = np.where(k == 0, -np.inf, k - 0.5)
         # difference of sf on the upper side, of cdf on the lower side: no cancellation
         upper = k >= self.mu
-        p_up = stats.norm.sf(lo, self.mu, self.sigma) - stats.norm.sf(k + 0.5, self.mu, self.sigma)
-        p_lo = stats.norm.cdf(k + 0.5, self.mu, self.sigma) - stats.norm.cdf(lo, self.mu, self.sigma)
+        mu, sd = self.mu, self.sigma
+        p_up = stats.norm.sf(lo, mu, sd) - stats.norm.sf(k + 0.5, mu, sd)
+        p_lo = stats.norm.cdf(k + 0.5, mu, sd) - stats.norm.cdf(lo, mu, sd)
         return np.maximum(np.where(upper, p_up, p_lo), 0.0)
 
     def improper_mass(self, cap) -> dict:
