@@ -33,16 +33,17 @@ def check_real(x, field: str, *, low=None, high=None, low_open=False, high_open=
         raise PolyspecInputError(field, "must be a number, got NaN")
     if math.isinf(v):
         raise PolyspecInputError(field, f"must be finite, got {v}")
+    def _range() -> str:
+        if high is None:
+            return f"> {low}" if low_open else f">= {low}"
+        if low is None:
+            return f"< {high}" if high_open else f"<= {high}"
+        return f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
     if low is not None and (v < low or (low_open and v == low)):
-        bracket = "(" if low_open else "["
-        rb = ")" if high_open else "]"
-        hi = "inf" if high is None else high
-        raise PolyspecInputError(field, f"must be in {bracket}{low}, {hi}{rb}, got {v}")
+        raise PolyspecInputError(field, f"must be {_range()}, got {v}")
     if high is not None and (v > high or (high_open and v == high)):
-        bracket = "(" if low_open else "["
-        rb = ")" if high_open else "]"
-        lo = "-inf" if low is None else low
-        raise PolyspecInputError(field, f"must be in {bracket}{lo}, {high}{rb}, got {v}")
+        raise PolyspecInputError(field, f"must be {_range()}, got {v}")
     return v
 
 

@@ -1,0 +1,39 @@
+"""``polyspec predict CONFIG``: exact theory (P1) for any cascade."""
+
+from __future__ import annotations
+
+HELP = "Predict the speedup of a cascade exactly (P1) and explain where the time goes."
+
+
+def add_arguments(p):
+    p.add_argument("config", help="cascade config (JSON or YAML)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def prediction_report(cascade) -> dict:
+    """The JSON object printed by ``predict --json``."""
+    from polyspec_theory.polybasic import predict
+
+    pred = predict(cascade)
+    out = {"config": cascade.to_config(), **pred.to_dict()}
+    try:
+        from polyspec_theory.approximation import paper_approximation_report
+    except ImportError:
+        pass
+    else:
+        out["approximation"] = paper_approximation_report(cascade, pred)
+    return out
+
+
+def run(args) -> int:
+    from polyspec_theory.explain import explain_prediction
+    from polyspec_theory.polybasic import predict
+
+    from ._common import dump_json, load_cascade
+
+    cascade = load_cascade(args.config)
+    if args.json:
+        print(dump_json(prediction_report(cascade)))
+    else:
+        print(explain_prediction(cascade, predict(cascade)))
+    return 0
