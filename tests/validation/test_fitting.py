@@ -1,0 +1,203 @@
+"""Law and cost-curve fitting from arrays: the weighted-cell MLE equals the library's
+per-round MLE, fits recover known parameters, cost fits recover a known T(m, c)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory.costs import CostCurve
+from polyspec_theory.laws import (
+    LAW_FAMILIES,
+    BetaMixed,
+    GaussianBaseline,
+    IIDGeometric,
+    Positional,
+)
+from polyspec_theory.polybasic import predict
+from validation.fitting import (
+    AcceptanceCounts,
+    best_fit,
+    build_cascade,
+    fit_cost_curve,
+    fit_law,
+    fit_laws,
+    iid_alpha_from_mean,
+)
+
+Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
+
+
+def _sample(law, caps, seed, size=5000):
+    caps = np.full(size, caps) if np.ndim(caps) == 0 else np.asarray(caps)
+    return law.rvs(caps, seed=seed), caps
+
+
+@pytest.mark.parametrize("family", list(LAW_FAMILIES))
+def test_weighted_cells_equal_per_round_mle(family):
+    rng = np.random.default_rng(3)
+    caps = rng.integers(1, 8, size=600)
+    a, g = _sample(BetaMixed(3.0, 1.5), caps, 4)
+    ref = LAW_FAMILIES[family].fit(a, g)
+    got = fit_law(family, AcceptanceCounts.from_samples(a, g))
+    assert got.n == ref.n == 600
+    assert got.loglik == pytest.approx(ref.loglik, rel=1e-7, abs=1e-7)
+    assert got.gof.statistic == pytest.approx(ref.gof.statistic, rel=1e-5, abs=1e-6)
+    assert got.gof.df == ref.gof.df
+    if family in ("iid", "positional"):  # closed forms: identical
+        (k, v), = ref.law.to_config().items()
+        assert got.law.to_config()[k] == pytest.approx(v, rel=1e-12)
+
+
+@settings(derandomize=True, deadline=None, max_examples=30)
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 6), st.integers(1, 5)),
+                min_size=1, max_size=12))
+def test_counts_canonical_form_and_expansion(cells):
+    cells = [(min(a, g), g, w) for g, a, w in cells]
+    a = [c[0] for c in cells]
+    g = [c[1] for c in cells]
+    w = [c[2] for c in cells]
+    d = AcceptanceCounts(a, g, w)
+    sa, sg = d.to_samples()
+    assert d.n_rounds == sum(w) == sa.size
+    # same multiset of rounds
+    assert sorted(zip(sa.tolist(), sg.tolist(), strict=True)) == sorted(
+        (ai, gi) for ai, gi, wi in cells for _ in range(wi))
+    iid = fit_law("iid", d).law.alpha
+    assert iid == pytest.approx(IIDGeometric.fit(sa, sg).law.alpha, rel=1e-12)
+    km = d.survival()
+    assert km[0] == 1.0 and np.all(np.diff(km[np.isfinite(km)]) <= 1e-15)
+
+
+def test_iid_recovers_alpha_within_its_standard_error():
+    a, g = _sample(IIDGeometric(0.72), 6, 11)
+    d = AcceptanceCounts.from_samples(a, g)
+    fit = fit_law("iid", d)
+    trials = float(np.dot(d.counts, d.accepted) + d.counts[d.accepted < d.caps].sum())
+    se = math.sqrt(0.72 * 0.28 / trials)  # Bernoulli trials of the censored geometric
+    assert abs(fit.law.alpha - 0.72) < Z * se
+
+
+def test_positional_recovers_hazards():
+    true = Positional([0.9, 0.7, 0.5, 0.4])
+    a, g = _sample(true, 4, 12)
+    d = AcceptanceCounts.from_samples(a, g)
+    fit = fit_law("positional", d).law
+    km = d.survival()
+    for k, h in enumerate(true.alphas, 1):
+        trials = d.counts[(d.accepted >= k - 1) & (d.caps >= k)].sum()
+        assert abs(fit.alphas[k - 1] - h) < Z * math.sqrt(h * (1 - h) / trials)
+        assert km[k] == pytest.approx(np.prod(fit.alphas[:k]), rel=1e-12)
+
+
+def test_beta_recovers_parameters_within_fisher_interval():
+    true = BetaMixed(4.0, 1.5)
+    rng = np.random.default_rng(5)
+    caps = rng.integers(4, 12, size=20000)
+    a, g = _sample(true, caps, 13)
+    d = AcceptanceCounts.from_samples(a, g)
+    fit = fit_law("beta", d).law
+    # observed Fisher information of the log-parameters by central differences
+    x0 = np.log([fit.a, fit.b])
+
+    def ll(x):
+        return BetaMixed._loglik_params(x[0], x[1], a.astype(float), g.astype(float))
+
+    h = 1e-3
+    H = np.empty((2, 2))
+    for i in range(2):
+        for j in range(2):
+            ei, ej = np.eye(2)[i] * h, np.eye(2)[j] * h
+            H[i, j] = (ll(x0 + ei + ej) - ll(x0 + ei - ej) - ll(x0 - ei + ej)
+                       + ll(x0 - ei - ej)) / (4 * h * h)
+    se = np.sqrt(np.diag(np.linalg.inv(-H)))
+    assert np.all(np.abs(x0 - np.log([4.0, 1.5])) < Z * se)
+    # heterogeneous data: beta beats iid by AIC, and the Gaussian is never the pick
+    fits = fit_laws(d)
+    assert best_fit(fits).law.family in ("beta", "positional")
+    assert {f.law.family for f in fits} == set(LAW_FAMILIES)
+    assert best_fit(fits).aic <= min(f.aic for f in fits if f.law.family == "iid")
+
+
+def test_gaussian_fit_is_ranked_below_the_true_family():
+    a, g = _sample(IIDGeometric(0.6), 5, 21)
+    fits = fit_laws(a, g)
+    fam = [f.law.family for f in fits]
+    assert fam.index("iid") < fam.index("gaussian")
+    gfit = next(f for f in fits if f.law.family == "gaussian")
+    assert isinstance(gfit.law, GaussianBaseline)
+    assert gfit.gof.p_value < 1e-6  # fixed seed; the discretized normal misfits 5000 rounds
+
+
+def test_histogram_constructors_and_errors():
+    d = AcceptanceCounts.from_survival_counts(10, [6, 3], cap=3)
+    np.testing.assert_array_equal(d.histogram(3), [4, 3, 3, 0])
+    with pytest.raises(PolyspecInputError, match="histogram: has rounds with 3 accepted"):
+        AcceptanceCounts.from_histogram([1, 1, 0, 2], 2)
+    with pytest.raises(PolyspecInputError, match="counts: no rounds observed"):
+        AcceptanceCounts([0, 1], [2, 2], [0, 0])
+    with pytest.raises(PolyspecInputError, match="accepted: accepted count 3 exceeds its cap"):
+        AcceptanceCounts.from_samples([3], [2])
+    with pytest.raises(PolyspecInputError, match="caps: required"):
+        fit_law("iid", [1, 2])
+    with pytest.raises(PolyspecInputError, match="family: unknown law family 'normal'"):
+        fit_law("normal", [1], [2])
+    merged = d.merge(AcceptanceCounts.from_histogram([0, 0, 0, 5], 3))
+    np.testing.assert_array_equal(merged.histogram(3), [4, 3, 3, 5])
+
+
+def test_iid_alpha_from_mean_inverts_the_capped_mean():
+    for alpha in (0.0, 0.1, 0.55, 0.93, 1.0):
+        assert iid_alpha_from_mean(IIDGeometric(alpha).mean(5), 5) == pytest.approx(alpha,
+                                                                                    abs=1e-10)
+    with pytest.raises(PolyspecInputError, match="mean_accepted: must be in"):
+        iid_alpha_from_mean(6.0, 5)
+
+
+def test_cost_fit_recovers_affine_and_context_slope():
+    rng = np.random.default_rng(7)
+    m = np.tile(np.repeat(np.arange(1, 17), 9), 3)
+    c = np.repeat([64.0, 256.0, 512.0], 16 * 9)
+    true = 2e-3 + 1.5e-4 * (m - 1) + 1e-6 * c
+    # multiplicative heavy-tailed timing noise: median of the factor is exactly 1
+    noise = np.exp(rng.laplace(0.0, 0.03, size=m.size))
+    fit = fit_cost_curve(m, true * noise, c, name="mid", reference_context=256.0)
+    assert fit.base == pytest.approx(2e-3 + 256e-6, rel=0.02)
+    assert fit.per_token == pytest.approx(1.5e-4, rel=0.05)
+    assert abs(fit.context_slope - 1e-6) < Z * fit.context_slope_se
+    assert fit.context_slope_se < 2e-7
+    assert fit.at(1, context=64.0) == pytest.approx(2e-3 + 64e-6, rel=0.03)
+    assert fit.context_effect(64, 512) == pytest.approx(448e-6 / (2e-3 + 256e-6), rel=0.25)
+    aff = fit.curve(context=512.0, kind="affine")
+    assert aff(5) == pytest.approx(fit.base + 256 * fit.context_slope + 4 * fit.per_token,
+                                   rel=1e-12)
+
+
+def test_cost_fit_exact_on_noiseless_single_context():
+    m = np.array([1, 1, 2, 3, 3, 3, 5])
+    t = 1e-3 + 2e-4 * (m - 1)
+    fit = fit_cost_curve(m, t)
+    assert fit.context_slope == 0.0
+    assert (fit.base, fit.per_token) == pytest.approx((1e-3, 2e-4), rel=1e-10)
+    curve = fit.curve()  # table over m = 1..5 (m = 4 filled from the affine fit)
+    np.testing.assert_allclose(curve(np.arange(1, 9)), 1e-3 + 2e-4 * np.arange(8), rtol=1e-10)
+    with pytest.raises(PolyspecInputError, match="seconds: must have one time per m"):
+        fit_cost_curve([1, 2], [1.0])
+    with pytest.raises(PolyspecInputError, match="kind: must be 'table' or 'affine'"):
+        fit.curve(kind="spline")
+
+
+def test_build_cascade_predicts_like_a_hand_built_config():
+    laws = [IIDGeometric(0.8), Positional([0.7, 0.6])]
+    cf = fit_cost_curve([1, 2, 3], [1.0, 1.1, 1.2])
+    c = build_cascade(["t", "m", "d"], [cf, CostCurve.constant(0.2), CostCurve.constant(0.01)],
+                      laws, [4, 2], name="x")
+    ref = predict(build_cascade(["t", "m", "d"],
+                                [CostCurve.affine(1.0, 0.1), CostCurve.constant(0.2),
+                                 CostCurve.constant(0.01)], laws, [4, 2]))
+    assert predict(c).speedup == pytest.approx(ref.speedup, rel=1e-12)
+    with pytest.raises(PolyspecInputError, match=r"cost_curves\[1\]: must be a CostCurve"):
+        build_cascade(["t", "d"], [cf, 0.1], laws[:1], [3])
