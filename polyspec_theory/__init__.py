@@ -172,3 +172,75 @@ __all__ += [
     "yin_demo",
 ]
 # --- end Yin et al. ---
+
+# --- P2-P7, batched P1, symbolic cascade (bounds, approximation, insertion, stability,
+# symbolic_cascade, batch) ---
+from .approximation import (  # noqa: E402
+    PaperApproximation,
+    approximation_error,
+    error_curve,
+    identity_from_counts,
+    identity_from_prediction,
+    lemma31_time,
+    paper_approximation,
+)
+from .batch import BatchPrediction, optimize_thresholds, predict_grid, predict_many  # noqa: E402
+from .bounds import (  # noqa: E402
+    PhiBounds,
+    exact_tail,
+    forward_count_moments,
+    hoeffding_tail,
+    length_moments,
+    phi_bounds,
+    target_forwards_clt,
+)
+from .insertion import (  # noqa: E402
+    DecisionConfidence,
+    InsertionDecision,
+    decision_confidence,
+    insert_model,
+    insertion_decision,
+    paper_insertion_check,
+    paper_insertion_condition,
+)
+from .stability import (  # noqa: E402
+    VerificationComparison,
+    beta_heterogeneity_gap,
+    beta_variance_decomposition,
+    cv_accepted,
+    cv_dense_check,
+    cv_derivative_coefficients,
+    cv_emitted,
+    cv_emitted_not_monotone,
+    cv_general_proof,
+    cv_monotone_certificate,
+    greedy_acceptance,
+    heterogeneity_gap,
+    speculative_acceptance,
+    verification_comparison,
+)
+from .symbolic_cascade import (  # noqa: E402
+    SymbolicCascade,
+    evaluate_against_predict,
+    leviathan_derivation,
+    symbolic_cascade,
+    three_level_closed_form,
+)
+
+__all__ += [
+    "PaperApproximation", "approximation_error", "error_curve", "identity_from_counts",
+    "identity_from_prediction", "lemma31_time", "paper_approximation",
+    "BatchPrediction", "optimize_thresholds", "predict_grid", "predict_many",
+    "PhiBounds", "exact_tail", "forward_count_moments", "hoeffding_tail", "length_moments",
+    "phi_bounds", "target_forwards_clt",
+    "DecisionConfidence", "InsertionDecision", "decision_confidence", "insert_model",
+    "insertion_decision", "paper_insertion_check", "paper_insertion_condition",
+    "VerificationComparison", "beta_heterogeneity_gap", "beta_variance_decomposition",
+    "cv_accepted", "cv_dense_check", "cv_derivative_coefficients", "cv_emitted",
+    "cv_emitted_not_monotone", "cv_general_proof", "cv_monotone_certificate",
+    "greedy_acceptance", "heterogeneity_gap", "speculative_acceptance",
+    "verification_comparison",
+    "SymbolicCascade", "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",
+    "three_level_closed_form",
+]
+# --- end P2-P7 block ---
