@@ -1,0 +1,192 @@
+"""Predicted vs measured on synthetic captures with known laws and costs
+(validation.synthetic runs the block policy round by round)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory.config import Cascade, Model
+from polyspec_theory.costs import CostCurve
+from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
+from polyspec_theory.polybasic import predict
+from validation.compare import (
+    fit_costs,
+    fit_pairs,
+    lag1_correlation,
+    overhead_model,
+    predict_config,
+    validate,
+)
+from validation.synthetic import block_bound, simulate_capture
+
+Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
+
+T = CostCurve.affine(6e-3, 5e-4)
+MID = CostCurve.affine(1.5e-3, 1e-4)
+SMALL = CostCurve.from_table([4e-4, 4.2e-4, 4.5e-4, 5e-4])
+NG = CostCurve.constant(2e-5)
+
+
+def _two_level(name, verifier, drafter, law, theta, seed, **kw):
+    costs = {"t": T, "mid": MID, "small": SMALL, "ng": NG}
+    return simulate_capture(name, [verifier, drafter], [costs[verifier], costs[drafter]],
+                            [law], [theta], seed=seed, **kw)[0]
+
+
+def test_block_bound():
+    assert block_bound([4, 3, 2]) == [4 + 3 + 2, 3 + 2, 2]
+
+
+def test_two_level_positional_prediction_equals_measured_exactly():
+    # noiseless costs, no overhead, cap fixed at theta: the positional MLE is the empirical
+    # law of A, so P1's forward count per token is the measured one and predicted == measured
+    cap = _two_level("c", "t", "mid", BetaMixed(5.0, 2.0), 5, seed=1, prompts=4)
+    res = validate([cap], insertions=False, holdout=False)
+    c = res.configs[0]
+    assert c.errors()["positional"] == pytest.approx(0.0, abs=1e-12)
+    assert c.decomposition["forward_counts_beyond_positional_law"] == pytest.approx(0, abs=1e-15)
+    assert c.decomposition["overhead"] == pytest.approx(0.0, abs=1e-15)
+    # the AR baseline equals T_1(1) exactly without noise or context slope
+    assert c.decomposition["relative"]["ar_baseline"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_three_level_true_model_within_measured_ci():
+    laws = [BetaMixed(6.0, 2.0), Positional([0.7, 0.55, 0.5])]
+    cap, records = simulate_capture("c3", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 3],
+                                    prompts=30, tokens_per_prompt=200, seed=2)
+    true = predict(Cascade((Model("t", T), Model("mid", MID), Model("ng", NG)), tuple(laws),
+                           (4, 3)))
+    se = cap.time_per_token_se()
+    assert abs(cap.time_per_token - true.time_per_token) < Z * se
+    assert se / cap.time_per_token < 0.02  # the interval is informative
+    # records use the decoder's format (1-based level of the verifier)
+    assert {r["level"] for r in records} == {1, 2}
+    assert all(r["L"] == r["A"] + 1 and r["m"] == r["G"] + 1 for r in records)
+    assert all(r["G"] == 3 for r in records if r["level"] == 2)
+    assert all(4 <= r["G"] <= block_bound([4, 3])[0] for r in records if r["level"] == 1)
+    # fitted pipeline: the AIC-best laws predict the measured speedup within the same interval
+    # widened by the fit's own sampling error (the laws are fitted on these rounds; bound 2Z)
+    res = validate([cap], insertions=False, holdout=False)
+    rel_se = se / cap.time_per_token
+    assert abs(res.configs[0].error) < 2 * Z * rel_se
+
+
+def test_fitting_recovers_known_laws_from_synthetic_rounds():
+    laws = [IIDGeometric(0.75), BetaMixed(3.0, 2.0)]
+    cap, _ = simulate_capture("c", ["t", "mid", "ng"], [T, MID, NG], laws, [3, 4], prompts=30,
+                              tokens_per_prompt=200, seed=3)
+    fits = fit_pairs([cap])
+    top = fits[cap.pair_key(0)]
+    d = top.counts
+    trials = float(np.dot(d.counts, d.accepted) + d.counts[d.accepted < d.caps].sum())
+    alpha = next(f.law for f in top.fits if f.law.family == "iid").alpha
+    assert abs(alpha - 0.75) < Z * math.sqrt(0.75 * 0.25 / trials)
+    # random caps (accumulate policy): G >= 3 with several values observed
+    assert d.caps.min() >= 3 and np.unique(d.caps).size >= 3
+    bottom = fits[cap.pair_key(1)]
+    assert bottom.best.law.family in ("beta", "positional")
+    # cost fits recover the noiseless curves exactly
+    cf = fit_costs(cap)
+    np.testing.assert_allclose(cf["t"].table, T(np.arange(1, 17)), rtol=1e-9)
+    assert cf["t"].context_slope == pytest.approx(0.0, abs=1e-12)
+
+
+def test_overhead_is_recovered_leave_one_out_and_explains_the_residual():
+    o_f, o_r = 2e-4, 5e-4
+    kw = dict(overhead_per_forward=o_f, overhead_per_round=o_r, prompts=3)
+    caps = [
+        _two_level("a", "t", "mid", BetaMixed(5.0, 2.0), 4, seed=10, **kw),
+        _two_level("b", "t", "ng", IIDGeometric(0.5), 3, seed=11, **kw),
+        _two_level("c", "mid", "ng", Positional([0.6, 0.5]), 2, seed=12, **kw),
+        _two_level("d", "small", "ng", IIDGeometric(0.8), 6, seed=13, **kw),
+    ]
+    for c in caps:
+        rounds = sum(r.n for r in c.rounds)
+        assert c.overhead_s == pytest.approx(o_f * sum(c.forward_count) + o_r * rounds,
+                                             rel=1e-9)
+        ov = overhead_model(caps, exclude=c.name)
+        assert c.name not in ov.fitted_on
+        assert (ov.per_forward, ov.per_round) == pytest.approx((o_f, o_r), rel=1e-6)
+    res = validate(caps, insertions=False, holdout=False)
+    for c, r in zip(caps, res.configs, strict=True):
+        # plain P1 ignores the overhead: it over-predicts by exactly the overhead share
+        share = r.decomposition["overhead"] / r.decomposition["tau_measured"]
+        assert r.decomposition["dominant"] == "overhead"
+        # extended = positional law (exact counts for a fixed cap) + LOO overhead: exact
+        pred = predict_config(c, res.pairs, fit_costs(c), "positional")
+        tau = pred.time_per_token + overhead_model(caps, exclude=c.name).per_token(pred)
+        assert tau == pytest.approx(c.time_per_token, rel=1e-6)
+        assert r.errors()["positional"] == pytest.approx(1 / (1 - share) - 1, rel=1e-6)
+
+
+def test_context_dependent_costs_extended_model():
+    slope = [2e-6, 1e-6]
+    # baselines timed only at short contexts; the capture runs at 32..~1000
+    kw = dict(context_slope=slope, baseline_contexts=(16, 48), tokens_per_prompt=900,
+              prompts=2)
+    cap = _two_level("a", "t", "mid", BetaMixed(5.0, 2.0), 4, seed=20, **kw)
+    cf = fit_costs(cap)
+    assert cf["t"].context_slope == pytest.approx(2e-6, rel=1e-9)
+    assert cf["mid"].context_slope == pytest.approx(1e-6, rel=1e-9)
+    res = validate([cap], insertions=False, holdout=False)
+    r = res.configs[0]
+    assert r.decomposition["dominant"] in ("forward_cost", "ar_baseline")
+    assert r.decomposition["forward_cost_context_drift"] > 0
+    # positional law + costs at the capture's mean contexts reproduce the cascade time exactly
+    ctxs = [cap.mean_context(i) for i in range(cap.n)]
+    pred = predict_config(cap, res.pairs, cf, "positional", contexts=ctxs)
+    assert pred.time_per_token == pytest.approx(cap.time_per_token, rel=1e-9)
+    assert abs(r.extended_error) < 0.2 * abs(r.error)
+
+
+def test_correlated_acceptance_is_detected():
+    law = Positional([0.7, 0.6, 0.6, 0.5])
+    cor = _two_level("c", "t", "mid", law, 4, seed=30, rho=0.6, prompts=6)
+    ind = _two_level("i", "t", "mid", law, 4, seed=31, rho=0.0, prompts=6)
+    rho, se, k = lag1_correlation(cor.rounds[0])
+    assert k > 500 and rho > Z * se
+    rho0, se0, _ = lag1_correlation(ind.rounds[0])
+    assert abs(rho0) < Z * se0
+
+
+def test_decomposition_is_an_exact_identity_with_noise():
+    laws = [BetaMixed(6.0, 2.0), IIDGeometric(0.6)]
+    cap, _ = simulate_capture("n", ["t", "mid", "ng"], [T, MID, NG], laws, [5, 2], noise=0.1,
+                              overhead_per_forward=1e-4, context_slope=[1e-6, 5e-7, 0.0],
+                              prompts=3, seed=40)
+    r = validate([cap], insertions=False, holdout=False).configs[0]
+    d = r.decomposition
+    total = d["forward_counts"] + d["forward_cost"] + d["overhead"]
+    assert d["tau_measured"] - d["tau_predicted"] == pytest.approx(total, rel=1e-10)
+    assert r.measured_speedup == pytest.approx(
+        cap.baselines["t"].ar_time_per_token / (cap.wall_s / cap.tokens), rel=1e-14)
+
+
+def test_insertion_on_captured_cascades():
+    law_tm, law_mg, law_tg = BetaMixed(6.0, 2.0), Positional([0.6, 0.5, 0.45]), IIDGeometric(0.4)
+    kw = dict(prompts=4, tokens_per_prompt=200)
+    c3 = simulate_capture("t-mid-ng", ["t", "mid", "ng"], [T, MID, NG], [law_tm, law_mg],
+                          [4, 3], seed=50, **kw)[0]
+    c2 = simulate_capture("t-ng", ["t", "ng"], [T, NG], [law_tg], [3], seed=51, **kw)[0]
+    res = validate([c3, c2], n_boot=40, holdout=False)
+    ins = [x for x in res.insertions if x["cascade"] == "t-ng"]
+    assert len(ins) == 1
+    x = ins[0]
+    assert x["inserted"] == "mid" and x["position"] == 0 and x["thresholds_new"] == [4, 3]
+    assert x["measured"]["with"] == "t-mid-ng"
+    assert x["measured"]["helps"] == (c3.measured_speedup > c2.measured_speedup)
+    assert x["agrees"] == (x["measured"]["helps"] == x["predicted"]["helps"])
+    assert 0.0 <= x["confidence"] <= 1.0
+
+
+def test_validate_input_errors():
+    cap = _two_level("a", "t", "ng", IIDGeometric(0.5), 3, seed=60, prompts=1,
+                     tokens_per_prompt=40)
+    with pytest.raises(PolyspecInputError, match="traces: no captured configurations"):
+        validate([])
+    with pytest.raises(PolyspecInputError, match="traces: configuration name 'a' appears twice"):
+        validate([cap, cap])
+    with pytest.raises(PolyspecInputError, match=r"a.rounds: no acceptance data for pair"):
+        predict_config(cap, {}, fit_costs(cap))

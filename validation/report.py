@@ -1,0 +1,284 @@
+"""Write the validation report: Markdown + PNG plots + JSON (``polyspec validate --out``).
+
+Files: ``report.md``, ``validation.json`` (the full :meth:`ValidationResult.to_json` plus
+per-configuration details), ``scatter.png`` (predicted vs measured speedup, plain and
+extended), ``errors_by_law.png``, one ``acceptance_<pair>.png`` per pair (observed
+accepted-count histogram with every fitted law overlaid, the Gaussian baseline included) and
+one ``cost_<model>.png`` per model (baseline timings and fitted ``T(m)``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .commands._common import atomic_write_text, dump_json
+from .compare import ValidationResult, fit_costs
+
+__all__ = ["write_report", "expected_histogram", "markdown"]
+
+TARGET_MEDIAN = 0.03
+TARGET_MAX = 0.08
+
+
+def expected_histogram(law, counts) -> np.ndarray:
+    """Expected number of rounds with ``A = k`` (k = 0..max cap) under ``law`` given the
+    observed caps of ``counts`` (the fitted law's prediction for the observed histogram)."""
+    gmax = int(counts.caps.max())
+    out = np.zeros(gmax + 1)
+    for g in np.unique(counts.caps):
+        n_g = counts.counts[counts.caps == g].sum()
+        out[: g + 1] += n_g * law.pmf_vector(int(g))
+    return out
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "x"
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:+.2f} %"
+
+
+def markdown(result: ValidationResult, title: str = "Validation report",
+             plots: dict | None = None, notes=()) -> str:
+    """The Markdown report text."""
+    s = result.summary()
+    fams = list(result.families)
+    lines = [f"# {title}", ""]
+    ok = s["median_abs_error"] <= TARGET_MEDIAN and s["max_abs_error"] <= TARGET_MAX
+    ext = s["extended"]
+    lines += [
+        f"{s['n_configs']} configurations. Plain P1 with the best fitted law per pair: "
+        f"median |error| **{100 * s['median_abs_error']:.2f} %**, max "
+        f"**{100 * s['max_abs_error']:.2f} %** (target ≤ {100 * TARGET_MEDIAN:.0f} % / "
+        f"≤ {100 * TARGET_MAX:.0f} %: {'met' if ok else 'missed'}).",
+        f"Extended model (costs at the capture's context, extra verify positions, overhead "
+        f"fitted leave-one-configuration-out): median |error| "
+        f"**{100 * ext['median_abs_error']:.2f} %**, max **{100 * ext['max_abs_error']:.2f} %**.",
+    ]
+    h = s["holdout"]
+    if h["n_configs"]:
+        lines.append(
+            f"Laws fitted only on the other configurations ({h['n_configs']} configurations "
+            f"with every pair captured elsewhere): median |error| "
+            f"{100 * h['median_abs_error']:.2f} %, max {100 * h['max_abs_error']:.2f} %.")
+    lines.append(f"Dominant residual source (most configurations): "
+                 f"**{s['dominant_residual']}**; median |share| of measured time per token: "
+                 + ", ".join(f"{k} {100 * v:.2f} %"
+                             for k, v in s["median_abs_residual_share"].items()) + ".")
+    lines += ["", "Error = (predicted − measured) / measured speedup. Measured speedup = the "
+              "capture's autoregressive target time per token / cascade decode time per "
+              "token. Plain = P1 exactly (T_1(1)/τ_1 from the fitted cost tables). ", ""]
+    for n in notes:
+        lines.append(f"> {n}")
+    if notes:
+        lines.append("")
+    lines += ["## Per configuration", ""]
+    head = ["config", "models", "θ", "T", "measured", "best law", "pred (best)", "error"]
+    head += [f"err {f}" for f in fams] + ["extended", "err ext", "err holdout", "dominant"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for c in result.configs:
+        e = c.errors()
+        se = c.measured_speedup_se
+        meas = f"{c.measured_speedup:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}")
+        row = [c.name, "→".join(c.models), ",".join(map(str, c.thresholds)),
+               f"{c.temperature:g}", meas, c.best_family, f"{c.predicted_speedup:.3f}",
+               _pct(c.error)]
+        row += [_pct(e[f]) for f in fams]
+        row += [f"{c.extended_speedup:.3f}", _pct(c.extended_error), _pct(c.holdout_error),
+                c.decomposition["dominant"]]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "## By law", "", "| law | median |error| | max |error| |", "|---|---|---|"]
+    for f, v in s["by_law"].items():
+        lines.append(f"| {f} | {100 * v['median_abs_error']:.2f} % | "
+                     f"{100 * v['max_abs_error']:.2f} % |")
+    lines += ["", "## Residual decomposition (share of measured time per token)", "",
+              "τ_meas − τ_pred = Σ (F_meas − F_pred)·t_meas [forward counts: acceptance "
+              "model incl. correlation] + Σ F_pred·(t_meas − T_pred) [forward cost: context "
+              "drift, timing drift] + overhead/token [decoder time outside forwards]; "
+              "`ar_baseline` = measured AR time per token / T_1(1) − 1.", "",
+              "| config | forward counts | of which beyond positional law | forward cost | "
+              "of which context drift | overhead | AR baseline | lag-1 corr of A/G (±se) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for c in result.configs:
+        d = c.decomposition
+        tm = d["tau_measured"]
+        corr = "; ".join(
+            f"{x['verifier']}: {x['rho']:+.3f}±{x['se']:.3f}" if not math.isnan(x["rho"])
+            else f"{x['verifier']}: n/a" for x in c.correlations)
+        lines.append(
+            f"| {c.name} | {_pct(d['forward_counts'] / tm)} | "
+            f"{_pct(d['forward_counts_beyond_positional_law'] / tm)} | "
+            f"{_pct(d['forward_cost'] / tm)} | {_pct(d['forward_cost_context_drift'] / tm)} | "
+            f"{_pct(d['overhead'] / tm)} | {_pct(d['relative']['ar_baseline'])} | {corr} |")
+    lines += ["", "## Acceptance laws per pair (pooled over configurations)", "",
+              "| verifier → drafter | T | rounds | mean A | law | params | AIC | G-test p |",
+              "|---|---|---|---|---|---|---|---|"]
+    for p in result.pairs.values():
+        v, dr, t, _ = p.key
+        for i, f in enumerate(p.fits):
+            params = ", ".join(f"{k}={_fmt(x)}" for k, x in f.law.to_config().items())
+            pv = f.gof.p_value
+            first = (f"{v} → {dr} | {t:g} | {p.counts.n_rounds} | "
+                     f"{p.counts.mean_accepted():.3f}") if i == 0 else " |  |  | "
+            lines.append(
+                f"| {first} | {f.law.family}"
+                f"{' (best)' if f.law.family == p.best.law.family else ''} | {params} | "
+                f"{f.aic:.1f} | {'n/a' if math.isnan(pv) else f'{pv:.3g}'} |")
+    if result.insertions:
+        lines += ["", "## P5: inserting a zoo model into a captured cascade", "",
+                  "| cascade | insert | at | θ new | predicted | pred gain | measured | "
+                  "agrees | P(decision right) |", "|---|---|---|---|---|---|---|---|---|"]
+        for x in result.insertions:
+            pr = x["predicted"]
+            m = x["measured"]
+            meas = "—" if m is None else (
+                f"{'helps' if m['helps'] else 'hurts'} ({m['speedup_without']:.3f}→"
+                f"{m['speedup_with']:.3f}, {m['with']})")
+            lines.append(
+                f"| {x['cascade']} | {x['inserted']} | after {x['models'][x['position']]} | "
+                f"{','.join(map(str, x['thresholds_new']))} | "
+                f"{'helps' if pr['helps'] else 'hurts'} | {_pct(pr['relative_gain'])} | "
+                f"{meas} | {'—' if x['agrees'] is None else ('yes' if x['agrees'] else 'no')}"
+                f" | {x['confidence']:.3f} |")
+    if plots:
+        lines += ["", "## Plots", ""]
+        for label, fn in plots.items():
+            lines.append(f"![{label}]({fn})")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(x) -> str:
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(f"{v:.3g}" for v in x) + "]"
+    return f"{x:.4g}"
+
+
+def _plots(result: ValidationResult, captures, out: Path) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots = {}
+    # predicted vs measured
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    meas = np.array([c.measured_speedup for c in result.configs])
+    pred = np.array([c.predicted_speedup for c in result.configs])
+    ext = np.array([c.extended_speedup for c in result.configs])
+    lo, hi = min(meas.min(), pred.min(), ext.min()) * 0.95, max(meas.max(), pred.max(),
+                                                                 ext.max()) * 1.05
+    xs = np.linspace(lo, hi, 2)
+    ax.plot(xs, xs, "k-", lw=1, label="predicted = measured")
+    ax.fill_between(xs, xs * (1 - TARGET_MEDIAN), xs * (1 + TARGET_MEDIAN), color="0.85",
+                    label=f"±{100 * TARGET_MEDIAN:.0f} %")
+    ax.scatter(meas, pred, label="P1, best law (plain)", zorder=3)
+    ax.scatter(meas, ext, marker="x", label="extended", zorder=3)
+    ax.set_xlabel("measured speedup")
+    ax.set_ylabel("predicted speedup")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "scatter.png", dpi=110)
+    plt.close(fig)
+    plots["predicted vs measured"] = "scatter.png"
+    # errors by law
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(result.configs) + 2), 4))
+    fams = list(result.families) + ["best"]
+    width = 0.8 / len(fams)
+    x = np.arange(len(result.configs))
+    for j, f in enumerate(fams):
+        ax.bar(x + j * width, [100 * c.errors()[f] for c in result.configs], width, label=f)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(x + 0.4 - width / 2)
+    ax.set_xticklabels([c.name for c in result.configs], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("(predicted − measured)/measured, %")
+    ax.legend(fontsize=7, ncol=len(fams))
+    fig.tight_layout()
+    fig.savefig(out / "errors_by_law.png", dpi=110)
+    plt.close(fig)
+    plots["error per configuration and law"] = "errors_by_law.png"
+    # acceptance histograms
+    for p in result.pairs.values():
+        v, d, t, k = p.key
+        obs = np.zeros(int(p.counts.caps.max()) + 1)
+        np.add.at(obs, p.counts.accepted, p.counts.counts)
+        ks = np.arange(obs.size)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.bar(ks, obs, color="0.75", label=f"observed ({p.counts.n_rounds} rounds)")
+        for f in p.fits:
+            ax.plot(ks, expected_histogram(f.law, p.counts), marker="o", ms=3,
+                    ls="--" if f.law.family == "gaussian" else "-",
+                    label=f"{f.law.family} (AIC {f.aic:.0f})")
+        ax.set_xlabel("accepted tokens A")
+        ax.set_ylabel("rounds")
+        ax.set_title(f"{v} verifying {d}, T={t:g}" + (f", top-k {k}" if k else ""), fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        suffix = f"_k{k}" if k else ""
+        fn = f"acceptance_{_slug(v)}__{_slug(d)}_T{t:g}{suffix}.png"
+        fig.savefig(out / fn, dpi=110)
+        plt.close(fig)
+        plots[f"acceptance {v}←{d} T={t:g}"] = fn
+    # cost curves: one per model, from the first capture that has it
+    seen = set()
+    for cap in captures:
+        fits = fit_costs(cap)
+        for name, cf in fits.items():
+            if name in seen:
+                continue
+            seen.add(name)
+            fig, ax = plt.subplots(figsize=(6, 4))
+            b = cap.baselines[name]
+            ctxs = np.unique(b.cost_ctx)
+            for cx in ctxs:
+                sel = b.cost_ctx == cx
+                ax.scatter(b.cost_m[sel], 1e3 * b.cost_s[sel], s=6, alpha=0.4,
+                           label=f"samples, context {cx:g}")
+            ms = np.arange(1, int(cf.ms.max()) + 1)
+            ax.plot(ms, 1e3 * cf.curve()(ms), "k-", label="fitted table (reference ctx "
+                    f"{cf.reference_context:.0f})")
+            ax.plot(ms, 1e3 * cf.curve(kind="affine")(ms), "k:", label="affine fit")
+            ax.set_xlabel("positions scored m")
+            ax.set_ylabel("T(m), ms")
+            ax.set_title(f"{name}: context slope {1e6 * cf.context_slope:.3g} µs/token",
+                         fontsize=9)
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            fn = f"cost_{_slug(name)}.png"
+            fig.savefig(out / fn, dpi=110)
+            plt.close(fig)
+            plots[f"cost curve {name}"] = fn
+    return plots
+
+
+def write_report(result: ValidationResult, captures, out, *, title="Validation report",
+                 notes=(), plots: bool = True) -> dict:
+    """Write ``report.md``, ``validation.json`` and the PNGs into ``out``; returns the paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    pl = _plots(result, captures, out) if plots else {}
+    data = result.to_json()
+    data["details"] = [c.to_dict() for c in result.configs]
+    data["notes"] = list(notes)
+    atomic_write_text(out / "validation.json", dump_json(_finite(data)))
+    atomic_write_text(out / "report.md", markdown(result, title, pl, notes))
+    return {"markdown": str(out / "report.md"), "json": str(out / "validation.json"),
+            "plots": [str(out / p) for p in pl.values()]}
+
+
+def _finite(o):
+    """JSON has no NaN/inf: replace them by null."""
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if isinstance(o, (float, np.floating)) and not math.isfinite(float(o)):
+        return None
+    if isinstance(o, np.ndarray):
+        return _finite(o.tolist())
+    return o

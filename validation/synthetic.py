@@ -1,0 +1,177 @@
+"""A synthetic decoder with known laws and costs, for testing the validation pipeline.
+
+:func:`simulate_capture` runs the THEORY §4 block policy round by round (numpy, seeded),
+exactly like :class:`validation.decoder.PolybasicDecoder` does with real models, but each
+verify round draws ``A`` from a given acceptance law (capped at the block length) and each
+forward of ``M_i`` over ``m`` positions at context ``c`` takes ``T_i(m) + d_i c`` seconds
+(times an optional log-normal timing noise with median 1). Knobs for the residual sources:
+decoder overhead per forward and per verify round, context slopes ``d_i``, lag-1 correlation
+``rho`` of the acceptance uniforms between consecutive rounds of a level (Gaussian copula:
+the marginal law is unchanged, only P1's independence assumption breaks), and the real
+decoder's occasional extra verify position (``catch_up``).
+
+It returns a :class:`validation.compare.ConfigCapture` and the per-round records in the
+decoder's record format (``level`` 1-based, ``ctx``, ``G``, ``A``, ``L``, ``m``, ``verify_s``,
+``draft_s``, ``round_s``, plus ``prompt``), so the same data can be written as a trace.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from polyspec_theory._checks import PolyspecInputError, check_int, check_real
+from polyspec_theory.costs import CostCurve
+from polyspec_theory.laws import AcceptanceLaw
+
+from .compare import ConfigCapture, LevelRounds, ModelBaseline
+
+__all__ = ["simulate_capture", "block_bound"]
+
+
+def block_bound(thresholds) -> list[int]:
+    """Largest possible block ``G_i`` per pair under the accumulate policy."""
+    out = [0] * len(thresholds)
+    out[-1] = int(thresholds[-1])
+    for i in range(len(thresholds) - 2, -1, -1):
+        # accumulated < theta before the last round, which adds at most G_{i+1} + 1
+        out[i] = int(thresholds[i]) - 1 + out[i + 1] + 1
+    return out
+
+
+def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_prompt=256,
+                     prompts=8, prompt_len=32, temperature=0.0, top_k=0, context_slope=None,
+                     overhead_per_forward=0.0, overhead_per_round=0.0, noise=0.0, rho=0.0,
+                     catch_up=False, baseline_contexts=(32, 160, 288), baseline_reps=3,
+                     baseline_max_m=16, ar_tokens=128, seed=0):
+    """Simulate one captured configuration; returns ``(ConfigCapture, records)``.
+
+    ``models`` names (target first), ``costs`` :class:`CostCurve` per model, ``laws`` one
+    :class:`AcceptanceLaw` per pair, ``thresholds`` one per pair. Baselines: cost-curve
+    timings for ``m = 1..baseline_max_m`` at ``baseline_contexts`` (``baseline_reps`` each)
+    and an autoregressive decode of ``ar_tokens`` tokens per prompt per model.
+    """
+    n = len(models)
+    if n < 2 or len(costs) != n or len(laws) != n - 1 or len(thresholds) != n - 1:
+        raise PolyspecInputError("models", "need n >= 2 models, n costs, n-1 laws/thresholds")
+    for i, c in enumerate(costs):
+        if not isinstance(c, CostCurve):
+            raise PolyspecInputError(f"costs[{i}]", "must be a CostCurve")
+    for i, law in enumerate(laws):
+        if not isinstance(law, AcceptanceLaw):
+            raise PolyspecInputError(f"laws[{i}]", "must be an AcceptanceLaw")
+    theta = [check_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]
+    tokens_per_prompt = check_int(tokens_per_prompt, "tokens_per_prompt", low=1)
+    prompts = check_int(prompts, "prompts", low=1)
+    rho = check_real(rho, "rho", low=-0.99, high=0.99)
+    noise = check_real(noise, "noise", low=0.0)
+    o_f = check_real(overhead_per_forward, "overhead_per_forward", low=0.0)
+    o_r = check_real(overhead_per_round, "overhead_per_round", low=0.0)
+    slope = np.zeros(n) if context_slope is None else np.asarray(context_slope, dtype=float)
+    if slope.shape != (n,):
+        raise PolyspecInputError("context_slope", f"need one slope per model ({n})")
+    rng = np.random.default_rng(check_int(seed, "seed", low=0))
+    gmax = block_bound(theta)
+    surv = [laws[i].survival(gmax[i] + 1)[1:] for i in range(n - 1)]
+
+    def cost(i, m, c):
+        t = costs[i](m) + slope[i] * c
+        if noise:
+            t *= math.exp(noise * rng.standard_normal())
+        return t
+
+    records: list[dict] = []
+    fwd_s = [0.0] * n
+    fwd_n = [0] * n
+    prompt_wall, prompt_tok = [], []
+    z_prev = [0.0] * (n - 1)
+    full_prev = [False] * (n - 1)
+
+    def uniform(i):
+        if rho == 0.0:
+            return rng.random()
+        z = rho * z_prev[i] + math.sqrt(1 - rho * rho) * rng.standard_normal()
+        z_prev[i] = z
+        return float(stats.norm.cdf(z))
+
+    def run_round(i, base, pid, clock):
+        """One round of S_i at committed length ``base``; returns (L, seconds)."""
+        if i == n - 1:
+            t = cost(i, 1, base)
+            fwd_s[i] += t
+            fwd_n[i] += 1
+            return 1, t + o_f
+        acc = 0
+        spent = 0.0
+        while acc < theta[i]:
+            ln, dt = run_round(i + 1, base + acc, pid, clock)
+            acc += ln
+            spent += dt
+        g = acc
+        m = g + 1 + (1 if (catch_up and full_prev[i]) else 0)
+        t = cost(i, m, base)
+        fwd_s[i] += t
+        fwd_n[i] += 1
+        u = uniform(i)
+        a = min(int(np.count_nonzero(surv[i][:g] > u)), g)
+        full_prev[i] = a == g
+        total = spent + t + o_f + o_r
+        records.append({"level": i + 1, "ctx": base, "G": g, "A": a, "L": a + 1, "m": m,
+                        "verify_s": t, "draft_s": spent, "round_s": total, "prompt": pid})
+        return a + 1, total
+
+    for pid in range(prompts):
+        z_prev[:] = [0.0] * (n - 1)
+        full_prev[:] = [False] * (n - 1)
+        produced = 0
+        wall = 0.0
+        while produced < tokens_per_prompt:
+            ln, dt = run_round(0, prompt_len + produced, pid, wall)
+            produced += ln
+            wall += dt
+        prompt_wall.append(wall)
+        prompt_tok.append(produced)
+
+    rounds = []
+    for i in range(n - 1):
+        rs = [r for r in records if r["level"] == i + 1]
+        rounds.append(LevelRounds(
+            ctx=np.array([r["ctx"] for r in rs], dtype=np.float64),
+            G=np.array([r["G"] for r in rs], dtype=np.int64),
+            A=np.array([r["A"] for r in rs], dtype=np.int64),
+            m=np.array([r["m"] for r in rs], dtype=np.int64),
+            verify_s=np.array([r["verify_s"] for r in rs]),
+            draft_s=np.array([r["draft_s"] for r in rs]),
+            prompt=np.array([r["prompt"] for r in rs], dtype=np.int64),
+        ))
+    baselines = {}
+    for i, name_i in enumerate(models):
+        ms, cs, ts = [], [], []
+        for c in baseline_contexts:
+            for m in range(1, baseline_max_m + 1):
+                for _ in range(baseline_reps):
+                    ms.append(m)
+                    cs.append(float(c))
+                    ts.append(cost(i, m, c))
+        ar_total = 0.0
+        ar_ctx = []
+        for _ in range(prompts):
+            for j in range(ar_tokens):
+                ar_total += cost(i, 1, prompt_len + j)
+                ar_ctx.append(prompt_len + j)
+        k = prompts * ar_tokens
+        baselines[name_i] = ModelBaseline(
+            name=name_i, ar_time_per_token=ar_total / k, ar_tokens=k,
+            ar_context=float(np.mean(ar_ctx)), cost_m=np.array(ms), cost_ctx=np.array(cs),
+            cost_s=np.array(ts))
+    wall = float(sum(prompt_wall))
+    cap = ConfigCapture(
+        name=name, models=tuple(models), thresholds=tuple(theta),
+        temperature=float(temperature), top_k=int(top_k), rounds=tuple(rounds),
+        tokens=int(sum(prompt_tok)), wall_s=wall, forward_s=tuple(fwd_s),
+        forward_count=tuple(fwd_n), baselines=baselines, n_prompts=prompts,
+        source="synthetic", prompt_wall_s=tuple(prompt_wall), prompt_tokens=tuple(prompt_tok),
+    )
+    return cap, records
