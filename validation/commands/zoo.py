@@ -1,0 +1,84 @@
+"""``polyspec zoo``: rebuild the model zoo (``train``) or describe it (``info``)."""
+
+from __future__ import annotations
+
+HELP = "train the model zoo (n-gram + 3 GPTs on the stdlib sources) or show its description"
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="zoo_command", metavar="ACTION")
+    t = sub.add_parser("train", help="train the zoo; prints validation bits/byte per model")
+    t.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    t.add_argument("--out", required=True, help="output directory for the weights")
+    t.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    t.add_argument("--resume", action="store_true", help="continue from <out>/ckpt/")
+    t.add_argument("--steps-scale", type=float, default=1.0,
+                   help="multiply every model's step count (e.g. 0.01 for a smoke test)")
+    t.add_argument("--only", default=None, help="comma-separated model names to train")
+    i = sub.add_parser("info", help="list the zoo's levels: params, val bits/byte, cost")
+    i.add_argument("--dir", default=None, help="weights directory (default: committed zoo)")
+    i.add_argument("--eval", action="store_true", help="recompute validation bits/byte")
+    i.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args) -> int:
+    from validation.cli import CommandError
+
+    action = getattr(args, "zoo_command", None)
+    if action == "train":
+        return _train(args)
+    if action == "info":
+        return _info(args)
+    raise CommandError("choose an action: train or info")
+
+
+def _train(args) -> int:
+    import dataclasses
+
+    from polyspec_theory._checks import check_int, check_real
+    from validation.zoo.ngram import NGramModel
+    from validation.zoo.train import DEFAULT_SPECS, train_zoo
+
+    seed = check_int(args.seed, "seed", low=0)
+    threads = check_int(args.threads, "threads", low=1, high=256)
+    scale = check_real(args.steps_scale, "steps_scale", low=1e-6, high=100.0)
+    specs = DEFAULT_SPECS
+    if args.only:
+        wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+        known = {s.name for s in specs}
+        bad = [w for w in wanted if w not in known]
+        if bad:
+            from polyspec_theory._checks import PolyspecInputError
+
+            raise PolyspecInputError("only", f"unknown model(s) {bad}; known: {sorted(known)}")
+        specs = tuple(s for s in specs if s.name in wanted)
+    if scale != 1.0:
+        specs = tuple(
+            dataclasses.replace(s, steps=max(1, round(s.steps * scale)),
+                                warmup=min(s.warmup, max(1, round(s.steps * scale))))
+            for s in specs
+        )
+    records = train_zoo(seed, args.out, specs=specs, resume=args.resume, threads=threads)
+    ng = NGramModel.default()
+    print(f"{'model':<8} {'params':>10} {'val bits/byte':>14}")
+    print(f"{'ngram':<8} {'-':>10} {ng.eval_bpb():>14.4f}")
+    for r in records:
+        print(f"{r['name']:<8} {r['params']:>10} {r['val_bits_per_byte']:>14.4f}")
+    return 0
+
+
+def _info(args) -> int:
+    import json
+
+    from validation.zoo import zoo_info
+
+    info = zoo_info(args.dir, evaluate=args.eval)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"zoo: {info['dir']}  corpus {info['corpus_digest']}")
+    print(f"{'level':<8} {'params':>10} {'val bits/byte':>14} {'layers':>7} {'d_model':>8}")
+    for m in info["models"]:
+        print(f"{m['name']:<8} {m['params']:>10} {m['val_bits_per_byte']:>14.4f} "
+              f"{m.get('n_layer', '-'):>7} {m.get('d_model', '-'):>8}")
+    return 0

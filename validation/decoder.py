@@ -1,0 +1,282 @@
+"""The n-level polybasic speculative decoder (THEORY §4 block policy) and the autoregressive
+reference decoder, both batch size 1, on CPU or CUDA.
+
+Levels are ordered target first: ``levels[0] = M_1`` … ``levels[n-1] = M_n`` (smallest).
+``thresholds[i]`` is θ of the pair (``levels[i]`` verifier, ``levels[i+1]`` drafter).
+
+One round of ``S_n``: ``M_n`` samples one token. One round of ``S_i`` (i < n, "accumulate"
+policy): run rounds of ``S_{i+1}`` until ≥ θ_i new tokens have accumulated (the block, G_i
+tokens; G = θ exactly for the last pair), then ONE forward of ``M_i`` over the G_i + 1
+positions scores the block; speculative sampling accepts the first A_i tokens
+(accept x with prob min(1, p_i(x)/p_{i+1}(x)); at the first rejection draw from
+(p_i − p_{i+1})_+ normalized; if all G are accepted draw a bonus token from p_i), emitting
+L_i = A_i + 1 tokens. Every emitted token's law under p_i is kept: it is the drafter law the
+level above uses (by F1 a lossless S_{i+1} emits tokens distributed as p_{i+1}). Greedy mode
+(temperature 0): accept iff the token equals argmax p_i, the correction is argmax p_i.
+Temperature and top-k are applied identically to every level's logits.
+
+Timing: ``now()`` synchronizes CUDA before reading ``time.perf_counter``. Prefill (feeding
+the prompt) is timed separately and excluded from decode times, for the cascade and the
+autoregressive baseline alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from polyspec_theory._checks import PolyspecInputError, check_int, check_real
+
+__all__ = ["Sampler", "PolybasicDecoder", "CascadeResult", "ARResult", "autoregressive",
+           "POLICY"]
+
+POLICY = "accumulate"
+
+
+class Sampler:
+    """Turns logits into laws (temperature, top-k) and draws with a seeded generator."""
+
+    def __init__(self, temperature: float = 0.0, top_k: int = 0, seed: int = 0,
+                 device="cpu"):
+        self.temperature = check_real(temperature, "temperature", low=0.0, high=100.0)
+        self.top_k = check_int(top_k, "top_k", low=0)
+        self.greedy = self.temperature == 0.0
+        self.device = torch.device(device)
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(int(seed))
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """Laws (rows sum to 1) from logits (m, V), float32."""
+        x = logits.float() / self.temperature
+        if self.top_k and self.top_k < x.shape[-1]:
+            kth = torch.topk(x, self.top_k, dim=-1).values[..., -1:]
+            x = x.masked_fill(x < kth, float("-inf"))
+        return torch.softmax(x, dim=-1)
+
+    def draw(self, p: torch.Tensor) -> int:
+        return int(torch.multinomial(p, 1, generator=self.gen).item())
+
+    def uniform(self, n: int) -> torch.Tensor:
+        return torch.rand(n, generator=self.gen, device=self.device)
+
+
+@dataclass
+class CascadeResult:
+    """One prompt decoded by the cascade. Times in seconds, prefill excluded."""
+
+    tokens: list[int]
+    n_generated: int
+    wall_s: float
+    prefill_s: float
+    forward_s: list[float]
+    forward_count: list[int]
+    rounds: list[dict] = field(default_factory=list)
+
+    @property
+    def overhead_s(self) -> float:
+        """Decode wall time not spent inside model forwards."""
+        return self.wall_s - sum(self.forward_s)
+
+
+@dataclass
+class ARResult:
+    """One prompt decoded autoregressively by one model. ``step_s[j]`` = wall time of token j
+    (forward + sampling); prefill excluded."""
+
+    tokens: list[int]
+    wall_s: float
+    prefill_s: float
+    step_s: list[float]
+    forward_s: float
+
+
+def _now_fn(device):
+    if torch.device(device).type == "cuda":
+
+        def now():
+            torch.cuda.synchronize()
+            return time.perf_counter()
+
+        return now
+    return time.perf_counter
+
+
+class PolybasicDecoder:
+    """Polybasic cascade over ``levels`` (target first) with ``thresholds`` (one per pair)."""
+
+    def __init__(self, levels, thresholds, *, temperature=0.0, top_k=0, seed=0,
+                 on_round: Callable[[dict], None] | None = None):
+        n = len(levels)
+        if n < 2:
+            raise PolyspecInputError("models", f"need at least 2 levels, got {n}")
+        if len(thresholds) != n - 1:
+            raise PolyspecInputError("thresholds", f"need {n - 1} thresholds, got "
+                                     f"{len(thresholds)}")
+        self.thresholds = [check_int(t, f"thresholds[{i}]", low=1, high=4096)
+                           for i, t in enumerate(thresholds)]
+        vs = {lv.vocab_size for lv in levels}
+        if len(vs) != 1:
+            raise PolyspecInputError("models", f"levels must share one vocabulary, got sizes "
+                                     f"{[lv.vocab_size for lv in levels]}")
+        self.levels = list(levels)
+        self.n = n
+        self.vocab = vs.pop()
+        self.device = levels[0].device
+        self.sampler = Sampler(temperature, top_k, seed, self.device)
+        self.greedy = self.sampler.greedy
+        self.on_round = on_round
+        self._now = _now_fn(self.device)
+
+    def headroom(self) -> int:
+        """Extra positions beyond the committed text a round may feed (Σ θ)."""
+        return sum(self.thresholds)
+
+    # ------------------------------------------------------------------ internals
+    def _forward(self, i: int, end: int) -> torch.Tensor:
+        t0 = self._now()
+        lg = self.levels[i].logits(self.seq, end)
+        t1 = self._now()
+        self._fwd_s[i] += t1 - t0
+        self._fwd_n[i] += 1
+        self._last_fwd = t1 - t0
+        return lg
+
+    def _truncate(self, length: int, from_level: int) -> None:
+        del self.seq[length:]
+        for j in range(from_level, self.n):
+            self.levels[j].rollback(length)
+
+    def _round(self, i: int, base: int) -> int:
+        """One round of S_i on top of ``seq[:base]``; returns L (tokens appended)."""
+        if i == self.n - 1:
+            lg = self._forward(i, base)[-1:]
+            if self.greedy:
+                tok = int(torch.argmax(lg[0]).item())
+            else:
+                p = self.sampler.probs(lg)[0]
+                self._laws[i][base] = p
+                tok = self.sampler.draw(p)
+            self._truncate(base, i)
+            self.seq.append(tok)
+            return 1
+        theta = self.thresholds[i]
+        t0 = self._now()
+        acc = 0
+        while acc < theta:
+            acc += self._round(i + 1, base + acc)
+        g = acc
+        t1 = self._now()
+        # the level's cache holds seq[:pos]; usually pos == base - 1 (m = G + 1), one more
+        # position when its own previous block was fully accepted (catch-up of that token)
+        m = base + g - self.levels[i].pos
+        lg = self._forward(i, base + g)
+        verify_s = self._last_fwd
+        lg = lg[-(g + 1):]
+        block = self.seq[base : base + g]
+        if self.greedy:
+            am = torch.argmax(lg, dim=-1).tolist()
+            a = 0
+            while a < g and block[a] == am[a]:
+                a += 1
+            corr = am[a]
+        else:
+            P = self.sampler.probs(lg)
+            Q = self._laws[i + 1][base : base + g]
+            x = torch.tensor(block, device=self.device)
+            ar = torch.arange(g, device=self.device)
+            px, qx = P[ar, x], Q[ar, x]
+            ok = self.sampler.uniform(g) * qx < px
+            a = int(torch.cumprod(ok.to(torch.int64), 0).sum().item())
+            if a < g:
+                r = (P[a] - Q[a]).clamp_(min=0.0)
+                s = float(r.sum())
+                corr = self.sampler.draw(r / s if s > 0 else P[a])
+            else:
+                corr = self.sampler.draw(P[g])
+            self._laws[i][base : base + a + 1] = P[: a + 1]
+        self._truncate(base + a, i)
+        self.seq.append(corr)
+        t2 = self._now()
+        rec = {"level": i + 1, "ctx": base, "G": g, "A": a, "L": a + 1, "m": m,
+               "verify_s": verify_s, "draft_s": t1 - t0, "round_s": t2 - t0}
+        self.rounds.append(rec)
+        if self.on_round is not None:
+            self.on_round(rec)
+        return a + 1
+
+    # ------------------------------------------------------------------ public
+    def generate(self, prompt: list[int], max_new_tokens: int) -> CascadeResult:
+        """Decode ≥ ``max_new_tokens`` tokens after ``prompt`` (the last round may overshoot;
+        ``n_generated`` is the exact count and ``tokens`` holds all of them)."""
+        prompt = [int(t) for t in prompt]
+        max_new = check_int(max_new_tokens, "max_new_tokens", low=1)
+        if len(prompt) < 1:
+            raise PolyspecInputError("prompt", "must hold at least one token")
+        if any(not 0 <= t < self.vocab for t in prompt):
+            raise PolyspecInputError("prompt", f"token ids must be in [0, {self.vocab})")
+        need = len(prompt) + max_new + self.headroom()
+        for lv in self.levels:
+            if lv.max_len is not None and need > lv.max_len:
+                raise PolyspecInputError(
+                    "max_new_tokens", f"prompt ({len(prompt)}) + tokens ({max_new}) + "
+                    f"Σθ ({self.headroom()}) = {need} exceeds {lv.name}'s context {lv.max_len}")
+        self.seq = list(prompt)
+        self.rounds = []
+        self._fwd_s = [0.0] * self.n
+        self._fwd_n = [0] * self.n
+        if not self.greedy:
+            size = need + 1
+            self._laws = [torch.zeros(size, self.vocab, device=self.device)
+                          for _ in range(self.n)]
+        with torch.inference_mode():
+            t0 = self._now()
+            for lv in self.levels:
+                lv.reset()
+                if len(prompt) > 1:
+                    lv.logits(self.seq, len(prompt) - 1)
+            t1 = self._now()
+            self._fwd_s = [0.0] * self.n
+            self._fwd_n = [0] * self.n
+            while len(self.seq) - len(prompt) < max_new:
+                self._round(0, len(self.seq))
+            t2 = self._now()
+        gen = self.seq[len(prompt):]
+        return CascadeResult(tokens=gen, n_generated=len(gen), wall_s=t2 - t1,
+                             prefill_s=t1 - t0, forward_s=list(self._fwd_s),
+                             forward_count=list(self._fwd_n), rounds=self.rounds)
+
+
+def autoregressive(level, prompt, max_new_tokens: int, *, temperature=0.0, top_k=0, seed=0,
+                   sampler: Sampler | None = None) -> ARResult:
+    """Plain decoding of ``max_new_tokens`` tokens by one level (one forward per token)."""
+    prompt = [int(t) for t in prompt]
+    max_new = check_int(max_new_tokens, "max_new_tokens", low=1)
+    if level.max_len is not None and len(prompt) + max_new > level.max_len:
+        raise PolyspecInputError("max_new_tokens", f"prompt + tokens exceeds {level.name}'s "
+                                 f"context {level.max_len}")
+    s = sampler or Sampler(temperature, top_k, seed, level.device)
+    now = _now_fn(level.device)
+    seq = list(prompt)
+    steps = []
+    fwd = 0.0
+    with torch.inference_mode():
+        t0 = now()
+        level.reset()
+        if len(prompt) > 1:
+            level.logits(seq, len(prompt) - 1)
+        t1 = now()
+        for _ in range(max_new):
+            a = now()
+            lg = level.logits(seq, len(seq))[-1]
+            b = now()
+            tok = int(torch.argmax(lg).item()) if s.greedy else s.draw(s.probs(lg[None])[0])
+            seq.append(tok)
+            c = now()
+            steps.append(c - a)
+            fwd += b - a
+        t2 = now()
+    return ARResult(tokens=seq[len(prompt):], wall_s=t2 - t1, prefill_s=t1 - t0,
+                    step_s=steps, forward_s=fwd)

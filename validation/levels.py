@@ -1,0 +1,188 @@
+"""Decoder levels: one interface over zoo GPTs, the n-gram drafter and Hugging Face checkpoints.
+
+A level keeps ``pos`` = how many leading tokens of the current sequence its cache holds.
+``logits(seq, end)`` feeds ``seq[pos:end]`` in ONE forward and returns the next-token logits
+(or log-probabilities) at those positions, shape ``(end - pos, V)``: row ``r`` is the law of
+token ``pos + r + 1`` given ``seq[:pos + r + 1]``. ``rollback(n)`` forgets everything from
+index ``n`` on (an index move for the static zoo cache; ``DynamicCache.crop`` for HF).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["Level", "ZooLevel", "NGramLevel", "HFLevel", "load_level", "ZOO_LEVELS",
+           "default_zoo_dir"]
+
+ZOO_LEVELS = ("target", "mid", "small", "ngram")
+
+
+def default_zoo_dir() -> Path:
+    """Directory of the committed zoo weights."""
+    return Path(__file__).resolve().parent / "zoo" / "weights"
+
+
+class Level:
+    """Base class; subclasses set name, kind, params, vocab_size, max_len, device."""
+
+    name: str
+    kind: str
+    params: int
+    vocab_size: int
+    max_len: int | None
+    device: torch.device
+    pos: int = 0
+
+    def reset(self) -> None:
+        self.pos = 0
+
+    def rollback(self, n: int) -> None:
+        if n < self.pos:
+            self.pos = n
+
+    def logits(self, seq: list[int], end: int) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "params": int(self.params),
+                "vocab_size": int(self.vocab_size), "max_len": self.max_len}
+
+
+class ZooLevel(Level):
+    """A zoo GPT with a preallocated KV cache (rollback = index move)."""
+
+    kind = "zoo-gpt"
+
+    def __init__(self, model, name: str, source: str = ""):
+        self.model = model.eval()
+        self.name = name
+        self.source = source
+        self.params = model.num_params()
+        self.vocab_size = model.cfg.vocab_size
+        self.max_len = model.cfg.block_size
+        p = model.tok.weight
+        self.device = p.device
+        self.dtype = p.dtype
+        self.cache = model.new_cache()
+        self.pos = 0
+
+    @torch.inference_mode()
+    def logits(self, seq, end):
+        toks = torch.tensor(seq[self.pos : end], dtype=torch.long, device=self.device)
+        out = self.model.forward_cached(toks[None], self.pos, self.cache)
+        self.pos = end
+        return out
+
+    def describe(self):
+        d = super().describe()
+        c = self.model.cfg
+        d.update(n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model, source=self.source)
+        return d
+
+
+class NGramLevel(Level):
+    """The n-gram drafter as a level: log-probabilities from counts; stateless (no cache)."""
+
+    kind = "ngram"
+
+    def __init__(self, ngram, name: str = "ngram", device="cpu"):
+        self.ngram = ngram
+        self.name = name
+        self.params = 0
+        self.vocab_size = 256
+        self.max_len = None
+        self.device = torch.device(device)
+        self.pos = 0
+
+    def logits(self, seq, end):
+        order = self.ngram.order
+        rows = [self.ngram.probs(seq[max(0, t + 1 - order) : t + 1]) for t in range(self.pos, end)]
+        self.pos = end
+        out = torch.from_numpy(np.log(np.stack(rows)))
+        return out.to(device=self.device, dtype=torch.float32)
+
+    def describe(self):
+        d = super().describe()
+        d.update(order=self.ngram.order, entries=self.ngram.n_entries,
+                 min_count=self.ngram.min_count)
+        return d
+
+
+class HFLevel(Level):
+    """A local Hugging Face causal-LM checkpoint directory (``transformers`` needed)."""
+
+    kind = "hf"
+
+    def __init__(self, path, name: str | None = None, device="cpu", dtype=torch.float32):
+        try:
+            from transformers import AutoModelForCausalLM
+        except ImportError as e:  # pragma: no cover
+            raise ImportError("HF levels need the 'hf' extra: pip install polyspec[hf]") from e
+        self.path = str(path)
+        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype)
+        self.model = self.model.to(device).eval()
+        self.name = name or Path(path).name
+        self.params = sum(p.numel() for p in self.model.parameters())
+        cfg = self.model.config
+        self.vocab_size = int(cfg.vocab_size)
+        self.max_len = getattr(cfg, "max_position_embeddings", None) or getattr(
+            cfg, "n_positions", None)
+        self.device = torch.device(device)
+        self.cache = None
+        self.pos = 0
+
+    def reset(self):
+        from transformers import DynamicCache
+
+        self.cache = DynamicCache()
+        self.pos = 0
+
+    def rollback(self, n):
+        if n < self.pos:
+            self.cache.crop(n)
+            self.pos = n
+
+    @torch.inference_mode()
+    def logits(self, seq, end):
+        if self.cache is None:
+            self.reset()
+        ids = torch.tensor(seq[self.pos : end], dtype=torch.long, device=self.device)[None]
+        out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True)
+        self.cache = out.past_key_values
+        self.pos = end
+        return out.logits[0].float()
+
+    def describe(self):
+        d = super().describe()
+        d.update(source=self.path, model_type=self.model.config.model_type)
+        return d
+
+
+def load_level(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> Level:
+    """A level from a zoo name (``target``, ``mid``, ``small``, ``ngram``), a zoo
+    ``.safetensors`` file, or a Hugging Face checkpoint directory (has ``config.json``)."""
+    from polyspec_theory._checks import PolyspecInputError
+
+    from .zoo.weights import load_model
+
+    zdir = Path(zoo_dir) if zoo_dir is not None else default_zoo_dir()
+    if spec == "ngram":
+        from .zoo.ngram import NGramModel
+
+        return NGramLevel(NGramModel.default(), device=device)
+    if spec in ZOO_LEVELS:
+        path = zdir / f"{spec}.safetensors"
+        if not path.exists():
+            raise PolyspecInputError("models", f"zoo weights not found: {path}")
+        return ZooLevel(load_model(path, device=device, dtype=dtype), spec, str(path))
+    p = Path(spec)
+    if p.is_file() and p.suffix == ".safetensors":
+        return ZooLevel(load_model(p, device=device, dtype=dtype), p.stem, str(p))
+    if p.is_dir() and (p / "config.json").exists():
+        return HFLevel(p, device=device, dtype=dtype)
+    raise PolyspecInputError(
+        "models", f"{spec!r} is neither a zoo level {ZOO_LEVELS}, a zoo .safetensors file, "
+        "nor a Hugging Face checkpoint directory with config.json")

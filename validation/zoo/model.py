@@ -1,0 +1,140 @@
+"""A small GPT (pre-LayerNorm, tied embeddings, learned positions) with a static KV cache.
+
+The cache is preallocated to ``block_size`` positions (gpt-fast style): a forward over ``m``
+new tokens at position ``start`` writes keys/values into ``[start, start+m)`` and attends to
+``[0, start+m)``; rolling back is only a change of the caller's length index (stale entries
+beyond it are overwritten later), so rejection costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["GPTConfig", "GPT", "KVCache"]
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Architecture of one zoo model (byte vocabulary by default)."""
+
+    n_layer: int
+    n_head: int
+    d_model: int
+    vocab_size: int = 256
+    block_size: int = 256
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GPTConfig:
+        return cls(**{k: int(d[k]) for k in cls.__dataclass_fields__})
+
+
+class KVCache:
+    """Preallocated keys/values of shape (n_layer, 1, n_head, max_len, head_dim)."""
+
+    def __init__(self, cfg: GPTConfig, device, dtype):
+        hd = cfg.d_model // cfg.n_head
+        shape = (cfg.n_layer, 1, cfg.n_head, cfg.block_size, hd)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.max_len = cfg.block_size
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        d = cfg.d_model
+        self.n_head = cfg.n_head
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d, bias=False)
+        self.out = nn.Linear(4 * d, d, bias=False)
+
+    def _split(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        h = self.n_head
+        return [z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v)]
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self._split(x)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    def forward_cached(self, x, kc, vc, start: int, mask):
+        b, t, d = x.shape
+        q, k, v = self._split(x)
+        end = start + t
+        kc[:, :, start:end] = k
+        vc[:, :, start:end] = v
+        y = F.scaled_dot_product_attention(q, kc[:, :, :end], vc[:, :, :end], attn_mask=mask)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    """Causal byte-level language model."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        if cfg.d_model % cfg.n_head:
+            raise ValueError("d_model must be divisible by n_head")
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.apply(self._init)
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight") or name.endswith("out.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def num_params(self) -> int:
+        """Parameter count (tied embedding counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx):
+        """Training forward: logits (B, T, V) for token ids (B, T)."""
+        t = idx.shape[1]
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        for blk in self.blocks:
+            x = blk(x)
+        return F.linear(self.ln_f(x), self.tok.weight)
+
+    def new_cache(self) -> KVCache:
+        p = self.tok.weight
+        return KVCache(self.cfg, p.device, p.dtype)
+
+    def forward_cached(self, tokens, start: int, cache: KVCache):
+        """Logits (m, V) for ``tokens`` (1, m) placed at positions ``start..start+m-1``, with
+        the cache holding positions ``< start``; the cache is updated in place."""
+        m = tokens.shape[1]
+        end = start + m
+        if end > self.cfg.block_size:
+            raise ValueError(f"context {end} exceeds block_size {self.cfg.block_size}")
+        dev = tokens.device
+        x = self.tok(tokens) + self.pos.weight[start:end]
+        if m == 1:
+            mask = None
+        else:
+            rows = torch.arange(start, end, device=dev).unsqueeze(1)
+            mask = torch.arange(end, device=dev).unsqueeze(0) <= rows
+        for li, blk in enumerate(self.blocks):
+            x = blk.forward_cached(x, cache.k[li], cache.v[li], start, mask)
+        return F.linear(self.ln_f(x[0]), self.tok.weight)

@@ -1,0 +1,108 @@
+"""Statistical n-gram drafter over bytes (the zoo's smallest level).
+
+Counts of (context, next byte) for every context length k = 0..``order`` are built from the
+train split at load time (a few seconds; nothing is committed: the counts are a deterministic
+function of the corpus) and kept as sorted uint64 keys ``(context << 8) | next`` with their
+counts, so a context's continuations are one binary search away. Contexts of length ≥ 3 seen
+only once with a given continuation are pruned (``min_count``) to bound memory.
+
+Next-byte law: Witten–Bell interpolation from the empty context up to the longest one,
+``p_k = (c_k + T_k p_{k-1}) / (N_k + T_k)`` with ``N_k`` the context's count and ``T_k`` its
+number of distinct continuations (``p_k = p_{k-1}`` for an unseen context), starting from the
+uniform law. Every byte keeps positive probability.
+
+Default order 2 (trigram): on the validation split order 2 scores 2.46 bits/byte, order 3
+1.88, order 5 1.66 — better than the zoo's small GPT (2.12 after its short CPU training), so
+a higher order would break the rule that quality increases strictly along the cascade
+(n-gram → small → mid → target). ``NGramModel(data, order=k)`` builds any other order.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["NGramModel", "DEFAULT_ORDER"]
+
+DEFAULT_ORDER = 2  # context bytes (a trigram); see module docstring for the choice
+
+
+class NGramModel:
+    """Byte n-gram law with Witten–Bell interpolation (see module docstring)."""
+
+    vocab_size = 256
+
+    def __init__(self, data: np.ndarray, order: int = DEFAULT_ORDER, min_count: int = 2):
+        if not 0 <= order <= 7:
+            raise ValueError(f"order: must be in 0..7, got {order}")
+        data = np.asarray(data, dtype=np.uint8)
+        self.order = order
+        self.min_count = min_count
+        self.keys: list[np.ndarray] = []
+        self.counts: list[np.ndarray] = []
+        d64 = data.astype(np.uint64)
+        for k in range(order + 1):
+            ctx = np.zeros(len(data) - k, dtype=np.uint64)
+            for j in range(k):
+                ctx = (ctx << np.uint64(8)) | d64[j : len(data) - k + j]
+            key = (ctx << np.uint64(8)) | d64[k:]
+            uniq, cnt = np.unique(key, return_counts=True)
+            if k >= 3 and min_count > 1:
+                keep = cnt >= min_count
+                uniq, cnt = uniq[keep], cnt[keep]
+            self.keys.append(uniq)
+            self.counts.append(cnt.astype(np.float64))
+        self.n_entries = int(sum(len(u) for u in self.keys))
+
+    @classmethod
+    def default(cls) -> NGramModel:
+        """The zoo's n-gram level: built once per process from the train split."""
+        return _default_ngram()
+
+    def probs(self, context) -> np.ndarray:
+        """Next-byte law (float64, length 256) after the byte sequence ``context``."""
+        ctx_bytes = [int(b) for b in context[max(0, len(context) - self.order) :]]
+        p = np.full(256, 1.0 / 256)
+        for k in range(self.order + 1):
+            if k > len(ctx_bytes):
+                break
+            c = 0
+            for b in ctx_bytes[len(ctx_bytes) - k :]:
+                c = (c << 8) | b
+            lo_key = np.uint64(c << 8)
+            hi_key = np.uint64((c << 8) | 255)
+            keys = self.keys[k]
+            lo = int(np.searchsorted(keys, lo_key, side="left"))
+            hi = int(np.searchsorted(keys, hi_key, side="right"))
+            if hi <= lo:
+                continue
+            nxt = (keys[lo:hi] & np.uint64(255)).astype(np.int64)
+            cnt = self.counts[k][lo:hi]
+            n = cnt.sum()
+            t = float(hi - lo)
+            q = p * t
+            q[nxt] += cnt
+            p = q / (n + t)
+        return p
+
+    def eval_bpb(self, data=None, n_positions: int = 20000) -> float:
+        """Cross-entropy in bits/byte on ``n_positions`` evenly spaced positions of ``data``
+        (default: the validation split)."""
+        if data is None:
+            from .data import load_split
+
+            data = load_split("val")
+        pos = np.linspace(self.order, len(data) - 1, n_positions).astype(np.int64)
+        total = 0.0
+        for t in pos:
+            total -= math.log2(self.probs(data[t - self.order : t])[data[t]])
+        return total / len(pos)
+
+
+@lru_cache(maxsize=1)
+def _default_ngram() -> NGramModel:
+    from .data import load_split
+
+    return NGramModel(load_split("train"))

@@ -1,0 +1,36 @@
+"""Tiny random models for tests and demos: a random target and drafters that are noisy
+copies of it (noise grows with the level), so acceptance is neither 0 nor 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from validation.levels import NGramLevel, ZooLevel
+from validation.zoo.model import GPT, GPTConfig
+from validation.zoo.ngram import NGramModel
+
+
+def tiny_family(n: int, vocab: int = 16, noise: float = 0.03, d: int = 16, seed: int = 0,
+                block_size: int = 128, scale: float = 4.0):
+    """``n`` ZooLevels, target first."""
+    out = []
+    for s in range(n):
+        torch.manual_seed(seed)
+        m = GPT(GPTConfig(1, 2, d, vocab_size=vocab, block_size=block_size))
+        with torch.no_grad():
+            for p in m.parameters():
+                p.mul_(scale)
+            torch.manual_seed(seed * 100 + 1 + s)
+            for p in m.parameters():
+                p.add_(torch.randn_like(p) * noise * s)
+        out.append(ZooLevel(m, f"m{s}"))
+    return out
+
+
+def tiny_ngram(seed: int = 0, length: int = 4000, order: int = 3) -> NGramLevel:
+    """An n-gram level over bytes trained on a small random 'text' with repeats."""
+    rng = np.random.default_rng(seed)
+    words = [rng.integers(97, 123, size=rng.integers(2, 6)).astype(np.uint8) for _ in range(30)]
+    data = np.concatenate([words[i] for i in rng.integers(0, 30, size=length // 3)])
+    return NGramLevel(NGramModel(data, order=order, min_count=1))

@@ -1,0 +1,169 @@
+"""Training of the default zoo (deterministic given the seed, the corpus and the thread count).
+
+Each neural model trains with AdamW on random 256-byte windows of the train split (the batch of
+step ``s`` is drawn from ``numpy.random.default_rng([seed, model_index, s])``, so a resumed run
+sees the same batches), linear warm-up then cosine decay to 10 %, gradient clipping at 1.
+Checkpoints (model + optimizer) are written every ``ckpt_every`` steps to ``<out>/ckpt/`` so
+an interrupted run loses little and ``resume=True`` continues it. Final weights are written as
+fp16 safetensors (upcast to fp32 at load); validation loss is reported in bits per byte.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .data import corpus_digest, load_split
+from .model import GPT, GPTConfig
+
+__all__ = ["TrainSpec", "DEFAULT_SPECS", "train_model", "eval_bpb", "train_zoo"]
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """One neural zoo model and its training schedule."""
+
+    name: str
+    config: GPTConfig
+    steps: int
+    lr: float
+    batch_size: int = 16
+    seq_len: int = 256
+    warmup: int = 50
+    weight_decay: float = 0.1
+
+
+DEFAULT_SPECS = (
+    TrainSpec("small", GPTConfig(n_layer=2, n_head=4, d_model=128), steps=1200, lr=3e-3),
+    TrainSpec("mid", GPTConfig(n_layer=4, n_head=4, d_model=256), steps=900, lr=2e-3),
+    TrainSpec("target", GPTConfig(n_layer=6, n_head=6, d_model=384), steps=700, lr=1.5e-3),
+)
+
+
+def _lr(spec: TrainSpec, step: int) -> float:
+    if step < spec.warmup:
+        return spec.lr * (step + 1) / spec.warmup
+    frac = (step - spec.warmup) / max(1, spec.steps - spec.warmup)
+    return spec.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * min(1.0, frac))))
+
+
+def _batch(data: np.ndarray, spec: TrainSpec, seed: int, index: int, step: int):
+    rng = np.random.default_rng([seed, index, step])
+    starts = rng.integers(0, len(data) - spec.seq_len - 1, size=spec.batch_size)
+    idx = starts[:, None] + np.arange(spec.seq_len + 1)[None, :]
+    x = torch.from_numpy(data[idx].astype(np.int64))
+    return x[:, :-1], x[:, 1:]
+
+
+@torch.no_grad()
+def eval_bpb(model: GPT, data: np.ndarray, n_windows: int = 64, seq_len: int = 256) -> float:
+    """Mean next-byte cross-entropy in bits/byte over ``n_windows`` evenly spaced windows."""
+    model.eval()
+    n_windows = min(n_windows, (len(data) - 1) // seq_len)
+    starts = np.linspace(0, len(data) - seq_len - 1, n_windows).astype(np.int64)
+    total, count = 0.0, 0
+    for chunk in np.array_split(starts, max(1, n_windows // 16)):
+        idx = chunk[:, None] + np.arange(seq_len + 1)[None, :]
+        x = torch.from_numpy(data[idx].astype(np.int64))
+        logits = model(x[:, :-1]).float()
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1),
+                               reduction="sum")
+        total += float(loss)
+        count += x[:, 1:].numel()
+    model.train()
+    return total / count / math.log(2)
+
+
+def _decay_groups(model: GPT, wd: float):
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "pos" not in n]
+    other = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "pos" not in n)]
+    return [{"params": decay, "weight_decay": wd}, {"params": other, "weight_decay": 0.0}]
+
+
+def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bool = False,
+                ckpt_every: int = 100, log=print) -> dict:
+    """Train one model, write ``<out>/<name>.safetensors``; return its record."""
+    from .weights import save_model
+
+    out = Path(out)
+    ckdir = out / "ckpt"
+    ckdir.mkdir(parents=True, exist_ok=True)
+    train = load_split("train")
+    val = load_split("val")
+    torch.manual_seed(seed * 1000 + index)
+    model = GPT(spec.config)
+    opt = torch.optim.AdamW(_decay_groups(model, spec.weight_decay), lr=spec.lr,
+                            betas=(0.9, 0.95))
+    step0, history = 0, []
+    ck = ckdir / f"{spec.name}.pt"
+    if resume and ck.exists():
+        state = torch.load(ck, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        step0, history = state["step"], state["history"]
+        log(f"[{spec.name}] resumed at step {step0}")
+    t0 = time.perf_counter()
+    model.train()
+    for step in range(step0, spec.steps):
+        for g in opt.param_groups:
+            g["lr"] = _lr(spec, step)
+        x, y = _batch(train, spec, seed, index, step)
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if (step + 1) % 50 == 0:
+            bpb = float(loss.detach()) / math.log(2)
+            history.append([step + 1, round(bpb, 4)])
+            log(f"[{spec.name}] step {step + 1}/{spec.steps} train {bpb:.3f} bits/byte "
+                f"({time.perf_counter() - t0:.0f}s)")
+        if (step + 1) % ckpt_every == 0 or step + 1 == spec.steps:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+                        "step": step + 1, "history": history}, ck)
+    val_bpb = eval_bpb(model, val)
+    record = {
+        "name": spec.name, "config": spec.config.to_dict(), "params": model.num_params(),
+        "steps": spec.steps, "lr": spec.lr, "batch_size": spec.batch_size,
+        "seq_len": spec.seq_len, "warmup": spec.warmup, "weight_decay": spec.weight_decay,
+        "seed": seed, "val_bits_per_byte": round(val_bpb, 4),
+        "train_curve_bits_per_byte": history,
+        "train_seconds_this_run": round(time.perf_counter() - t0, 1),
+    }
+    save_model(model, out / f"{spec.name}.safetensors", record)
+    log(f"[{spec.name}] done: val {val_bpb:.4f} bits/byte, {model.num_params()} params")
+    return record
+
+
+def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=print,
+              threads: int = 1) -> list[dict]:
+    """Train every model of ``specs`` in order and write ``<out>/zoo.json`` (manifest; records
+    of models already there and not retrained are kept). A model's seed offset is its index
+    in ``DEFAULT_SPECS`` (by name), so training a subset gives the same weights."""
+    torch.set_num_threads(threads)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = [s.name for s in DEFAULT_SPECS]
+    mpath = out / "zoo.json"
+    old = json.loads(mpath.read_text())["models"] if mpath.exists() else []
+    records = []
+    for spec in specs:
+        index = names.index(spec.name) if spec.name in names else len(names)
+        rec = train_model(spec, index, seed, out, resume=resume, log=log)
+        records.append(rec)
+        done = {r["name"] for r in records}
+        kept = [r for r in old if r["name"] not in done]
+        order = {n: i for i, n in enumerate(names)}
+        allrec = sorted(kept + records, key=lambda r: order.get(r["name"], len(names)))
+        manifest = {"corpus_digest": corpus_digest(), "seed": seed, "threads": threads,
+                    "torch": torch.__version__, "models": allrec}
+        mpath.write_text(json.dumps(manifest, indent=2) + "\n")
+    return records
