@@ -1,0 +1,113 @@
+"""Shared machinery of the simulators: float64, device meshes, host gathers, estimators.
+
+Importing this module turns on JAX's float64 mode (``jax_enable_x64``): every quantity that is
+compared with theory is computed in float64; and partitionable threefry, so random bits do not
+depend on how arrays are sharded over devices.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_threefry_partitionable", True)  # random bits independent of sharding
+
+import jax.numpy as jnp  # noqa: E402
+from jax.sharding import Mesh, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from polyspec_theory._checks import PolyspecInputError, check_int  # noqa: E402
+
+__all__ = [
+    "Z95",
+    "RatioEstimate",
+    "ratio_estimate",
+    "mean_estimate",
+    "chain_mesh",
+    "shard_chains",
+    "to_host",
+    "uniform_from_bits",
+    "make_key",
+]
+
+Z95 = 1.959963984540054  # standard normal 97.5 % quantile
+
+
+def make_key(seed):
+    """A typed threefry PRNG key from an int seed (a key passes through)."""
+    if isinstance(seed, jax.Array) and jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
+        return seed
+    return jax.random.key(check_int(seed, "seed", low=0, high=2**63 - 1))
+
+
+def uniform_from_bits(bits):
+    """Map uint32 random bits ``b`` to ``u = (b + 1/2) / 2^32`` in float64: strictly inside
+    (0, 1), so ``log u`` is finite; every probability is exact to within ``2^-32``."""
+    return (bits.astype(jnp.float64) + 0.5) * (1.0 / 4294967296.0)
+
+
+class RatioEstimate(NamedTuple):
+    """``value = sum(num) / sum(den)`` over independent chains with a delta-method CI."""
+
+    value: float
+    se: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "se": self.se, "ci95": [self.low, self.high]}
+
+
+def ratio_estimate(num, den, scale: float = 1.0, z: float = Z95) -> RatioEstimate:
+    """Ratio estimator ``scale * sum(num)/sum(den)`` over iid chains (rows).
+
+    Delta method: ``Var ~ sum((num_c - R den_c)^2) / (K (K-1) mean(den)^2)``; the chains are
+    independent and identically distributed, so the normal CI is asymptotically exact in K.
+    """
+    x = np.asarray(num, dtype=np.float64)
+    y = np.asarray(den, dtype=np.float64)
+    k = x.size
+    sy = float(y.sum())
+    if sy == 0.0:
+        return RatioEstimate(math.nan, math.nan, math.nan, math.nan)
+    r = float(x.sum()) / sy
+    if k < 2:
+        se = math.inf
+    else:
+        resid = x - r * y
+        se = math.sqrt(float(np.dot(resid, resid)) / (k * (k - 1))) / (sy / k)
+    v, s = scale * r, abs(scale) * se
+    return RatioEstimate(v, s, v - z * s, v + z * s)
+
+
+def mean_estimate(x, z: float = Z95) -> RatioEstimate:
+    """Sample mean with a normal CI (``se = sd / sqrt(n)``)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    return ratio_estimate(x, np.ones_like(x), z=z)
+
+
+def chain_mesh(devices=None) -> Mesh:
+    """A 1-d mesh named ``"chains"`` over ``devices`` (default: every device of every host)."""
+    devs = jax.devices() if devices is None else list(devices)
+    if not devs:
+        raise PolyspecInputError("devices", "need at least one device")
+    return Mesh(np.asarray(devs), ("chains",))
+
+
+def shard_chains(tree, mesh: Mesh):
+    """Place every leaf (leading axis = chains) sharded over the mesh's ``chains`` axis."""
+    sharding = NamedSharding(mesh, P("chains"))
+    return jax.tree.map(lambda a: jax.device_put(a, sharding), tree)
+
+
+def to_host(x) -> np.ndarray:
+    """Bring a (possibly sharded, possibly multi-host) array to this host as numpy."""
+    if jax.process_count() > 1:  # jax.distributed: gather the global array on every host
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(jax.device_get(x))

@@ -1,0 +1,510 @@
+"""Length-level Monte Carlo of an n-level polybasic cascade (THEORY.md §4), in JAX.
+
+The simulator runs the algorithm itself, event by event, not a formula: it is the independent
+check of P1. Pair level ``i`` (verifier ``M_i``, drafter ``M_{i+1}``, 0-based, ``m = n - 1``
+pair levels) holds a pending block of ``acc[i]`` tokens. One *event* (one step) is one
+verification round:
+
+* the level to verify is ``m - 1`` (the bottom pair) unless a parent block just filled up;
+  at the bottom, ``M_n`` first runs ``theta_{m-1}`` forwards (one token each, no randomness),
+  so ``G_{m-1} = theta_{m-1}``; at level ``i < m - 1`` the block is the accumulated
+  ``G_i = acc[i] >= theta_i`` (policy ``"truncate"``: ``G_i = theta_i``, the excess dropped);
+* ``M_i`` scores ``G_i + 1`` positions at cost ``T_i(G_i + 1)``; the accepted count ``A_i``
+  follows the pair's law capped at ``G_i``, drawn with ONE uniform ``u`` by inverse CDF:
+  ``A = min(#{k >= 1 : S_k > u}, G)`` with ``S_k = P(A >= k)`` the law's survival vector
+  (iid: closed form ``floor(log u / log alpha)``). For the Beta-mixed law ``S_k`` is the
+  *marginal* survival ``B(a+k, b)/B(a, b)``: rounds are independent and ``alpha`` enters only
+  its own round, so drawing ``A`` from its marginal is exactly "one Beta draw per round";
+* the round emits ``L_i = A_i + 1`` tokens into the parent's block ``acc[i-1]`` (at the top,
+  ``i = 0``, they are the output); if ``acc[i-1] >= theta_{i-1}`` the parent verifies next.
+
+Chains are independent (one PRNG stream each, ``fold_in(chain_key, chunk)``), ``vmap``-ed and
+sharded over a device mesh; rounds run under ``lax.scan`` in fixed-size chunks. A chain stops
+at the end of the first top-level round at which it has emitted ``>= tokens_per_chain``
+tokens: a stopping time of the iid top-level rounds, so by Wald's identity
+``E[tokens] / E[time] = E[L_1] / E[C_1]`` exactly and the ratio estimator over chains is
+consistent with a delta-method CI (no batch means needed).
+
+Uniforms come from 32 random bits, ``u = (b + 1/2) / 2^32``: every simulated probability is
+exact to within ``2^-32``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from polyspec_theory._checks import PolyspecInputError, check_int
+from polyspec_theory.config import Cascade
+from polyspec_theory.laws import IIDGeometric
+
+from ._runtime import (
+    RatioEstimate,
+    chain_mesh,
+    make_key,
+    ratio_estimate,
+    shard_chains,
+    to_host,
+    uniform_from_bits,
+)
+
+
+__all__ = [
+    "LengthStatic",
+    "LengthParams",
+    "LengthState",
+    "StepInfo",
+    "LengthModel",
+    "LengthKernel",
+    "LevelStats",
+    "LengthResult",
+    "block_bounds",
+    "init_state",
+    "transition",
+    "make_kernel",
+    "run_chunk",
+    "simulate_lengths",
+    "CI_METHOD",
+]
+
+CI_METHOD = (
+    "independent chains (each stopped at a top-level round boundary, a stopping time); "
+    "ratio estimator sum(tokens)/sum(time) with a delta-method normal 95% CI"
+)
+
+
+# --- static structure, parameters and state ------------------------------------------------
+
+
+class LengthStatic(NamedTuple):
+    """Compile-time structure (hashable): pair levels ``m``, table width ``width`` (>= every
+    possible block), truncate policy, iid closed form, histogram outputs."""
+
+    m: int
+    width: int
+    truncate: bool
+    closed_form: bool
+    histograms: bool
+
+
+class LengthParams(NamedTuple):
+    """Numeric tables (device arrays); shapes depend only on ``(m, width)`` so configs of the
+    same shape share one compiled simulator."""
+
+    thresholds: jax.Array  # int32[m]
+    survival: jax.Array  # f64[m, width]: S_k = P(A >= k), k = 1..width
+    inv_log_alpha: jax.Array  # f64[m]: 1/log(alpha) (iid closed form)
+    alpha_one: jax.Array  # bool[m]: alpha == 1 (always accept)
+    verify_cost: jax.Array  # f64[m, width + 1]: T_i(g + 1), g = 0..width
+    bottom_cost: jax.Array  # f64: theta_{m-1} * T_n(1), the drafter's forwards per bottom block
+
+
+class LengthState(NamedTuple):
+    """State of one chain. ``level``: the pair level verified at the next event. Per-level
+    quantities are tuples of scalars (one per level) so that, batched over chains, every field
+    is one contiguous vector."""
+
+    level: jax.Array  # int32
+    acc: tuple  # m - 1 int32: pending block of pair levels 0..m-2 (the bottom block is fixed)
+    tokens: jax.Array  # int64 tokens emitted by the top level
+    done: jax.Array  # bool: stopped (frozen)
+    rounds: tuple  # m int64: verifications per pair level
+    block_sum: tuple  # m int64: sum of G_i
+    emitted_sum: tuple  # m int64: sum of L_i
+    model_time: tuple  # m + 1 f64: time spent in forwards of each model
+
+
+class StepInfo(NamedTuple):
+    level: jax.Array
+    block: jax.Array
+    accepted: jax.Array
+    active: jax.Array
+
+
+def block_bounds(thresholds, policy: str = "accumulate") -> list[int]:
+    """Largest possible block ``G_i`` per pair level: bottom ``theta_{m-1}``; accumulate
+    ``theta_i + Gmax_{i+1}`` (at most ``theta_i - 1`` tokens, then one round of at most
+    ``Gmax_{i+1} + 1``); truncate ``theta_i``."""
+    th = [int(t) for t in thresholds]
+    g = [0] * len(th)
+    g[-1] = th[-1]
+    for i in range(len(th) - 2, -1, -1):
+        g[i] = th[i] if policy == "truncate" else th[i] + g[i + 1]
+    return g
+
+
+def _bucket(w: int) -> int:
+    """Round the table width up (8, 16, 32, ...) so nearby configs reuse one compilation."""
+    return max(8, 1 << (int(w) - 1).bit_length())
+
+
+MAX_HIST_BINS = 1 << 24
+
+
+@dataclass(frozen=True)
+class LengthModel:
+    """A :class:`Cascade` compiled to tables for the simulator."""
+
+    cascade: Cascade
+    static: LengthStatic
+    params: LengthParams = field(repr=False)
+    gmax: tuple[int, ...]
+
+    @classmethod
+    def from_cascade(cls, cascade: Cascade, histograms: bool = True,
+                     width: int | None = None) -> LengthModel:
+        if not isinstance(cascade, Cascade):
+            raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+        m = cascade.n - 1
+        gmax = block_bounds(cascade.thresholds, cascade.policy)
+        need = max(gmax)
+        w = _bucket(need) if width is None else check_int(width, "width", low=need)
+        if histograms and m * (w + 2) ** 2 > MAX_HIST_BINS:
+            raise PolyspecInputError(
+                "histograms", f"blocks up to {need} tokens are too wide for the joint (G, L) "
+                "histograms; run with histograms off")
+        closed = all(isinstance(law, IIDGeometric) for law in cascade.laws)
+        surv = np.stack([law.survival(w)[1:] for law in cascade.laws])
+        alphas = np.array(
+            [law.alpha if isinstance(law, IIDGeometric) else 0.5 for law in cascade.laws]
+        )
+        with np.errstate(divide="ignore"):
+            inv = np.where(alphas >= 1.0, 0.0, 1.0 / np.log(alphas))
+        g = np.arange(w + 1)
+        vcost = np.stack([np.asarray(cascade.costs[i](g + 1), dtype=np.float64)
+                          for i in range(m)])
+        bottom = cascade.thresholds[-1] * cascade.costs[-1].t1
+        params = LengthParams(
+            thresholds=jnp.asarray(cascade.thresholds, dtype=jnp.int32),
+            survival=jnp.asarray(surv, dtype=jnp.float64),
+            inv_log_alpha=jnp.asarray(inv, dtype=jnp.float64),
+            alpha_one=jnp.asarray(alphas >= 1.0),
+            verify_cost=jnp.asarray(vcost, dtype=jnp.float64),
+            bottom_cost=jnp.asarray(bottom, dtype=jnp.float64),
+        )
+        static = LengthStatic(m, w, cascade.policy == "truncate", closed, bool(histograms))
+        return cls(cascade, static, params, tuple(gmax))
+
+
+def init_state(m: int, done=False) -> LengthState:
+    """Fresh chain: nothing pending, the bottom pair verifies first."""
+    z32, z64 = jnp.int32(0), jnp.int64(0)
+    return LengthState(
+        level=jnp.int32(m - 1),
+        acc=tuple(z32 for _ in range(m - 1)),
+        tokens=z64,
+        done=jnp.asarray(done, dtype=bool),
+        rounds=tuple(z64 for _ in range(m)),
+        block_sum=tuple(z64 for _ in range(m)),
+        emitted_sum=tuple(z64 for _ in range(m)),
+        model_time=tuple(jnp.float64(0.0) for _ in range(m + 1)),
+    )
+
+
+# --- one event -------------------------------------------------------------------------------
+
+
+def _accepted(params: LengthParams, static: LengthStatic, level, block, u):
+    """Inverse CDF of the capped law of ``level`` at ``u``: one draw per round."""
+    if static.closed_form:
+        x = jnp.floor(jnp.log(u) * params.inv_log_alpha[level])
+        a = jnp.minimum(x, block.astype(jnp.float64)).astype(jnp.int32)
+        return jnp.where(params.alpha_one[level], block, a)
+    a = jnp.sum(params.survival[level] > u, dtype=jnp.int32)
+    return jnp.minimum(a, block)
+
+
+def transition(params: LengthParams, static: LengthStatic, target, u, state: LengthState):
+    """One verification event of one chain driven by the uniform ``u``; a no-op once
+    ``state.done``. Returns ``(new_state, StepInfo)``."""
+    m = static.m
+    th = params.thresholds
+    lvl = state.level
+    block = th[m - 1]
+    for i in range(m - 1):
+        block = jnp.where(lvl == i, state.acc[i], block)
+    if static.truncate:
+        block = jnp.minimum(block, th[lvl])
+    a = _accepted(params, static, lvl, block, u)
+    emitted = a + 1
+    fwd = params.verify_cost[lvl, block]
+    acc, nxt = [], jnp.int32(m - 1)
+    for i in range(m - 1):
+        ai = jnp.where(lvl == i, 0, state.acc[i]) + jnp.where(lvl == i + 1, emitted, 0)
+        acc.append(ai.astype(jnp.int32))
+        nxt = jnp.where((lvl == i + 1) & (ai >= th[i]), jnp.int32(i), nxt)
+    top = lvl == 0
+    tokens = state.tokens + jnp.where(top, emitted, 0).astype(jnp.int64)
+    e64, b64 = emitted.astype(jnp.int64), block.astype(jnp.int64)
+    times = [t + jnp.where(lvl == j, fwd, 0.0) for j, t in enumerate(state.model_time[:m])]
+    times.append(state.model_time[m] + jnp.where(lvl == m - 1, params.bottom_cost, 0.0))
+    new = LengthState(
+        level=nxt,
+        acc=tuple(acc),
+        tokens=tokens,
+        done=top & (tokens >= target),
+        rounds=tuple(r + (lvl == i) for i, r in enumerate(state.rounds)),
+        block_sum=tuple(r + jnp.where(lvl == i, b64, 0) for i, r in enumerate(state.block_sum)),
+        emitted_sum=tuple(
+            r + jnp.where(lvl == i, e64, 0) for i, r in enumerate(state.emitted_sum)),
+        model_time=tuple(times),
+    )
+    active = ~state.done
+    new = jax.tree.map(lambda n, o: jnp.where(active, n, o), new, state)
+    return new, StepInfo(lvl, block, a, active)
+
+
+class LengthKernel(NamedTuple):
+    """BlackJAX-style kernel: ``state = init()``, ``state, info = step(key, state)``."""
+
+    init: object
+    step: object
+
+
+def make_kernel(model: LengthModel, tokens_per_chain: int) -> LengthKernel:
+    """``step(key, state) -> (state, info)``: one event drawing its uniform from ``key``."""
+    target = jnp.int64(check_int(tokens_per_chain, "tokens_per_chain", low=1))
+    params, static = model.params, model.static
+
+    def init():
+        return init_state(static.m)
+
+    def step(key, state):
+        bits = jax.random.bits(key, (), jnp.uint32)
+        return transition(params, static, target, uniform_from_bits(bits), state)
+
+    return LengthKernel(init, step)
+
+
+# --- chunks of events over many chains -------------------------------------------------------
+
+
+def chunk_bits(key, chunk_index, chunk_len: int, chains: int):
+    """uint32 bits ``[chunk_len, chains]`` of chunk ``chunk_index``: one threefry stream per
+    chunk, ``fold_in(key, chunk_index)``. Threefry is partitionable (``_runtime`` sets
+    ``jax_threefry_partitionable``), so the bits do not depend on how the chains axis is laid out over devices."""
+    return jax.random.bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains), jnp.uint32)
+
+
+@partial(jax.jit, static_argnames=("static", "chunk_len", "chains"))
+def run_chunk(params: LengthParams, static: LengthStatic, chunk_len: int, chains: int, target,
+              key, chunk_index, state: LengthState):
+    """``chunk_len`` events of every chain: ``lax.scan`` over events of ``vmap(transition)``
+    over chains (time-major, so every field is a contiguous vector of chains).
+
+    Event ``t`` of chain ``c < chains`` uses ``chunk_bits(key, chunk_index, chunk_len,
+    chains)[t, c]``; chains past ``chains`` (padding up to a multiple of the device count) must
+    start frozen.
+    Returns ``(state, hist)``; ``hist[level, G, L]`` counts this chunk's rounds by block and
+    emitted length (empty when ``static.histograms`` is off)."""
+    m, w = static.m, static.width
+    step = jax.vmap(lambda u, s: transition(params, static, target, u, s))
+    stride = (w + 2) ** 2
+    sink = m * stride
+
+    def body(s, bits):
+        s2, info = step(uniform_from_bits(bits), s)
+        if not static.histograms:
+            return s2, None
+        code = info.level * stride + info.block * (w + 2) + info.accepted + 1
+        return s2, jnp.where(info.active, code, sink).astype(jnp.int32)
+
+    bits = chunk_bits(key, chunk_index, chunk_len, chains)
+    pad = state.level.shape[0] - chains
+    if pad:
+        bits = jnp.pad(bits, ((0, 0), (0, pad)))
+    state, codes = lax.scan(body, state, bits)
+    if not static.histograms:
+        return state, jnp.zeros((m, 0, 0), jnp.int64)
+    hist = jnp.zeros(sink + 1, jnp.int64).at[codes.ravel()].add(1)
+    return state, hist[:-1].reshape(m, w + 2, w + 2)
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LevelStats:
+    """Per-model Monte-Carlo estimates (ratio estimators over chains, 95 % CIs).
+
+    ``phi``: rounds of ``S_j`` per block of level ``j-1`` (None for the target);
+    ``mean_block``/``mean_emitted``/histograms: None for ``M_n`` (it verifies nothing)."""
+
+    name: str
+    phi: RatioEstimate | None
+    mean_block: RatioEstimate | None
+    mean_emitted: RatioEstimate | None
+    forwards_per_token: RatioEstimate
+    time_per_token: RatioEstimate
+    time_share: float
+    block_hist: np.ndarray | None  # counts by G (index = G)
+    emitted_hist: np.ndarray | None  # counts by L (index = L)
+    joint_hist: np.ndarray | None = field(default=None, repr=False)  # counts [G, L]
+
+    def to_dict(self) -> dict:
+        def est(e):
+            return None if e is None else e.to_dict()
+
+        def hist(h):
+            return None if h is None else np.trim_zeros(h, "b").tolist()
+
+        return {
+            "name": self.name,
+            "phi": est(self.phi),
+            "mean_block": est(self.mean_block),
+            "mean_emitted": est(self.mean_emitted),
+            "forwards_per_token": est(self.forwards_per_token),
+            "time_per_token": est(self.time_per_token),
+            "time_share": self.time_share,
+            "block_hist": hist(self.block_hist),
+            "emitted_hist": hist(self.emitted_hist),
+        }
+
+
+@dataclass(frozen=True)
+class LengthResult:
+    speedup: RatioEstimate
+    time_per_token: RatioEstimate
+    levels: tuple[LevelStats, ...]
+    tokens: int
+    chains: int
+    rounds: tuple[int, ...]  # verifications per pair level
+    drafted_positions: int  # sum over pair levels of all verified blocks G_i
+    policy: str
+    seed: int
+    ci_method: str = CI_METHOD
+    chain_tokens: np.ndarray = field(default=None, repr=False)
+    chain_time: np.ndarray = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {
+            "speedup": self.speedup.value,
+            "ci95": [self.speedup.low, self.speedup.high],
+            "se": self.speedup.se,
+            "time_per_token": self.time_per_token.value,
+            "tokens": self.tokens,
+            "chains": self.chains,
+            "seed": self.seed,
+            "policy": self.policy,
+            "rounds": list(self.rounds),
+            "drafted_positions": self.drafted_positions,
+            "ci_method": self.ci_method,
+            "levels": [lv.to_dict() for lv in self.levels],
+        }
+
+
+def _summarize(model: LengthModel, st: dict, hist, seed: int) -> LengthResult:
+    cas = model.cascade
+    m, n = model.static.m, cas.n
+    tok = st["tokens"].astype(np.float64)
+    rounds = st["rounds"].astype(np.float64)
+    mt = st["model_time"]
+    total = mt.sum(axis=1)
+    t1 = cas.costs[0].t1
+    theta_b = cas.thresholds[-1]
+    levels = []
+    for j in range(n):
+        fwd = rounds[:, j] if j < m else theta_b * rounds[:, m - 1]
+        phi = None if j == 0 else ratio_estimate(fwd, rounds[:, j - 1])
+        if j < m:
+            mb = ratio_estimate(st["block_sum"][:, j], rounds[:, j])
+            me = ratio_estimate(st["emitted_sum"][:, j], rounds[:, j])
+        else:
+            mb = me = None
+        joint = hist[j] if (hist is not None and j < m) else None
+        levels.append(LevelStats(
+            name=cas.models[j].name,
+            phi=phi,
+            mean_block=mb,
+            mean_emitted=me,
+            forwards_per_token=ratio_estimate(fwd, tok),
+            time_per_token=ratio_estimate(mt[:, j], tok),
+            time_share=float(mt[:, j].sum() / total.sum()),
+            block_hist=None if joint is None else joint.sum(axis=1),
+            emitted_hist=None if joint is None else joint.sum(axis=0),
+            joint_hist=joint,
+        ))
+    return LengthResult(
+        speedup=ratio_estimate(tok, total, scale=t1),
+        time_per_token=ratio_estimate(total, tok),
+        levels=tuple(levels),
+        tokens=int(st["tokens"].sum()),
+        chains=int(tok.size),
+        rounds=tuple(int(x) for x in st["rounds"].sum(axis=0)),
+        drafted_positions=int(st["block_sum"].sum()),
+        policy=cas.policy,
+        seed=seed,
+        chain_tokens=st["tokens"],
+        chain_time=total,
+    )
+
+
+def _stack(fields) -> np.ndarray:
+    """A tuple of per-level ``[chains]`` arrays -> ``[chains, levels]`` on the host."""
+    return np.stack([to_host(f) for f in fields], axis=1)
+
+
+def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: int = 1024,
+                     chunk_len: int | None = None, devices=None, histograms: bool = True,
+                     progress=None, max_events: int | None = None) -> LengthResult:
+    """Monte-Carlo speedup and per-level accounting of ``cascade`` (compare with P1).
+
+    ``tokens``: total emitted tokens asked for (each of ``chains`` independent chains runs
+    until it has emitted ``ceil(tokens / chains)``, finishing its top-level round).
+    ``devices``: the devices to spread chains over (default all; results do not depend on
+    it). ``progress``: a callable ``f(tokens_so_far, tokens_asked)`` called between chunks.
+    ``cascade`` may be a prebuilt :class:`LengthModel`. ``chunk_len`` (events per chain per
+    compiled chunk) defaults to a power of two from ``tokens / chains`` in [32, 512]. Results
+    depend on ``(seed, chains, chunk_len)`` only: same seed -> identical result.
+    """
+    tokens = check_int(tokens, "tokens", low=1, high=10**13)
+    seed = check_int(seed, "seed", low=0, high=2**63 - 1)
+    chains = check_int(chains, "chains", low=2, high=2**24)
+    per_chain = math.ceil(tokens / chains)
+    if chunk_len is None:
+        chunk_len = min(512, max(32, 1 << (per_chain - 1).bit_length()))
+    chunk_len = check_int(chunk_len, "chunk_len", low=1, high=2**20)
+    if max_events is not None:
+        max_events = check_int(max_events, "max_events", low=1)
+    model = cascade if isinstance(cascade, LengthModel) else LengthModel.from_cascade(
+        cascade, histograms=histograms)
+    static = model.static
+    mesh = chain_mesh(devices)
+    ndev = mesh.devices.size
+    padded = -(-chains // ndev) * ndev
+    key = make_key(seed)
+    done0 = np.zeros(padded, dtype=bool)
+    done0[chains:] = True
+    state = jax.vmap(lambda d: init_state(static.m, d))(jnp.asarray(done0))
+    state = shard_chains(state, mesh)
+    target = jnp.int64(per_chain)
+    hist = None
+    chunk = 0
+    while True:
+        state, h = run_chunk(model.params, static, chunk_len, chains, target, key,
+                             jnp.int64(chunk), state)
+        chunk += 1
+        if static.histograms:
+            hist = to_host(h) if hist is None else hist + to_host(h)
+        if progress is not None:
+            progress(int(to_host(state.tokens)[:chains].sum()), per_chain * chains)
+        if to_host(state.done).all():
+            break
+        if max_events is not None and chunk * chunk_len >= max_events:
+            raise PolyspecInputError(
+                "max_events", f"chains not finished after {chunk * chunk_len} events per chain")
+    host = {
+        "tokens": to_host(state.tokens)[:chains],
+        "rounds": _stack(state.rounds)[:chains],
+        "block_sum": _stack(state.block_sum)[:chains],
+        "emitted_sum": _stack(state.emitted_sum)[:chains],
+        "model_time": _stack(state.model_time)[:chains],
+    }
+    return _summarize(model, host, hist, seed)
