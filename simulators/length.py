@@ -55,7 +55,6 @@ from ._runtime import (
     uniform_from_bits,
 )
 
-
 __all__ = [
     "LengthStatic",
     "LengthParams",
@@ -289,7 +288,8 @@ def make_kernel(model: LengthModel, tokens_per_chain: int) -> LengthKernel:
 def chunk_bits(key, chunk_index, chunk_len: int, chains: int):
     """uint32 bits ``[chunk_len, chains]`` of chunk ``chunk_index``: one threefry stream per
     chunk, ``fold_in(key, chunk_index)``. Threefry is partitionable (``_runtime`` sets
-    ``jax_threefry_partitionable``), so the bits do not depend on how the chains axis is laid out over devices."""
+    ``jax_threefry_partitionable``), so the bits do not depend on how the chains axis is laid
+    out over devices."""
     return jax.random.bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains), jnp.uint32)
 
 
