@@ -27,7 +27,11 @@ argmaxes are unique; per context greedy >= speculative when the argmaxes agree a
 ``gamma``, costs) and ``1/CV(A)`` all increase with ``alpha``, so the rule with the larger
 mean acceptance has the larger ``E[L]`` and the smaller ``CV(A)``. What does not hold in
 general: neither rule dominates — the sign of ``alpha_spec - alpha_greedy`` depends on the
-laws (both directions occur, :func:`verification_comparison`); and the two rules do not
+laws (both directions occur, :func:`verification_comparison`); even the ordering of ``E[L]``
+can differ between the iid model at the mean acceptance and the context-mixed model (each
+round in one context: e.g. P = [[.5,.3,.2],[.4,.35,.25]], Q = [[.3,.5,.2],[.9,.05,.05]],
+gamma = 4: alpha_spec = .65 > alpha_greedy = .5, yet mixed E[L] is 2.65 vs 3.0); and the two
+rules do not
 decode the same distribution (greedy emits the target's argmax, speculative sampling
 samples the target), so "speculative sampling stabilizes acceptance" is only the P6 theorem
 (stability as a function of ``alpha``), not a comparison of the rules.

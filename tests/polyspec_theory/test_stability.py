@@ -142,6 +142,12 @@ def test_neither_rule_dominates():
     hi = verification_comparison([agree[0]] * 3, [agree[1]] * 3, 4)
     lo = verification_comparison([differ[0]] * 3, [differ[1]] * 3, 4)
     assert hi.alpha_greedy > hi.alpha_spec and lo.alpha_greedy < lo.alpha_spec
+    # the E[L] ordering can flip between the iid model and the context-mixed model
+    c = verification_comparison([[0.5, 0.3, 0.2], [0.4, 0.35, 0.25]],
+                                [[0.3, 0.5, 0.2], [0.9, 0.05, 0.05]], 4)
+    assert c.alpha_spec == pytest.approx(0.65) and c.alpha_greedy == 0.5
+    assert c.mean_emitted_iid_spec > c.mean_emitted_iid_greedy
+    assert c.mean_emitted_mixed_spec < c.mean_emitted_mixed_greedy
 
 
 @settings(derandomize=True, deadline=None, max_examples=40)
