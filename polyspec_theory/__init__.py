@@ -244,3 +244,15 @@ __all__ += [
     "three_level_closed_form",
 ]
 # --- end P2-P7 block ---
+
+# --- D1 capped-geometric derivation (symbolic.py) ---
+from .symbolic import (  # noqa: E402
+    DerivationStep,
+    closed_forms,
+    derivation,
+    derivation_latex,
+    limits_at_one,
+)
+
+__all__ += ["DerivationStep", "closed_forms", "derivation", "derivation_latex", "limits_at_one"]
+# --- end D1 block ---

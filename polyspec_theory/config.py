@@ -88,6 +88,9 @@ class Cascade:
     @classmethod
     def from_config(cls, cfg) -> Cascade:
         """Parse (and validate) a config mapping; errors name the offending field."""
+        if not isinstance(cfg, dict):
+            kind = type(cfg).__name__
+            raise PolyspecInputError("config", f"must be an object/mapping, got {kind}")
         check_keys(cfg, "", required=["models", "acceptance", "thresholds"],
                    optional=["policy", "name", "description"])
         models_cfg = cfg["models"]

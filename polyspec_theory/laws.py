@@ -377,7 +377,9 @@ class Positional(AcceptanceLaw):
         k = len(self.alphas)
         s = self.survival(k)
         last = self.alphas[-1]
-        if last == 1.0 and s[-1] > 0:
+        if s[-1] == 0.0:  # the chain has stopped: no geometric tail (avoids 0 * 1/0)
+            return float(np.sum(s))
+        if last == 1.0:
             return math.inf
         return float(np.sum(s) + s[-1] * last / (1.0 - last))
 
@@ -454,26 +456,36 @@ class BetaMixed(AcceptanceLaw):
         return np.minimum(k, caps).astype(np.int64)
 
     @staticmethod
-    def _loglik_params(la, lb, a_obs, g_obs):
+    def _loglik_params(la, lb, a_obs, g_obs, weights=None):
+        """Log-likelihood at ``(log a, log b)``; ``weights`` counts repeated rounds."""
         a, b = math.exp(la), math.exp(lb)
         base = special.gammaln(a + b) - special.gammaln(a)
         # log S_k = lgamma(a+k) - lgamma(a) + lgamma(a+b) - lgamma(a+b+k)
         log_s = base + special.gammaln(a + a_obs) - special.gammaln(a + b + a_obs)
         cens = a_obs == g_obs
         log_rej = np.log(b) - np.log(a + b + a_obs)
-        return float(np.sum(np.where(cens, log_s, log_s + log_rej)))
+        terms = np.where(cens, log_s, log_s + log_rej)
+        return float(np.sum(terms if weights is None else weights * terms))
 
     @classmethod
     def fit(cls, accepted, caps) -> FitResult:
         a_obs, g_obs = check_sample(accepted, caps)
-        a_f, g_f = a_obs.astype(np.float64), g_obs.astype(np.float64)
+        # the likelihood depends on the sample only through the counts of (A, censored):
+        # optimize over the distinct pairs with their counts (O(cap) per evaluation, not O(n))
+        pairs, counts = np.unique(
+            np.stack([a_obs, (a_obs == g_obs).astype(np.int64)], axis=1), axis=0,
+            return_counts=True,
+        )
+        a_f = pairs[:, 0].astype(np.float64)
+        g_f = np.where(pairs[:, 1] == 1, a_f, np.inf)  # uncensored: any cap above A
+        w = counts.astype(np.float64)
         alpha0 = IIDGeometric.fit(a_obs, g_obs).law.alpha
         alpha0 = min(max(alpha0, 0.02), 0.98)
         best = None
         for conc in (2.0, 10.0, 50.0):
             x0 = np.log([alpha0 * conc, (1 - alpha0) * conc])
             res = optimize.minimize(
-                lambda x: -cls._loglik_params(x[0], x[1], a_f, g_f),
+                lambda x: -cls._loglik_params(x[0], x[1], a_f, g_f, w),
                 x0,
                 method="Nelder-Mead",
                 options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000},
