@@ -133,6 +133,10 @@ class HFLevel(Level):
         self.device = torch.device(device)
         self.cache = None
         self.pos = 0
+        import inspect
+
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     def reset(self):
         from transformers import DynamicCache
@@ -142,7 +146,11 @@ class HFLevel(Level):
 
     def rollback(self, n):
         if n < self.pos:
-            self.cache.crop(n)
+            if n <= 0:
+                self.reset()
+                return
+            # negative crop = drop that many trailing positions (all transformers versions)
+            self.cache.crop(n - self.pos)
             self.pos = n
 
     @torch.inference_mode()
@@ -150,8 +158,11 @@ class HFLevel(Level):
         if self.cache is None:
             self.reset()
         ids = torch.tensor(seq[self.pos : end], dtype=torch.long, device=self.device)[None]
-        out = self.model(input_ids=ids, past_key_values=self.cache, use_cache=True)
-        self.cache = out.past_key_values
+        kw = {self._cache_kw: self.cache}
+        out = self.model(input_ids=ids, use_cache=True, **kw)
+        new = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
+        if new is not None:
+            self.cache = new
         self.pos = end
         return out.logits[0].float()
 

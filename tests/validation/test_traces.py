@@ -1,0 +1,139 @@
+"""Trace schema: writer/reader round trip, truncation and foreign files, resume records."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from validation.traces import (
+    SCHEMA,
+    TraceError,
+    TraceWriter,
+    read_trace,
+    read_traces,
+)
+
+HEADER = {
+    "models": [{"name": "target", "kind": "zoo-gpt", "params": 10},
+               {"name": "ngram", "kind": "ngram", "params": 0}],
+    "dtype": "float32", "device": "cpu", "device_name": "cpu", "torch": "x", "threads": 1,
+    "cascade": {"name": "t2", "models": [{"name": "target"}, {"name": "ngram"}],
+                "thresholds": [3], "acceptance": None, "policy": "accumulate"},
+    "temperature": 0.0, "top_k": 0, "seed": 0,
+    "prompts": {"source": "test", "n_prompts": 2, "prompt_len": 4, "max_new_tokens": 6},
+}
+
+
+def _write(path, n_prompts=2, end=True):
+    with TraceWriter(path, HEADER) as w:
+        for k in range(n_prompts):
+            for j in range(3):
+                w.write({"type": "round", "prompt": k, "level": 1, "ctx": 4 + 2 * j, "G": 3,
+                         "A": j % 3, "L": j % 3 + 1, "m": 4, "verify_s": 0.01,
+                         "draft_s": 0.002, "round_s": 0.013})
+            w.write({"type": "ar", "prompt": k, "model": "target", "n_tokens": 6,
+                     "wall_s": 0.06, "forward_s": 0.05, "prefill_s": 0.01, "ctx0": 4,
+                     "step_s": [0.01] * 6})
+            w.write({"type": "summary", "prompt": k, "n_prompt_tokens": 4, "n_generated": 6,
+                     "wall_s": 0.04, "prefill_s": 0.0, "forward_s": [0.03, 0.005],
+                     "forward_count": [3, 9], "overhead_s": 0.005, "n_rounds": [3],
+                     "matches_target_ar": True})
+        w.write({"type": "cost", "model": "target", "phase": "end", "ctx": 8, "m": 1,
+                 "times_s": [0.01, 0.011, 0.009], "median_s": 0.01})
+        if end:
+            w.write({"type": "end", "n_prompts": n_prompts, "wall_s": 1.0})
+
+
+def test_round_trip(tmp_path):
+    p = tmp_path / "t.jsonl"
+    _write(p)
+    first = json.loads(p.read_text().splitlines()[0])
+    assert first["schema"] == SCHEMA and first["schema_version"] == 1
+    t = read_trace(p)
+    assert t.complete and not t.truncated_tail and t.n_discarded == 0
+    assert t.model_names == ["target", "ngram"] and t.thresholds == [3] and t.n_levels == 2
+    r = t.rounds[1]
+    assert len(r) == 6 and r.A.tolist() == [0, 1, 2, 0, 1, 2] and (r.L == r.A + 1).all()
+    assert t.ar["target"].time_per_token == pytest.approx(0.01)
+    assert t.cascade_time_per_token == pytest.approx(0.04 / 6)
+    assert t.measured_speedup == pytest.approx(0.01 / (0.04 / 6))
+    assert t.overhead_fraction == pytest.approx(0.125)
+    ctx, sec = t.ar["target"].step_table()
+    assert ctx.tolist() == [4, 5, 6, 7, 8, 9] * 2 and np.allclose(sec, 0.01)
+    ms, med = t.costs["target"].curve()
+    assert ms.tolist() == [1] and med[0] == pytest.approx(0.01)
+    assert t.forward_count_per_level().tolist() == [6, 18]
+    assert t.cascade_config()["acceptance"] is None
+    assert [x.name for x in read_traces(tmp_path)] == ["t2"]
+
+
+def test_killed_capture_keeps_finished_records(tmp_path):
+    p = tmp_path / "t.jsonl"
+    _write(p, end=False)
+    text = p.read_text()
+    p.write_text(text + '{"type":"round","prompt":2,"lev')  # killed mid-line
+    with pytest.raises(TraceError, match=r"line 13: truncated last line"):
+        read_trace(p)
+    t = read_trace(p, allow_truncated=True)
+    assert t.truncated_tail and not t.complete and len(t.rounds[1]) == 6
+    # resume: the writer cuts the partial line and appends
+    with TraceWriter(p, append=True) as w:
+        w.write({"type": "resume", "next_prompt": 1})
+        w.write({"type": "round", "prompt": 1, "level": 1, "ctx": 4, "G": 3, "A": 3, "L": 4,
+                 "m": 4, "verify_s": 0.01, "draft_s": 0.0})
+        w.write({"type": "end", "n_prompts": 2})
+    t = read_trace(p)
+    assert t.complete and t.n_discarded == 5  # prompt 1's 3 rounds, ar, summary
+    assert t.rounds[1].prompt.tolist() == [0, 0, 0, 1] and len(t.summaries) == 1
+
+
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        ("", "empty"),
+        ("hello world\n", "line 1: not a polyspec trace"),
+        ('{"type": "header", "schema": "other"}\n', "line 1: not a polyspec trace"),
+        ('[1, 2]\n', "line 1: not a polyspec trace"),
+    ],
+)
+def test_foreign_files(tmp_path, content, match):
+    p = tmp_path / "x.jsonl"
+    p.write_text(content)
+    with pytest.raises(TraceError, match=match):
+        read_trace(p)
+
+
+def test_bad_records_name_the_line(tmp_path):
+    p = tmp_path / "t.jsonl"
+    _write(p)
+    lines = p.read_text().splitlines()
+    cases = [
+        (3, '{"type":"round","prompt":0,"level":1}', "line 3: round record misses"),
+        (3, '{"type":"bogus"}', "line 3: unknown record type 'bogus'"),
+        (3, '{"type":"round"', "line 3: invalid JSON"),
+        (3, json.dumps({**json.loads(lines[2]), "A": 5}), "line 3: inconsistent round"),
+        (3, json.dumps({**json.loads(lines[2]), "level": 7}), "line 3: level 7 out of range"),
+    ]
+    for i, bad, match in cases:
+        q = tmp_path / "bad.jsonl"
+        q.write_text("\n".join(lines[: i - 1] + [bad] + lines[i:]) + "\n")
+        with pytest.raises(TraceError, match=match):
+            read_trace(q)
+    h = json.loads(lines[0])
+    q = tmp_path / "v.jsonl"
+    q.write_text("\n".join([json.dumps({**h, "schema_version": 99})] + lines[1:]) + "\n")
+    with pytest.raises(TraceError, match="line 1: unsupported schema_version 99"):
+        read_trace(q)
+    del h["cascade"]
+    q.write_text("\n".join([json.dumps(h)] + lines[1:]) + "\n")
+    with pytest.raises(TraceError, match=r"line 1: header record misses field\(s\) \['cascade'\]"):
+        read_trace(q)
+
+
+def test_missing_paths(tmp_path):
+    with pytest.raises(TraceError, match="no such trace file"):
+        read_trace(tmp_path / "nope.jsonl")
+    with pytest.raises(TraceError, match="no \\*.jsonl"):
+        read_traces(tmp_path)

@@ -1,0 +1,321 @@
+"""Capture traces of the polybasic decoder on real models (see ``validation.traces`` for the
+schema). One capture = one cascade configuration = one ``<name>.jsonl`` file.
+
+Protocol (timing on a shared CPU is noisy): fixed thread count; warm-up of every model and
+of the cascade before anything is recorded; cost curves T_i(m), m = 1..16, at a few context
+lengths at the start and again at the end; for each prompt the cascade run and the
+autoregressive runs of every model of the cascade are interleaved (cascade first on even
+prompts, AR first on odd ones), all on the same prompt with the same sampling settings.
+Prompts are windows of the held-out (validation) split starting at a line start, chosen by
+the seed. Sampling seeds are per prompt, so ``resume`` reproduces the remaining prompts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from polyspec_theory._checks import PolyspecInputError, check_int, check_real
+
+from .decoder import POLICY, PolybasicDecoder, autoregressive
+from .levels import Level, load_level
+from .traces import TraceWriter, read_trace
+
+__all__ = ["capture", "make_prompts", "cost_curve_records", "default_name", "COST_M"]
+
+COST_M = tuple(range(1, 17))
+_FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "device",
+                "threads", "cost_curve")
+
+
+def default_name(models, thresholds, temperature, top_k=0) -> str:
+    names = [Path(m).stem if ("/" in m or m.endswith(".safetensors")) else m for m in models]
+    t = f"{temperature:g}".replace(".", "p")
+    s = f"{'-'.join(names)}_th{'-'.join(str(x) for x in thresholds)}_T{t}"
+    return s + (f"_k{top_k}" if top_k else "")
+
+
+def make_prompts(n_prompts: int, prompt_len: int, seed: int, tokenizer=None):
+    """``n_prompts`` prompts of ``prompt_len`` tokens from the validation split (line
+    starts, no file separator inside); returns (prompts, byte offsets)."""
+    from .zoo.data import SEPARATOR, load_split
+
+    n_prompts = check_int(n_prompts, "n_prompts", low=1, high=100000)
+    prompt_len = check_int(prompt_len, "prompt_len", low=1)
+    data = load_split("val")
+    span = prompt_len * (4 if tokenizer is not None else 1)
+    rng = np.random.default_rng([seed, 7919])
+    offsets, prompts = [], []
+    tries = 0
+    while len(prompts) < n_prompts:
+        tries += 1
+        if tries > 100 * n_prompts + 1000:
+            raise PolyspecInputError("prompt_len", f"cannot find {n_prompts} windows of "
+                                     f"{prompt_len} tokens in the validation split")
+        s = int(rng.integers(0, len(data) - span - 256))
+        nl = np.flatnonzero(data[s : s + 256] == ord("\n"))
+        if len(nl) == 0:
+            continue
+        s += int(nl[0]) + 1
+        win = data[s : s + span]
+        if (win == SEPARATOR).any() or s in offsets:
+            continue
+        if tokenizer is None:
+            toks = [int(b) for b in win]
+        else:
+            toks = list(tokenizer(bytes(win).decode("utf-8", "replace"))["input_ids"])
+            if len(toks) < prompt_len:
+                continue
+            toks = toks[:prompt_len]
+        offsets.append(s)
+        prompts.append(toks)
+    return prompts, offsets
+
+
+def _now_fn(device):
+    if device.type == "cuda":
+        def now():
+            torch.cuda.synchronize()
+            return time.perf_counter()
+        return now
+    return time.perf_counter
+
+
+def cost_curve_records(level: Level, contexts, repeats: int, filler, phase: str,
+                       ms=COST_M) -> list[dict]:
+    """T(m) samples: for each context length c and m, ``repeats`` timed forwards scoring m
+    new positions with c tokens in the cache (cache rolled back to c between repeats)."""
+    now = _now_fn(level.device)
+    out = []
+    with torch.inference_mode():
+        for c in contexts:
+            level.reset()
+            seq = list(filler[: c + max(ms)])
+            if c > 0:
+                level.logits(seq, c)
+            for m in ms:
+                times = []
+                for _ in range(repeats):
+                    level.rollback(c)
+                    t0 = now()
+                    level.logits(seq, c + m)
+                    times.append(now() - t0)
+                out.append({"type": "cost", "model": level.name, "phase": phase, "ctx": int(c),
+                            "m": int(m), "times_s": [round(t, 7) for t in times],
+                            "median_s": round(float(np.median(times)), 7)})
+    return out
+
+
+def _device_name(device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def _tokenizer_for(levels, specs):
+    if all(lv.vocab_size == 256 for lv in levels):
+        return None
+    for lv, spec in zip(levels, specs, strict=True):
+        if lv.kind == "hf":
+            try:
+                from transformers import AutoTokenizer
+
+                return AutoTokenizer.from_pretrained(spec)
+            except (OSError, ValueError):
+                continue
+    raise PolyspecInputError("models", "levels with a non-byte vocabulary need a tokenizer in "
+                             "one of the Hugging Face checkpoint directories")
+
+
+def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
+            prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
+            force=False, threads=1, device="cpu", dtype="float32", warmup=2,
+            cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
+            ar_models="all", argv=None) -> Path:
+    """Run one capture and return the trace path ``<out>/<name>.jsonl``."""
+    models = list(models)
+    if len(models) < 2:
+        raise PolyspecInputError("models", f"need at least 2 models (target first), got "
+                                 f"{len(models)}")
+    thresholds = [check_int(t, f"thresholds[{i}]", low=1, high=4096)
+                  for i, t in enumerate(thresholds)]
+    if len(thresholds) != len(models) - 1:
+        raise PolyspecInputError("thresholds", f"need {len(models) - 1} thresholds (one per "
+                                 f"adjacent pair), got {len(thresholds)}")
+    temperature = check_real(temperature, "temperature", low=0.0, high=100.0)
+    top_k = check_int(top_k, "top_k", low=0)
+    max_new = check_int(max_new_tokens, "max_new_tokens", low=1)
+    threads = check_int(threads, "threads", low=1, high=1024)
+    cost_repeats = check_int(cost_repeats, "cost_repeats", low=1, high=1000)
+    if ar_models not in ("all", "target"):
+        raise PolyspecInputError("ar_models", f"must be 'all' or 'target', got {ar_models!r}")
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise PolyspecInputError("dtype", f"must be float32, float16 or bfloat16, got {dtype!r}")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PolyspecInputError("device", "CUDA requested but not available")
+    torch.set_num_threads(threads)
+    name = name or default_name(models, thresholds, temperature, top_k)
+    path = Path(out) / f"{name}.jsonl"
+    if path.exists() and not (resume or force):
+        raise PolyspecInputError("out", f"{path} exists: pass --resume to continue it or "
+                                 "--force to overwrite")
+
+    levels = [load_level(m, device=dev, dtype=getattr(torch, dtype), zoo_dir=zoo_dir)
+              for m in models]
+    seen = {}
+    for lv in levels:
+        if lv.name in seen:
+            seen[lv.name] += 1
+            lv.name = f"{lv.name}#{seen[lv.name]}"
+        else:
+            seen[lv.name] = 0
+    tok = _tokenizer_for(levels, models)
+    prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
+    sha = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
+    maxlen = min((lv.max_len for lv in levels if lv.max_len is not None), default=None)
+    contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(COST_M) <= maxlen]
+    from .zoo.data import corpus_digest
+
+    header = {
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tool": "polyspec capture",
+        "argv": list(argv) if argv is not None else None,
+        "models": [lv.describe() for lv in levels],
+        "dtype": dtype, "device": dev.type, "device_name": _device_name(dev),
+        "torch": torch.__version__, "python": sys.version.split()[0],
+        "threads": torch.get_num_threads(),
+        "cascade": {"name": name, "models": [{"name": lv.name} for lv in levels],
+                    "thresholds": thresholds, "acceptance": None, "policy": POLICY},
+        "temperature": temperature, "top_k": top_k, "seed": int(seed),
+        "prompts": {"source": "stdlib validation split" if tok is None else
+                    "stdlib validation split, HF tokenizer", "n_prompts": n_prompts,
+                    "prompt_len": prompt_len, "max_new_tokens": max_new,
+                    "offsets": offsets, "sha256": sha, "corpus_digest": corpus_digest()},
+        "cost_curve": {"m": list(COST_M), "contexts": contexts, "repeats": cost_repeats},
+        "ar_models": ar_models, "time_base": "seconds", "prefill": "excluded",
+    }
+    start_prompt, have_start_costs = 0, False
+    if path.exists() and resume:
+        old = read_trace(path, allow_truncated=True)
+        diff = [k for k in _FINGERPRINT if old.header.get(k) != header.get(k)]
+        if diff:
+            raise PolyspecInputError("resume", f"{path} was captured with different "
+                                     f"settings ({', '.join(diff)}); use --force or another "
+                                     "--name")
+        if old.complete:
+            return path
+        start_prompt = len(old.summaries)
+        have_start_costs = any((c.phase == "start").any() for c in old.costs.values())
+        writer = TraceWriter(path, append=True)
+        writer.write({"type": "resume", "next_prompt": start_prompt,
+                      "at": datetime.now(UTC).isoformat(timespec="seconds")})
+    else:
+        writer = TraceWriter(path, header)
+
+    dec = PolybasicDecoder(levels, thresholds, temperature=temperature, top_k=top_k,
+                           seed=seed)
+    ar_levels = levels if ar_models == "all" else levels[:1]
+    filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
+    t_start = time.perf_counter()
+    with writer:
+        # warm-up (not recorded)
+        for _ in range(max(0, warmup)):
+            dec.generate(prompts[0], min(32, max_new))
+            for lv in ar_levels:
+                autoregressive(lv, prompts[0], min(16, max_new))
+        neural = [lv for lv in levels]
+        if not have_start_costs:
+            for lv in neural:
+                for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "start"):
+                    writer.write(rec)
+        bar = _progress(range(start_prompt, n_prompts), progress, name)
+        ar_tt, cas_tt = [0.0, 0], [0.0, 0]
+        for k in bar:
+            prompt = prompts[k]
+            cur = {"k": k}
+
+            def on_round(rec, cur=cur):
+                writer.write({"type": "round", "prompt": cur["k"], **_round6(rec)})
+
+            dec.on_round = on_round
+
+            def run_cascade(k=k, prompt=prompt):
+                dec.sampler.gen.manual_seed(int(seed) * 1_000_003 + k)
+                return dec.generate(prompt, max_new)
+
+            def run_ar(k=k, prompt=prompt):
+                res = {}
+                for lv in ar_levels:
+                    r = autoregressive(lv, prompt, max_new, temperature=temperature,
+                                       top_k=top_k, seed=int(seed) * 1_000_003 + k)
+                    writer.write({"type": "ar", "prompt": k, "model": lv.name,
+                                  "n_tokens": len(r.tokens), "wall_s": round(r.wall_s, 7),
+                                  "forward_s": round(r.forward_s, 7),
+                                  "prefill_s": round(r.prefill_s, 7), "ctx0": len(prompt),
+                                  "step_s": [round(s, 7) for s in r.step_s]})
+                    res[lv.name] = r
+                return res
+
+            if k % 2 == 0:
+                cres = run_cascade()
+                ares = run_ar()
+            else:
+                ares = run_ar()
+                cres = run_cascade()
+            tgt = ares[levels[0].name]
+            match = (cres.tokens[:max_new] == tgt.tokens) if temperature == 0 else None
+            n_rounds = [sum(1 for r in cres.rounds if r["level"] == i)
+                        for i in range(1, len(levels))]
+            writer.write({"type": "summary", "prompt": k, "n_prompt_tokens": len(prompt),
+                          "n_generated": cres.n_generated, "wall_s": round(cres.wall_s, 7),
+                          "prefill_s": round(cres.prefill_s, 7),
+                          "forward_s": [round(x, 7) for x in cres.forward_s],
+                          "forward_count": cres.forward_count,
+                          "overhead_s": round(cres.overhead_s, 7), "n_rounds": n_rounds,
+                          "matches_target_ar": match})
+            ar_tt[0] += tgt.wall_s
+            ar_tt[1] += len(tgt.tokens)
+            cas_tt[0] += cres.wall_s
+            cas_tt[1] += cres.n_generated
+            if hasattr(bar, "set_postfix"):
+                bar.set_postfix(speedup=f"{(ar_tt[0] / ar_tt[1]) / (cas_tt[0] / cas_tt[1]):.2f}")
+        for lv in neural:
+            for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "end"):
+                writer.write(rec)
+        writer.write({"type": "end", "n_prompts": n_prompts,
+                      "wall_s": round(time.perf_counter() - t_start, 3)})
+    return path
+
+
+def json_bytes(obj) -> bytes:
+    import json
+
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _round6(rec: dict) -> dict:
+    return {k: (round(v, 7) if isinstance(v, float) else v) for k, v in rec.items()}
+
+
+def _progress(it, enabled, name):
+    if not enabled:
+        return it
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return it
+    return tqdm(it, desc=name, unit="prompt", file=sys.stderr, leave=True)
