@@ -621,13 +621,14 @@ def _pool_cells(expected: np.ndarray, observed: np.ndarray, min_expected: float)
     return np.asarray(e_out), np.asarray(o_out)
 
 
-def goodness_of_fit(law: AcceptanceLaw, accepted, caps, min_expected: float = 5.0,
+def goodness_of_fit(law: AcceptanceLaw, accepted, caps, *, min_expected: float = 5.0,
                     n_fitted_params: int | None = None) -> GoodnessOfFit:
     """G-test: cells are (cap, k), pooled within each cap until expected counts >= 5.
 
     ``df = sum over caps (cells - 1) - fitted parameters`` (``NaN`` p-value when df <= 0).
     """
     a, g = check_sample(accepted, caps)
+    min_expected = check_real(min_expected, "min_expected", low=0.0, low_open=True)
     stat = 0.0
     cells = 0
     groups = 0
