@@ -252,3 +252,49 @@ def test_cli_figures(tmp_path, capsys):
     assert sorted(out) == sorted(str(tmp_path / f"{FIGURES[1]}.{e}") for e in ("png", "pdf"))
     assert main(["figures", "--out", str(tmp_path), "--only", "1,nine"]) == 2
     assert "only" in capsys.readouterr().err
+
+
+# Monte-Carlo figures: the simulated points must agree with P1 within their standard errors.
+Z_MC = 4.5  # two-sided normal tail 6.8e-6 per estimate
+
+
+def test_fig02_matches_p1_and_simulation(built):
+    from polyspec_theory.config import Cascade
+    from polyspec_theory.polybasic import predict
+
+    d, _ = _get(built, 2)
+    cas = Cascade.from_config(d["cascade"])
+    s = d["speedup"]
+    # grid (batched P1) against the per-cascade P1 predictor at a few points
+    for a, b in ((1, 1), (4, 4), (len(d["theta1"]), len(d["theta2"])), (7, 2)):
+        ref = predict(cas.with_thresholds((a, b))).speedup
+        assert s[a - 1, b - 1] == pytest.approx(ref, rel=1e-11)
+    o1, o2, os_ = d["optimum"]
+    assert os_ == pytest.approx(float(s.max())) and s[o1 - 1, o2 - 1] == os_
+    sim = d["sim"]
+    assert sim.shape[0] >= 4
+    for a, b, est, lo, hi, se, p1 in sim:
+        assert p1 == pytest.approx(predict(cas.with_thresholds((int(a), int(b)))).speedup,
+                                   rel=1e-11)
+        assert lo < est < hi and se > 0
+        # false-failure rate: 4 estimates x 6.8e-6 = 2.7e-5 (fixed seeds: deterministic)
+        assert abs(est - p1) <= Z_MC * se
+
+
+def test_fig09_converges_to_p1(built):
+    from polyspec_theory.config import Cascade
+    from polyspec_theory.polybasic import predict
+
+    d, _ = _get(built, 9)
+    exact = predict(Cascade.from_config(d["cascade"])).speedup
+    assert d["exact"] == pytest.approx(exact, rel=1e-14)
+    err = np.abs(d["estimate"] - exact)
+    np.testing.assert_allclose(d["rel_error"], err / exact, rtol=1e-12)
+    np.testing.assert_allclose(d["rms_rel_error"], np.sqrt((err**2).mean(axis=1)) / exact)
+    # false-failure rate: 6 estimates x 6.8e-6 = 4e-5 (fixed seeds: deterministic)
+    assert np.all(err <= Z_MC * d["se"])
+    assert np.all(d["emitted"] >= d["tokens"][:, None])
+    # standard errors shrink like 1/sqrt(n): se * sqrt(n) roughly constant across n
+    c = (d["se"] * np.sqrt(d["emitted"])).mean(axis=1)
+    assert np.all(c / c[-1] > 0.5) and np.all(c / c[-1] < 2.0)
+    assert d["clt_constant"] == pytest.approx(c[-1] / exact, rel=0.5)
