@@ -18,8 +18,9 @@ def _law_text(law) -> str:
     return f"gaussian mu={v[0]:.3g} sigma={v[1]:.3g}"
 
 
-def explain_prediction(cascade: Cascade, pred: Prediction) -> str:
-    """Where the time goes in ``cascade`` according to P1."""
+def explain_prediction(cascade: Cascade, pred: Prediction, approximation=None) -> str:
+    """Where the time goes in ``cascade`` according to P1 (and, if given, how far the
+    polybasic paper's Lemma 3.1 approximation is from it)."""
     names = [m.name for m in cascade.models]
     lines = [
         f"Cascade {cascade.name!r}: " + " <- ".join(names)
@@ -52,6 +53,12 @@ def explain_prediction(cascade: Cascade, pred: Prediction) -> str:
         f"Most time goes to {top.name} ({100 * top.time_share:.1f}%). phi = expected rounds of "
         "the level below per block; fwd/token = forwards of that model per generated token.",
     ]
+    if approximation is not None:
+        lines.append(
+            f"The paper's Lemma 3.1 (pairwise E[L], fixed blocks) would predict "
+            f"{approximation.speedup:.3f}x: {100 * approximation.speedup_relative_error:+.1f}% "
+            "off the exact value."
+        )
     if pred.speedup < 1:
         lines.append("Warning: this cascade is SLOWER than autoregressive decoding of the target.")
     return "\n".join(lines)

@@ -12,20 +12,21 @@ def add_arguments(p):
 
 def prediction_report(cascade) -> dict:
     """The JSON object printed by ``predict --json``."""
+    from polyspec_theory.approximation import paper_approximation
+    from polyspec_theory.bounds import phi_bounds
     from polyspec_theory.polybasic import predict
 
     pred = predict(cascade)
     out = {"config": cascade.to_config(), **pred.to_dict()}
-    try:
-        from polyspec_theory.approximation import paper_approximation_report
-    except ImportError:
-        pass
-    else:
-        out["approximation"] = paper_approximation_report(cascade, pred)
+    for i in range(1, cascade.n):
+        below = pred.levels[i].emitted_pmf
+        out["levels"][i]["phi_bounds"] = phi_bounds(below, cascade.thresholds[i - 1]).to_dict()
+    out["approximation"] = paper_approximation(cascade, pred).to_dict()
     return out
 
 
 def run(args) -> int:
+    from polyspec_theory.approximation import paper_approximation
     from polyspec_theory.explain import explain_prediction
     from polyspec_theory.polybasic import predict
 
@@ -35,5 +36,6 @@ def run(args) -> int:
     if args.json:
         print(dump_json(prediction_report(cascade)))
     else:
-        print(explain_prediction(cascade, predict(cascade)))
+        pred = predict(cascade)
+        print(explain_prediction(cascade, pred, paper_approximation(cascade, pred)))
     return 0
