@@ -34,7 +34,8 @@ Pipeline (:func:`validate`):
    model that can be inserted between two of its adjacent models (pair laws available for
    both new pairs at the same temperature), the exact P1 decision with the fitted laws/costs,
    the measured decision when the cascade with the inserted model was also captured (same
-   other thresholds), and P5's decision confidence (parametric bootstrap).
+   other thresholds), and P5's decision confidence (delta method by default, or the
+   parametric bootstrap).
 """
 
 from __future__ import annotations
@@ -587,7 +588,7 @@ class ValidationResult:
 
 
 def validate(captures, families=FAMILIES, *, insertions: bool = True, holdout: bool = True,
-             n_boot: int = 200, seed: int = 0) -> ValidationResult:
+             confidence: str = "delta", n_boot: int = 200, seed: int = 0) -> ValidationResult:
     """Run the whole pipeline (module docstring) on a list of :class:`ConfigCapture`."""
     captures = list(captures)
     if not captures:
@@ -599,8 +600,8 @@ def validate(captures, families=FAMILIES, *, insertions: bool = True, holdout: b
     families = tuple(families)
     pair_fits = fit_pairs(captures, families)
     results = tuple(_analyse(c, pair_fits, families, captures, holdout) for c in captures)
-    ins = tuple(insertion_analysis(captures, pair_fits, n_boot=n_boot, seed=seed)) \
-        if insertions else ()
+    ins = tuple(insertion_analysis(captures, pair_fits, method=confidence, n_boot=n_boot,
+                                   seed=seed)) if insertions else ()
     return ValidationResult(results, pair_fits, ins, families)
 
 
@@ -618,7 +619,8 @@ def _model_order(captures) -> list[str]:
     return sorted(t1, key=lambda k: -t1[k])
 
 
-def insertion_analysis(captures, pair_fits, *, n_boot: int = 200, seed: int = 0):
+def insertion_analysis(captures, pair_fits, *, method: str = "delta", n_boot: int = 200,
+                       seed: int = 0):
     """P5 for every (captured cascade, insertable model, position); see module docstring.
 
     Thresholds of the two new pairs: those of a captured cascade with the model inserted when
@@ -672,7 +674,7 @@ def insertion_analysis(captures, pair_fits, *, n_boot: int = 200, seed: int = 0)
                 conf = decision_confidence(
                     base, p, Model(new, new_cost), pair_fits[k_up].law(None),
                     pair_fits[k_lo].law(None), th, rounds=rounds, cost_rel_se=rel_se,
-                    method="bootstrap", n_boot=n_boot, seed=seed)
+                    method=method, n_boot=n_boot, seed=seed)
                 out.append({
                     "cascade": c.name, "models": list(c.models), "position": p,
                     "inserted": new, "thresholds_new": list(th),
@@ -681,6 +683,7 @@ def insertion_analysis(captures, pair_fits, *, n_boot: int = 200, seed: int = 0)
                     "agrees": None if measured is None else bool(measured["helps"] == dec.helps),
                     "confidence": conf.probability,
                     "confidence_se": conf.std_error,
+                    "confidence_method": conf.method,
                 })
     return out
 

@@ -10,9 +10,11 @@ decoder overhead per forward and per verify round, context slopes ``d_i``, lag-1
 the marginal law is unchanged, only P1's independence assumption breaks), and the real
 decoder's occasional extra verify position (``catch_up``).
 
-It returns a :class:`validation.compare.ConfigCapture` and the per-round records in the
-decoder's record format (``level`` 1-based, ``ctx``, ``G``, ``A``, ``L``, ``m``, ``verify_s``,
-``draft_s``, ``round_s``, plus ``prompt``), so the same data can be written as a trace.
+It returns a :class:`validation.compare.ConfigCapture` and the same data as trace records
+of the ``polyspec-trace`` v1 schema (:mod:`validation.traces`: ``cost``, then per prompt its
+``round`` records — ``level`` 1-based, ``ctx``, ``G``, ``A``, ``L``, ``m``, ``verify_s``,
+``draft_s``, ``round_s`` — its ``ar`` baselines and its ``summary``; then ``end``), which
+:func:`write_trace` writes with the project's trace writer.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from polyspec_theory.laws import AcceptanceLaw
 
 from .compare import ConfigCapture, LevelRounds, ModelBaseline
 
-__all__ = ["simulate_capture", "block_bound"]
+__all__ = ["simulate_capture", "block_bound", "trace_header", "write_trace"]
 
 
 def block_bound(thresholds) -> list[int]:
@@ -46,7 +48,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
                      overhead_per_forward=0.0, overhead_per_round=0.0, noise=0.0, rho=0.0,
                      catch_up=False, baseline_contexts=(32, 160, 288), baseline_reps=3,
                      baseline_max_m=16, ar_tokens=128, seed=0):
-    """Simulate one captured configuration; returns ``(ConfigCapture, records)``.
+    """Simulate one captured configuration; returns ``(ConfigCapture, trace records)``.
 
     ``models`` names (target first), ``costs`` :class:`CostCurve` per model, ``laws`` one
     :class:`AcceptanceLaw` per pair, ``thresholds`` one per pair. Baselines: cost-curve
@@ -122,9 +124,11 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
                         "verify_s": t, "draft_s": spent, "round_s": total, "prompt": pid})
         return a + 1, total
 
+    summaries = []
     for pid in range(prompts):
         z_prev[:] = [0.0] * (n - 1)
         full_prev[:] = [False] * (n - 1)
+        s0, n0, r0 = list(fwd_s), list(fwd_n), len(records)
         produced = 0
         wall = 0.0
         while produced < tokens_per_prompt:
@@ -133,6 +137,15 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
             wall += dt
         prompt_wall.append(wall)
         prompt_tok.append(produced)
+        f_s = [a - b for a, b in zip(fwd_s, s0, strict=True)]
+        new = records[r0:]
+        summaries.append({
+            "type": "summary", "prompt": pid, "n_prompt_tokens": prompt_len,
+            "n_generated": produced, "wall_s": wall, "prefill_s": 0.0, "forward_s": f_s,
+            "forward_count": [a - b for a, b in zip(fwd_n, n0, strict=True)],
+            "overhead_s": wall - sum(f_s),
+            "n_rounds": [sum(1 for r in new if r["level"] == lv) for lv in range(1, n)],
+            "matches_target_ar": None})
 
     rounds = []
     for i in range(n - 1):
@@ -147,20 +160,28 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
             prompt=np.array([r["prompt"] for r in rs], dtype=np.int64),
         ))
     baselines = {}
+    trace_costs, trace_ar = [], []
     for i, name_i in enumerate(models):
         ms, cs, ts = [], [], []
         for c in baseline_contexts:
             for m in range(1, baseline_max_m + 1):
-                for _ in range(baseline_reps):
-                    ms.append(m)
-                    cs.append(float(c))
-                    ts.append(cost(i, m, c))
+                times = [cost(i, m, c) for _ in range(baseline_reps)]
+                ms += [m] * baseline_reps
+                cs += [float(c)] * baseline_reps
+                ts += times
+                trace_costs.append({"type": "cost", "model": name_i, "phase": "start",
+                                    "ctx": int(c), "m": m, "times_s": times,
+                                    "median_s": float(np.median(times))})
         ar_total = 0.0
         ar_ctx = []
-        for _ in range(prompts):
-            for j in range(ar_tokens):
-                ar_total += cost(i, 1, prompt_len + j)
-                ar_ctx.append(prompt_len + j)
+        for pid in range(prompts):
+            steps = [cost(i, 1, prompt_len + j) for j in range(ar_tokens)]
+            ar_total += sum(steps)
+            ar_ctx += [prompt_len + j for j in range(ar_tokens)]
+            trace_ar.append({"type": "ar", "prompt": pid, "model": name_i,
+                             "n_tokens": ar_tokens, "wall_s": sum(steps),
+                             "forward_s": sum(steps), "prefill_s": 0.0, "ctx0": prompt_len,
+                             "step_s": steps})
         k = prompts * ar_tokens
         baselines[name_i] = ModelBaseline(
             name=name_i, ar_time_per_token=ar_total / k, ar_tokens=k,
@@ -174,4 +195,44 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
         forward_count=tuple(fwd_n), baselines=baselines, n_prompts=prompts,
         source="synthetic", prompt_wall_s=tuple(prompt_wall), prompt_tokens=tuple(prompt_tok),
     )
-    return cap, records
+    trace = trace_costs
+    for pid in range(prompts):
+        trace = trace + [dict(r, type="round") for r in records if r["prompt"] == pid]
+        trace = trace + [r for r in trace_ar if r["prompt"] == pid] + [summaries[pid]]
+    trace.append({"type": "end", "n_prompts": prompts})
+    return cap, trace
+
+
+def trace_header(capture: ConfigCapture, seed: int = 0) -> dict:
+    """A ``polyspec-trace`` v1 header (without schema fields) for a synthetic capture."""
+    return {
+        "created": "synthetic", "tool": "validation.synthetic",
+        "models": [{"name": m, "kind": "synthetic", "params": 0, "vocab_size": 0,
+                    "max_len": None} for m in capture.models],
+        "dtype": "float64", "device": "synthetic", "torch": "none", "threads": 1,
+        "cascade": {"name": capture.name, "models": [{"name": m} for m in capture.models],
+                    "thresholds": list(capture.thresholds), "acceptance": None,
+                    "policy": capture.policy},
+        "temperature": capture.temperature, "top_k": capture.top_k, "seed": seed,
+        "prompts": {"source": "synthetic", "n_prompts": capture.n_prompts},
+        "time_base": "seconds", "prefill": "excluded",
+    }
+
+
+def _rounded(x, digits):
+    if isinstance(x, float):
+        return round(x, digits)
+    if isinstance(x, list):
+        return [_rounded(v, digits) for v in x]
+    return x
+
+
+def write_trace(path, capture: ConfigCapture, trace_records, seed: int = 0, digits: int = 7):
+    """Write a synthetic capture as a ``polyspec-trace`` file (via the project's writer);
+    times rounded to ``digits`` decimals as the real capture does."""
+    from .traces import TraceWriter
+
+    with TraceWriter(path, trace_header(capture, seed)) as w:
+        for rec in trace_records:
+            w.write({k: _rounded(v, digits) for k, v in rec.items()})
+    return path

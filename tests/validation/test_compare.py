@@ -54,8 +54,9 @@ def test_two_level_positional_prediction_equals_measured_exactly():
 
 def test_three_level_true_model_within_measured_ci():
     laws = [BetaMixed(6.0, 2.0), Positional([0.7, 0.55, 0.5])]
-    cap, records = simulate_capture("c3", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 3],
-                                    prompts=30, tokens_per_prompt=200, seed=2)
+    cap, trace = simulate_capture("c3", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 3],
+                                  prompts=30, tokens_per_prompt=200, seed=2)
+    records = [r for r in trace if r["type"] == "round"]
     true = predict(Cascade((Model("t", T), Model("mid", MID), Model("ng", NG)), tuple(laws),
                            (4, 3)))
     se = cap.time_per_token_se()
@@ -170,7 +171,7 @@ def test_insertion_on_captured_cascades():
     c3 = simulate_capture("t-mid-ng", ["t", "mid", "ng"], [T, MID, NG], [law_tm, law_mg],
                           [4, 3], seed=50, **kw)[0]
     c2 = simulate_capture("t-ng", ["t", "ng"], [T, NG], [law_tg], [3], seed=51, **kw)[0]
-    res = validate([c3, c2], n_boot=40, holdout=False)
+    res = validate([c3, c2], holdout=False, confidence="bootstrap", n_boot=30)
     ins = [x for x in res.insertions if x["cascade"] == "t-ng"]
     assert len(ins) == 1
     x = ins[0]
@@ -178,7 +179,10 @@ def test_insertion_on_captured_cascades():
     assert x["measured"]["with"] == "t-mid-ng"
     assert x["measured"]["helps"] == (c3.measured_speedup > c2.measured_speedup)
     assert x["agrees"] == (x["measured"]["helps"] == x["predicted"]["helps"])
-    assert 0.0 <= x["confidence"] <= 1.0
+    assert 0.0 <= x["confidence"] <= 1.0 and x["confidence_method"] == "bootstrap"
+    delta = validate([c3, c2], holdout=False).insertions
+    assert [d["confidence_method"] for d in delta] == ["delta"]
+    assert delta[0]["predicted"] == x["predicted"]
 
 
 def test_validate_input_errors():

@@ -1,0 +1,175 @@
+"""`polyspec validate` on the committed trace subset; traces round-trip to the same captures;
+bad trace files give clear one-line errors (exit status 2)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polyspec_theory.costs import CostCurve
+from polyspec_theory.laws import BetaMixed, Positional
+from validation.cli import main
+from validation.compare import validate
+from validation.synthetic import simulate_capture, write_trace
+from validation.trace_captures import load_captures
+
+FIX = Path(__file__).parent / "fixtures" / "traces"
+
+
+def _run(capsys, *argv):
+    rc = main(["validate", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["validate", str(FIX), "--out", str(out), "--json"])
+    return rc, json.loads(buf.getvalue()), out
+
+
+def test_json_output_and_report_files(report):
+    rc, obj, out = report
+    assert rc == 0
+    names = sorted(p.stem for p in FIX.glob("*.jsonl"))
+    assert sorted(c["name"] for c in obj["configs"]) == names
+    errs = []
+    for c in obj["configs"]:
+        assert {"name", "measured_speedup", "predicted_speedup", "error"} <= set(c)
+        assert c["error"] == pytest.approx(c["predicted_speedup"] / c["measured_speedup"] - 1,
+                                           rel=1e-12)
+        errs.append(abs(c["error"]))
+    assert obj["median_abs_error"] == pytest.approx(float(np.median(errs)), rel=1e-12)
+    assert obj["max_abs_error"] == pytest.approx(max(errs), rel=1e-12)
+    # the fixtures carry decoder overhead (known): the extended model must explain it
+    s = obj["summary"]
+    assert s["dominant_residual"] == "overhead"
+    assert s["extended"]["median_abs_error"] < s["median_abs_error"]
+    md = (out / "report.md").read_text()
+    for c in obj["configs"]:
+        assert c["name"] in md
+    assert (out / "scatter.png").stat().st_size > 1000
+    assert len(list(out.glob("acceptance_*.png"))) == len(obj["pairs"])
+    assert len(list(out.glob("cost_*.png"))) == 4  # target, mid, small, ngram
+    full = json.loads((out / "validation.json").read_text())
+    assert len(full["details"]) == len(names)
+    # every law is reported, the Gaussian included
+    assert {f["law"] for p in full["pairs"] for f in p["fits"]} == {
+        "iid", "positional", "beta", "gaussian"}
+    # P5 on the captured cascades: target->ngram with mid or small inserted was captured
+    measured = [x for x in full["insertions"] if x["measured"] is not None]
+    assert measured and all(0 <= x["confidence"] <= 1 for x in full["insertions"])
+
+
+def test_text_output(capsys, tmp_path):
+    rc, out, err = _run(capsys, FIX, "--out", tmp_path, "--no-plots", "--no-insertions",
+                        "--laws", "iid,positional")
+    assert rc == 0 and err == ""
+    assert "median |error|" in out and "extended model" in out
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_trace_round_trip_gives_the_same_capture(tmp_path):
+    costs = [CostCurve.affine(6e-3, 4e-4), CostCurve.affine(1.6e-3, 1e-4),
+             CostCurve.constant(3e-5)]
+    cap, trace = simulate_capture("rt", ["t", "m", "g"], costs,
+                                  [BetaMixed(5.0, 2.0), Positional([0.6, 0.5])], [4, 2],
+                                  prompts=3, tokens_per_prompt=64, noise=0.05, seed=9)
+    write_trace(tmp_path / "rt.jsonl", cap, trace, digits=16)
+    (back,), notes = load_captures(tmp_path)
+    assert notes == []
+    assert back.name == "rt" and back.models == cap.models and back.thresholds == (4, 2)
+    assert back.tokens == cap.tokens and back.forward_count == cap.forward_count
+    assert back.wall_s == pytest.approx(cap.wall_s, rel=1e-9)
+    for a, b in zip(back.rounds, cap.rounds, strict=True):
+        for k in ("ctx", "G", "A", "m", "prompt"):
+            np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
+        np.testing.assert_allclose(a.verify_s, b.verify_s, rtol=1e-8)
+    for name in cap.models:
+        x, y = back.baselines[name], cap.baselines[name]
+        assert x.ar_time_per_token == pytest.approx(y.ar_time_per_token, rel=1e-9)
+        assert x.ar_context == y.ar_context
+        np.testing.assert_allclose(np.sort(x.cost_s), np.sort(y.cost_s), rtol=1e-8)
+    r1 = validate([cap], insertions=False, holdout=False).configs[0]
+    r2 = validate([back], insertions=False, holdout=False).configs[0]
+    assert r2.measured_speedup == pytest.approx(r1.measured_speedup, rel=1e-8)
+    assert r2.predicted == pytest.approx(r1.predicted, rel=1e-6)
+
+
+def _copy(tmp_path, n=2):
+    d = tmp_path / "traces"
+    d.mkdir()
+    files = sorted(FIX.glob("*.jsonl"))[:n]
+    for f in files:
+        shutil.copy(f, d / f.name)
+    return d, sorted(d.glob("*.jsonl"))
+
+
+def test_truncated_last_line_needs_the_flag(capsys, tmp_path):
+    d, files = _copy(tmp_path)
+    data = files[0].read_bytes()
+    files[0].write_bytes(data[:-40])  # cut inside the last record
+    n_lines = data[:-40].count(b"\n") + 1
+    rc, out, err = _run(capsys, d, "--out", tmp_path / "r", "--no-plots", "--no-insertions")
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1
+    assert f"line {n_lines}: truncated last line" in err and files[0].name in err
+    rc, out, err = _run(capsys, d, "--out", tmp_path / "r", "--no-plots", "--no-insertions",
+                        "--allow-truncated")
+    assert rc == 0
+    assert "truncated last line skipped" in out
+    assert "capture not finished" in out  # the cut record was the end record
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("hello world\n", "line 1: not a polyspec trace"),
+        ('{"type": "header", "schema": "polyspec-trace", "schema_version": 99}\n',
+         "line 1: unsupported schema_version 99"),
+        ("", "file is empty"),
+    ],
+)
+def test_foreign_or_unknown_files_are_named(capsys, tmp_path, content, message):
+    d = tmp_path / "t"
+    d.mkdir()
+    (d / "bad.jsonl").write_text(content)
+    rc, out, err = _run(capsys, d, "--out", tmp_path / "r")
+    assert rc == 2 and message in err and "bad.jsonl" in err
+
+
+def test_bad_record_in_the_middle_is_named(capsys, tmp_path):
+    d, files = _copy(tmp_path, 1)
+    lines = files[0].read_text().splitlines(keepends=True)
+    i = next(k for k, x in enumerate(lines) if '"type":"round"' in x)
+    rec = json.loads(lines[i])
+    rec["A"] = rec["G"] + 1
+    rec["L"] = rec["A"] + 1
+    lines[i] = json.dumps(rec) + "\n"
+    files[0].write_text("".join(lines))
+    rc, _, err = _run(capsys, d, "--out", tmp_path / "r")
+    assert rc == 2 and f"line {i + 1}: inconsistent round" in err
+
+
+def test_missing_baseline_and_bad_arguments(capsys, tmp_path):
+    d, files = _copy(tmp_path, 1)
+    kept = [x for x in files[0].read_text().splitlines(keepends=True)
+            if not ('"type":"ar"' in x and '"model":"target"' in x)]
+    files[0].write_text("".join(kept))
+    rc, _, err = _run(capsys, d, "--out", tmp_path / "r")
+    assert rc == 2 and "no autoregressive baseline" in err
+    rc, _, err = _run(capsys, tmp_path / "nope")
+    assert rc == 2 and "traces_dir: not found" in err
+    (tmp_path / "empty").mkdir()
+    rc, _, err = _run(capsys, tmp_path / "empty")
+    assert rc == 2 and "no *.jsonl trace files" in err
+    rc, _, err = _run(capsys, FIX, "--laws", "iid,normal")
+    assert rc == 2 and "--laws: unknown law family 'normal'" in err
