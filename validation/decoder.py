@@ -17,7 +17,8 @@ Temperature and top-k are applied identically to every level's logits.
 
 Timing: ``now()`` synchronizes CUDA before reading ``time.perf_counter``. Prefill (feeding
 the prompt) is timed separately and excluded from decode times, for the cascade and the
-autoregressive baseline alike.
+autoregressive baseline alike. Time spent in the ``on_round`` callback (trace writing) is
+measured and subtracted from ``wall_s``, ``draft_s`` and ``round_s``.
 """
 
 from __future__ import annotations
@@ -164,11 +165,13 @@ class PolybasicDecoder:
             return 1
         theta = self.thresholds[i]
         t0 = self._now()
+        cb0 = self._cb_s
         acc = 0
         while acc < theta:
             acc += self._round(i + 1, base + acc)
         g = acc
         t1 = self._now()
+        cb1 = self._cb_s
         # the level's cache holds seq[:pos]; usually pos == base - 1 (m = G + 1), one more
         # position when its own previous block was fully accepted (catch-up of that token)
         m = base + g - self.levels[i].pos
@@ -201,10 +204,12 @@ class PolybasicDecoder:
         self.seq.append(corr)
         t2 = self._now()
         rec = {"level": i + 1, "ctx": base, "G": g, "A": a, "L": a + 1, "m": m,
-               "verify_s": verify_s, "draft_s": t1 - t0, "round_s": t2 - t0}
+               "verify_s": verify_s, "draft_s": t1 - t0 - (cb1 - cb0),
+               "round_s": t2 - t0 - (self._cb_s - cb0)}
         self.rounds.append(rec)
         if self.on_round is not None:
             self.on_round(rec)
+            self._cb_s += self._now() - t2
         return a + 1
 
     # ------------------------------------------------------------------ public
@@ -225,6 +230,7 @@ class PolybasicDecoder:
                     f"Σθ ({self.headroom()}) = {need} exceeds {lv.name}'s context {lv.max_len}")
         self.seq = list(prompt)
         self.rounds = []
+        self._cb_s = 0.0
         self._fwd_s = [0.0] * self.n
         self._fwd_n = [0] * self.n
         if not self.greedy:
@@ -244,7 +250,7 @@ class PolybasicDecoder:
                 self._round(0, len(self.seq))
             t2 = self._now()
         gen = self.seq[len(prompt):]
-        return CascadeResult(tokens=gen, n_generated=len(gen), wall_s=t2 - t1,
+        return CascadeResult(tokens=gen, n_generated=len(gen), wall_s=t2 - t1 - self._cb_s,
                              prefill_s=t1 - t0, forward_s=list(self._fwd_s),
                              forward_count=list(self._fwd_n), rounds=self.rounds)
 

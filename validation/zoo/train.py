@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from .data import corpus_digest, load_split
 from .model import GPT, GPTConfig
 
-__all__ = ["TrainSpec", "DEFAULT_SPECS", "train_model", "eval_bpb", "train_zoo"]
+__all__ = ["TrainSpec", "DEFAULT_SPECS", "train_model", "eval_bpb", "train_zoo",
+           "write_training_record"]
 
 
 @dataclass(frozen=True)
@@ -44,15 +45,15 @@ DEFAULT_SPECS = (
     TrainSpec("small", GPTConfig(n_layer=2, n_head=4, d_model=128), steps=1200, lr=3e-3),
     TrainSpec("mid", GPTConfig(n_layer=4, n_head=4, d_model=256), steps=450, lr=3e-3,
               warmup=30),
-    TrainSpec("target", GPTConfig(n_layer=6, n_head=6, d_model=384), steps=360, lr=2e-3,
+    TrainSpec("target", GPTConfig(n_layer=6, n_head=4, d_model=256), steps=450, lr=3e-3,
               warmup=30),
 )
 
 
-def _lr(spec: TrainSpec, step: int) -> float:
+def _lr(spec: TrainSpec, step: int, time_frac: float = 0.0) -> float:
     if step < spec.warmup:
         return spec.lr * (step + 1) / spec.warmup
-    frac = (step - spec.warmup) / max(1, spec.steps - spec.warmup)
+    frac = max(time_frac, (step - spec.warmup) / max(1, spec.steps - spec.warmup))
     return spec.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * min(1.0, frac))))
 
 
@@ -73,7 +74,7 @@ def eval_bpb(model: GPT, data: np.ndarray, n_windows: int = 64, seq_len: int = 2
     total, count = 0.0, 0
     for chunk in np.array_split(starts, max(1, n_windows // 16)):
         idx = chunk[:, None] + np.arange(seq_len + 1)[None, :]
-        x = torch.from_numpy(data[idx].astype(np.int64))
+        x = torch.from_numpy(data[idx].astype(np.int64)).to(next(model.parameters()).device)
         logits = model(x[:, :-1]).float()
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1),
                                reduction="sum")
@@ -90,8 +91,12 @@ def _decay_groups(model: GPT, wd: float):
 
 
 def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bool = False,
-                ckpt_every: int = 100, log=print) -> dict:
-    """Train one model, write ``<out>/<name>.safetensors``; return its record."""
+                ckpt_every: int = 100, log=print, device="cpu", amp: bool = False,
+                max_seconds: float | None = None) -> dict:
+    """Train one model, write ``<out>/<name>.safetensors``; return its record. On CUDA,
+    ``amp`` trains under bf16 autocast; ``max_seconds`` caps the time (GPU script): the
+    cosine schedule then follows max(step fraction, time fraction) and the number of steps
+    reached is recorded."""
     from .weights import save_model
 
     out = Path(out)
@@ -100,7 +105,7 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
     train = load_split("train")
     val = load_split("val")
     torch.manual_seed(seed * 1000 + index)
-    model = GPT(spec.config)
+    model = GPT(spec.config).to(device)
     opt = torch.optim.AdamW(_decay_groups(model, spec.weight_decay), lr=spec.lr,
                             betas=(0.9, 0.95))
     step0, history = 0, []
@@ -113,12 +118,20 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
         log(f"[{spec.name}] resumed at step {step0}")
     t0 = time.perf_counter()
     model.train()
+    steps_done = spec.steps
     for step in range(step0, spec.steps):
+        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+            steps_done = step
+            log(f"[{spec.name}] time budget reached at step {step}")
+            break
+        tf = 0.0 if max_seconds is None else (time.perf_counter() - t0) / max_seconds
         for g in opt.param_groups:
-            g["lr"] = _lr(spec, step)
+            g["lr"] = _lr(spec, step, tf)
         x, y = _batch(train, spec, seed, index, step)
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        x, y = x.to(device), y.to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -132,9 +145,11 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
                         "step": step + 1, "history": history}, ck)
     val_bpb = eval_bpb(model, val)
+    model = model.cpu()
     record = {
         "name": spec.name, "config": spec.config.to_dict(), "params": model.num_params(),
-        "steps": spec.steps, "lr": spec.lr, "batch_size": spec.batch_size,
+        "steps": steps_done, "scheduled_steps": spec.steps, "device": str(device),
+        "lr": spec.lr, "batch_size": spec.batch_size,
         "seq_len": spec.seq_len, "warmup": spec.warmup, "weight_decay": spec.weight_decay,
         "seed": seed, "val_bits_per_byte": round(val_bpb, 4),
         "train_curve_bits_per_byte": history,
@@ -146,7 +161,8 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
 
 
 def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=print,
-              threads: int = 1) -> list[dict]:
+              threads: int = 1, device="cpu", amp: bool = False,
+              max_seconds: dict | None = None) -> list[dict]:
     """Train every model of ``specs`` in order and write ``<out>/zoo.json`` (manifest; records
     of models already there and not retrained are kept). A model's seed offset is its index
     in ``DEFAULT_SPECS`` (by name), so training a subset gives the same weights."""
@@ -159,7 +175,8 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
     records = []
     for spec in specs:
         index = names.index(spec.name) if spec.name in names else len(names)
-        rec = train_model(spec, index, seed, out, resume=resume, log=log)
+        rec = train_model(spec, index, seed, out, resume=resume, log=log, device=device,
+                          amp=amp, max_seconds=(max_seconds or {}).get(spec.name))
         records.append(rec)
         done = {r["name"] for r in records}
         kept = [r for r in old if r["name"] not in done]
@@ -169,3 +186,40 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
                     "torch": torch.__version__, "models": allrec}
         mpath.write_text(json.dumps(manifest, indent=2) + "\n")
     return records
+
+
+def write_training_record(out, command: str, notes: str = "") -> str:
+    """Write ``<out>/TRAINING.md`` from ``<out>/zoo.json``; return its text."""
+    out = Path(out)
+    man = json.loads((out / "zoo.json").read_text())
+    lines = [
+        "# How the committed zoo was trained", "",
+        f"Command: `{command}`", "",
+        f"Corpus: CPython {_py()} standard library `.py` sources (see `validation/zoo/data.py`"
+        f" for the exclusions and the deterministic split), digest `{man['corpus_digest']}`.",
+        f"Seed {man['seed']}, {man['threads']} torch thread(s), torch {man['torch']}; "
+        "weights stored as fp16 safetensors, upcast to fp32 at load.", "",
+        "| model | layers | heads | d_model | params | steps | batch × seq | peak lr | "
+        "val bits/byte |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in man["models"]:
+        c = r["config"]
+        lines.append(f"| {r['name']} | {c['n_layer']} | {c['n_head']} | {c['d_model']} | "
+                     f"{r['params']:,} | {r['steps']} | {r['batch_size']} × {r['seq_len']} | "
+                     f"{r['lr']:g} | {r['val_bits_per_byte']:.4f} |")
+    lines += ["", "Training loss (bits/byte, one batch) every 50 steps:", ""]
+    for r in man["models"]:
+        curve = ", ".join(f"{s}: {v:.3f}" for s, v in r["train_curve_bits_per_byte"])
+        lines.append(f"- {r['name']}: {curve}")
+    if notes:
+        lines += ["", notes]
+    text = "\n".join(lines) + "\n"
+    (out / "TRAINING.md").write_text(text)
+    return text
+
+
+def _py() -> str:
+    import sys
+
+    return sys.version.split()[0]
