@@ -1,0 +1,121 @@
+"""Figure 4 — acceptance histograms from real traces with the four fitted laws overlaid.
+
+Data: the committed CPU traces (``validation/traces/cpu/*.jsonl``) read by
+:func:`validation.trace_captures.load_captures`; rounds pooled per (verifier, drafter,
+temperature) and every law family (iid, positional, Beta-mixed, Gaussian baseline) fitted by
+censored maximum likelihood (:func:`validation.compare.fit_pairs`); each law's expected
+histogram given the observed caps from :func:`validation.report.expected_histogram`. The pairs
+with the most rounds are shown (``N_PAIRS``), observed fractions as bars.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from validation.compare import fit_pairs
+from validation.fitting import FAMILIES
+from validation.report import expected_histogram
+
+from . import _traces, style
+
+NAME = "fig04_acceptance_histograms"
+TITLE = "Acceptance histograms of real traces with fitted laws"
+SOURCES = ("validation/traces/cpu", "validation.compare", "validation.fitting")
+
+N_PAIRS = 4
+FAMILY_LABELS = {"iid": "iid (Leviathan)", "positional": "positional",
+                 "beta": "Beta-mixed", "gaussian": "Gaussian (paper)"}
+FAMILY_STYLE = {"iid": (0, "-", "o"), "positional": (2, "-", "s"),
+                "beta": (1, "-", "^"), "gaussian": (3, "--", "x")}
+
+
+def compute(quick: bool = False, traces_dir=None) -> dict:
+    """Observed and expected histograms of accepted counts ``A`` for the pairs with the most
+    rounds (quick: 2 pairs). ``traces_dir`` defaults to the committed CPU traces."""
+    d = Path(traces_dir) if traces_dir is not None else _traces.default_traces_dir("cpu")
+    captures, notes = _traces.load(d)
+    fits = fit_pairs(captures, FAMILIES)
+    keys = sorted(fits, key=lambda k: (-fits[k].counts.n_rounds, k))[: 2 if quick else N_PAIRS]
+    pairs = []
+    for key in keys:
+        p = fits[key]
+        c = p.counts
+        obs = np.bincount(c.accepted, weights=c.counts, minlength=int(c.caps.max()) + 1)
+        by_family = {f.law.family: f for f in p.fits}
+        pairs.append({
+            "verifier": key[0],
+            "drafter": key[1],
+            "temperature": key[2],
+            "top_k": key[3],
+            "n_rounds": c.n_rounds,
+            "mean_cap": float(np.dot(c.counts, c.caps) / c.n_rounds),
+            "caps": np.unique(c.caps),
+            "observed": obs,  # rounds with A = k
+            "expected": {fam: expected_histogram(by_family[fam].law, c) for fam in FAMILIES},
+            "aic": {fam: float(by_family[fam].aic) for fam in FAMILIES},
+            "laws": {fam: by_family[fam].law.to_config() for fam in FAMILIES},
+            "best": p.best.law.family,
+        })
+    return {"traces_dir": str(d), "n_configs": len(captures), "families": FAMILIES,
+            "pairs": pairs, "notes": list(notes)}
+
+
+def _pair_title(p) -> str:
+    t = "greedy" if p["temperature"] == 0 else f"T = {p['temperature']:g}"
+    return f"{p['verifier']} ← {p['drafter']}, {t}"
+
+
+def draw(data: dict, out_dir) -> list[Path]:
+    pairs = data["pairs"]
+    ncols = 2 if len(pairs) > 1 else 1
+    nrows = -(-len(pairs) // ncols)
+    fig, axes = style.figure(nrows, ncols, height=1.75 * nrows + 0.55, squeeze=False)
+    for idx, ax in enumerate(axes.flat):
+        if idx >= len(pairs):
+            ax.set_visible(False)
+            continue
+        p = pairs[idx]
+        n = p["n_rounds"]
+        obs = p["observed"] / n
+        ks = np.arange(obs.size)
+        ax.bar(ks, obs, width=0.8, color="0.78", label="observed")
+        for fam in data["families"]:
+            ci, ls, mk = FAMILY_STYLE.get(fam, (6, "-", "."))
+            ax.plot(ks, p["expected"][fam] / n, color=style.color(ci), linestyle=ls, marker=mk,
+                    markersize=2.2, linewidth=0.9, label=FAMILY_LABELS.get(fam, fam))
+        ax.set_title(_pair_title(p), fontsize=7, pad=2)
+        caps = p["caps"]
+        cap_txt = f"cap {caps[0]}" if len(caps) == 1 else f"caps {caps[0]}–{caps[-1]}"
+        ax.text(0.97, 0.96, f"{n:,} rounds, {cap_txt}\nbest AIC: {p['best']}",
+                transform=ax.transAxes,
+                ha="right", va="top", fontsize=5.8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
+        ax.tick_params(labelsize=6)
+        top = max(float(obs.max()), max(float(np.max(e)) for e in p["expected"].values()) / n)
+        ax.set_ylim(0.0, 1.3 * top)
+        if idx % ncols == 0:
+            ax.set_ylabel("fraction of rounds")
+        if idx // ncols == nrows - 1:
+            ax.set_xlabel("accepted tokens A")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncol=3)
+    return style.save(fig, out_dir, NAME)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=TITLE)
+    p.add_argument("--out", default="out/figures", help="output directory")
+    p.add_argument("--quick", action="store_true", help="reduced-size data (for tests)")
+    p.add_argument("--traces", default=None, help="trace directory (default: committed CPU)")
+    args = p.parse_args(argv)
+    for path in draw(compute(quick=args.quick, traces_dir=args.traces), args.out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
