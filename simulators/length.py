@@ -380,8 +380,20 @@ class LengthResult:
     policy: str
     seed: int
     ci_method: str = CI_METHOD
-    chain_tokens: np.ndarray = field(default=None, repr=False)
-    chain_time: np.ndarray = field(default=None, repr=False)
+    chain_tokens: np.ndarray = field(default=None, repr=False)  # [chains]
+    chain_time: np.ndarray = field(default=None, repr=False)  # [chains]
+    chain_forwards: np.ndarray = field(default=None, repr=False)  # [chains, n] per model
+    chain_model_time: np.ndarray = field(default=None, repr=False)  # [chains, n]
+
+    @property
+    def forwards(self) -> tuple[int, ...]:
+        """Total forwards of each model (target first)."""
+        return tuple(int(x) for x in self.chain_forwards.sum(axis=0))
+
+    @property
+    def model_times(self) -> tuple[float, ...]:
+        """Total time spent in each model's forwards."""
+        return tuple(float(x) for x in self.chain_model_time.sum(axis=0))
 
     def to_dict(self) -> dict:
         return {
@@ -410,8 +422,9 @@ def _summarize(model: LengthModel, st: dict, hist, seed: int) -> LengthResult:
     t1 = cas.costs[0].t1
     theta_b = cas.thresholds[-1]
     levels = []
+    fwds = np.concatenate([rounds, theta_b * rounds[:, m - 1:m]], axis=1)
     for j in range(n):
-        fwd = rounds[:, j] if j < m else theta_b * rounds[:, m - 1]
+        fwd = fwds[:, j]
         phi = None if j == 0 else ratio_estimate(fwd, rounds[:, j - 1])
         if j < m:
             mb = ratio_estimate(st["block_sum"][:, j], rounds[:, j])
@@ -443,6 +456,8 @@ def _summarize(model: LengthModel, st: dict, hist, seed: int) -> LengthResult:
         seed=seed,
         chain_tokens=st["tokens"],
         chain_time=total,
+        chain_forwards=fwds.astype(np.int64),
+        chain_model_time=mt,
     )
 
 
