@@ -38,7 +38,7 @@ DEVICE_MARKERS = {"cpu": "o", "gpu": "D"}
 
 def _short(models, thresholds, temperature) -> str:
     lv = "".join(m[0] for m in models)
-    t = "" if temperature == 0 else f" T{temperature:g}"
+    t = "" if temperature == 0 else f" T={temperature:g}"
     return f"{lv} {','.join(str(x) for x in thresholds)}{t}"
 
 
@@ -145,7 +145,7 @@ def draw(data: dict, out_dir) -> list[Path]:
                    rotation=90, fontsize=5.5)
     axe.set_xlim(-0.6, len(rows) - 0.4)
     axe.set_ylabel("(pred − meas)/meas (%)")
-    axe.set_xlabel("configuration: model initials, thresholds (T1: temperature 1)")
+    axe.set_xlabel("configuration (model initials, thresholds)")
     axe.grid(False, axis="x")
     axe.legend(loc="best")
     style.panel_label(axe, "(b)  relative error per configuration")

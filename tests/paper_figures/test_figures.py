@@ -107,7 +107,7 @@ def test_figure_files_exist_and_are_nontrivial(built, n):
     pdf = next(p for p in paths if p.suffix == ".pdf")
     w, h = _png_size(png)
     # column width 3.4 in at 300 dpi (bbox tight trims or extends a little)
-    assert 850 <= w <= 1250, f"{png.name}: width {w}px is not column width"
+    assert 900 <= w <= 1080, f"{png.name}: width {w}px is not column width (3.4 in)"
     assert 400 <= h <= 2000
     with open(pdf, "rb") as f:
         assert f.read(5) == b"%PDF-"
