@@ -13,7 +13,10 @@ Pipeline (:func:`validate`):
    ranked by AIC (:func:`validation.fitting.fit_laws`). "best" = each pair's AIC-best law
    outside the Gaussian baseline.
 2. **Costs.** Per configuration and model, ``T_i(m)`` (and its context slope) from that
-   capture's baseline timings (:func:`validation.fitting.fit_cost_curve`).
+   capture's baseline timings (:func:`validation.fitting.fit_cost_curve`), calibrated to the
+   forward time per token of the model's autoregressive baseline in the same capture
+   (interleaved with the cascade runs: same machine load; timing on shared CPUs drifts up to
+   2x between runs). The uncalibrated microbenchmark prediction is reported too.
 3. **Plain prediction** = P1 exactly: speedup ``T_1(1) / tau_1`` with the fitted laws and the
    cost tables at the baselines' reference context. **Measured** speedup = the capture's
    autoregressive target time per token / the cascade's decode time per token.
@@ -21,8 +24,12 @@ Pipeline (:func:`validate`):
    at the capture's mean context of that level's forwards, the decoder's extra verify
    positions (``m - G - 1``, the recorded catch-up rate) and an orchestration-overhead term
    ``o_fwd * forwards + o_round * verify rounds`` whose two coefficients are fitted by least
-   squares on the OTHER configurations (leave one configuration out: never on the one being
-   predicted); speedup = measured AR time per token / ``tau_ext``.
+   squares on the OTHER configurations of the same sampling mode (greedy / sampled; leave one
+   configuration out: never on the one being predicted); speedup = measured AR time per
+   token / ``tau_ext``. A second extension,
+   **in-run costs**, replaces the cost curves by this capture's measured mean forward time
+   per level (``forward_s / forward_count``): ``tau = sum_i F_i^pred t_i^meas`` + the same
+   leave-one-out overhead, isolating the acceptance model (forward counts) and overhead.
 5. **Residual decomposition** (exact identity, per configuration):
    ``tau_meas - tau_pred = sum_i (F_i^meas - F_i^pred) t_i^meas`` (forward counts:
    acceptance model incl. correlation between rounds) ``+ sum_i F_i^pred (t_i^meas -
@@ -113,8 +120,9 @@ class LevelRounds:
 @dataclass(frozen=True)
 class ModelBaseline:
     """One model's baselines from the capture: autoregressive decode time per token
-    (``ar_time_per_token``, over ``ar_tokens`` tokens at mean context ``ar_context``) and
-    cost-curve timing samples ``(cost_m, cost_ctx, cost_s)``."""
+    (``ar_time_per_token``, over ``ar_tokens`` tokens at mean context ``ar_context``; of it
+    ``ar_forward_per_token`` inside the forwards) and cost-curve timing samples
+    ``(cost_m, cost_ctx, cost_s)``."""
 
     name: str
     ar_time_per_token: float | None
@@ -123,6 +131,7 @@ class ModelBaseline:
     cost_m: np.ndarray
     cost_ctx: np.ndarray
     cost_s: np.ndarray
+    ar_forward_per_token: float | None = None
 
 
 @dataclass(frozen=True)
@@ -280,15 +289,26 @@ def fit_pairs(captures, families=FAMILIES) -> dict[tuple, PairFit]:
     return out
 
 
-def fit_costs(capture: ConfigCapture) -> dict[str, CostFit]:
-    """Cost fit of every model of the capture from its own baseline timings."""
+def fit_costs(capture: ConfigCapture, calibrate: bool = True) -> dict[str, CostFit]:
+    """Cost fit of every model of the capture from its own baseline timings.
+
+    ``calibrate``: scale each model's cost curve so that ``T_i(1)`` at the mean context of
+    its autoregressive baseline equals the forward time per token measured in that baseline
+    (interleaved with the cascade runs, so under the same machine load; the curve's shape in
+    ``m`` and context comes from the cost-curve timings). Models without an AR baseline keep
+    the raw curve."""
     out = {}
     for name in capture.models:
         b = capture.baselines[name]
         if len(b.cost_m) == 0:
             raise PolyspecInputError(f"{capture.name}.baselines.{name}",
                                      "no cost-curve timings")
-        out[name] = fit_cost_curve(b.cost_m, b.cost_s, b.cost_ctx, name=name)
+        cf = fit_cost_curve(b.cost_m, b.cost_s, b.cost_ctx, name=name)
+        if calibrate and b.ar_forward_per_token and b.ar_context is not None:
+            t1 = cf.at(1, context=b.ar_context)
+            if t1 > 0:
+                cf = cf.scaled(b.ar_forward_per_token / t1)
+        out[name] = cf
     return out
 
 
@@ -338,10 +358,17 @@ class OverheadModel:
         return self.per_forward * fwd + self.per_round * rounds
 
 
-def overhead_model(captures, exclude: str | None = None) -> OverheadModel:
+def overhead_model(captures, exclude: str | None = None,
+                   like: ConfigCapture | None = None) -> OverheadModel:
     """Least-squares (non-negative) overhead coefficients on the captures except ``exclude``;
-    with fewer than 3 configurations only ``per_forward`` is fitted."""
+    with fewer than 3 configurations only ``per_forward`` is fitted. ``like``: use only
+    captures with the same sampling mode (greedy vs sampled: sampling adds per-round work)
+    when at least two such remain."""
     use = [c for c in captures if c.name != exclude]
+    if like is not None:
+        same = [c for c in use if (c.temperature == 0) == (like.temperature == 0)]
+        if len(same) >= 2:
+            use = same
     if not use:
         return OverheadModel(0.0, 0.0, ())
     y = np.array([c.overhead_s for c in use])
@@ -381,6 +408,16 @@ class ConfigResult:
     context_effect: dict  # model -> relative T(1) change between reference and capture ctx
     holdout_speedup: float | None = None  # best laws fitted on the OTHER configurations only
     measured_speedup_se: float = math.nan
+    microbenchmark_speedup: float = math.nan  # costs from the cost-curve timings alone
+    inrun_speedup: float = math.nan  # P1 forward counts x this capture's per-level forward times
+
+    @property
+    def inrun_error(self) -> float:
+        return self.inrun_speedup / self.measured_speedup - 1.0
+
+    @property
+    def microbenchmark_error(self) -> float:
+        return self.microbenchmark_speedup / self.measured_speedup - 1.0
 
     @property
     def predicted_speedup(self) -> float:
@@ -420,6 +457,10 @@ class ConfigResult:
             "extended_error": self.extended_error,
             "holdout_speedup": self.holdout_speedup,
             "holdout_error": self.holdout_error,
+            "microbenchmark_speedup": self.microbenchmark_speedup,
+            "microbenchmark_error": self.microbenchmark_error,
+            "inrun_speedup": self.inrun_speedup,
+            "inrun_error": self.inrun_error,
             "measured_speedup_se": self.measured_speedup_se,
             "measured_time_per_token": self.measured_time_per_token,
             "extended_time_per_token": self.extended_time_per_token,
@@ -445,6 +486,7 @@ def _holdout_speedup(capture, captures, families, costs) -> float | None:
 
 def _analyse(capture, pair_fits, families, captures, holdout) -> ConfigResult:
     costs = fit_costs(capture)
+    micro = predict_config(capture, pair_fits, fit_costs(capture, calibrate=False), None)
     predicted = {}
     for fam in families:
         predicted[fam] = predict_config(capture, pair_fits, costs, fam).speedup
@@ -458,7 +500,7 @@ def _analyse(capture, pair_fits, families, captures, holdout) -> ConfigResult:
     for r in capture.rounds:
         extra.append(float(np.mean(r.m > r.G + 1)) if r.n else 0.0)
     ext = predict_config(capture, pair_fits, costs, None, contexts=ctxs, extra_positions=extra)
-    ov = overhead_model(captures, exclude=capture.name)
+    ov = overhead_model(captures, exclude=capture.name, like=capture)
     tau_ext = ext.time_per_token + ov.per_token(ext)
     ext_speed = capture.ar_time_per_token / tau_ext
     # ---- exact decomposition of tau_meas - tau_pred (plain, best law)
@@ -521,6 +563,9 @@ def _analyse(capture, pair_fits, families, captures, holdout) -> ConfigResult:
         context_effect=ctx_eff,
         holdout_speedup=_holdout_speedup(capture, captures, families, costs) if holdout
         else None,
+        microbenchmark_speedup=micro.speedup,
+        inrun_speedup=capture.ar_time_per_token / (float(np.dot(f_pred, t_meas))
+                                                   + ov.per_token(best)),
         measured_speedup_se=capture.measured_speedup * capture.time_per_token_se()
         / capture.time_per_token,
     )
@@ -561,6 +606,12 @@ class ValidationResult:
             "max_abs_error": self.max_abs_error,
             "extended": {"median_abs_error": float(np.median(ext)),
                          "max_abs_error": float(np.max(ext))},
+            "inrun_costs": {
+                "median_abs_error": float(np.median(self._abs_errors("inrun_error"))),
+                "max_abs_error": float(np.max(self._abs_errors("inrun_error")))},
+            "microbenchmark_costs": {
+                "median_abs_error": float(np.median(self._abs_errors("microbenchmark_error"))),
+                "max_abs_error": float(np.max(self._abs_errors("microbenchmark_error")))},
             "holdout": {"n_configs": len(hold),
                         "median_abs_error": float(np.median(hold)) if hold else None,
                         "max_abs_error": float(np.max(hold)) if hold else None},

@@ -393,6 +393,18 @@ class CostFit:
     n_samples: int
     residual_rel_sd: float
     cells: tuple[tuple[int, float, float, int], ...]  # (m, context, median seconds, n)
+    scale: float = 1.0  # calibration factor already applied (see :meth:`scaled`)
+
+    def scaled(self, factor: float) -> CostFit:
+        """The same curve with every time multiplied by ``factor`` (e.g. calibrated to
+        forward times measured under the capture's own machine load)."""
+        import dataclasses
+
+        f = check_real(factor, "factor", low=0.0, low_open=True)
+        return dataclasses.replace(
+            self, table=self.table * f, base=self.base * f, per_token=self.per_token * f,
+            context_slope=self.context_slope * f, context_slope_se=self.context_slope_se * f,
+            cells=tuple((m, c, t * f, k) for m, c, t, k in self.cells), scale=self.scale * f)
 
     def at(self, m, context: float | None = None, kind: str = "table"):
         """``T(m)`` at ``context`` (default: the reference context)."""
@@ -435,6 +447,7 @@ class CostFit:
             "contexts": [float(c) for c in self.contexts],
             "n_samples": self.n_samples,
             "residual_rel_sd": self.residual_rel_sd,
+            "scale": self.scale,
         }
 
 

@@ -60,6 +60,13 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         f"fitted leave-one-configuration-out): median |error| "
         f"**{100 * ext['median_abs_error']:.2f} %**, max **{100 * ext['max_abs_error']:.2f} %**.",
     ]
+    ir, mb = s["inrun_costs"], s["microbenchmark_costs"]
+    lines.append(
+        f"In-run costs (P1 forward counts × this capture's measured mean forward time per "
+        f"level + the leave-one-out overhead): median |error| "
+        f"{100 * ir['median_abs_error']:.2f} %, max {100 * ir['max_abs_error']:.2f} %. "
+        f"Plain P1 with uncalibrated microbenchmark costs: median "
+        f"{100 * mb['median_abs_error']:.2f} %, max {100 * mb['max_abs_error']:.2f} %.")
     h = s["holdout"]
     if h["n_configs"]:
         lines.append(
@@ -79,7 +86,8 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         lines.append("")
     lines += ["## Per configuration", ""]
     head = ["config", "models", "θ", "T", "measured", "best law", "pred (best)", "error"]
-    head += [f"err {f}" for f in fams] + ["extended", "err ext", "err holdout", "dominant"]
+    head += [f"err {f}" for f in fams] + ["extended", "err ext", "err in-run", "err micro",
+                                          "err holdout", "dominant"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for c in result.configs:
@@ -90,8 +98,8 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                f"{c.temperature:g}", meas, c.best_family, f"{c.predicted_speedup:.3f}",
                _pct(c.error)]
         row += [_pct(e[f]) for f in fams]
-        row += [f"{c.extended_speedup:.3f}", _pct(c.extended_error), _pct(c.holdout_error),
-                c.decomposition["dominant"]]
+        row += [f"{c.extended_speedup:.3f}", _pct(c.extended_error), _pct(c.inrun_error),
+                _pct(c.microbenchmark_error), _pct(c.holdout_error), c.decomposition["dominant"]]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "## By law", "", "| law | median |error| | max |error| |", "|---|---|---|"]
     for f, v in s["by_law"].items():

@@ -186,7 +186,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
         baselines[name_i] = ModelBaseline(
             name=name_i, ar_time_per_token=ar_total / k, ar_tokens=k,
             ar_context=float(np.mean(ar_ctx)), cost_m=np.array(ms), cost_ctx=np.array(cs),
-            cost_s=np.array(ts))
+            cost_s=np.array(ts), ar_forward_per_token=ar_total / k)
     wall = float(sum(prompt_wall))
     cap = ConfigCapture(
         name=name, models=tuple(models), thresholds=tuple(theta),

@@ -75,11 +75,12 @@ def capture_from_trace(trace: Trace) -> tuple[ConfigCapture, list[str]]:
     baselines = {}
     for name in names:
         ar = trace.ar.get(name)
-        ar_t = ar_tok = ar_ctx = None
+        ar_t = ar_tok = ar_ctx = ar_f = None
         if ar is not None:
             keep = np.isin(ar.prompt, list(done))
             if keep.any():
                 ar_t = float(ar.wall_s[keep].sum() / ar.n_tokens[keep].sum())
+                ar_f = float(ar.forward_s[keep].sum() / ar.n_tokens[keep].sum())
                 ar_tok = int(ar.n_tokens[keep].sum())
                 ctx = np.concatenate([c + np.arange(k) for c, k, s in
                                       zip(ar.ctx0, ar.n_tokens, keep, strict=True) if s])
@@ -93,7 +94,8 @@ def capture_from_trace(trace: Trace) -> tuple[ConfigCapture, list[str]]:
         cs = np.concatenate(ct.times_s)
         baselines[name] = ModelBaseline(name=name, ar_time_per_token=ar_t,
                                         ar_tokens=ar_tok or 0, ar_context=ar_ctx,
-                                        cost_m=cm, cost_ctx=cc, cost_s=cs)
+                                        cost_m=cm, cost_ctx=cc, cost_s=cs,
+                                        ar_forward_per_token=ar_f)
         d = phase_drift(trace, name)
         if d is not None and abs(d) > DRIFT_NOTE:
             notes.append(f"{Path(where).name}: {name} T(1) moved {100 * d:+.1f} % between the "
