@@ -47,13 +47,15 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
                      prompts=8, prompt_len=32, temperature=0.0, top_k=0, context_slope=None,
                      overhead_per_forward=0.0, overhead_per_round=0.0, noise=0.0, rho=0.0,
                      catch_up=False, baseline_contexts=(32, 160, 288), baseline_reps=3,
-                     baseline_max_m=16, ar_tokens=128, seed=0):
+                     baseline_max_m=16, ar_tokens=128, load=None, seed=0):
     """Simulate one captured configuration; returns ``(ConfigCapture, trace records)``.
 
     ``models`` names (target first), ``costs`` :class:`CostCurve` per model, ``laws`` one
     :class:`AcceptanceLaw` per pair, ``thresholds`` one per pair. Baselines: cost-curve
     timings for ``m = 1..baseline_max_m`` at ``baseline_contexts`` (``baseline_reps`` each)
-    and an autoregressive decode of ``ar_tokens`` tokens per prompt per model.
+    and an autoregressive decode of ``ar_tokens`` tokens per prompt per model. ``load``: one
+    factor per model multiplying its forward times during the cascade and AR runs but not in
+    the cost-curve microbenchmark (machine load that differs between the two).
     """
     n = len(models)
     if n < 2 or len(costs) != n or len(laws) != n - 1 or len(thresholds) != n - 1:
@@ -72,14 +74,17 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
     o_f = check_real(overhead_per_forward, "overhead_per_forward", low=0.0)
     o_r = check_real(overhead_per_round, "overhead_per_round", low=0.0)
     slope = np.zeros(n) if context_slope is None else np.asarray(context_slope, dtype=float)
+    ld = np.ones(n) if load is None else np.asarray(load, dtype=float)
+    if ld.shape != (n,) or (ld <= 0).any():
+        raise PolyspecInputError("load", f"need one positive factor per model ({n})")
     if slope.shape != (n,):
         raise PolyspecInputError("context_slope", f"need one slope per model ({n})")
     rng = np.random.default_rng(check_int(seed, "seed", low=0))
     gmax = block_bound(theta)
     surv = [laws[i].survival(gmax[i] + 1)[1:] for i in range(n - 1)]
 
-    def cost(i, m, c):
-        t = costs[i](m) + slope[i] * c
+    def cost(i, m, c, loaded=True):
+        t = (costs[i](m) + slope[i] * c) * (ld[i] if loaded else 1.0)
         if noise:
             t *= math.exp(noise * rng.standard_normal())
         return t
@@ -165,7 +170,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
         ms, cs, ts = [], [], []
         for c in baseline_contexts:
             for m in range(1, baseline_max_m + 1):
-                times = [cost(i, m, c) for _ in range(baseline_reps)]
+                times = [cost(i, m, c, loaded=False) for _ in range(baseline_reps)]
                 ms += [m] * baseline_reps
                 cs += [float(c)] * baseline_reps
                 ts += times

@@ -52,6 +52,22 @@ def test_two_level_positional_prediction_equals_measured_exactly():
     assert c.decomposition["relative"]["ar_baseline"] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_costs_calibrated_to_the_interleaved_ar_baseline():
+    # the target runs 30 % slower during the capture than in its cost-curve microbenchmark:
+    # calibrating to its AR forward time restores predicted == measured (positional, exact)
+    cap = _two_level("c", "t", "mid", BetaMixed(5.0, 2.0), 5, seed=5, prompts=3,
+                     load=[1.3, 1.0])
+    cf = fit_costs(cap)
+    assert cf["t"].scale == pytest.approx(1.3, rel=1e-12)
+    assert cf["mid"].scale == pytest.approx(1.0, rel=1e-12)
+    assert fit_costs(cap, calibrate=False)["t"].scale == 1.0
+    c = validate([cap], insertions=False, holdout=False).configs[0]
+    assert c.errors()["positional"] == pytest.approx(0.0, abs=1e-12)
+    assert c.microbenchmark_error < -0.05  # the uncalibrated target looks cheaper
+    # in-run costs (best law's counts x measured per-level forward times) are load-immune too
+    assert abs(c.inrun_error) < 0.5 * abs(c.microbenchmark_error)
+
+
 def test_three_level_true_model_within_measured_ci():
     laws = [BetaMixed(6.0, 2.0), Positional([0.7, 0.55, 0.5])]
     cap, trace = simulate_capture("c3", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 3],
