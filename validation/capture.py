@@ -36,7 +36,8 @@ _FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "
 
 
 def default_name(models, thresholds, temperature, top_k=0) -> str:
-    names = [Path(m).stem if ("/" in m or m.endswith(".safetensors")) else m for m in models]
+    names = [Path(m).stem if ("/" in m or m.endswith(".safetensors")) else m.replace(":", "")
+             for m in models]
     t = f"{temperature:g}".replace(".", "p")
     s = f"{'-'.join(names)}_th{'-'.join(str(x) for x in thresholds)}_T{t}"
     return s + (f"_k{top_k}" if top_k else "")

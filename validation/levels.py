@@ -173,17 +173,27 @@ class HFLevel(Level):
 
 
 def load_level(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> Level:
-    """A level from a zoo name (``target``, ``mid``, ``small``, ``ngram``), a zoo
+    """A level from a zoo name (``target``, ``mid``, ``small``, ``ngram``, or ``ngram:K`` for
+    an n-gram of context length K), a zoo
     ``.safetensors`` file, or a Hugging Face checkpoint directory (has ``config.json``)."""
     from polyspec_theory._checks import PolyspecInputError
 
     from .zoo.weights import load_model
 
     zdir = Path(zoo_dir) if zoo_dir is not None else default_zoo_dir()
-    if spec == "ngram":
+    if spec == "ngram" or spec.startswith("ngram:"):
         from .zoo.ngram import NGramModel
 
-        return NGramLevel(NGramModel.default(), device=device)
+        if spec == "ngram":
+            return NGramLevel(NGramModel.default(), device=device)
+        try:
+            order = int(spec.split(":", 1)[1])
+        except ValueError:
+            order = -1
+        if not 0 <= order <= 7:
+            raise PolyspecInputError("models", f"{spec!r}: n-gram order must be 0..7")
+        return NGramLevel(NGramModel.default(order), name=spec.replace(":", ""),
+                          device=device)
     if spec in ZOO_LEVELS:
         path = zdir / f"{spec}.safetensors"
         if not path.exists():

@@ -42,7 +42,8 @@ class TrainSpec:
 
 
 DEFAULT_SPECS = (
-    TrainSpec("small", GPTConfig(n_layer=2, n_head=4, d_model=128), steps=1200, lr=3e-3),
+    TrainSpec("small", GPTConfig(n_layer=2, n_head=4, d_model=128), steps=450, lr=3e-3,
+              warmup=30),
     TrainSpec("mid", GPTConfig(n_layer=4, n_head=4, d_model=256), steps=450, lr=3e-3,
               warmup=30),
     TrainSpec("target", GPTConfig(n_layer=6, n_head=4, d_model=256), steps=450, lr=3e-3,
