@@ -726,12 +726,21 @@ def insertion_analysis(captures, pair_fits, *, method: str = "delta", n_boot: in
                     base, p, Model(new, new_cost), pair_fits[k_up].law(None),
                     pair_fits[k_lo].law(None), th, rounds=rounds, cost_rel_se=rel_se,
                     method=method, n_boot=n_boot, seed=seed)
+                # the same decision with the decoder-overhead term (fitted without c)
+                ov = overhead_model(captures, exclude=c.name, like=c)
+                p0, p1 = predict(dec.cascade_without), predict(dec.cascade_with)
+                t0 = p0.time_per_token + ov.per_token(p0)
+                t1 = p1.time_per_token + ov.per_token(p1)
                 out.append({
                     "cascade": c.name, "models": list(c.models), "position": p,
                     "inserted": new, "thresholds_new": list(th),
                     "predicted": dec.to_dict(),
+                    "predicted_with_overhead": {"helps": bool(t1 < t0),
+                                                "relative_gain": t0 / t1 - 1.0},
                     "measured": measured,
                     "agrees": None if measured is None else bool(measured["helps"] == dec.helps),
+                    "agrees_with_overhead": None if measured is None
+                    else bool(measured["helps"] == (t1 < t0)),
                     "confidence": conf.probability,
                     "confidence_se": conf.std_error,
                     "confidence_method": conf.method,

@@ -140,11 +140,16 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                 f"{f.aic:.1f} | {'n/a' if math.isnan(pv) else f'{pv:.3g}'} |")
     if result.insertions:
         lines += ["", "## P5: inserting a zoo model into a captured cascade", "",
-                  "| cascade | insert | at | θ new | predicted | pred gain | measured | "
-                  "agrees | P(decision right) |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| cascade | insert | at | θ new | predicted (P1) | pred gain | "
+                  "with overhead | measured | agrees (P1 / with overhead) | P(decision right) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for x in result.insertions:
             pr = x["predicted"]
+            po = x["predicted_with_overhead"]
             m = x["measured"]
+            agree = "—" if x["agrees"] is None else (
+                f"{'yes' if x['agrees'] else 'no'} / "
+                f"{'yes' if x['agrees_with_overhead'] else 'no'}")
             meas = "—" if m is None else (
                 f"{'helps' if m['helps'] else 'hurts'} ({m['speedup_without']:.3f}→"
                 f"{m['speedup_with']:.3f}, {m['with']})")
@@ -152,8 +157,8 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                 f"| {x['cascade']} | {x['inserted']} | after {x['models'][x['position']]} | "
                 f"{','.join(map(str, x['thresholds_new']))} | "
                 f"{'helps' if pr['helps'] else 'hurts'} | {_pct(pr['relative_gain'])} | "
-                f"{meas} | {'—' if x['agrees'] is None else ('yes' if x['agrees'] else 'no')}"
-                f" | {x['confidence']:.3f} |")
+                f"{'helps' if po['helps'] else 'hurts'} ({_pct(po['relative_gain'])}) | "
+                f"{meas} | {agree} | {x['confidence']:.3f} |")
     if plots:
         lines += ["", "## Plots", ""]
         for label, fn in plots.items():
