@@ -469,6 +469,7 @@ class ConfigResult:
             "lag1_correlation": self.correlations,
             "forwards_per_token": self.forwards_per_token,
             "context_effect": self.context_effect,
+            "costs": self.costs,
         }
 
 

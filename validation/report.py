@@ -124,6 +124,28 @@ def markdown(result: ValidationResult, title: str = "Validation report",
             f"{_pct(d['forward_counts_beyond_positional_law'] / tm)} | "
             f"{_pct(d['forward_cost'] / tm)} | {_pct(d['forward_cost_context_drift'] / tm)} | "
             f"{_pct(d['overhead'] / tm)} | {_pct(d['relative']['ar_baseline'])} | {corr} |")
+    lines += ["", "## Cost curves (per model, over the configurations that use it)", "",
+              "T(1) and the slope k of the affine fit are calibrated to the interleaved AR "
+              "forward time (scale = calibration factor applied to the cost-curve timings); "
+              "context effect = relative change of T(1) between the cost curve's reference "
+              "context and the capture's mean context.", "",
+              "| model | configs | T(1) ms (median) | k ms/position | context slope µs/token "
+              "(± se) | scale min–max | context effect max |",
+              "|---|---|---|---|---|---|---|"]
+    per_model: dict = {}
+    for c in result.configs:
+        for name, cf in c.costs.items():
+            per_model.setdefault(name, []).append((cf, c.context_effect[name]))
+    for name, items in per_model.items():
+        t1 = np.median([cf["table"][0] for cf, _ in items])
+        k = np.median([cf["per_token"] for cf, _ in items])
+        sl = np.median([cf["context_slope"] for cf, _ in items])
+        se = np.median([cf["context_slope_se"] for cf, _ in items])
+        sc = [cf["scale"] for cf, _ in items]
+        eff = max((abs(e) for _, e in items), default=0.0)
+        lines.append(f"| {name} | {len(items)} | {1e3 * t1:.4f} | {1e3 * k:.4f} | "
+                     f"{1e6 * sl:.3g} ± {1e6 * se:.2g} | {min(sc):.3f}–{max(sc):.3f} | "
+                     f"{100 * eff:.2f} % |")
     lines += ["", "## Acceptance laws per pair (pooled over configurations)", "",
               "| verifier → drafter | T | rounds | mean A | law | params | AIC | G-test p |",
               "|---|---|---|---|---|---|---|---|"]
