@@ -110,4 +110,4 @@ def to_host(x) -> np.ndarray:
         from jax.experimental import multihost_utils
 
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-    return np.asarray(jax.device_get(x))
+    return np.array(jax.device_get(x))  # a writable host copy

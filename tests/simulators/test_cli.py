@@ -1,0 +1,46 @@
+"""`polyspec simulate` and `polyspec verify --quick` (the CI-sized verification)."""
+
+from __future__ import annotations
+
+import json
+
+from validation.cli import main
+
+EXPECTED_IDS = {"D1", "D2", "P1", "P2", "P3", "P4", "P5", "P6", "P7",
+                "Y1", "Y2", "Y3", "Y4", "Y5", "F1", "F2"}
+
+
+def test_simulate_json(capsys, tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({
+        "models": [{"name": "t", "cost": 1.0}, {"name": "d", "cost": 0.05}],
+        "acceptance": [{"alpha": 0.7}], "thresholds": [4]}))
+    assert main(["simulate", str(cfg), "--tokens", "20000", "--seed", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    lo, hi = out["ci95"]
+    assert lo <= out["speedup"] <= hi
+    assert lo <= out["prediction"]["speedup"] <= hi  # 95 % CI, fixed seed
+    assert [lv["name"] for lv in out["levels"]] == ["t", "d"]
+    assert out["levels"][1]["phi"]["value"] == 4.0
+    assert main(["simulate", str(cfg), "--tokens", "5000"]) == 0
+    assert "speedup  MC" in capsys.readouterr().out
+
+
+def test_simulate_bad_input(capsys, tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({
+        "models": [{"name": "t", "cost": 1.0}, {"name": "d", "cost": 0.05}],
+        "acceptance": [{"alpha": 0.7}], "thresholds": [4]}))
+    assert main(["simulate", str(cfg), "--tokens", "0"]) == 2
+    assert "tokens" in capsys.readouterr().err
+    assert main(["simulate", str(tmp_path / "missing.json")]) == 2
+
+
+def test_verify_quick_passes(capsys):
+    rc = main(["verify", "--quick", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["id"] for r in rows} == EXPECTED_IDS
+    assert all(isinstance(r["passed"], bool) for r in rows)
+    failed = [r for r in rows if not r["passed"]]
+    assert not failed, failed
+    assert rc == 0

@@ -1,0 +1,205 @@
+"""Length-level simulator: agreement with P1 on random cascades, exact single events,
+reproducibility, input checks."""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory.config import Cascade, Model
+from polyspec_theory.costs import CostCurve
+from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.polybasic import predict
+from simulators.length import (
+    LengthModel,
+    init_state,
+    make_kernel,
+    simulate_lengths,
+    transition,
+)
+
+WIDTH = 32  # one table width for every random config: compilations are shared
+
+
+def _random_law(rng):
+    kind = rng.integers(4)
+    if kind == 0:
+        return IIDGeometric(float(rng.uniform(0.3, 0.95)))
+    if kind == 1:
+        return Positional(rng.uniform(0.3, 0.95, size=rng.integers(1, 4)).tolist())
+    if kind == 2:
+        return BetaMixed(float(rng.uniform(0.5, 8)), float(rng.uniform(0.5, 3)))
+    return GaussianBaseline(float(rng.uniform(0.0, 4.0)), float(rng.uniform(0.5, 2.5)))
+
+
+def _random_cost(rng, scale):
+    kind = rng.integers(3)
+    if kind == 0:
+        return CostCurve.constant(scale)
+    if kind == 1:
+        return CostCurve.affine(scale, scale * rng.uniform(0, 0.1))
+    return CostCurve.from_table(np.sort(scale * (1 + rng.uniform(0, 0.3, size=4))).tolist())
+
+
+def random_configs(count=20, seed=2024):
+    """Deterministic random cascades: n = 2..5 in turn, every law family, both policies,
+    constant/affine/table costs."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for j in range(count):
+        n = 2 + j % 4
+        models = tuple(Model(f"m{i}", _random_cost(rng, 0.3**i)) for i in range(n))
+        laws = tuple(_random_law(rng) for _ in range(n - 1))
+        if j % 7 == 0:  # some all-iid cascades (closed-form sampler)
+            laws = tuple(IIDGeometric(float(rng.uniform(0.4, 0.9))) for _ in range(n - 1))
+        th = tuple(int(x) for x in rng.integers(1, 7, size=n - 1))
+        policy = "truncate" if j % 3 == 2 else "accumulate"
+        out.append(Cascade(models, laws, th, policy, f"random{j}"))
+    return out
+
+
+CONFIGS = random_configs()
+# Bonferroni: one speedup and n-1 phi comparisons per config; the family-wise false-failure
+# rate of this test (all configs together) is <= 1e-3.
+N_COMPARISONS = sum(c.n for c in CONFIGS)
+Z = float(stats.norm.isf(1e-3 / N_COMPARISONS / 2))
+
+
+@pytest.mark.parametrize("idx", range(len(CONFIGS)))
+def test_agrees_with_p1_on_random_configs(idx):
+    cas = CONFIGS[idx]
+    model = LengthModel.from_cascade(cas, histograms=idx % 2 == 0, width=WIDTH)
+    res = simulate_lengths(model, 60_000, seed=idx, chains=256, chunk_len=256)
+    pred = predict(cas)
+    s = res.speedup
+    assert abs(s.value - pred.speedup) <= Z * s.se, (cas, s, pred.speedup)
+    for ls, lp in zip(res.levels[1:], pred.levels[1:], strict=True):
+        assert abs(ls.phi.value - lp.phi) <= Z * ls.phi.se + 1e-12, (ls.name, ls.phi, lp.phi)
+    assert res.policy == cas.policy
+    assert res.to_dict()["policy"] == cas.policy
+
+
+def test_histograms_match_counters_and_p1_laws():
+    cas = CONFIGS[4]  # n = 2 accumulate... any config with histograms
+    model = LengthModel.from_cascade(cas, histograms=True, width=WIDTH)
+    res = simulate_lengths(model, 60_000, seed=7, chains=256, chunk_len=256)
+    pred = predict(cas)
+    for i, (ls, lp) in enumerate(zip(res.levels[:-1], pred.levels[:-1], strict=True)):
+        assert ls.block_hist.sum() == res.rounds[i] == ls.emitted_hist.sum()
+        mean_g = np.dot(np.arange(ls.block_hist.size), ls.block_hist) / ls.block_hist.sum()
+        assert mean_g == pytest.approx(ls.mean_block.value, rel=1e-12)
+        # block law: chi-square against P1's exact block pmf (blocks are iid)
+        exp = lp.block_pmf * ls.block_hist.sum()
+        obs = ls.block_hist[: exp.size]
+        keep = exp > 5
+        if keep.sum() >= 2:
+            chi = stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum())
+            assert chi.pvalue > 1e-4  # false-failure rate 1e-4 per level
+
+
+def test_single_event_by_hand():
+    """Dualistic theta = 3, alpha = 0.5: u = 0.3 accepts floor(log .3/log .5) = 1 token."""
+    cas = Cascade((Model("t", CostCurve.affine(1.0, 0.1)), Model("d", CostCurve.constant(0.2))),
+                  (IIDGeometric(0.5),), (3,))
+    model = LengthModel.from_cascade(cas)
+    st = init_state(1)
+    st2, info = transition(model.params, model.static, jnp.int64(100), jnp.float64(0.3), st)
+    assert int(info.block) == 3 and int(info.accepted) == 1
+    assert int(st2.tokens) == 2
+    assert float(sum(st2.model_time)) == pytest.approx(3 * 0.2 + 1.0 + 0.1 * 3)
+    # the table sampler (positional law with the same hazards) gives the same answer
+    cas2 = Cascade(cas.models, (Positional([0.5]),), (3,))
+    m2 = LengthModel.from_cascade(cas2)
+    _, info2 = transition(m2.params, m2.static, jnp.int64(100), jnp.float64(0.3), st)
+    assert int(info2.accepted) == 1
+    # a frozen chain does not move
+    st3, info3 = transition(model.params, model.static, jnp.int64(1), jnp.float64(0.3),
+                            init_state(1, True))
+    assert not bool(info3.active) and int(st3.tokens) == 0
+
+
+def test_three_level_event_sequence():
+    """Bottom rounds fill the parent's block; the parent verifies once it reaches theta."""
+    cas = Cascade(tuple(Model(f"m{i}", CostCurve.constant(1.0)) for i in range(3)),
+                  (IIDGeometric(0.5), IIDGeometric(0.5)), (3, 2))
+    model = LengthModel.from_cascade(cas)
+    st = init_state(2)
+    # u = 0.9: A = 0 (L = 1) at the bottom; twice -> acc[0] = 2 < 3; third -> 3 -> verify
+    for _ in range(3):
+        assert int(st.level) == 1
+        st, info = transition(model.params, model.static, jnp.int64(10), jnp.float64(0.9), st)
+        assert int(info.accepted) == 0
+    assert int(st.level) == 0 and int(st.acc[0]) == 3
+    st, info = transition(model.params, model.static, jnp.int64(10), jnp.float64(0.01), st)
+    assert int(info.block) == 3 and int(info.accepted) == 3  # alpha^3 = .125 > .01
+    assert int(st.tokens) == 4 and int(st.level) == 1
+
+
+def test_blackjax_kernel_runs():
+    import jax
+
+    cas = CONFIGS[1]
+    kernel = make_kernel(LengthModel.from_cascade(cas), tokens_per_chain=50)
+    st = kernel.init()
+    keys = jax.random.split(jax.random.key(3), 400)
+    step = jax.jit(kernel.step)
+    for k in keys:
+        st, info = step(k, st)
+    assert bool(st.done) and int(st.tokens) >= 50
+
+
+def test_same_seed_identical_different_seed_differs():
+    cas = CONFIGS[5]
+    model = LengthModel.from_cascade(cas, width=WIDTH)
+    a = simulate_lengths(model, 20_000, seed=11, chains=256, chunk_len=256)
+    b = simulate_lengths(model, 20_000, seed=11, chains=256, chunk_len=256)
+    c = simulate_lengths(model, 20_000, seed=12, chains=256, chunk_len=256)
+    assert a.to_dict() == b.to_dict()
+    np.testing.assert_array_equal(a.chain_time, b.chain_time)
+    assert a.speedup.value != c.speedup.value
+    assert not np.array_equal(a.chain_time, c.chain_time)
+
+
+def test_ci_coverage_is_calibrated():
+    """Ratio-estimator CI: over 30 independent seeds the 95 % CI covers P1 at least 22 times
+    (binomial(30, .95) < 23 has probability 9e-4: false-failure rate < 1e-3)."""
+    cas = CONFIGS[3]
+    model = LengthModel.from_cascade(cas, histograms=False, width=WIDTH)
+    truth = predict(cas).speedup
+    cover = 0
+    for seed in range(30):
+        r = simulate_lengths(model, 5_000, seed=100 + seed, chains=64, chunk_len=64)
+        cover += r.speedup.low <= truth <= r.speedup.high
+    assert cover >= 23
+    assert stats.binom.cdf(22, 30, 0.95) < 1e-3
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"tokens": 0}, "tokens"),
+    ({"tokens": 10, "seed": -1}, "seed"),
+    ({"tokens": 10, "chains": 1}, "chains"),
+    ({"tokens": 10, "chunk_len": 0}, "chunk_len"),
+])
+def test_bad_input(kwargs, field):
+    with pytest.raises(PolyspecInputError) as e:
+        simulate_lengths(CONFIGS[0], **kwargs)
+    assert e.value.field == field
+    assert str(e.value).startswith(field)
+
+
+def test_not_a_cascade():
+    with pytest.raises(PolyspecInputError) as e:
+        LengthModel.from_cascade({"models": []})
+    assert e.value.field == "cascade"
+
+
+def test_max_events_guard():
+    with pytest.raises(PolyspecInputError) as e:
+        simulate_lengths(CONFIGS[0], 10**6, chains=2, chunk_len=8, max_events=8)
+    assert e.value.field == "max_events"
+    assert math.isfinite(Z)

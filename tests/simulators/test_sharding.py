@@ -1,0 +1,55 @@
+"""The same simulation spread over 2 (forced CPU host) devices gives exactly the results of
+one device for the same seed. XLA_FLAGS must be set before jax is imported, so the check
+runs in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import json
+    import jax
+    import numpy as np
+    from polyspec_theory.config import Cascade
+    from simulators.length import LengthModel, simulate_lengths
+    from simulators.token import TokenModel, make_lms, simulate_tokens
+
+    assert jax.device_count() == 2, jax.devices()
+    cas = Cascade.from_config({
+        "models": [{"name": "t", "cost": {"base": 1.0, "per_token": 0.02}},
+                   {"name": "m", "cost": 0.2}, {"name": "d", "cost": 0.02}],
+        "acceptance": [{"beta": [4, 1.5]}, {"alpha": 0.7}], "thresholds": [5, 2]})
+    model = LengthModel.from_cascade(cas)
+    out = {}
+    for chains in (64, 63):  # 63: padded to 64 on 2 devices
+        one = simulate_lengths(model, 20_000, seed=3, chains=chains, chunk_len=64,
+                               devices=jax.devices()[:1])
+        two = simulate_lengths(model, 20_000, seed=3, chains=chains, chunk_len=64)
+        out[f"length{chains}"] = [one.to_dict(), two.to_dict(),
+                                  one.chain_time.tolist(), two.chain_time.tolist()]
+    tm = TokenModel.build(make_lms(3, vocab=4, seed=2), [4, 2])
+    one = simulate_tokens(tm, 4_000, seed=9, chains=32, chunk_len=32, devices=jax.devices()[:1])
+    two = simulate_tokens(tm, 4_000, seed=9, chains=32, chunk_len=32)
+    out["token"] = [one.to_dict(), two.to_dict(), one.ngram_counts.tolist(),
+                    two.ngram_counts.tolist()]
+    print(json.dumps(out))
+""")
+
+
+def test_two_devices_identical_to_one():
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                        " --xla_force_host_platform_device_count=2").strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key, (one, two, *arrays) in out.items():
+        assert one == two, key
+        assert arrays[0] == arrays[1], key
+    assert out["length64"][0]["tokens"] > 0
