@@ -394,6 +394,14 @@ class CostFit:
     residual_rel_sd: float
     cells: tuple[tuple[int, float, float, int], ...]  # (m, context, median seconds, n)
     scale: float = 1.0  # calibration factor already applied (see :meth:`scaled`)
+    lack_of_fit_p: float = math.nan  # F-test of the affine model against per-cell means
+
+    @property
+    def preferred_kind(self) -> str:
+        """``"affine"`` unless the affine model's lack of fit is significant (p < 0.01) or
+        untestable (no replicates), then ``"table"``."""
+        p = self.lack_of_fit_p
+        return "affine" if (not math.isnan(p) and p >= 0.01) else "table"
 
     def scaled(self, factor: float) -> CostFit:
         """The same curve with every time multiplied by ``factor`` (e.g. calibrated to
@@ -406,13 +414,16 @@ class CostFit:
             context_slope=self.context_slope * f, context_slope_se=self.context_slope_se * f,
             cells=tuple((m, c, t * f, k) for m, c, t, k in self.cells), scale=self.scale * f)
 
-    def at(self, m, context: float | None = None, kind: str = "table"):
+    def at(self, m, context: float | None = None, kind: str = "auto"):
         """``T(m)`` at ``context`` (default: the reference context)."""
         return self.curve(context, kind)(m)
 
-    def curve(self, context: float | None = None, kind: str = "table") -> CostCurve:
+    def curve(self, context: float | None = None, kind: str = "auto") -> CostCurve:
         """A :class:`CostCurve` at ``context``: the median table (``kind="table"``, extended
-        affinely past its end) or the affine fit (``kind="affine"``)."""
+        affinely past its end), the affine fit (``kind="affine"``) or ``"auto"``
+        (:attr:`preferred_kind`: the affine fit unless the data reject it)."""
+        if kind == "auto":
+            kind = self.preferred_kind
         shift = 0.0
         if context is not None:
             c = check_real(context, "context", low=0.0)
@@ -420,7 +431,8 @@ class CostFit:
         if kind == "affine":
             return CostCurve.affine(max(self.base + shift, 1e-12), max(self.per_token, 0.0))
         if kind != "table":
-            raise PolyspecInputError("kind", f"must be 'table' or 'affine', got {kind!r}")
+            raise PolyspecInputError("kind",
+                                     f"must be 'auto', 'table' or 'affine', got {kind!r}")
         full = np.full(int(self.ms.max()), np.nan)
         full[self.ms - 1] = self.table
         # fill unmeasured m inside the range from the affine fit
@@ -448,6 +460,8 @@ class CostFit:
             "n_samples": self.n_samples,
             "residual_rel_sd": self.residual_rel_sd,
             "scale": self.scale,
+            "lack_of_fit_p": self.lack_of_fit_p,
+            "kind": self.preferred_kind,
         }
 
 
@@ -503,6 +517,20 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
             slope_se = float(math.sqrt(max(cov[2, 2], 0.0)))
         else:
             slope_se = math.inf
+    # lack-of-fit F-test of the affine(+context) model on cell means vs pure replicate error
+    lof_p = math.nan
+    means = np.empty(len(cells))
+    ss_pe = 0.0
+    for j, (mv, cv, _, _) in enumerate(cells):
+        sel = (mm == mv) & (cc == cv)
+        means[j] = float(t[sel].mean())
+        ss_pe += float(np.sum((t[sel] - means[j]) ** 2))
+    df_pe = int(mm.size) - len(cells)
+    df_lof = len(cells) - X.shape[1]
+    if df_pe > 0 and df_lof > 0 and ss_pe > 0:
+        b2, *_ = np.linalg.lstsq(X * sw[:, None], means * sw, rcond=None)
+        ss_lof = float(np.dot(cw, (means - X @ b2) ** 2))
+        lof_p = float(stats.f.sf((ss_lof / df_lof) / (ss_pe / df_pe), df_lof, df_pe))
     ms = np.unique(mm)
     table = np.empty(ms.size)
     for j, mv in enumerate(ms):
@@ -515,7 +543,7 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
         context_slope=slope, context_slope_se=slope_se, reference_context=c_ref,
         contexts=contexts, n_samples=int(mm.size),
         residual_rel_sd=float(math.sqrt(np.dot(cw, rel**2) / cw.sum())),
-        cells=tuple(cells),
+        cells=tuple(cells), lack_of_fit_p=lof_p,
     )
 
 

@@ -262,7 +262,8 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
     # cost curves: one per model, from the first capture that has it
     seen = set()
     for cap in captures:
-        fits = fit_costs(cap)
+        fits = fit_costs(cap, calibrate=False)
+        calibrated = fit_costs(cap)
         for name, cf in fits.items():
             if name in seen:
                 continue
@@ -275,13 +276,18 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
                 ax.scatter(b.cost_m[sel], 1e3 * b.cost_s[sel], s=6, alpha=0.4,
                            label=f"samples, context {cx:g}")
             ms = np.arange(1, int(cf.ms.max()) + 1)
-            ax.plot(ms, 1e3 * cf.curve()(ms), "k-", label="fitted table (reference ctx "
-                    f"{cf.reference_context:.0f})")
+            ax.plot(ms, 1e3 * cf.curve(kind="table")(ms), "k-", label="median table "
+                    f"(reference ctx {cf.reference_context:.0f})")
             ax.plot(ms, 1e3 * cf.curve(kind="affine")(ms), "k:", label="affine fit")
+            cal = calibrated[name]
+            if cal.scale != 1.0:
+                ax.plot(ms, 1e3 * cal.curve()(ms), "r--",
+                        label=f"calibrated to the AR baseline (x{cal.scale:.3f}, {cap.name})")
             ax.set_xlabel("positions scored m")
             ax.set_ylabel("T(m), ms")
-            ax.set_title(f"{name}: context slope {1e6 * cf.context_slope:.3g} µs/token",
-                         fontsize=9)
+            ax.set_title(f"{name}: context slope {1e6 * cf.context_slope:.3g} µs/token; "
+                         f"affine lack-of-fit p = {cf.lack_of_fit_p:.3g} -> "
+                         f"{cf.preferred_kind} used", fontsize=9)
             ax.legend(fontsize=7)
             fig.tight_layout()
             fn = f"cost_{_slug(name)}.png"

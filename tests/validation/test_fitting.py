@@ -186,8 +186,22 @@ def test_cost_fit_exact_on_noiseless_single_context():
     np.testing.assert_allclose(curve(np.arange(1, 9)), 1e-3 + 2e-4 * np.arange(8), rtol=1e-10)
     with pytest.raises(PolyspecInputError, match="seconds: must have one time per m"):
         fit_cost_curve([1, 2], [1.0])
-    with pytest.raises(PolyspecInputError, match="kind: must be 'table' or 'affine'"):
+    with pytest.raises(PolyspecInputError, match="kind: must be 'auto', 'table' or 'affine'"):
         fit.curve(kind="spline")
+
+
+def test_affine_or_table_by_lack_of_fit():
+    rng = np.random.default_rng(8)
+    m = np.repeat(np.arange(1, 17), 12)
+    noise = np.exp(rng.normal(0.0, 0.05, size=m.size))
+    affine = fit_cost_curve(m, (1e-3 + 1e-4 * (m - 1)) * noise)
+    # a step at m = 9 (e.g. a kernel switch) is not affine
+    step = fit_cost_curve(m, (1e-3 + 1e-4 * (m - 1) + 5e-4 * (m >= 9)) * noise)
+    # fixed seed; p-values of an F test: affine p >= 0.01 with probability 0.99 under H0
+    assert affine.lack_of_fit_p >= 0.01 and affine.preferred_kind == "affine"
+    assert step.lack_of_fit_p < 1e-6 and step.preferred_kind == "table"
+    assert step.curve()(12) == pytest.approx(step.curve(kind="table")(12))
+    assert affine.curve()(12) == pytest.approx(affine.base + 11 * affine.per_token)
 
 
 def test_build_cascade_predicts_like_a_hand_built_config():
