@@ -51,14 +51,21 @@ class Sampler:
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
         """Laws (rows sum to 1) from logits (m, V), float32."""
-        x = logits.float() / self.temperature
+        x = logits.float()
+        if self.temperature != 1.0:
+            x = x / self.temperature
         if self.top_k and self.top_k < x.shape[-1]:
             kth = torch.topk(x, self.top_k, dim=-1).values[..., -1:]
             x = x.masked_fill(x < kth, float("-inf"))
         return torch.softmax(x, dim=-1)
 
     def draw(self, p: torch.Tensor) -> int:
-        return int(torch.multinomial(p, 1, generator=self.gen).item())
+        """One index from the (possibly unnormalized) law ``p`` by inverse CDF: the first j
+        with cdf[j] ≥ v, v = (1 − u)·Σp ∈ (0, Σp], so zero-mass entries are never drawn
+        (faster than ``torch.multinomial`` for one draw)."""
+        cdf = torch.cumsum(p, 0)
+        v = (1.0 - torch.rand(1, generator=self.gen, device=self.device)) * cdf[-1]
+        return min(int(torch.searchsorted(cdf, v).item()), p.shape[0] - 1)
 
     def uniform(self, n: int) -> torch.Tensor:
         return torch.rand(n, generator=self.gen, device=self.device)
