@@ -1,0 +1,261 @@
+"""``polyspec plan POOL`` / ``polyspec plan --traces DIR``: the exact best cascade from a pool
+of models (chain, order and thresholds; :mod:`polyspec_theory.planner`)."""
+
+from __future__ import annotations
+
+HELP = ("Choose the best cascade from a pool of models: which models, in which order, with "
+        "which thresholds (exact optimum of P1), with alternatives, the best two-model "
+        "configuration and the paper's greedy insertion rule for comparison.")
+
+
+def add_arguments(p):
+    p.add_argument("pool", nargs="?", default=None,
+                   help="pool file (JSON or YAML): models (target first, with costs), "
+                        "acceptance keyed \"verifier|drafter\", max_threshold")
+    p.add_argument("--traces", metavar="DIR", default=None,
+                   help="build the pool from the captured traces in DIR (fitted laws per "
+                        "pair, fitted cost curves) instead of a pool file")
+    p.add_argument("--top", type=int, default=5,
+                   help="number of alternative chains to report (default 5)")
+    p.add_argument("--max-threshold", type=int, default=None,
+                   help="largest threshold searched (default: the pool's max_threshold, or "
+                        "16 with --traces)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: chain, thresholds, speedup, alternatives, "
+                        "best_two_model, greedy_paper_rule, baseline, search, pool")
+    p.add_argument("--write-config", metavar="PATH", default=None,
+                   help="also write the best cascade as a cascade config (for predict, "
+                        "simulate, capture)")
+    p.add_argument("--write-pool", metavar="PATH", default=None,
+                   help="also write the pool that was planned (useful with --traces)")
+    p.add_argument("--law", default="best",
+                   help="with --traces: law family per pair (best = AIC-best non-Gaussian; "
+                        "or iid, positional, beta, gaussian)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="with --traces: use only captures at this temperature (needed when "
+                        "the directory mixes sampling settings)")
+    p.add_argument("--allow-truncated", action="store_true",
+                   help="with --traces: skip a truncated last line instead of failing")
+    p.add_argument("--no-prune", action="store_true",
+                   help="score every configuration (same answer, much slower; for checking)")
+
+
+# --------------------------------------------------------------------------------------------
+# pool from captured traces
+# --------------------------------------------------------------------------------------------
+def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
+                       temperature: float | None = None, name: str = "traces"):
+    """A :class:`polyspec_theory.planner.Pool` from captured configurations
+    (:class:`validation.compare.ConfigCapture`, e.g. from
+    :func:`validation.trace_captures.load_captures`).
+
+    - Models: every model of the captures; the target (first model of every capture; all
+      captures must share it) first, the others by decreasing fitted ``T(1)``.
+    - Acceptance: rounds pooled per pair over captures and fitted by censored MLE
+      (:func:`validation.compare.fit_pairs`); ``law`` picks the family (``best``: AIC-best
+      non-Gaussian). Only pairs seen in some capture are adjacent in the pool.
+    - Costs: per capture, the cost curves fitted from its baseline timings and calibrated
+      to its interleaved autoregressive forward times (:func:`validation.compare.fit_costs`),
+      divided by that capture's target ``T_1(1)`` (same machine load), then the element-wise
+      median over the captures containing the model: a table ``T(1..m_max)`` in units of
+      one target forward.
+    - One sampling setting: captures at ``temperature`` (required when they differ).
+    Returns ``(pool, info)``; ``info`` lists the captures used and rounds per pair.
+    """
+    import numpy as np
+
+    from polyspec_theory._checks import PolyspecInputError, check_int
+    from polyspec_theory.config import Model
+    from polyspec_theory.costs import CostCurve
+    from polyspec_theory.laws import LAW_FAMILIES
+    from polyspec_theory.planner import MAX_PLAN_THRESHOLD, Pool
+    from validation.compare import fit_costs, fit_pairs
+
+    caps = list(captures)
+    if not caps:
+        raise PolyspecInputError("traces", "no captured configuration")
+    if law != "best" and law not in LAW_FAMILIES:
+        raise PolyspecInputError("--law", f"unknown law family {law!r}; choose best or one of "
+                                 f"{', '.join(LAW_FAMILIES)}")
+    max_threshold = check_int(max_threshold, "--max-threshold", low=1, high=MAX_PLAN_THRESHOLD)
+    settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
+    if temperature is not None:
+        caps = [c for c in caps if float(c.temperature) == float(temperature)]
+        if not caps:
+            raise PolyspecInputError(
+                "--temperature", f"no capture at temperature {temperature}; found "
+                + ", ".join(f"T={t:g} top_k={k}" for t, k in settings))
+        settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
+    if len(settings) > 1:
+        raise PolyspecInputError(
+            "--temperature", "the captures mix sampling settings ("
+            + ", ".join(f"T={t:g} top_k={k}" for t, k in settings)
+            + "); acceptance depends on them: choose one with --temperature")
+    targets = sorted({c.models[0] for c in caps})
+    if len(targets) > 1:
+        raise PolyspecInputError("traces", f"the captures have different targets: "
+                                 f"{', '.join(targets)}")
+    target = targets[0]
+    policies = sorted({c.policy for c in caps})
+    if len(policies) > 1:
+        raise PolyspecInputError("traces", f"the captures mix block policies: {policies}")
+    # costs in target-forward units, median over captures
+    tables: dict[str, list[np.ndarray]] = {}
+    for c in caps:
+        fits = fit_costs(c, calibrate=True)
+        t_target = fits[target].at(1)
+        if not t_target > 0:
+            raise PolyspecInputError(f"traces.{c.name}", "target cost T_1(1) is not positive")
+        for nm, cf in fits.items():
+            m_max = int(max(cf.ms))
+            curve = cf.curve()
+            tables.setdefault(nm, []).append(
+                np.asarray(curve(np.arange(1, m_max + 1)), dtype=np.float64) / t_target)
+    costs = {}
+    for nm, tabs in tables.items():
+        k = min(t.size for t in tabs)
+        costs[nm] = CostCurve.from_table(
+            [float(x) for x in np.maximum(np.median([t[:k] for t in tabs], axis=0), 0.0)])
+    others = sorted((nm for nm in costs if nm != target), key=lambda nm: (-costs[nm].t1, nm))
+    models = [Model(target, costs[target])] + [Model(nm, costs[nm]) for nm in others]
+    pair_fits = fit_pairs(caps)
+    pairs, rounds = {}, {}
+    for (v, d, _t, _k), pf in sorted(pair_fits.items()):
+        pairs[(v, d)] = pf.law(None if law == "best" else law)
+        rounds[f"{v}|{d}"] = {"rounds": pf.counts.n_rounds, "law": pairs[(v, d)].to_config(),
+                              "configs": list(pf.configs)}
+    pool = Pool(tuple(models), pairs, max_threshold, policies[0], name)
+    info = {
+        "source": "traces",
+        "captures": [c.name for c in caps],
+        "temperature": settings[0][0],
+        "top_k": settings[0][1],
+        "law": law,
+        "cost_units": "one target forward (per capture, calibrated curves / target T_1(1); "
+                      "median over captures)",
+        "pairs": rounds,
+    }
+    return pool, info
+
+
+# --------------------------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------------------------
+def _chain(chain) -> str:
+    return " <- ".join(chain)
+
+
+def plan_report(result, pool, info: dict | None = None) -> dict:
+    """The JSON object printed by ``plan --json``."""
+    out = result.to_dict()
+    out["pool"] = {
+        "name": pool.name,
+        "models": list(pool.names),
+        "n_pairs": len(pool.pairs),
+        **({"source": "file"} if info is None else info),
+    }
+    return out
+
+
+def explain_plan(result, pool, info: dict | None = None) -> str:
+    """Plain-text account of a plan."""
+    best = result.best
+    lines = []
+    src = "" if info is None else f" (built from {len(info['captures'])} capture(s))"
+    lines.append(
+        f"Pool {pool.name!r}{src}: {len(pool.names)} models, {len(pool.pairs)} pairs, "
+        f"thresholds 1..{result.max_threshold}, block policy {result.policy}"
+    )
+    lines.append(
+        f"Best cascade: {_chain(best.chain)}  thresholds {list(best.thresholds)}  "
+        f"predicted speedup {best.speedup:.4f}x (P1, exact optimum)"
+    )
+    two = result.best_two_model
+    gain = best.speedup / two.speedup - 1.0
+    lines.append(
+        f"  best two-model: {_chain(two.chain)} {list(two.thresholds)} {two.speedup:.4f}x "
+        f"(the best cascade is {100 * gain:+.1f} %); autoregressive target: "
+        f"{result.baseline_speedup:.1f}x"
+    )
+    if best.speedup <= result.baseline_speedup:
+        lines.append("  Warning: no cascade from this pool beats autoregressive decoding.")
+    if result.alternatives:
+        lines.append("Alternatives (next-best chains, each with its own optimal thresholds):")
+        for k, a in enumerate(result.alternatives, start=2):
+            lines.append(f"  {k}. {_chain(a.chain)}  {list(a.thresholds)}  {a.speedup:.4f}x "
+                         f"({100 * (a.speedup / best.speedup - 1):+.2f} %)")
+    g = result.greedy
+    lines.append(
+        f"Paper's greedy insertion rule (P5 approximate T'/T_i < L'(1/L_i - 1/L_i')), from "
+        f"{_chain(g.start.chain)} {g.start.speedup:.4f}x:"
+    )
+    for s in g.steps:
+        verdict = "helps" if s.speedup_after > s.speedup_before else "HURTS"
+        lines.append(
+            f"  + {s.inserted} between {s.verifier} and {s.drafter}: {s.lhs:.4g} < {s.rhs:.4g};"
+            f" exact {s.speedup_before:.4f}x -> {s.speedup_after:.4f}x ({verdict})"
+        )
+    if not g.steps:
+        lines.append("  no insertion passes the condition")
+    gap = g.chosen.speedup / best.speedup - 1.0
+    lines.append(
+        f"  ends with {_chain(g.chosen.chain)} {list(g.chosen.thresholds)}: "
+        f"{g.chosen.speedup:.4f}x ({100 * gap:+.1f} % vs the optimum)"
+    )
+    st = result.stats
+    lines.append(
+        f"Search: {st.chains_total:,} chains, {st.configs_total:,} configurations; "
+        f"{st.configs_scored:,} scored exactly ({st.chains_scored:,} chains), the rest "
+        f"pruned by a bound that provably cannot reach the kept ones"
+        + ("" if st.pruning else " (pruning off)") + "."
+    )
+    lines.append("Time base: the pool's cost units; speedup = T_1(1) / tau_1 (P1).")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from polyspec_theory._checks import PolyspecInputError, check_int
+    from polyspec_theory.planner import DEFAULT_MAX_THRESHOLD, Pool, plan
+
+    from ._common import atomic_write_text, dump_json, load_mapping
+
+    if (args.pool is None) == (args.traces is None):
+        raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
+    top = check_int(args.top, "--top", low=0, high=1000)
+    info = None
+    if args.traces is not None:
+        from validation.trace_captures import load_captures
+
+        captures, notes = load_captures(Path(args.traces), allow_truncated=args.allow_truncated)
+        mt = DEFAULT_MAX_THRESHOLD if args.max_threshold is None else args.max_threshold
+        pool, info = pool_from_captures(captures, law=args.law, max_threshold=mt,
+                                        temperature=args.temperature,
+                                        name=Path(args.traces).resolve().name or "traces")
+        info["notes"] = list(notes)
+    else:
+        for opt, val in (("--law", args.law != "best"), ("--temperature",
+                                                         args.temperature is not None),
+                         ("--allow-truncated", args.allow_truncated)):
+            if val:
+                raise PolyspecInputError(opt, "only applies with --traces")
+        cfg = load_mapping(args.pool)
+        if args.max_threshold is not None:
+            cfg = dict(cfg, max_threshold=args.max_threshold)
+        pool = Pool.from_config(cfg)
+    result = plan(pool, top, prune=not args.no_prune)
+    if args.write_pool:
+        atomic_write_text(args.write_pool, dump_json(pool.to_config()) + "\n")
+    if args.write_config:
+        cfg = pool.cascade(result.best.chain, result.best.thresholds).to_config()
+        cfg["description"] = (f"planned by polyspec plan from pool {pool.name!r}: predicted "
+                              f"speedup {result.best.speedup:.4f}x (P1)")
+        atomic_write_text(args.write_config, dump_json(cfg) + "\n")
+    if args.json:
+        print(dump_json(plan_report(result, pool, info)))
+    else:
+        print(explain_plan(result, pool, info))
+        for n in (info or {}).get("notes", []):
+            print(f"note: {n}")
+    return 0
