@@ -648,17 +648,28 @@ def departure_from_p1(result: TokenResult) -> dict:
 
     cas = result.model.cascade
     fitted = {"iid": [], "positional": [], "beta": []}
+    fallback = []
     for i in range(cas.n - 1):
         h = result.round_hist[i]
         g_idx, a_idx = np.nonzero(h)
         cnt = h[g_idx, a_idx]
         caps = np.repeat(g_idx, cnt)
         acc = np.repeat(a_idx, cnt)
-        fitted["iid"].append(IIDGeometric.fit(acc, caps).law)
+        iid = IIDGeometric.fit(acc, caps)
+        fitted["iid"].append(iid.law)
         fitted["positional"].append(Positional.fit(acc, caps).law)
-        fitted["beta"].append(BetaMixed.fit(acc, caps).law)
+        beta = BetaMixed.fit(acc, caps)
+        # Beta(a, b) tends to iid(a/(a+b)) as a + b -> inf, so its maximum likelihood is at
+        # least the iid one; a fit below it did not converge (flat likelihood when the data
+        # look iid): use that limit instead and say so.
+        if beta.loglik < iid.loglik - 1e-6:
+            fallback.append(i)
+            fitted["beta"].append(iid.law)
+        else:
+            fitted["beta"].append(beta.law)
     mc = result.speedup
-    out = {"mc_speedup": mc.value, "mc_ci95": [mc.low, mc.high], "fits": {}}
+    out = {"mc_speedup": mc.value, "mc_ci95": [mc.low, mc.high], "fits": {},
+           "beta_fit_replaced_by_iid_limit": fallback}
     for fam, laws in fitted.items():
         c2 = Cascade(cas.models, tuple(laws), cas.thresholds, cas.policy, cas.name)
         pred = predict(c2)
@@ -669,6 +680,7 @@ def departure_from_p1(result: TokenResult) -> dict:
                                         mc.high / pred.speedup - 1.0],
             "p1_phi": [lv.phi for lv in pred.levels[1:]],
             "p1_mean_emitted": [lv.mean_emitted for lv in pred.levels[:-1]],
+            "laws": [law.to_config() for law in laws],
         }
     out["mc_phi"] = [p.value for p in result.phi]
     out["mc_mean_emitted"] = [e.value for e in result.mean_emitted]
