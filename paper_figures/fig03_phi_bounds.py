@@ -84,7 +84,7 @@ def draw(data: dict, out_dir) -> list[Path]:
     ax.plot(th, data["phi_lower"], color=c_b, linewidth=0.8)
     ax.plot(th, data["phi_upper"], color=c_b, linewidth=0.8)
     ax.plot(th, data["phi_paper"], color=c_p, linestyle="--",
-            label=f"paper: θ / E[L₂] (pairwise, = {data['mean_emitted_pairwise']:.2f})")
+            label=f"paper: θ₁ / E[L₂], pairwise E[L₂] = {data['mean_emitted_pairwise']:.2f}")
     ax.plot(th, ex, color=c_ex, marker="o", markersize=2.2, label="exact (renewal DP, P1)")
     ax.set_ylabel("φ = E[N] (rounds of S₂ per block)")
     ax.legend(loc="upper left")
