@@ -222,6 +222,17 @@ class Pool:
             check_keys(m, f"models[{i}]", required=["name", "cost"])
             _check_name(m["name"], f"models[{i}].name")
             models.append(Model(m["name"], cost_from_config(m["cost"], f"models[{i}].cost")))
+        if len(models) < 2:
+            raise PolyspecInputError(
+                "models", f"need the target and at least one drafter, got {len(models)} model(s)"
+            )
+        if len(models) > MAX_POOL_MODELS:
+            raise PolyspecInputError(
+                "models", f"at most {MAX_POOL_MODELS} models (the search is exhaustive over "
+                f"orders), got {len(models)}"
+            )
+        if models[0].cost.t1 <= 0:
+            raise PolyspecInputError("models[0].cost", "the target's cost T_1(1) must be > 0")
         names = [m.name for m in models]
         seen = set()
         for i, nm in enumerate(names):
