@@ -256,3 +256,20 @@ from .symbolic import (  # noqa: E402
 
 __all__ += ["DerivationStep", "closed_forms", "derivation", "derivation_latex", "limits_at_one"]
 # --- end D1 block ---
+
+# --- cascade planner (planner.py, issue 8) ---
+from .planner import (  # noqa: E402
+    GreedyResult,
+    GreedyStep,
+    Plan,
+    PlannedCascade,
+    Pool,
+    SearchStats,
+    greedy_paper_rule,
+    plan,
+    plan_thresholds,
+)
+
+__all__ += ["GreedyResult", "GreedyStep", "Plan", "PlannedCascade", "Pool", "SearchStats",
+            "greedy_paper_rule", "plan", "plan_thresholds"]
+# --- end planner block ---
