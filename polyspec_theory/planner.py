@@ -10,13 +10,19 @@ paper's greedy insertion rule picks).
 
 **Search.** Bottom-up over suffixes: the state of the sub-cascade ``S_i`` (chain suffix
 ``M_i..M_n`` with thresholds ``theta_i..theta_{n-1}``) that the levels above need is exactly
-the pair (law of ``L_i``, ``E[C_i]``) — P1's recursion above ``i`` reads nothing else — so
-each suffix state is computed once and shared by every chain that ends with it. Extending a
-batch of states by one verifier evaluates all thresholds ``1..max_threshold`` at once with
-numpy broadcasting (the renewal sequence ``f`` of a state does not depend on ``theta``:
-``phi(theta)`` is its cumulative sum and the block law is a masked cumulative sum).
-Suffixes grow one model at a time; complete chains (the target on top) are scored first at
-each length, which gives the incumbent used for pruning.
+the pair (full law of ``L_i``, ``E[C_i]``) — P1's recursion above ``i`` reads nothing else; a
+DP over ``tau_i`` alone would not be exact, because the block law one level up depends on the
+whole law of ``L_i`` — so each suffix state is computed once and shared by every chain that
+ends with it. Extending a batch of states by one verifier ``u`` evaluates every threshold
+``1..max_threshold`` at once (numpy broadcasting): the renewal masses ``f(s)`` of a state do
+not depend on ``theta`` (``phi(theta) = sum_{s<theta} f(s)``), and for any ``h``,
+``E[h(G)] = H(0) + sum_{1<=s<theta} f(s) (H(s) - h(s))`` with ``H(s) = E[h(s + L)]``, which
+gives ``E[C_u]`` (``h = T_u(.+1)``) and ``E[L_u]`` (``h = M_uv``, below) for all thresholds
+without forming the block laws; those (and the law of ``L_u``) are built only for the states
+kept. Order: the two- and three-model chains first (breadth-first, a good incumbent early),
+then depth-first from every two-model suffix, most promising first, in batches of bounded
+size (bounded memory); at every suffix the complete chain (the target on top) is scored
+before longer suffixes are built.
 
 **Pruning, and why it keeps the optimum.** For a verifier ``u`` directly above a system
 ``S_v`` with time per token ``t = tau_v``, any threshold gives (Wald: ``phi E[C_v] =
@@ -40,8 +46,13 @@ at model ``v`` whose chain already uses the set ``U`` the largest ``tau_v`` any 
 ``tau_v > cut(v, U)`` at ``c = T_1(1)/s_k`` — ``s_k`` the k-th best speedup among the
 distinct chains already scored (k = alternatives + 1) — cannot reach speedup ``s_k``, so it
 cannot belong to the best configuration of any of the k best chains: dropping it changes
-neither the optimum nor the top-k list (a safety margin of 1e-9 guards rounding). Two-model
-configurations are always scored in full.
+neither the optimum nor the top-k list (a safety margin of 1e-9 guards rounding). Indeed the
+recorded values are achieved by distinct chains, so the true k-th best is >= ``s_k``, and
+every sub-cascade state of the optimal configuration of a chain at least that good has a
+completion reaching it, hence ``tau_v <= cut(v, U)``. The same inequality is applied before
+extending a batch by one verifier ``u`` (``tau_v <= inv_uv(cut(u, U + {u}))``) and before
+scoring the target on top of it (``tau_v <= inv_1v(c)``). Two-model configurations are always
+scored in full (the best two-model configuration is reported).
 """
 
 from __future__ import annotations
@@ -349,9 +360,10 @@ class GreedyResult:
     def to_dict(self) -> dict:
         return {
             **self.chosen.to_dict(),
-            "rule": "start from the best pair; insert M' between M_i and M_i+1 while "
-            "T'/T_i < L'(1/L_i - 1/L_i') (pairwise E[L] at the current threshold theta_i, "
-            "T(1) costs; largest margin first); thresholds then optimized exactly (P1)",
+            "rule": "start from the best two-model configuration; insert M' between M_i and "
+            "M_i+1 while T'/T_i < L'(1/L_i - 1/L_i') (insertion.paper_insertion_check: "
+            "pairwise E[L] with the current theta_i as cap for all three pairs, T(1) costs; "
+            "largest margin first); thresholds re-optimized exactly (P1) after each insertion",
             "start": self.start.to_dict(),
             "steps": [s.to_dict() for s in self.steps],
         }

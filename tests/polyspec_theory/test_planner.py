@@ -108,7 +108,7 @@ def _check_against(result: Plan, bf: dict, pool: Pool, top: int):
     assert len(result.best_two_model.chain) == 2
 
 
-@settings(derandomize=True, deadline=None, max_examples=25)
+@settings(derandomize=True, deadline=None, max_examples=40)
 @given(seed=st.integers(0, 10**6), k=st.integers(2, 4), theta=st.integers(1, 4),
        policy=st.sampled_from(["accumulate", "truncate"]), top=st.integers(0, 3))
 def test_equals_brute_force_on_random_small_pools(seed, k, theta, policy, top):
@@ -116,7 +116,15 @@ def test_equals_brute_force_on_random_small_pools(seed, k, theta, policy, top):
     _check_against(plan(pool, top, greedy=False), brute_force(pool), pool, top)
 
 
-@settings(derandomize=True, deadline=None, max_examples=15)
+@pytest.mark.parametrize("seed, policy", [(7, "accumulate"), (8, "truncate")])
+def test_equals_brute_force_on_five_fully_connected_models(seed, policy):
+    """Every order of four drafters (64 chains, 2,712 configurations) with pruning active
+    through four levels."""
+    pool = random_pool(seed, 5, 3, policy, p_missing=0.0)
+    _check_against(plan(pool, 3, greedy=False), brute_force(pool), pool, 3)
+
+
+@settings(derandomize=True, deadline=None, max_examples=20)
 @given(seed=st.integers(0, 10**6), k=st.integers(3, 5), theta=st.integers(1, 5),
        policy=st.sampled_from(["accumulate", "truncate"]), top=st.integers(0, 4))
 def test_pruning_never_changes_the_result(seed, k, theta, policy, top):
