@@ -69,6 +69,8 @@ __all__ = [
     "transition",
     "make_kernel",
     "run_chunk",
+    "chunk_bits",
+    "split_bits",
     "simulate_lengths",
     "CI_METHOD",
 ]
@@ -285,12 +287,25 @@ def make_kernel(model: LengthModel, tokens_per_chain: int) -> LengthKernel:
 # --- chunks of events over many chains -------------------------------------------------------
 
 
+def split_bits(key, shape, axis: int = 0):
+    """uint32 bits of ``shape`` from half as many uint64 threefry outputs: each threefry block
+    yields 64 bits, and ``jax.random.bits(..., uint32)`` would XOR its two words into one, so
+    splitting 64-bit outputs doubles the rate. Both halves are independent uniform words.
+    Partitionable threefry (set by ``_runtime``): values do not depend on the sharding."""
+    shape = tuple(shape)
+    half = list(shape)
+    half[axis] = (shape[axis] + 1) // 2
+    b = jax.random.bits(key, tuple(half), jnp.uint64)
+    hi = (b >> jnp.uint64(32)).astype(jnp.uint32)
+    lo = b.astype(jnp.uint32)
+    both = jnp.concatenate([hi, lo], axis=axis)
+    return lax.slice_in_dim(both, 0, shape[axis], axis=axis)
+
+
 def chunk_bits(key, chunk_index, chunk_len: int, chains: int):
     """uint32 bits ``[chunk_len, chains]`` of chunk ``chunk_index``: one threefry stream per
-    chunk, ``fold_in(key, chunk_index)``. Threefry is partitionable (``_runtime`` sets
-    ``jax_threefry_partitionable``), so the bits do not depend on how the chains axis is laid
-    out over devices."""
-    return jax.random.bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains), jnp.uint32)
+    chunk, ``fold_in(key, chunk_index)`` (see :func:`split_bits`)."""
+    return split_bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains))
 
 
 @partial(jax.jit, static_argnames=("static", "chunk_len", "chains"))

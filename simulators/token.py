@@ -58,7 +58,7 @@ from ._runtime import (
     to_host,
     uniform_from_bits,
 )
-from .length import block_bounds
+from .length import block_bounds, split_bits
 
 __all__ = [
     "MarkovLMs",
@@ -401,13 +401,13 @@ def token_transition(params: TokenParams, static: TokenStatic, target, u, state:
 def run_token_chunk(params: TokenParams, static: TokenStatic, chunk_len: int, chains: int,
                     n_uniforms: int, target, key, chunk_index, state: TokenState):
     """``chunk_len`` events of every chain (``lax.scan`` over events of ``vmap`` over chains).
-    Bits of chunk ``t``: ``bits(fold_in(key, t), (chunk_len, chains, n_uniforms))``
+    Bits of chunk ``t``: ``split_bits(fold_in(key, t), (chunk_len, chains, n_uniforms))``
     (partitionable threefry: independent of the device layout). Returns ``(state,
     round_hist[m, width+1, width+1] (G, A), ngram_counts[V**(k+2)])``."""
     m, w, V, c = static.m, static.width, static.vocab, static.ctx_len
     step = jax.vmap(lambda uu, s: token_transition(params, static, target, uu, s))
-    bits = jax.random.bits(jax.random.fold_in(key, chunk_index),
-                           (chunk_len, chains, n_uniforms), jnp.uint32)
+    bits = split_bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains, n_uniforms),
+                      axis=2)
     pad = state.level.shape[0] - chains
     if pad:
         bits = jnp.pad(bits, ((0, 0), (0, pad), (0, 0)))
