@@ -2,34 +2,41 @@
 
 Input: :class:`ConfigCapture` objects (one captured configuration each: the cascade's
 per-round records, its decode totals and the per-model baselines interleaved in the same
-capture; built from trace files by :func:`validation.traces_view.load_captures` or by the
+capture; built from trace files by :func:`validation.trace_captures.load_captures` or by the
 synthetic decoder of :mod:`validation.synthetic`).
 
 Pipeline (:func:`validate`):
 
-1. **Laws.** Per adjacent pair ``(verifier, drafter, temperature, top_k)`` the rounds of every
-   configuration using that pair are pooled (THEORY §1: the pair's acceptance does not depend
-   on how the drafter's tokens were produced) and every law family is fitted by censored MLE,
-   ranked by AIC (:func:`validation.fitting.fit_laws`). "best" = each pair's AIC-best law
-   outside the Gaussian baseline.
+1. **Laws.** Per configuration and adjacent pair, every law family is fitted by censored MLE
+   on that capture's ``(A, G)`` rounds and ranked by AIC
+   (:func:`validation.fitting.fit_laws`); "best" = each pair's AIC-best law outside the
+   Gaussian baseline (``laws="config"``, the default). Generalization checks reported too:
+   laws pooled per pair ``(verifier, drafter, temperature, top_k)`` over every
+   configuration using it (THEORY §1: the pair's acceptance does not depend on how the
+   drafter's tokens were produced), and "holdout": pooled over the OTHER configurations only.
 2. **Costs.** Per configuration and model, ``T_i(m)`` (and its context slope) from that
    capture's baseline timings (:func:`validation.fitting.fit_cost_curve`), calibrated to the
    forward time per token of the model's autoregressive baseline in the same capture
    (interleaved with the cascade runs: same machine load; timing on shared CPUs drifts up to
    2x between runs). The uncalibrated microbenchmark prediction is reported too.
 3. **Plain prediction** = P1 exactly: speedup ``T_1(1) / tau_1`` with the fitted laws and the
-   cost tables at the baselines' reference context. **Measured** speedup = the capture's
+   fitted cost curves (affine unless a lack-of-fit test rejects it, then the median table) at
+   the baselines' reference context. **Measured** speedup = the capture's
    autoregressive target time per token / the cascade's decode time per token.
-4. **Extended prediction**: cascade time per token ``tau_ext`` = P1 with every cost evaluated
-   at the capture's mean context of that level's forwards, the decoder's extra verify
-   positions (``m - G - 1``, the recorded catch-up rate) and an orchestration-overhead term
-   ``o_fwd * forwards + o_round * verify rounds`` whose two coefficients are fitted by least
-   squares on the OTHER configurations of the same sampling mode (greedy / sampled; leave one
-   configuration out: never on the one being predicted); speedup = measured AR time per
-   token / ``tau_ext``. A second extension,
-   **in-run costs**, replaces the cost curves by this capture's measured mean forward time
-   per level (``forward_s / forward_count``): ``tau = sum_i F_i^pred t_i^meas`` + the same
-   leave-one-out overhead, isolating the acceptance model (forward counts) and overhead.
+4. **Extended prediction**: cascade time per token ``tau_ext`` = P1 with every cost
+   evaluated at the capture's mean context of that level's forwards, the decoder's extra
+   verify positions (``m - G - 1``, the recorded catch-up rate), each model's in-cascade
+   slowdown factor (measured forward time / expected baseline cost, per model and role
+   verify/bottom, median over the OTHER configurations of the same sampling mode: between
+   two forwards of a model the others evict its weights from the CPU caches) and an
+   orchestration-overhead term ``o_fwd * forwards + o_round * verify rounds`` whose two
+   coefficients are fitted by least squares on the OTHER configurations of the same
+   sampling mode (greedy / sampled). Nothing of the configuration being predicted enters
+   except its own baselines and contexts; speedup = measured AR time per token /
+   ``tau_ext``. A second extension, **in-run costs**, replaces the cost curves by this
+   capture's measured mean forward time per level (``forward_s / forward_count``):
+   ``tau = sum_i F_i^pred t_i^meas`` + the same leave-one-out overhead, isolating the
+   acceptance model (forward counts) and overhead.
 5. **Residual decomposition** (exact identity, per configuration):
    ``tau_meas - tau_pred = sum_i (F_i^meas - F_i^pred) t_i^meas`` (forward counts:
    acceptance model incl. correlation between rounds) ``+ sum_i F_i^pred (t_i^meas -
@@ -322,9 +329,13 @@ def _cascade(capture, pair_fits, costs, family, contexts=None, extra=None) -> Ca
         curve = cf.curve(None if contexts is None else contexts[i])
         if extra is not None and i < capture.n - 1 and extra[i] > 0:
             # expected cost with probability extra[i] of one more scored position
-            t = np.asarray(curve.table)
-            nxt = curve(np.arange(2, t.size + 2))
-            curve = CostCurve.from_table((1 - extra[i]) * t + extra[i] * nxt)
+            if curve.table is None:
+                curve = CostCurve.affine(curve.base + extra[i] * curve.per_token,
+                                         curve.per_token)
+            else:
+                t = np.asarray(curve.table)
+                nxt = curve(np.arange(2, t.size + 2))
+                curve = CostCurve.from_table((1 - extra[i]) * t + extra[i] * nxt)
         models.append(Model(name, curve))
     laws = []
     for i in range(capture.n - 1):
@@ -409,6 +420,11 @@ class ConfigResult:
     holdout_speedup: float | None = None  # best laws fitted on the OTHER configurations only
     measured_speedup_se: float = math.nan
     microbenchmark_speedup: float = math.nan  # costs from the cost-curve timings alone
+    pooled_speedup: float = math.nan  # laws pooled over every configuration using the pair
+
+    @property
+    def pooled_error(self) -> float:
+        return self.pooled_speedup / self.measured_speedup - 1.0
     inrun_speedup: float = math.nan  # P1 forward counts x this capture's per-level forward times
 
     @property
@@ -459,6 +475,8 @@ class ConfigResult:
             "holdout_error": self.holdout_error,
             "microbenchmark_speedup": self.microbenchmark_speedup,
             "microbenchmark_error": self.microbenchmark_error,
+            "pooled_speedup": self.pooled_speedup,
+            "pooled_error": self.pooled_error,
             "inrun_speedup": self.inrun_speedup,
             "inrun_error": self.inrun_error,
             "measured_speedup_se": self.measured_speedup_se,
@@ -485,7 +503,44 @@ def _holdout_speedup(capture, captures, families, costs) -> float | None:
     return predict_config(capture, fits, costs, None).speedup
 
 
-def _analyse(capture, pair_fits, families, captures, holdout) -> ConfigResult:
+def _role(capture, i) -> str:
+    return "bottom" if i == capture.n - 1 else "verify"
+
+
+def _inrun_ratios(capture, fits) -> dict:
+    """Measured mean forward time / P1's expected forward cost (calibrated costs at the
+    capture's contexts) per (model, role): how much slower a model runs inside the cascade
+    (other models evict its weights from the CPU caches between its forwards) than in its
+    baselines."""
+    costs = fit_costs(capture)
+    ctxs = [capture.mean_context(i) for i in range(capture.n)]
+    extra = [float(np.mean(r.m > r.G + 1)) if r.n else 0.0 for r in capture.rounds]
+    pred = predict_config(capture, fits, costs, None, contexts=ctxs, extra_positions=extra)
+    out = {}
+    for i, name in enumerate(capture.models):
+        cnt = capture.forward_count[i]
+        if cnt and pred.levels[i].forward_cost > 0:
+            out[(name, _role(capture, i))] = (capture.forward_s[i] / cnt
+                                              / pred.levels[i].forward_cost)
+    return out
+
+
+def inrun_factor(ratios: dict, name: str, role: str, exclude: str, like: ConfigCapture,
+                 captures) -> float:
+    """Median in-run/baseline forward-time ratio of (model, role) over the OTHER captures of
+    the same sampling mode (all modes if none; 1 if the pair was never seen elsewhere)."""
+    def collect(pool):
+        return [ratios[c.name][(name, role)] for c in pool
+                if c.name != exclude and (name, role) in ratios[c.name]]
+
+    vals = collect([c for c in captures if (c.temperature == 0) == (like.temperature == 0)])
+    if not vals:
+        vals = collect(captures)
+    return float(np.median(vals)) if vals else 1.0
+
+
+def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
+             ratios) -> ConfigResult:
     costs = fit_costs(capture)
     micro = predict_config(capture, pair_fits, fit_costs(capture, calibrate=False), None)
     predicted = {}
@@ -500,7 +555,12 @@ def _analyse(capture, pair_fits, families, captures, holdout) -> ConfigResult:
     extra = []
     for r in capture.rounds:
         extra.append(float(np.mean(r.m > r.G + 1)) if r.n else 0.0)
-    ext = predict_config(capture, pair_fits, costs, None, contexts=ctxs, extra_positions=extra)
+    factors = [inrun_factor(ratios, name, _role(capture, i), capture.name, capture, captures)
+               for i, name in enumerate(capture.models)]
+    ext_costs = {name: costs[name].scaled(f) for name, f in zip(capture.models, factors,
+                                                                strict=True)}
+    ext = predict_config(capture, pair_fits, ext_costs, None, contexts=ctxs,
+                         extra_positions=extra)
     ov = overhead_model(captures, exclude=capture.name, like=capture)
     tau_ext = ext.time_per_token + ov.per_token(ext)
     ext_speed = capture.ar_time_per_token / tau_ext
@@ -541,6 +601,7 @@ def _analyse(capture, pair_fits, families, captures, holdout) -> ConfigResult:
             "ar_baseline": capture.ar_time_per_token / ar_pred - 1.0,
         },
         "overhead_model": {"per_forward": ov.per_forward, "per_round": ov.per_round},
+        "inrun_factors": dict(zip(capture.models, factors, strict=True)),
     }
     rel = decomposition["relative"]
     decomposition["dominant"] = max(rel, key=lambda k: abs(rel[k]))
@@ -564,6 +625,7 @@ def _analyse(capture, pair_fits, families, captures, holdout) -> ConfigResult:
         context_effect=ctx_eff,
         holdout_speedup=_holdout_speedup(capture, captures, families, costs) if holdout
         else None,
+        pooled_speedup=predict_config(capture, pooled_fits, costs, None).speedup,
         microbenchmark_speedup=micro.speedup,
         inrun_speedup=capture.ar_time_per_token / (float(np.dot(f_pred, t_meas))
                                                    + ov.per_token(best)),
@@ -578,6 +640,7 @@ class ValidationResult:
     pairs: dict
     insertions: tuple
     families: tuple[str, ...]
+    law_scope: str = "config"
 
     def _abs_errors(self, attr="error") -> np.ndarray:
         return np.array([abs(getattr(c, attr)) for c in self.configs])
@@ -607,6 +670,10 @@ class ValidationResult:
             "max_abs_error": self.max_abs_error,
             "extended": {"median_abs_error": float(np.median(ext)),
                          "max_abs_error": float(np.max(ext))},
+            "law_scope": self.law_scope,
+            "pooled_laws": {
+                "median_abs_error": float(np.median(self._abs_errors("pooled_error"))),
+                "max_abs_error": float(np.max(self._abs_errors("pooled_error")))},
             "inrun_costs": {
                 "median_abs_error": float(np.median(self._abs_errors("inrun_error"))),
                 "max_abs_error": float(np.max(self._abs_errors("inrun_error")))},
@@ -639,8 +706,9 @@ class ValidationResult:
         }
 
 
-def validate(captures, families=FAMILIES, *, insertions: bool = True, holdout: bool = True,
-             confidence: str = "delta", n_boot: int = 200, seed: int = 0) -> ValidationResult:
+def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: bool = True,
+             holdout: bool = True, confidence: str = "delta", n_boot: int = 200,
+             seed: int = 0) -> ValidationResult:
     """Run the whole pipeline (module docstring) on a list of :class:`ConfigCapture`."""
     captures = list(captures)
     if not captures:
@@ -650,11 +718,17 @@ def validate(captures, families=FAMILIES, *, insertions: bool = True, holdout: b
         dup = next(n for n in names if names.count(n) > 1)
         raise PolyspecInputError("traces", f"configuration name {dup!r} appears twice")
     families = tuple(families)
+    if laws not in ("config", "pooled"):
+        raise PolyspecInputError("laws", f"must be 'config' or 'pooled', got {laws!r}")
     pair_fits = fit_pairs(captures, families)
-    results = tuple(_analyse(c, pair_fits, families, captures, holdout) for c in captures)
+    own = {c.name: (fit_pairs([c], families) if laws == "config" else pair_fits)
+           for c in captures}
+    ratios = {c.name: _inrun_ratios(c, own[c.name]) for c in captures}
+    results = tuple(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios)
+                    for c in captures)
     ins = tuple(insertion_analysis(captures, pair_fits, method=confidence, n_boot=n_boot,
                                    seed=seed)) if insertions else ()
-    return ValidationResult(results, pair_fits, ins, families)
+    return ValidationResult(results, pair_fits, ins, families, laws)
 
 
 # --------------------------------------------------------------------------------------------

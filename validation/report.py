@@ -56,10 +56,17 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         f"median |error| **{100 * s['median_abs_error']:.2f} %**, max "
         f"**{100 * s['max_abs_error']:.2f} %** (target ≤ {100 * TARGET_MEDIAN:.0f} % / "
         f"≤ {100 * TARGET_MAX:.0f} %: {'met' if ok else 'missed'}).",
-        f"Extended model (costs at the capture's context, extra verify positions, overhead "
-        f"fitted leave-one-configuration-out): median |error| "
+        f"Extended model (costs at the capture's context, extra verify positions, in-cascade "
+        f"slowdown per model and decoder overhead, both fitted leave-one-configuration-out): "
+        f"median |error| "
         f"**{100 * ext['median_abs_error']:.2f} %**, max **{100 * ext['max_abs_error']:.2f} %**.",
     ]
+    pl = s["pooled_laws"]
+    scope = ("each configuration's own rounds" if s["law_scope"] == "config"
+             else "the rounds of every configuration using the pair")
+    lines.append(f"Laws fitted on {scope}. With laws pooled over all configurations per pair: "
+                 f"median |error| {100 * pl['median_abs_error']:.2f} %, max "
+                 f"{100 * pl['max_abs_error']:.2f} %.")
     ir, mb = s["inrun_costs"], s["microbenchmark_costs"]
     lines.append(
         f"In-run costs (P1 forward counts × this capture's measured mean forward time per "

@@ -47,7 +47,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
                      prompts=8, prompt_len=32, temperature=0.0, top_k=0, context_slope=None,
                      overhead_per_forward=0.0, overhead_per_round=0.0, noise=0.0, rho=0.0,
                      catch_up=False, baseline_contexts=(32, 160, 288), baseline_reps=3,
-                     baseline_max_m=16, ar_tokens=128, load=None, seed=0):
+                     baseline_max_m=16, ar_tokens=128, load=None, cascade_load=None, seed=0):
     """Simulate one captured configuration; returns ``(ConfigCapture, trace records)``.
 
     ``models`` names (target first), ``costs`` :class:`CostCurve` per model, ``laws`` one
@@ -55,7 +55,9 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
     timings for ``m = 1..baseline_max_m`` at ``baseline_contexts`` (``baseline_reps`` each)
     and an autoregressive decode of ``ar_tokens`` tokens per prompt per model. ``load``: one
     factor per model multiplying its forward times during the cascade and AR runs but not in
-    the cost-curve microbenchmark (machine load that differs between the two).
+    the cost-curve microbenchmark (machine load that differs between the two);
+    ``cascade_load``: one factor per model applied only to its forwards inside the cascade
+    (e.g. cold CPU caches after the other models ran).
     """
     n = len(models)
     if n < 2 or len(costs) != n or len(laws) != n - 1 or len(thresholds) != n - 1:
@@ -77,6 +79,9 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
     ld = np.ones(n) if load is None else np.asarray(load, dtype=float)
     if ld.shape != (n,) or (ld <= 0).any():
         raise PolyspecInputError("load", f"need one positive factor per model ({n})")
+    cl = np.ones(n) if cascade_load is None else np.asarray(cascade_load, dtype=float)
+    if cl.shape != (n,) or (cl <= 0).any():
+        raise PolyspecInputError("cascade_load", f"need one positive factor per model ({n})")
     if slope.shape != (n,):
         raise PolyspecInputError("context_slope", f"need one slope per model ({n})")
     rng = np.random.default_rng(check_int(seed, "seed", low=0))
@@ -106,7 +111,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
     def run_round(i, base, pid, clock):
         """One round of S_i at committed length ``base``; returns (L, seconds)."""
         if i == n - 1:
-            t = cost(i, 1, base)
+            t = cost(i, 1, base) * cl[i]
             fwd_s[i] += t
             fwd_n[i] += 1
             return 1, t + o_f
@@ -118,7 +123,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
             spent += dt
         g = acc
         m = g + 1 + (1 if (catch_up and full_prev[i]) else 0)
-        t = cost(i, m, base)
+        t = cost(i, m, base) * cl[i]
         fwd_s[i] += t
         fwd_n[i] += 1
         u = uniform(i)

@@ -138,6 +138,32 @@ def test_overhead_is_recovered_leave_one_out_and_explains_the_residual():
         assert r.errors()["positional"] == pytest.approx(1 / (1 - share) - 1, rel=1e-6)
 
 
+def test_in_cascade_slowdown_is_learned_from_the_other_configurations():
+    # every model runs 25 % (verifiers) / 60 % (the bottom drafter) slower inside the cascade
+    # than in its baselines; the extended model learns the factors leave-one-out
+    kw = dict(prompts=3)
+    caps = [
+        _two_level("a", "t", "mid", BetaMixed(5.0, 2.0), 4, seed=70, cascade_load=[1.25, 1.6],
+                   **kw),
+        _two_level("b", "t", "ng", IIDGeometric(0.5), 3, seed=71, cascade_load=[1.25, 1.6],
+                   **kw),
+        _two_level("c", "t", "mid", BetaMixed(5.0, 2.0), 2, seed=72, cascade_load=[1.25, 1.6],
+                   **kw),
+        _two_level("d", "mid", "ng", Positional([0.6, 0.5]), 2, seed=73,
+                   cascade_load=[1.25, 1.6], **kw),
+        _two_level("e", "mid", "ng", Positional([0.6, 0.5]), 3, seed=74,
+                   cascade_load=[1.25, 1.6], **kw),
+    ]
+    res = validate(caps, laws="config", insertions=False, holdout=False)
+    for r in res.configs:
+        f = r.decomposition["inrun_factors"]
+        verifier, drafter = r.models
+        assert f[verifier] == pytest.approx(1.25, rel=1e-9)
+        assert f[drafter] == pytest.approx(1.6, rel=1e-9)
+        assert r.error > 0.08  # plain P1 does not know the slowdown
+        assert abs(r.extended_error) < 0.1 * r.error
+
+
 def test_context_dependent_costs_extended_model():
     slope = [2e-6, 1e-6]
     # baselines timed only at short contexts; the capture runs at 32..~1000
@@ -156,6 +182,24 @@ def test_context_dependent_costs_extended_model():
     pred = predict_config(cap, res.pairs, cf, "positional", contexts=ctxs)
     assert pred.time_per_token == pytest.approx(cap.time_per_token, rel=1e-9)
     assert abs(r.extended_error) < 0.2 * abs(r.error)
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.05])  # table (no replicate error) / affine curves
+def test_extra_verify_positions_enter_the_extended_costs(noise):
+    # the real decoder scores G + 2 positions after a fully accepted block at some levels
+    laws = [BetaMixed(6.0, 2.0), IIDGeometric(0.6)]
+    cap, _ = simulate_capture("x", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 2],
+                              catch_up=True, noise=noise, prompts=3, seed=45)
+    extra = [float(np.mean(r.m > r.G + 1)) for r in cap.rounds]
+    assert 0 < extra[0] < 1
+    costs = fit_costs(cap)
+    base = predict_config(cap, fit_pairs([cap]), costs)
+    ext = predict_config(cap, fit_pairs([cap]), costs, extra_positions=extra)
+    top = costs["t"].curve()
+    g = base.levels[0].block_pmf
+    more = extra[0] * float(np.dot(g, top(np.arange(g.size) + 2) - top(np.arange(g.size) + 1)))
+    assert ext.levels[0].forward_cost == pytest.approx(base.levels[0].forward_cost + more,
+                                                       rel=1e-9)
 
 
 def test_correlated_acceptance_is_detected():

@@ -19,6 +19,9 @@ def add_arguments(p):
                    help="skip (and report) a truncated last line instead of failing")
     p.add_argument("--laws", default="iid,positional,beta,gaussian",
                    help="comma-separated law families to fit (default: all four)")
+    p.add_argument("--pool-laws", action="store_true",
+                   help="fit each pair's laws on the rounds of every configuration using the "
+                        "pair (default: on each configuration's own rounds)")
     p.add_argument("--no-insertions", action="store_true",
                    help="skip the P5 insertion analysis")
     p.add_argument("--confidence", choices=("delta", "bootstrap"), default="delta",
@@ -49,7 +52,8 @@ def run(args) -> int:
     n_boot = check_int(args.n_boot, "--n-boot", low=1, high=100_000)
     tdir = Path(args.traces_dir)
     captures, notes = load_captures(tdir, allow_truncated=args.allow_truncated)
-    result = validate(captures, fams, insertions=not args.no_insertions,
+    result = validate(captures, fams, laws="pooled" if args.pool_laws else "config",
+                      insertions=not args.no_insertions,
                       confidence=args.confidence, n_boot=n_boot)
     out = Path(args.out) if args.out else Path("out") / "validate" / (tdir.resolve().name or "x")
     paths = write_report(result, captures, out, title=f"Validation: {tdir}", notes=notes,
