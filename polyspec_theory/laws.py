@@ -480,19 +480,27 @@ class BetaMixed(AcceptanceLaw):
         g_f = np.where(pairs[:, 1] == 1, a_f, np.inf)  # uncensored: any cap above A
         w = counts.astype(np.float64)
         alpha0 = IIDGeometric.fit(a_obs, g_obs).law.alpha
-        alpha0 = min(max(alpha0, 0.02), 0.98)
-        best = None
-        for conc in (2.0, 10.0, 50.0):
-            x0 = np.log([alpha0 * conc, (1 - alpha0) * conc])
-            res = optimize.minimize(
-                lambda x: -cls._loglik_params(x[0], x[1], a_f, g_f, w),
-                x0,
-                method="Nelder-Mead",
-                options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000},
-            )
-            if best is None or res.fun < best.fun:
-                best = res
-        la, lb = np.clip(best.x, -20, 20)
+        alpha0 = min(max(alpha0, 1e-3), 1 - 1e-3)
+
+        # Parameterize by (logit of the mean alpha, log concentration a + b). As the
+        # concentration grows the law tends to iid(mean) and the likelihood flattens, so the
+        # concentration is bounded (log kappa <= 16) and the iid limit is a candidate too.
+        def nll(x):
+            m = 1.0 / (1.0 + math.exp(-x[0]))
+            kappa = math.exp(x[1])
+            la, lb = math.log(max(m * kappa, 1e-300)), math.log(max((1 - m) * kappa, 1e-300))
+            return -cls._loglik_params(la, lb, a_f, g_f, w)
+
+        logit0 = math.log(alpha0 / (1 - alpha0))
+        bounds = [(-30.0, 30.0), (math.log(1e-3), 16.0)]
+        best_x, best_f = np.array([logit0, 16.0]), nll([logit0, 16.0])  # iid limit
+        for lk in (0.7, 2.3, 3.9, 6.0, 10.0):
+            res = optimize.minimize(nll, [logit0, lk], method="L-BFGS-B", bounds=bounds)
+            if np.isfinite(res.fun) and res.fun < best_f:
+                best_x, best_f = res.x, res.fun
+        m = 1.0 / (1.0 + math.exp(-best_x[0]))
+        kappa = math.exp(best_x[1])
+        la, lb = math.log(m * kappa), math.log((1 - m) * kappa)
         return cls._result(cls(math.exp(la), math.exp(lb)), a_obs, g_obs)
 
 

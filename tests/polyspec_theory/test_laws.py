@@ -566,3 +566,18 @@ def test_goodness_of_fit_p_values_are_roughly_uniform_under_the_null(fitted):
     lo, hi = stats.binom.ppf(0.5e-4, 300, 0.05), stats.binom.isf(0.5e-4, 300, 0.05)
     assert lo <= np.count_nonzero(np.array(p) < 0.05) <= hi
     assert stats.kstest(p, "uniform").statistic < stats.kstwo.isf(1e-4, 300)
+
+
+def test_beta_fit_on_iid_like_data_stays_at_the_iid_limit():
+    """Regression: on iid data the Beta likelihood is flat in the concentration; the fit must
+    keep the mean acceptance (it once drifted to mean 0.55 for true 0.794) and never be worse
+    than the iid fit it contains as a limit."""
+    law = IIDGeometric(0.794)
+    a = law.rvs(8, size=20_000, seed=11)
+    beta = BetaMixed.fit(a, 8)
+    iid = IIDGeometric.fit(a, 8)
+    assert beta.loglik >= iid.loglik - 1e-6
+    # mean alpha within 4.5 binomial-type standard errors of the iid MLE (false-failure ~7e-6)
+    trials = a.sum() + np.count_nonzero(a < 8)
+    se = np.sqrt(iid.law.alpha * (1 - iid.law.alpha) / trials)
+    assert abs(beta.law.mean_alpha - iid.law.alpha) < 4.5 * se
