@@ -3,8 +3,9 @@
 
 Data: every captured configuration of the committed traces
 (:func:`validation.trace_captures.load_captures`) run through the validation pipeline
-:func:`validation.compare.validate` (laws fitted per pair by censored MLE and pooled over
-configurations, cost curves fitted per capture, measured speedup = autoregressive target time
+:func:`validation.compare.validate` with its defaults (laws fitted per pair by censored MLE,
+on the configuration's own rounds or pooled, as ``validate`` does; cost curves fitted per
+capture, measured speedup = autoregressive target time
 per token / cascade time per token, with its delta-method standard error over prompts).
 Predictions: **P1 with the AIC-best law per pair** (``ConfigResult.predicted_speedup``), and
 the **classic iid formula**: the fitted iid α per pair in the paper's Lemma 3.1 with pairwise
@@ -24,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.approximation import paper_approximation
-from validation.compare import fit_costs, validate
+from validation.compare import fit_costs, fit_pairs, validate
 from validation.fitting import build_cascade
 
 from . import _traces, style
@@ -47,10 +48,14 @@ def _short(models, thresholds, temperature) -> str:
 def _device_rows(device: str, directory) -> tuple[list[dict], list[str]]:
     captures, notes = _traces.load(directory)
     res = validate(captures, insertions=False, holdout=False)
+    # the laws validate() predicts with: fitted on each configuration's own rounds ("config")
+    # or pooled per pair over configurations ("pooled")
+    mode = res.law_scope
     rows = []
     for cap, cr in zip(captures, res.configs, strict=True):
         costs = fit_costs(cap)
-        laws = [res.pairs[cap.pair_key(i)].law("iid") for i in range(cap.n - 1)]
+        fits = fit_pairs([cap], res.families) if mode == "config" else res.pairs
+        laws = [fits[cap.pair_key(i)].law("iid") for i in range(cap.n - 1)]
         iid = build_cascade(cap.models, [costs[m] for m in cap.models], laws, cap.thresholds,
                             policy=cap.policy, name=cap.name)
         classic = paper_approximation(iid, costs="unit").speedup
@@ -68,6 +73,7 @@ def _device_rows(device: str, directory) -> tuple[list[dict], list[str]]:
             "best_law": cr.best_family,
             "classic_iid": classic,
             "iid_alphas": [law.alpha for law in laws],
+            "laws_fitted_on": mode,
         })
     return rows, list(notes)
 
