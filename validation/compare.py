@@ -36,7 +36,10 @@ Pipeline (:func:`validate`):
    ``tau_ext``. A second extension, **in-run costs**, replaces the cost curves by this
    capture's measured mean forward time per level (``forward_s / forward_count``):
    ``tau = sum_i F_i^pred t_i^meas`` + the same leave-one-out overhead, isolating the
-   acceptance model (forward counts) and overhead.
+   acceptance model (forward counts) and overhead. A third, **extended + dependent
+   acceptance** (:mod:`validation.dependence`), keeps the extended costs and overhead and
+   replaces P1's independence by a law of ``A`` per block length and Markov emitted lengths
+   of the rounds below (both estimated from the capture's rounds).
 5. **Residual decomposition** (exact identity, per configuration):
    ``tau_meas - tau_pred = sum_i (F_i^meas - F_i^pred) t_i^meas`` (forward counts:
    acceptance model incl. correlation between rounds) ``+ sum_i F_i^pred (t_i^meas -
@@ -421,6 +424,11 @@ class ConfigResult:
     measured_speedup_se: float = math.nan
     microbenchmark_speedup: float = math.nan  # costs from the cost-curve timings alone
     pooled_speedup: float = math.nan  # laws pooled over every configuration using the pair
+    dependent_speedup: float = math.nan  # extended + acceptance dependent on the block
+
+    @property
+    def dependent_error(self) -> float:
+        return self.dependent_speedup / self.measured_speedup - 1.0
 
     @property
     def pooled_error(self) -> float:
@@ -475,6 +483,8 @@ class ConfigResult:
             "holdout_error": self.holdout_error,
             "microbenchmark_speedup": self.microbenchmark_speedup,
             "microbenchmark_error": self.microbenchmark_error,
+            "dependent_speedup": self.dependent_speedup,
+            "dependent_error": self.dependent_error,
             "pooled_speedup": self.pooled_speedup,
             "pooled_error": self.pooled_error,
             "inrun_speedup": self.inrun_speedup,
@@ -564,6 +574,21 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
     ov = overhead_model(captures, exclude=capture.name, like=capture)
     tau_ext = ext.time_per_token + ov.per_token(ext)
     ext_speed = capture.ar_time_per_token / tau_ext
+    # ---- extended + dependent acceptance (cap-conditional A, Markov lengths below)
+    from .dependence import CapConditionalLaw, MarkovLengths, predict_dependent
+
+    cl = [CapConditionalLaw.fit(r.A, r.G, pair_fits[capture.pair_key(i)].best.law)
+          for i, r in enumerate(capture.rounds)]
+    chains = [None] * capture.n
+    for i in range(1, capture.n - 1):
+        r = capture.rounds[i]
+        if r.n >= 2:
+            chains[i] = MarkovLengths.fit(r.A + 1, r.prompt)
+    dep = predict_dependent(_cascade(capture, pair_fits, ext_costs, None, ctxs, extra), cl,
+                            chains)
+    fw = dep.forwards_per_token
+    tau_dep = dep.time_per_token + ov.per_forward * sum(fw) + ov.per_round * sum(fw[:-1])
+    dep_speed = capture.ar_time_per_token / tau_dep
     # ---- exact decomposition of tau_meas - tau_pred (plain, best law)
     tok = capture.tokens
     f_meas = np.array(capture.forward_count, dtype=np.float64) / tok
@@ -626,6 +651,7 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
         holdout_speedup=_holdout_speedup(capture, captures, families, costs) if holdout
         else None,
         pooled_speedup=predict_config(capture, pooled_fits, costs, None).speedup,
+        dependent_speedup=dep_speed,
         microbenchmark_speedup=micro.speedup,
         inrun_speedup=capture.ar_time_per_token / (float(np.dot(f_pred, t_meas))
                                                    + ov.per_token(best)),
@@ -671,6 +697,9 @@ class ValidationResult:
             "extended": {"median_abs_error": float(np.median(ext)),
                          "max_abs_error": float(np.max(ext))},
             "law_scope": self.law_scope,
+            "extended_dependent": {
+                "median_abs_error": float(np.median(self._abs_errors("dependent_error"))),
+                "max_abs_error": float(np.max(self._abs_errors("dependent_error")))},
             "pooled_laws": {
                 "median_abs_error": float(np.median(self._abs_errors("pooled_error"))),
                 "max_abs_error": float(np.max(self._abs_errors("pooled_error")))},
@@ -696,6 +725,8 @@ class ValidationResult:
                          "best_law": c.best_family,
                          "extended_speedup": c.extended_speedup,
                          "extended_error": c.extended_error,
+                         "extended_dependent_error": c.dependent_error,
+                         "inrun_error": c.inrun_error,
                          "holdout_error": c.holdout_error}
                         for c in self.configs],
             "median_abs_error": self.median_abs_error,

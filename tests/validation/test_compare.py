@@ -254,3 +254,71 @@ def test_validate_input_errors():
         validate([cap, cap])
     with pytest.raises(PolyspecInputError, match=r"a.rounds: no acceptance data for pair"):
         predict_config(cap, {}, fit_costs(cap))
+
+
+# --- validation.dependence: P1 with block-dependent acceptance ------------------------------
+def _enumerate_fill(first, trans, theta):
+    """Brute force over all length sequences: (E[N], P(G = g)) for a Markov length chain."""
+    import itertools
+
+    lmax = len(first) - 1
+    phi, g = 0.0, {}
+    for k in range(1, theta + 1):
+        for seq in itertools.product(range(1, lmax + 1), repeat=k):
+            if sum(seq[:-1]) >= theta or sum(seq) < theta:
+                continue
+            pr = first[seq[0]]
+            for a, b in zip(seq[:-1], seq[1:], strict=False):
+                pr *= trans[a][b]
+            phi += k * pr
+            g[sum(seq)] = g.get(sum(seq), 0.0) + pr
+    return phi, g
+
+
+def test_markov_fill_matches_enumeration_and_reduces_to_renewal():
+    from polyspec_theory.polybasic import renewal_fill
+    from validation.dependence import MarkovLengths, markov_fill
+
+    first = np.array([0.0, 0.5, 0.3, 0.2])
+    trans = np.array([[0, 0.5, 0.3, 0.2], [0, 0.8, 0.1, 0.1], [0, 0.2, 0.5, 0.3],
+                      [0, 0.1, 0.2, 0.7]])
+    for theta in (1, 2, 4, 5):
+        phi, g = markov_fill(MarkovLengths(trans, first), theta)
+        phi_b, g_b = _enumerate_fill(first, trans, theta)
+        assert phi == pytest.approx(phi_b, rel=1e-12)
+        for k, v in g_b.items():
+            assert g[k] == pytest.approx(v, rel=1e-12)
+        assert g.sum() == pytest.approx(1.0, rel=1e-12)
+        iid = MarkovLengths(np.tile(first, (4, 1)), first)
+        r_phi, r_g = renewal_fill(first, theta)
+        m_phi, m_g = markov_fill(iid, theta)
+        assert m_phi == pytest.approx(r_phi, rel=1e-12)
+        np.testing.assert_allclose(m_g[: r_g.size], r_g[: m_g.size], atol=1e-15)
+
+
+def test_dependent_prediction_reduces_to_p1_and_uses_cap_laws():
+    from validation.dependence import CapConditionalLaw, predict_dependent
+
+    casc = Cascade((Model("t", T), Model("mid", MID), Model("ng", NG)),
+                   (BetaMixed(3.0, 2.0), IIDGeometric(0.6)), (5, 2))
+    p1 = predict(casc)
+    d = predict_dependent(casc, list(casc.laws))
+    assert d.speedup == pytest.approx(p1.speedup, rel=1e-13)
+    assert d.forwards_per_token == pytest.approx(
+        tuple(lv.forwards_per_token for lv in p1.levels), rel=1e-13)
+    # level-0 blocks are 5 or 6 long (bottom pair: theta 2, L in {1, 2, 3}); give the two caps
+    # very different laws and check E[L_0] by hand
+    g_pmf = p1.levels[0].block_pmf
+    pm5 = np.array([0.7, 0.1, 0.1, 0.05, 0.03, 0.02])
+    pm6 = np.array([0.0, 0.0, 0.0, 0.0, 0.1, 0.1, 0.8])
+    law = CapConditionalLaw(BetaMixed(3.0, 2.0), {5: pm5, 6: pm6})
+    d = predict_dependent(casc, [law, casc.laws[1]])
+    mean_l0 = 1 + sum(g_pmf[g] * np.dot(np.arange(g + 1), pm) for g, pm in ((5, pm5), (6, pm6)))
+    mean_l0 += sum(g_pmf[g] * BetaMixed(3.0, 2.0).mean(g) for g in range(g_pmf.size)
+                   if g not in (5, 6) and g_pmf[g] > 0)
+    assert d.mean_emitted[0] == pytest.approx(mean_l0, rel=1e-12)
+    assert d.forwards_per_token[0] == pytest.approx(1 / mean_l0, rel=1e-12)
+    fitted = CapConditionalLaw.fit([0, 0, 1, 5, 5], [5, 5, 5, 6, 6], IIDGeometric(0.5),
+                                   min_rounds=3)
+    np.testing.assert_allclose(fitted.pmf_vector(5), [2 / 3, 1 / 3, 0, 0, 0, 0])
+    np.testing.assert_allclose(fitted.pmf_vector(6), IIDGeometric(0.5).pmf_vector(6))
