@@ -926,7 +926,9 @@ def greedy_paper_rule(pool, start: PlannedCascade | None = None) -> GreedyResult
 
     pool = _as_pool(pool)
     if start is None:
-        start = plan(pool, top=0, greedy=False).best_two_model
+        twos = [plan_thresholds(pool, (pool.target, d)) for v, d in pool.pairs
+                if v == pool.target]
+        start = max(twos, key=lambda c: (c.speedup, -pool.names.index(c.chain[1])))
     if not isinstance(start, PlannedCascade):
         raise PolyspecInputError("start", "must be a PlannedCascade")
     pool.check_chain(start.chain)

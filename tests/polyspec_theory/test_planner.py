@@ -229,6 +229,7 @@ def test_example_pool_beats_the_papers_greedy_rule(example):
         assert cur.speedup == pytest.approx(s.speedup_after, rel=1e-12)
     assert cur == g.chosen
     assert g.chosen.speedup < g.start.speedup < res.best.speedup
+    assert greedy_paper_rule(pool) == g  # computes its own start: the best two-model config
 
 
 @pytest.mark.parametrize("chain", [("target", "m3b", "ngram"), ("target", "m7b", "m1b", "ngram")])
