@@ -85,3 +85,11 @@ def test_missing_and_malformed_files(tmp_path, capsys):
     p.write_text('{"models": [')
     rc, _, err = _run(capsys, "predict", str(p))
     assert rc == 2 and "invalid JSON" in err and err.count("\n") == 1
+
+
+def test_duplicate_json_key_is_an_error(tmp_path, capsys):
+    p = tmp_path / "dup.json"
+    p.write_text('{"models": [{"name": "t", "cost": 1}, {"name": "d", "cost": 0.1}],'
+                 '"acceptance": [{"alpha": 0.5}], "thresholds": [3], "thresholds": [4]}')
+    rc, _, err = _run(capsys, "predict", str(p))
+    assert rc == 2 and "thresholds" in err and "duplicate" in err

@@ -10,6 +10,15 @@ from pathlib import Path
 from polyspec_theory._checks import PolyspecInputError
 
 
+def _no_duplicates(pairs):
+    seen = {}
+    for k, v in pairs:
+        if k in seen:
+            raise PolyspecInputError(str(k), "appears twice in the same object (duplicate key)")
+        seen[k] = v
+    return seen
+
+
 def load_mapping(path) -> dict:
     """Read a JSON or YAML file (by extension; JSON tried first otherwise) into a dict."""
     p = Path(path)
@@ -29,7 +38,7 @@ def load_mapping(path) -> dict:
             raise PolyspecInputError("config", f"invalid YAML in {p}: {e}") from None
     else:
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_no_duplicates)
         except json.JSONDecodeError as e:
             raise PolyspecInputError(
                 "config", f"invalid JSON in {p} (line {e.lineno}, column {e.colno}): {e.msg}"
