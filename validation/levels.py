@@ -56,10 +56,11 @@ class ZooLevel(Level):
 
     kind = "zoo-gpt"
 
-    def __init__(self, model, name: str, source: str = ""):
+    def __init__(self, model, name: str, source: str = "", sha256: str | None = None):
         self.model = model.eval()
         self.name = name
         self.source = source
+        self.sha256 = sha256
         self.params = model.num_params()
         self.vocab_size = model.cfg.vocab_size
         self.max_len = model.cfg.block_size
@@ -79,7 +80,8 @@ class ZooLevel(Level):
     def describe(self):
         d = super().describe()
         c = self.model.cfg
-        d.update(n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model, source=self.source)
+        d.update(n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model, source=self.source,
+                 sha256=self.sha256)
         return d
 
 
@@ -198,12 +200,21 @@ def load_level(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) ->
         path = zdir / f"{spec}.safetensors"
         if not path.exists():
             raise PolyspecInputError("models", f"zoo weights not found: {path}")
-        return ZooLevel(load_model(path, device=device, dtype=dtype), spec, str(path))
+        src = f"zoo:{path.name}" if zoo_dir is None else str(path)
+        return ZooLevel(load_model(path, device=device, dtype=dtype), spec, src,
+                        _digest(path))
     p = Path(spec)
     if p.is_file() and p.suffix == ".safetensors":
-        return ZooLevel(load_model(p, device=device, dtype=dtype), p.stem, str(p))
+        return ZooLevel(load_model(p, device=device, dtype=dtype), p.stem, str(p), _digest(p))
     if p.is_dir() and (p / "config.json").exists():
         return HFLevel(p, device=device, dtype=dtype)
     raise PolyspecInputError(
         "models", f"{spec!r} is neither a zoo level {ZOO_LEVELS}, a zoo .safetensors file, "
         "nor a Hugging Face checkpoint directory with config.json")
+
+
+def _digest(path) -> str:
+    """First 16 hex digits of the file's SHA-256 (identifies the weights in traces)."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]

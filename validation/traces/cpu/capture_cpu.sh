@@ -21,6 +21,7 @@ cap target,mid 4 0
 cap target,ngram 2 0
 cap target,mid,small 6,3 0
 cap target,small,ngram 6,2 0
+cap target,mid,ngram 5,2 0
 cap target,mid,small,ngram 8,4,2 0
 cap target,mid,small,ngram 6,3,1 0
 # temperature 1
@@ -28,5 +29,6 @@ cap target,small 3 1
 cap target,mid 4 1
 cap target,mid,small 6,3 1
 cap target,small,ngram 5,2 1
+cap target,ngram 2 1
 cap target,mid,small,ngram 8,4,2 1
 cap target,mid,small,ngram 4,2,1 1
