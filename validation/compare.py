@@ -23,23 +23,22 @@ Pipeline (:func:`validate`):
    fitted cost curves (affine unless a lack-of-fit test rejects it, then the median table) at
    the baselines' reference context. **Measured** speedup = the capture's
    autoregressive target time per token / the cascade's decode time per token.
-4. **Extended prediction**: cascade time per token ``tau_ext`` = P1 with every cost
-   evaluated at the capture's mean context of that level's forwards, the decoder's extra
-   verify positions (``m - G - 1``, the recorded catch-up rate), each model's in-cascade
-   slowdown factor (measured forward time / expected baseline cost, per model and role
-   verify/bottom, median over the OTHER configurations of the same sampling mode: between
-   two forwards of a model the others evict its weights from the CPU caches) and an
-   orchestration-overhead term ``o_fwd * forwards + o_round * verify rounds`` whose two
-   coefficients are fitted by least squares on the OTHER configurations of the same
-   sampling mode (greedy / sampled). Nothing of the configuration being predicted enters
-   except its own baselines and contexts; speedup = measured AR time per token /
-   ``tau_ext``. A second extension, **in-run costs**, replaces the cost curves by this
-   capture's measured mean forward time per level (``forward_s / forward_count``):
-   ``tau = sum_i F_i^pred t_i^meas`` + the same leave-one-out overhead, isolating the
-   acceptance model (forward counts) and overhead. A third, **extended + dependent
-   acceptance** (:mod:`validation.dependence`), keeps the extended costs and overhead and
-   replaces P1's independence by a law of ``A`` per block length and Markov emitted lengths
-   of the rounds below (both estimated from the capture's rounds).
+4. **Extended prediction** (THEORY's accounting with the two departures the real decoder
+   shows): forward counts per token from P1 with **block-dependent acceptance**
+   (:mod:`validation.dependence`: a law of ``A`` per block length and Markov emitted lengths
+   of the rounds below, both estimated from the capture's rounds), times this capture's
+   **measured mean forward time per level** (``forward_s / forward_count``: inside the
+   cascade a model runs 30-70 % slower than in its baselines, its weights evicted from the
+   CPU caches by the other models), plus an **orchestration-overhead** term
+   ``o_fwd * forwards + o_round * verify rounds`` fitted by least squares on the OTHER
+   configurations of the same sampling mode (leave one out); speedup = measured AR time per
+   token / ``tau_ext``. Also reported: **in-run** (the same with P1's independent
+   acceptance), and two fully **predictive** variants that use no timing of the cascade
+   being predicted: baseline costs evaluated at the capture's mean context per level, with
+   the decoder's extra verify positions (``m - G - 1``), times each model's in-cascade
+   slowdown factor (measured / expected forward time, per model and role verify/bottom,
+   median over the other configurations of the same sampling mode), plus the same overhead,
+   with dependent (``predictive``) or independent (``predictive_iid``) acceptance.
 5. **Residual decomposition** (exact identity, per configuration):
    ``tau_meas - tau_pred = sum_i (F_i^meas - F_i^pred) t_i^meas`` (forward counts:
    acceptance model incl. correlation between rounds) ``+ sum_i F_i^pred (t_i^meas -
@@ -424,16 +423,23 @@ class ConfigResult:
     measured_speedup_se: float = math.nan
     microbenchmark_speedup: float = math.nan  # costs from the cost-curve timings alone
     pooled_speedup: float = math.nan  # laws pooled over every configuration using the pair
-    dependent_speedup: float = math.nan  # extended + acceptance dependent on the block
+    # baseline costs x in-cascade factors (leave one out), contexts, extra positions,
+    # overhead (leave one out), with block-dependent / independent acceptance
+    predictive_speedup: float = math.nan
+    predictive_iid_speedup: float = math.nan
 
     @property
-    def dependent_error(self) -> float:
-        return self.dependent_speedup / self.measured_speedup - 1.0
+    def predictive_error(self) -> float:
+        return self.predictive_speedup / self.measured_speedup - 1.0
+
+    @property
+    def predictive_iid_error(self) -> float:
+        return self.predictive_iid_speedup / self.measured_speedup - 1.0
 
     @property
     def pooled_error(self) -> float:
         return self.pooled_speedup / self.measured_speedup - 1.0
-    inrun_speedup: float = math.nan  # P1 forward counts x this capture's per-level forward times
+    inrun_speedup: float = math.nan  # P1 (iid) counts x this capture's per-level forward times
 
     @property
     def inrun_error(self) -> float:
@@ -483,8 +489,10 @@ class ConfigResult:
             "holdout_error": self.holdout_error,
             "microbenchmark_speedup": self.microbenchmark_speedup,
             "microbenchmark_error": self.microbenchmark_error,
-            "dependent_speedup": self.dependent_speedup,
-            "dependent_error": self.dependent_error,
+            "predictive_speedup": self.predictive_speedup,
+            "predictive_error": self.predictive_error,
+            "predictive_iid_speedup": self.predictive_iid_speedup,
+            "predictive_iid_error": self.predictive_iid_error,
             "pooled_speedup": self.pooled_speedup,
             "pooled_error": self.pooled_error,
             "inrun_speedup": self.inrun_speedup,
@@ -569,12 +577,12 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
                for i, name in enumerate(capture.models)]
     ext_costs = {name: costs[name].scaled(f) for name, f in zip(capture.models, factors,
                                                                 strict=True)}
-    ext = predict_config(capture, pair_fits, ext_costs, None, contexts=ctxs,
-                         extra_positions=extra)
     ov = overhead_model(captures, exclude=capture.name, like=capture)
-    tau_ext = ext.time_per_token + ov.per_token(ext)
-    ext_speed = capture.ar_time_per_token / tau_ext
-    # ---- extended + dependent acceptance (cap-conditional A, Markov lengths below)
+    ext_casc = _cascade(capture, pair_fits, ext_costs, None, ctxs, extra)
+    pred_iid = predict(ext_casc)
+    predictive_iid = capture.ar_time_per_token / (pred_iid.time_per_token
+                                                  + ov.per_token(pred_iid))
+    # ---- dependent acceptance (cap-conditional A, Markov lengths of the rounds below)
     from .dependence import CapConditionalLaw, MarkovLengths, predict_dependent
 
     cl = [CapConditionalLaw.fit(r.A, r.G, pair_fits[capture.pair_key(i)].best.law)
@@ -584,11 +592,17 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
         r = capture.rounds[i]
         if r.n >= 2:
             chains[i] = MarkovLengths.fit(r.A + 1, r.prompt)
-    dep = predict_dependent(_cascade(capture, pair_fits, ext_costs, None, ctxs, extra), cl,
-                            chains)
-    fw = dep.forwards_per_token
-    tau_dep = dep.time_per_token + ov.per_forward * sum(fw) + ov.per_round * sum(fw[:-1])
-    dep_speed = capture.ar_time_per_token / tau_dep
+    dep = predict_dependent(ext_casc, cl, chains)
+    fw = np.array(dep.forwards_per_token)
+
+    def ov_tok(f):
+        return ov.per_forward * float(f.sum()) + ov.per_round * float(f[:-1].sum())
+
+    predictive = capture.ar_time_per_token / (dep.time_per_token + ov_tok(fw))
+    # ---- extended: dependent counts x this capture's measured per-level forward times
+    t_in = np.array(capture.forward_s) / np.maximum(np.array(capture.forward_count), 1)
+    tau_ext = float(np.dot(fw, t_in)) + ov_tok(fw)
+    ext_speed = capture.ar_time_per_token / tau_ext
     # ---- exact decomposition of tau_meas - tau_pred (plain, best law)
     tok = capture.tokens
     f_meas = np.array(capture.forward_count, dtype=np.float64) / tok
@@ -651,7 +665,8 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
         holdout_speedup=_holdout_speedup(capture, captures, families, costs) if holdout
         else None,
         pooled_speedup=predict_config(capture, pooled_fits, costs, None).speedup,
-        dependent_speedup=dep_speed,
+        predictive_speedup=predictive,
+        predictive_iid_speedup=predictive_iid,
         microbenchmark_speedup=micro.speedup,
         inrun_speedup=capture.ar_time_per_token / (float(np.dot(f_pred, t_meas))
                                                    + ov.per_token(best)),
@@ -697,9 +712,12 @@ class ValidationResult:
             "extended": {"median_abs_error": float(np.median(ext)),
                          "max_abs_error": float(np.max(ext))},
             "law_scope": self.law_scope,
-            "extended_dependent": {
-                "median_abs_error": float(np.median(self._abs_errors("dependent_error"))),
-                "max_abs_error": float(np.max(self._abs_errors("dependent_error")))},
+            "predictive": {
+                "median_abs_error": float(np.median(self._abs_errors("predictive_error"))),
+                "max_abs_error": float(np.max(self._abs_errors("predictive_error")))},
+            "predictive_iid": {
+                "median_abs_error": float(np.median(self._abs_errors("predictive_iid_error"))),
+                "max_abs_error": float(np.max(self._abs_errors("predictive_iid_error")))},
             "pooled_laws": {
                 "median_abs_error": float(np.median(self._abs_errors("pooled_error"))),
                 "max_abs_error": float(np.max(self._abs_errors("pooled_error")))},
@@ -725,7 +743,7 @@ class ValidationResult:
                          "best_law": c.best_family,
                          "extended_speedup": c.extended_speedup,
                          "extended_error": c.extended_error,
-                         "extended_dependent_error": c.dependent_error,
+                         "predictive_error": c.predictive_error,
                          "inrun_error": c.inrun_error,
                          "holdout_error": c.holdout_error}
                         for c in self.configs],

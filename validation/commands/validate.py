@@ -79,12 +79,11 @@ def run(args) -> int:
     e = s["extended"]
     print(f"extended model:      median |error| {100 * e['median_abs_error']:.2f} %, "
           f"max {100 * e['max_abs_error']:.2f} %")
-    e = s["extended_dependent"]
-    print(f"extended+dependent:  median |error| {100 * e['median_abs_error']:.2f} %, "
-          f"max {100 * e['max_abs_error']:.2f} %")
-    e = s["inrun_costs"]
-    print(f"in-run costs:        median |error| {100 * e['median_abs_error']:.2f} %, "
-          f"max {100 * e['max_abs_error']:.2f} %")
+    for key, label in (("inrun_costs", "in-run costs (iid)"), ("predictive", "predictive"),
+                       ("predictive_iid", "predictive (iid)")):
+        e = s[key]
+        print(f"{label + ':':<21}median |error| {100 * e['median_abs_error']:.2f} %, "
+              f"max {100 * e['max_abs_error']:.2f} %")
     print(f"dominant residual: {s['dominant_residual']}")
     for n in notes:
         print(f"note: {n}")
