@@ -51,6 +51,7 @@ def markdown(result: ValidationResult, title: str = "Validation report",
     lines = [f"# {title}", ""]
     ok = s["median_abs_error"] <= TARGET_MEDIAN and s["max_abs_error"] <= TARGET_MAX
     ext = s["extended"]
+    ext_ok = ext["median_abs_error"] <= TARGET_MEDIAN and ext["max_abs_error"] <= TARGET_MAX
     lines += [
         f"{s['n_configs']} configurations. Plain P1 with the best fitted law per pair: "
         f"median |error| **{100 * s['median_abs_error']:.2f} %**, max "
@@ -59,7 +60,8 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         f"Extended model (P1 counts with block-dependent acceptance × the capture's measured "
         f"per-level forward times + decoder overhead fitted leave-one-configuration-out): "
         f"median |error| "
-        f"**{100 * ext['median_abs_error']:.2f} %**, max **{100 * ext['max_abs_error']:.2f} %**.",
+        f"**{100 * ext['median_abs_error']:.2f} %**, max **{100 * ext['max_abs_error']:.2f} %** "
+        f"(target: {'met' if ext_ok else 'missed'}).",
     ]
     pl = s["pooled_laws"]
     scope = ("each configuration's own rounds" if s["law_scope"] == "config"
@@ -93,7 +95,8 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                              for k, v in s["median_abs_residual_share"].items()) + ".")
     lines += ["", "Error = (predicted − measured) / measured speedup. Measured speedup = the "
               "capture's autoregressive target time per token / cascade decode time per "
-              "token. Plain = P1 exactly (T_1(1)/τ_1 from the fitted cost tables). ", ""]
+              "token. Plain = P1 exactly (T_1(1)/τ_1 from the fitted, AR-calibrated cost "
+              "curves).", ""]
     for n in notes:
         lines.append(f"> {n}")
     if notes:
@@ -123,8 +126,9 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                      f"{100 * v['max_abs_error']:.2f} % |")
     lines += ["", "## Residual decomposition (share of measured time per token)", "",
               "τ_meas − τ_pred = Σ (F_meas − F_pred)·t_meas [forward counts: acceptance "
-              "model incl. correlation] + Σ F_pred·(t_meas − T_pred) [forward cost: context "
-              "drift, timing drift] + overhead/token [decoder time outside forwards]; "
+              "model incl. correlation] + Σ F_pred·(t_meas − T_pred) [forward cost: in-cascade "
+              "slowdown of the forwards, context drift, timing drift] + overhead/token "
+              "[decoder time outside forwards]; "
               "`ar_baseline` = measured AR time per token / T_1(1) − 1.", "",
               "| config | forward counts | of which beyond positional law | forward cost | "
               "of which context drift | overhead | AR baseline | lag-1 corr of A/G (±se) |",
