@@ -776,7 +776,7 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     results = tuple(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios)
                     for c in captures)
     ins = tuple(insertion_analysis(captures, pair_fits, method=confidence, n_boot=n_boot,
-                                   seed=seed)) if insertions else ()
+                                   seed=seed, ratios=ratios)) if insertions else ()
     return ValidationResult(results, pair_fits, ins, families, laws)
 
 
@@ -795,7 +795,7 @@ def _model_order(captures) -> list[str]:
 
 
 def insertion_analysis(captures, pair_fits, *, method: str = "delta", n_boot: int = 200,
-                       seed: int = 0):
+                       seed: int = 0, ratios: dict | None = None):
     """P5 for every (captured cascade, insertable model, position); see module docstring.
 
     Thresholds of the two new pairs: those of a captured cascade with the model inserted when
@@ -832,9 +832,15 @@ def insertion_analysis(captures, pair_fits, *, method: str = "delta", n_boot: in
                     d = min(candidates, key=lambda d: (d.thresholds[p] != c.thresholds[p],
                                                        d.thresholds[p:p + 2]))
                     th = (d.thresholds[p], d.thresholds[p + 1])
+                    se = [x.measured_speedup * x.time_per_token_se() / x.time_per_token
+                          for x in (c, d)]
+                    z = (d.measured_speedup - c.measured_speedup) / math.hypot(*se) \
+                        if all(math.isfinite(v) for v in se) and math.hypot(*se) > 0 \
+                        else math.nan
                     measured = {"with": d.name, "speedup_with": d.measured_speedup,
                                 "speedup_without": c.measured_speedup,
-                                "helps": bool(d.measured_speedup > c.measured_speedup)}
+                                "helps": bool(d.measured_speedup > c.measured_speedup),
+                                "z": z}
                 else:
                     th = _best_new_thresholds(base, p, Model(new, new_cost),
                                               pair_fits[k_up].law(None),
@@ -855,12 +861,29 @@ def insertion_analysis(captures, pair_fits, *, method: str = "delta", n_boot: in
                 p0, p1 = predict(dec.cascade_without), predict(dec.cascade_with)
                 t0 = p0.time_per_token + ov.per_token(p0)
                 t1 = p1.time_per_token + ov.per_token(p1)
+                # ... and with each model's in-cascade slowdown (learned without c)
+                pe = None
+                if ratios is not None:
+                    taus = []
+                    for casc in (dec.cascade_without, dec.cascade_with):
+                        ms = tuple(
+                            Model(m.name, m.cost.scaled(inrun_factor(
+                                ratios, m.name, "bottom" if k == casc.n - 1 else "verify",
+                                c.name, c, captures)))
+                            for k, m in enumerate(casc.models))
+                        pr = predict(Cascade(ms, casc.laws, casc.thresholds, casc.policy))
+                        taus.append(pr.time_per_token + ov.per_token(pr))
+                    pe = {"helps": bool(taus[1] < taus[0]),
+                          "relative_gain": taus[0] / taus[1] - 1.0}
                 out.append({
                     "cascade": c.name, "models": list(c.models), "position": p,
                     "inserted": new, "thresholds_new": list(th),
                     "predicted": dec.to_dict(),
                     "predicted_with_overhead": {"helps": bool(t1 < t0),
                                                 "relative_gain": t0 / t1 - 1.0},
+                    "predicted_extended": pe,
+                    "agrees_extended": None if (measured is None or pe is None)
+                    else bool(measured["helps"] == pe["helps"]),
                     "measured": measured,
                     "agrees": None if measured is None else bool(measured["helps"] == dec.helps),
                     "agrees_with_overhead": None if measured is None

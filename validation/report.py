@@ -182,25 +182,35 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                 f"{f.aic:.1f} | {'n/a' if math.isnan(pv) else f'{pv:.3g}'} |")
     if result.insertions:
         lines += ["", "## P5: inserting a zoo model into a captured cascade", "",
+                  "z = measured speedup difference / its standard error over prompts (|z| < 2: "
+                  "the measured decision itself is within noise).", "",
                   "| cascade | insert | at | θ new | predicted (P1) | pred gain | "
-                  "with overhead | measured | agrees (P1 / with overhead) | P(decision right) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "with overhead | + in-cascade slowdown | measured | agrees (P1 / overhead / "
+                  "+slowdown) | P(decision right) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for x in result.insertions:
             pr = x["predicted"]
             po = x["predicted_with_overhead"]
             m = x["measured"]
+            pe = x.get("predicted_extended")
+
+            def yn(v):
+                return "—" if v is None else ("yes" if v else "no")
+
             agree = "—" if x["agrees"] is None else (
-                f"{'yes' if x['agrees'] else 'no'} / "
-                f"{'yes' if x['agrees_with_overhead'] else 'no'}")
+                f"{yn(x['agrees'])} / {yn(x['agrees_with_overhead'])} / "
+                f"{yn(x.get('agrees_extended'))}")
+            pe_s = "—" if pe is None else (
+                f"{'helps' if pe['helps'] else 'hurts'} ({_pct(pe['relative_gain'])})")
             meas = "—" if m is None else (
                 f"{'helps' if m['helps'] else 'hurts'} ({m['speedup_without']:.3f}→"
-                f"{m['speedup_with']:.3f}, {m['with']})")
+                f"{m['speedup_with']:.3f}, z = {m.get('z', math.nan):+.1f}, {m['with']})")
             lines.append(
                 f"| {x['cascade']} | {x['inserted']} | after {x['models'][x['position']]} | "
                 f"{','.join(map(str, x['thresholds_new']))} | "
                 f"{'helps' if pr['helps'] else 'hurts'} | {_pct(pr['relative_gain'])} | "
                 f"{'helps' if po['helps'] else 'hurts'} ({_pct(po['relative_gain'])}) | "
-                f"{meas} | {agree} | {x['confidence']:.3f} |")
+                f"{pe_s} | {meas} | {agree} | {x['confidence']:.3f} |")
     if plots:
         lines += ["", "## Plots", ""]
         for label, fn in plots.items():
