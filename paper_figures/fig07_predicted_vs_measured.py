@@ -13,7 +13,11 @@ the **classic iid formula**: the fitted iid α per pair in the paper's Lemma 3.1
 (:func:`polyspec_theory.approximation.paper_approximation` with ``costs="unit"`` on the
 cascade built by :func:`validation.fitting.build_cascade`) — for two models this is exactly
 Leviathan's ``E[L]/(γc + 1)``. Panel (b) adds P1 with the fitted iid law, which separates
-the error of the iid *law* from that of the classic *formula* (fixed blocks, unit costs).
+the error of the iid *law* from that of the classic *formula* (fixed blocks, unit costs);
+these three use the same cost curves (``fit_costs``). Where the pipeline provides it, the
+fully predictive variant (``ConfigResult.predictive_speedup``: costs scaled by in-cascade
+factors and overhead learned leave-one-configuration-out) is shown too: on a shared CPU the
+forward costs inside the cascade, not the acceptance model, dominate the plain residual.
 Time base: measured seconds on both sides.
 """
 
@@ -70,6 +74,9 @@ def _device_rows(device: str, directory) -> tuple[list[dict], list[str]]:
             "measured_se": cr.measured_speedup_se,
             "p1_best": cr.predicted_speedup,
             "p1_iid": cr.predicted["iid"],
+            # validate's fully predictive variant (costs x in-cascade factors and overhead
+            # learned leave-one-configuration-out); NaN where the pipeline has none
+            "p1_predictive": float(getattr(cr, "predictive_speedup", np.nan)),
             "best_law": cr.best_family,
             "classic_iid": classic,
             "iid_alphas": [law.alpha for law in laws],
@@ -95,6 +102,7 @@ def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
     err_best = np.array([r["p1_best"] for r in rows]) / meas - 1.0
     err_classic = np.array([r["classic_iid"] for r in rows]) / meas - 1.0
     err_iid = np.array([r["p1_iid"] for r in rows]) / meas - 1.0
+    err_pred = np.array([r["p1_predictive"] for r in rows]) / meas - 1.0
     return {
         "traces": used,
         "rows": rows,
@@ -104,64 +112,80 @@ def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
         "median_abs_error_p1_best": float(np.median(np.abs(err_best))),
         "median_abs_error_classic_iid": float(np.median(np.abs(err_classic))),
         "median_abs_error_p1_iid": float(np.median(np.abs(err_iid))),
+        "error_p1_predictive": err_pred,
+        "median_abs_error_p1_predictive": (float(np.nanmedian(np.abs(err_pred)))
+                                           if np.isfinite(err_pred).any() else np.nan),
         "notes": notes,
     }
 
 
 def draw(data: dict, out_dir) -> list[Path]:
     rows = data["rows"]
-    fig, (ax, axe) = style.figure(2, 1, height=5.0, gridspec_kw={"height_ratios": [1.4, 1.0]})
+    fig, (ax, axe) = style.figure(2, 1, height=5.4, gridspec_kw={"height_ratios": [1.4, 1.0]})
     meas = np.array([r["measured"] for r in rows])
     se = np.array([r["measured_se"] for r in rows], dtype=np.float64)
-    best = np.array([r["p1_best"] for r in rows])
-    classic = np.array([r["classic_iid"] for r in rows])
-    lo = 0.9 * min(meas.min(), best.min(), classic.min())
-    hi = 1.1 * max(meas.max(), best.max(), classic.max())
+    series = [  # key, label, colour, filled, marker size
+        ("p1_predictive", "P1 + in-cascade costs (LOO)", style.color(2), True, 3.5),
+        ("p1_best", "P1, best law, cost curves", style.color(0), True, 3.5),
+        ("classic_iid", "classic iid formula", style.color(1), False, 3.5),
+    ]
+    series = [x for x in series if np.isfinite([r[x[0]] for r in rows]).any()]
+    vals = np.concatenate([meas] + [np.array([r[k] for r in rows]) for k, *_ in series])
+    vals = vals[np.isfinite(vals)]
+    lo, hi = 0.9 * vals.min(), 1.08 * vals.max()
     xs = np.array([lo, hi])
     ax.fill_between(xs, xs * (1 - BAND), xs * (1 + BAND), color="0.9", linewidth=0,
                     label=f"±{100 * BAND:.0f} %")
     ax.plot(xs, xs, color="black", linewidth=0.8)
-    c_best, c_cls = style.color(0), style.color(1)
-    for dev in sorted({r["device"] for r in rows}):
+    devices = sorted({r["device"] for r in rows})
+    for dev in devices:
         m = np.array([r["device"] == dev for r in rows])
         mk = DEVICE_MARKERS.get(dev, "o")
+        tag = f" ({dev.upper()})" if len(devices) > 1 else ""
         xerr = np.where(np.isfinite(se[m]), 1.96 * se[m], 0.0)
-        ax.errorbar(meas[m], best[m], xerr=xerr, fmt=mk, color=c_best, markersize=3.5,
-                    elinewidth=0.7, capsize=1.5,
-                    label=f"P1, best-fit law ({dev.upper()})")
-        ax.plot(meas[m], classic[m], linestyle="none", marker=mk, markersize=3.5,
-                markerfacecolor="white", markeredgecolor=c_cls, markeredgewidth=0.9,
-                label=f"classic iid formula ({dev.upper()})")
+        for key, label, col, filled, ms in series:
+            y = np.array([r[key] for r in rows])[m]
+            face = col if filled else "white"
+            if key == "p1_best":  # measured 95 % CI once, on the main prediction
+                ax.errorbar(meas[m], y, xerr=xerr, fmt="none", ecolor="0.55",
+                            elinewidth=0.6, capsize=1.2, zorder=2)
+            ax.plot(meas[m], y, linestyle="none", marker=mk, markersize=ms,
+                    markerfacecolor=face, markeredgecolor=col, markeredgewidth=0.9,
+                    label=label + tag, zorder=3)
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured speedup (wall-clock, ×)")
+    ax.set_xlabel("measured speedup (wall-clock, ×; bars: 95 % CI)")
     ax.set_ylabel("predicted speedup (×)")
     handles, labels = ax.get_legend_handles_labels()
-    order = sorted(range(len(labels)), key=lambda i: (not labels[i].startswith("P1"),
-                                                      labels[i].startswith("±"), i))
+    order = sorted(range(len(labels)), key=lambda i: (labels[i].startswith("±"), i))
     ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left")
-    style.panel_label(ax, "(a)  every captured configuration")
+    style.panel_label(ax, f"(a)  {len(rows)} captured configurations")
 
     x = np.arange(len(rows))
     axe.axhline(0.0, color="black", linewidth=0.8)
     axe.axhspan(-100 * BAND, 100 * BAND, color="0.9", linewidth=0)
-    axe.plot(x, 100 * data["error_p1_best"], linestyle="none", marker="o", color=c_best,
-             markersize=3.5,
-             label=f"P1 best law: median |err| {100 * data['median_abs_error_p1_best']:.1f} %")
-    axe.plot(x, 100 * data["error_classic_iid"], linestyle="none", marker="o",
-             markerfacecolor="white", markeredgecolor=c_cls, markersize=3.5,
-             label=f"classic iid: median |err| "
-                   f"{100 * data['median_abs_error_classic_iid']:.1f} %")
-    axe.plot(x, 100 * data["error_p1_iid"], linestyle="none", marker="x", color="0.45",
-             markersize=3.5, markeredgewidth=0.8,
-             label=f"P1 with iid law: median |err| {100 * data['median_abs_error_p1_iid']:.1f} %")
+    err_series = [
+        ("error_p1_predictive", "median_abs_error_p1_predictive", "P1 + in-cascade costs",
+         style.color(2), "o", True),
+        ("error_p1_best", "median_abs_error_p1_best", "P1, best law", style.color(0), "o",
+         True),
+        ("error_p1_iid", "median_abs_error_p1_iid", "P1, iid law", "0.45", "x", True),
+        ("error_classic_iid", "median_abs_error_classic_iid", "classic iid formula",
+         style.color(1), "o", False),
+    ]
+    for key, med, label, col, mk, filled in err_series:
+        if not np.isfinite(data[key]).any():
+            continue
+        axe.plot(x, 100 * data[key], linestyle="none", marker=mk, markersize=3.2,
+                 markerfacecolor=col if filled else "white", markeredgecolor=col,
+                 markeredgewidth=0.8, label=f"{label}: {100 * data[med]:.0f} %")
     axe.set_xticks(x, [r["label"] + (" (GPU)" if r["device"] == "gpu" else "") for r in rows],
                    rotation=90, fontsize=5.5)
     axe.set_xlim(-0.6, len(rows) - 0.4)
     axe.set_ylabel("(pred − meas)/meas (%)")
     axe.set_xlabel("configuration (model initials, thresholds)")
     axe.grid(False, axis="x")
-    axe.legend(loc="best")
+    axe.legend(loc="upper left", title="median |error|")
     style.panel_label(axe, "(b)  relative error per configuration")
     return style.save(fig, out_dir, NAME)
 

@@ -415,6 +415,8 @@ def test_fig07_rows_match_traces_and_formulas(synthetic_traces):
             ref = leviathan_speedup(r["iid_alphas"][0], cap.thresholds[0], t2 / t1)
             assert r["classic_iid"] == pytest.approx(ref, rel=1e-12)
     meas = np.array([r["measured"] for r in d["rows"]])
+    pred = np.array([r["p1_predictive"] for r in d["rows"]])
+    np.testing.assert_allclose(d["error_p1_predictive"], pred / meas - 1)
     np.testing.assert_allclose(d["error_p1_iid"],
                                np.array([r["p1_iid"] for r in d["rows"]]) / meas - 1)
     np.testing.assert_allclose(d["error_p1_best"],
