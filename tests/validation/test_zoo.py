@@ -1,0 +1,140 @@
+"""The model zoo: corpus split, tokenizer, model cache, weights, n-gram, committed zoo, CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from validation.cli import main
+from validation.decoder import PolybasicDecoder, autoregressive
+from validation.levels import load_level
+from validation.zoo import WEIGHTS_DIR, decode, encode, zoo_info
+from validation.zoo.data import EXCLUDED_DIRS, load_split, split_files
+from validation.zoo.model import GPT, GPTConfig
+from validation.zoo.ngram import NGramModel
+from validation.zoo.weights import load_model, read_record, save_model
+
+torch.set_num_threads(1)
+
+
+def test_corpus_split_is_deterministic_and_disjoint():
+    tr, va = split_files("train"), split_files("val")
+    assert len(tr) > 500 and len(va) > 5
+    assert not set(tr) & set(va)
+    assert list(tr) == sorted(tr) and list(va) == sorted(va)
+    for rel in tr + va:
+        assert not set(rel.split("/")[:-1]) & EXCLUDED_DIRS and rel.endswith(".py")
+    a, b = load_split("train"), load_split("val")
+    assert a.dtype == np.uint8 and len(a) > 5_000_000 and len(b) > 100_000
+    assert (b == 0).sum() == len(va) - 1  # separators only between files
+    with pytest.raises(ValueError, match="split"):
+        load_split("test")
+
+
+def test_byte_tokenizer_round_trip():
+    s = "def f(x):\n    return 'é' + x\n"
+    assert decode(encode(s)) == s and max(encode(s)) < 256
+
+
+def test_cached_forward_matches_full_forward():
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(2, 2, 32, block_size=64)).eval()
+    x = torch.randint(0, 256, (1, 40))
+    with torch.no_grad():
+        full = m(x)[0]
+        cache = m.new_cache()
+        parts = [m.forward_cached(x[:, :10], 0, cache), m.forward_cached(x[:, 10:11], 10, cache)]
+        # write garbage at 11..19, then roll back to 11 (index move) and continue
+        m.forward_cached(torch.randint(0, 256, (1, 9)), 11, cache)
+        parts.append(m.forward_cached(x[:, 11:40], 11, cache))
+    assert torch.allclose(torch.cat(parts), full, atol=1e-4)
+    with pytest.raises(ValueError, match="block_size"):
+        m.forward_cached(x[:, :30], 40, m.new_cache())
+
+
+def test_weights_round_trip(tmp_path):
+    torch.manual_seed(1)
+    m = GPT(GPTConfig(1, 2, 16, block_size=32))
+    save_model(m, tmp_path / "m.safetensors", {"name": "m", "steps": 3})
+    back = load_model(tmp_path / "m.safetensors")
+    assert back.cfg == m.cfg and read_record(tmp_path / "m.safetensors")["steps"] == 3
+    for (k, a), (_, b) in zip(m.state_dict().items(), back.state_dict().items(), strict=True):
+        assert b.dtype == torch.float32
+        assert torch.allclose(a.half().float(), b), k
+    from safetensors.torch import save_file
+
+    save_file({"x": torch.zeros(2)}, str(tmp_path / "other.safetensors"))
+    with pytest.raises(ValueError, match="not a polyspec zoo weight file"):
+        load_model(tmp_path / "other.safetensors")
+
+
+def test_ngram_counts_and_law():
+    data = np.frombuffer(b"abcabcabcabd" * 20, dtype=np.uint8)
+    ng = NGramModel(data, order=2, min_count=1)
+    p = ng.probs(list(b"ab"))
+    assert p.shape == (256,) and abs(p.sum() - 1) < 1e-12 and (p > 0).all()
+    assert p[ord("c")] > 0.6 and p[ord("c")] > 2 * p[ord("d")] > 0
+    # Witten–Bell by hand for the order-0 context: 240 bytes, 4 distinct continuations
+    p0 = ng.probs([])
+    counts = {ord("a"): 80, ord("b"): 80, ord("c"): 60, ord("d"): 20}
+    assert p0[ord("d")] == pytest.approx((20 + 4 / 256) / (240 + 4))
+    assert p0[ord("z")] == pytest.approx((4 / 256) / (240 + 4))
+    assert sum(counts.values()) == 240
+    with pytest.raises(ValueError, match="order"):
+        NGramModel(data, order=9)
+
+
+def test_ngram_levels_by_name():
+    from polyspec_theory._checks import PolyspecInputError
+
+    lv = load_level("ngram:0")
+    assert lv.name == "ngram0" and lv.ngram.order == 0 and lv.describe()["order"] == 0
+    assert load_level("ngram").ngram.order == 1
+    for bad in ("ngram:x", "ngram:9"):
+        with pytest.raises(PolyspecInputError, match="^models"):
+            load_level(bad)
+
+
+# ---------------------------------------------------------------- the committed zoo
+def test_committed_zoo_sizes_quality_and_size_budget():
+    man = json.loads((WEIGHTS_DIR / "zoo.json").read_text())
+    recs = {r["name"]: r for r in man["models"]}
+    assert set(recs) == {"small", "mid", "target"}
+    assert recs["small"]["params"] < recs["mid"]["params"] < recs["target"]["params"]
+    bpb = [recs[n]["val_bits_per_byte"] for n in ("small", "mid", "target")]
+    assert bpb[0] > bpb[1] > bpb[2]  # quality strictly improves with size
+    total = sum((WEIGHTS_DIR / f"{n}.safetensors").stat().st_size for n in recs)
+    assert total <= 40e6
+    info = zoo_info()
+    ng = [m for m in info["models"] if m["name"] == "ngram"][0]
+    assert ng["val_bits_per_byte"] > bpb[0]  # the n-gram is the weakest level
+    assert info["corpus_digest"] == info["current_corpus_digest"]
+
+
+def test_committed_zoo_4_level_greedy_is_lossless():
+    levels = [load_level(n) for n in ("target", "mid", "small", "ngram")]
+    data = load_split("val")
+    rnd = random.Random(0)
+    for _ in range(2):
+        s = rnd.randrange(len(data) - 100)
+        prompt = data[s : s + 48].tolist()
+        r = PolybasicDecoder(levels, [6, 3, 2]).generate(prompt, 40)
+        assert r.tokens == autoregressive(levels[0], prompt, r.n_generated).tokens
+
+
+def test_cli_zoo_info_and_train_smoke(tmp_path, capsys):
+    assert main(["zoo", "info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in info["models"]] == ["target", "mid", "small", "ngram"]
+    assert main(["zoo", "train", "--seed", "1", "--out", str(tmp_path), "--only", "small",
+                 "--steps-scale", "0.005"]) == 0
+    out = capsys.readouterr().out
+    assert "val bits/byte" in out and "small" in out
+    assert (tmp_path / "small.safetensors").exists()
+    assert main(["zoo", "train", "--out", str(tmp_path), "--only", "huge"]) == 2
+    assert "error: only" in capsys.readouterr().err
+    assert main(["zoo"]) == 2
