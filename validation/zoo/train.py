@@ -46,7 +46,7 @@ DEFAULT_SPECS = (
               warmup=30),
     TrainSpec("mid", GPTConfig(n_layer=4, n_head=4, d_model=256), steps=450, lr=3e-3,
               warmup=30),
-    TrainSpec("target", GPTConfig(n_layer=6, n_head=4, d_model=256), steps=450, lr=3e-3,
+    TrainSpec("target", GPTConfig(n_layer=6, n_head=4, d_model=256), steps=900, lr=3e-3,
               warmup=30),
 )
 
