@@ -24,21 +24,24 @@ Pipeline (:func:`validate`):
    the baselines' reference context. **Measured** speedup = the capture's
    autoregressive target time per token / the cascade's decode time per token.
 4. **Extended prediction** (THEORY's accounting with the two departures the real decoder
-   shows): forward counts per token from P1 with **block-dependent acceptance**
-   (:mod:`validation.dependence`: a law of ``A`` per block length and Markov emitted lengths
-   of the rounds below, both estimated from the capture's rounds), times this capture's
-   **measured mean forward time per level** (``forward_s / forward_count``: inside the
-   cascade a model runs 30-70 % slower than in its baselines, its weights evicted from the
-   CPU caches by the other models), plus an **orchestration-overhead** term
-   ``o_fwd * forwards + o_round * verify rounds`` fitted by least squares on the OTHER
-   configurations of the same sampling mode (leave one out); speedup = measured AR time per
-   token / ``tau_ext``. Also reported: **in-run** (the same with P1's independent
-   acceptance), and two fully **predictive** variants that use no timing of the cascade
-   being predicted: baseline costs evaluated at the capture's mean context per level, with
-   the decoder's extra verify positions (``m - G - 1``), times each model's in-cascade
-   slowdown factor (measured / expected forward time, per model and role verify/bottom,
-   median over the other configurations of the same sampling mode), plus the same overhead,
-   with dependent (``predictive``) or independent (``predictive_iid``) acceptance.
+   shows): forward counts per token from P1 with acceptance **shared by the levels of a
+   top-level round** (cascades of n >= 3 models; :func:`validation.dependence.fit_regimes`:
+   a latent regime drawn per top-level round, iid acceptance per regime and pair, 1-3
+   regimes by BIC, fitted by EM on the capture's rounds grouped by top-level round; exact
+   renewal–reward over regimes), times this capture's **measured mean forward time per
+   level** (``forward_s / forward_count``: inside the cascade a model runs 30-100 % slower
+   than in its baselines, its weights evicted from the CPU caches by the other models), plus
+   an **orchestration-overhead** term ``o_fwd * forwards + o_round * verify rounds`` fitted
+   by least squares on the OTHER configurations of the same sampling mode (leave one out);
+   speedup = measured AR time per token / ``tau_ext``. Two-model cascades keep P1's law
+   (their best per-configuration fit). Also reported: **in-run** (measured forward times
+   with P1's independent acceptance) and two fully **predictive** variants that use no
+   timing of the cascade being predicted: baseline costs at the capture's mean context per
+   level, with the decoder's extra verify positions (``m - G - 1``), times each model's
+   in-cascade slowdown factor (measured / expected forward time, per model and role
+   verify/bottom, median over the other configurations of the same sampling mode), plus the
+   same overhead, with regime (``predictive``) or independent (``predictive_iid``)
+   acceptance.
 5. **Residual decomposition** (exact identity, per configuration):
    ``tau_meas - tau_pred = sum_i (F_i^meas - F_i^pred) t_i^meas`` (forward counts:
    acceptance model incl. correlation between rounds) ``+ sum_i F_i^pred (t_i^meas -
@@ -582,24 +585,25 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
     pred_iid = predict(ext_casc)
     predictive_iid = capture.ar_time_per_token / (pred_iid.time_per_token
                                                   + ov.per_token(pred_iid))
-    # ---- dependent acceptance (cap-conditional A, Markov lengths of the rounds below)
-    from .dependence import CapConditionalLaw, MarkovLengths, predict_dependent
-
-    cl = [CapConditionalLaw.fit(r.A, r.G, pair_fits[capture.pair_key(i)].best.law)
-          for i, r in enumerate(capture.rounds)]
-    chains = [None] * capture.n
-    for i in range(1, capture.n - 1):
-        r = capture.rounds[i]
-        if r.n >= 2:
-            chains[i] = MarkovLengths.fit(r.A + 1, r.prompt)
-    dep = predict_dependent(ext_casc, cl, chains)
-    fw = np.array(dep.forwards_per_token)
+    # ---- acceptance shared by the levels of a top-level round (regime mixture, n >= 3)
+    from .dependence import mixture_forwards, select_regimes
 
     def ov_tok(f):
         return ov.per_forward * float(f.sum()) + ov.per_round * float(f[:-1].sum())
 
-    predictive = capture.ar_time_per_token / (dep.time_per_token + ov_tok(fw))
-    # ---- extended: dependent counts x this capture's measured per-level forward times
+    regimes = None
+    if capture.n >= 3:
+        try:
+            regimes = select_regimes(capture.rounds, capture.n)
+        except PolyspecInputError:
+            regimes = None
+    if regimes is not None:
+        fw, tau_mix = mixture_forwards(ext_casc, regimes)
+    else:
+        fw = np.array([lv.forwards_per_token for lv in pred_iid.levels])
+        tau_mix = pred_iid.time_per_token
+    predictive = capture.ar_time_per_token / (tau_mix + ov_tok(fw))
+    # ---- extended: those counts x this capture's measured per-level forward times
     t_in = np.array(capture.forward_s) / np.maximum(np.array(capture.forward_count), 1)
     tau_ext = float(np.dot(fw, t_in)) + ov_tok(fw)
     ext_speed = capture.ar_time_per_token / tau_ext
@@ -641,6 +645,9 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
         },
         "overhead_model": {"per_forward": ov.per_forward, "per_round": ov.per_round},
         "inrun_factors": dict(zip(capture.models, factors, strict=True)),
+        "regimes": None if regimes is None else {
+            "k": regimes.k, "weights": regimes.weights.tolist(),
+            "alphas": regimes.alphas.tolist(), "bic": regimes.bic, "top_rounds": regimes.n_top},
     }
     rel = decomposition["relative"]
     decomposition["dominant"] = max(rel, key=lambda k: abs(rel[k]))

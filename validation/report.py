@@ -57,8 +57,9 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         f"median |error| **{100 * s['median_abs_error']:.2f} %**, max "
         f"**{100 * s['max_abs_error']:.2f} %** (target ≤ {100 * TARGET_MEDIAN:.0f} % / "
         f"≤ {100 * TARGET_MAX:.0f} %: {'met' if ok else 'missed'}).",
-        f"Extended model (P1 counts with block-dependent acceptance × the capture's measured "
-        f"per-level forward times + decoder overhead fitted leave-one-configuration-out): "
+        f"Extended model (P1 counts with acceptance regimes shared by the levels of a "
+        f"top-level round × the capture's measured per-level forward times + decoder overhead "
+        f"fitted leave-one-configuration-out): "
         f"median |error| "
         f"**{100 * ext['median_abs_error']:.2f} %**, max **{100 * ext['max_abs_error']:.2f} %** "
         f"(target: {'met' if ext_ok else 'missed'}).",
@@ -74,7 +75,7 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         f"Fully predictive (baseline costs at the capture's context × in-cascade slowdown and "
         f"overhead learned on the other configurations): median |error| "
         f"{100 * dp['median_abs_error']:.2f} %, max {100 * dp['max_abs_error']:.2f} % with "
-        f"block-dependent acceptance; {100 * di['median_abs_error']:.2f} % / "
+        f"acceptance regimes; {100 * di['median_abs_error']:.2f} % / "
         f"{100 * di['max_abs_error']:.2f} % with P1's independent acceptance.")
     ir, mb = s["inrun_costs"], s["microbenchmark_costs"]
     lines.append(

@@ -47,7 +47,8 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
                      prompts=8, prompt_len=32, temperature=0.0, top_k=0, context_slope=None,
                      overhead_per_forward=0.0, overhead_per_round=0.0, noise=0.0, rho=0.0,
                      catch_up=False, baseline_contexts=(32, 160, 288), baseline_reps=3,
-                     baseline_max_m=16, ar_tokens=128, load=None, cascade_load=None, seed=0):
+                     baseline_max_m=16, ar_tokens=128, load=None, cascade_load=None,
+                     regimes=None, seed=0):
     """Simulate one captured configuration; returns ``(ConfigCapture, trace records)``.
 
     ``models`` names (target first), ``costs`` :class:`CostCurve` per model, ``laws`` one
@@ -57,7 +58,9 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
     factor per model multiplying its forward times during the cascade and AR runs but not in
     the cost-curve microbenchmark (machine load that differs between the two);
     ``cascade_load``: one factor per model applied only to its forwards inside the cascade
-    (e.g. cold CPU caches after the other models ran).
+    (e.g. cold CPU caches after the other models ran); ``regimes``: ``[(weight, laws), ...]``
+    — at the start of every top-level round one regime is drawn and all levels use its laws
+    during that round (acceptance shared across levels; ``laws`` is then ignored).
     """
     n = len(models)
     if n < 2 or len(costs) != n or len(laws) != n - 1 or len(thresholds) != n - 1:
@@ -86,7 +89,14 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
         raise PolyspecInputError("context_slope", f"need one slope per model ({n})")
     rng = np.random.default_rng(check_int(seed, "seed", low=0))
     gmax = block_bound(theta)
-    surv = [laws[i].survival(gmax[i] + 1)[1:] for i in range(n - 1)]
+    if regimes is None:
+        regimes = [(1.0, laws)]
+    reg_w = np.array([w for w, _ in regimes], dtype=float)
+    if (reg_w <= 0).any() or any(len(lw) != n - 1 for _, lw in regimes):
+        raise PolyspecInputError("regimes", "need positive weights and n-1 laws per regime")
+    reg_w /= reg_w.sum()
+    reg_surv = [[lw[i].survival(gmax[i] + 1)[1:] for i in range(n - 1)] for _, lw in regimes]
+    surv = list(reg_surv[0])
 
     def cost(i, m, c, loaded=True):
         t = (costs[i](m) + slope[i] * c) * (ld[i] if loaded else 1.0)
@@ -142,6 +152,8 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
         produced = 0
         wall = 0.0
         while produced < tokens_per_prompt:
+            if len(reg_surv) > 1:
+                surv[:] = reg_surv[int(rng.choice(len(reg_surv), p=reg_w))]
             ln, dt = run_round(0, prompt_len + produced, pid, wall)
             produced += ln
             wall += dt
