@@ -173,3 +173,31 @@ def test_missing_baseline_and_bad_arguments(capsys, tmp_path):
     assert rc == 2 and "no *.jsonl trace files" in err
     rc, _, err = _run(capsys, FIX, "--laws", "iid,normal")
     assert rc == 2 and "--laws: unknown law family 'normal'" in err
+
+
+REAL = Path(__file__).parent / "fixtures" / "traces_cpu"
+
+
+def test_validate_runs_on_the_committed_real_subset(tmp_path):
+    # 2 prompts of 4 CPU captures (2-, 3-, 4-level; greedy and T = 1), cut from
+    # validation/traces/cpu by fixtures/make_real_subset.py
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["validate", str(REAL), "--out", str(tmp_path), "--json", "--no-plots"])
+    assert rc == 0
+    obj = json.loads(buf.getvalue())
+    assert len(obj["configs"]) == 4
+    for c in obj["configs"]:
+        assert np.isfinite([c["measured_speedup"], c["predicted_speedup"], c["error"],
+                            c["extended_error"]]).all()
+        # on real CPU traces the in-cascade forwards are slower than every baseline: plain P1
+        # over-predicts, and the extended model removes most of that error
+        assert c["error"] > 0
+        assert abs(c["extended_error"]) < 0.5 * abs(c["error"])
+    assert obj["summary"]["dominant_residual"] == "forward_cost"
+    details = json.loads((tmp_path / "validation.json").read_text())["details"]
+    four = next(d for d in details if len(d["models"]) == 4)
+    assert four["decomposition"]["regimes"]["k"] >= 1
