@@ -273,3 +273,9 @@ from .planner import (  # noqa: E402
 __all__ += ["GreedyResult", "GreedyStep", "Plan", "PlannedCascade", "Pool", "SearchStats",
             "greedy_paper_rule", "plan", "plan_thresholds"]
 # --- end planner block ---
+
+# --- hidden-regime acceptance (regimes.py, issue 8 on real traces) ---
+from .regimes import HiddenRegimes, RegimeFit, RegimeLaw, fit_regimes  # noqa: E402
+
+__all__ += ["HiddenRegimes", "RegimeFit", "RegimeLaw", "fit_regimes"]
+# --- end hidden-regime block ---

@@ -53,6 +53,14 @@ completion reaching it, hence ``tau_v <= cut(v, U)``. The same inequality is app
 extending a batch by one verifier ``u`` (``tau_v <= inv_uv(cut(u, U + {u}))``) and before
 scoring the target on top of it (``tau_v <= inv_1v(c)``). Two-model configurations are always
 scored in full (the best two-model configuration is reported).
+
+**Laws per block length.** A pair may carry a law whose cap is not a mere censoring
+(``cap_conditional``, e.g. :class:`.regimes.RegimeLaw`: acceptance that persists across
+rounds): ``P(A = a | G = g) = Q[g, a]``. The search is unchanged with ``M(g) = E[A | G = g]``
+and ``P(L_u = a + 1) = sum_g P(G = g) Q[g, a]`` (P1 does the same,
+:func:`.polybasic.emitted_law`); the bound uses the least concave majorant of ``M`` (for
+THEORY §2's laws ``M`` is already concave), for which Jensen's step above still holds, and
+each segment of the majorant is affine, so the minimum is still attained at an integer.
 """
 
 from __future__ import annotations
@@ -489,10 +497,17 @@ class _Tables:
             key = (index[vn], index[dn])
             if allowed is not None and key not in allowed:
                 continue
+            if getattr(law, "cap_conditional", False):
+                # a law per block length (regimes.py): Q[g, a] = P(A = a | G = g)
+                q = law.cap_pmf_table(width)
+                m = q @ np.arange(width + 1.0)  # M(g) = E[A | G = g]
+                # the bound needs a concave M: its least concave majorant (module docstring)
+                self.pairs[key] = {"q": q, "m": m, "mb": -_convex_minorant(-m)}
+                continue
             s = law.survival(width)  # S_0..S_width
             pt = np.append(law._point_masses(s, width), 0.0)  # P(A=k) uncapped, k<width
             m = np.concatenate([[0.0], np.cumsum(s[1:])])  # M(g) = sum_{k=1}^g S_k
-            self.pairs[key] = {"s": s, "pt": pt, "m": m}
+            self.pairs[key] = {"s": s, "pt": pt, "m": m, "mb": m}  # M concave: S decreasing
         self.above: dict[int, list[int]] = {}
         for u, v in sorted(self.pairs):
             self.above.setdefault(v, []).append(u)
@@ -505,7 +520,7 @@ class _Tables:
         if c == -math.inf:
             return -math.inf
         g = np.arange(1, self.gamma + 1)
-        m = self.pairs[(u, v)]["m"][1 : self.gamma + 1]
+        m = self.pairs[(u, v)]["mb"][1 : self.gamma + 1]
         tc = self.tc[u][1 : self.gamma + 1]
         return float(np.max((c * (1.0 + m) - tc) / g))
 
@@ -608,8 +623,11 @@ def _emitted(tables: _Tables, gp: np.ndarray, u: int, v: int) -> np.ndarray:
     P(A=l-1) P(G>l-1) + S_{l-1} P(G=l-1)."""
     pair = tables.pairs[(u, v)]
     width = gp.shape[1]
-    g_gt = np.cumsum(gp[:, ::-1], axis=1)[:, ::-1] - gp  # P(G > k)
-    a = pair["pt"][:width] * g_gt + pair["s"][:width] * gp
+    if "q" in pair:  # law per block length: P(L = a + 1) = sum_g P(G = g) Q[g, a]
+        a = gp @ pair["q"][:width, :width]
+    else:
+        g_gt = np.cumsum(gp[:, ::-1], axis=1)[:, ::-1] - gp  # P(G > k)
+        a = pair["pt"][:width] * g_gt + pair["s"][:width] * gp
     out = np.concatenate([np.zeros((gp.shape[0], 1)), a], axis=1)
     nz = np.flatnonzero(out.any(axis=0))
     return out[:, : nz[-1] + 1]
@@ -620,6 +638,9 @@ def _truncate_emitted(tables: _Tables, u: int, v: int, theta: np.ndarray) -> np.
     width = int(theta.max()) + 2
     out = np.zeros((theta.size, width))
     for i, t in enumerate(theta):
+        if "q" in pair:
+            out[i, 1 : t + 2] = pair["q"][t, : t + 1]
+            continue
         out[i, 1 : t + 1] = pair["pt"][:t]
         out[i, t + 1] = pair["s"][t]
     return out

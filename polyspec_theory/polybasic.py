@@ -64,6 +64,8 @@ def emitted_law(g_pmf, law: AcceptanceLaw) -> np.ndarray:
     """``P(L = l) = sum_g P(G = g) P(A = l - 1 | cap g)`` for l = 0..gmax+1 (index = l)."""
     g_pmf = np.asarray(g_pmf, dtype=np.float64)
     gmax = g_pmf.size - 1
+    if getattr(law, "cap_conditional", False):  # law of A per block length (regimes.py)
+        return np.concatenate([[0.0], g_pmf @ law.cap_pmf_table(gmax)])
     s = law.survival(gmax)
     point = np.append(law._point_masses(s, gmax), 0.0)
     # P(G > k) for k = 0..gmax

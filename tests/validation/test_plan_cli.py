@@ -121,12 +121,32 @@ def test_traces_options(capsys):
     assert all("alpha" in p["law"] for p in json.loads(out)["pool"]["pairs"].values())
 
 
+def test_traces_regime_laws_and_horizon(capsys, tmp_path):
+    """``--law regime``: every pair gets a hidden-regime law for decodes of ``--horizon``
+    tokens; the written pool reads back and P1 on it gives the printed speedup."""
+    pool_out = tmp_path / "pool.json"
+    rc, out, err = _run(capsys, "--traces", TRACES, "--law", "regime", "--horizon", 64,
+                        "--max-threshold", 4, "--top", 0, "--json", "--write-pool", pool_out)
+    assert rc == 0, err
+    obj = json.loads(out)
+    assert obj["pool"]["horizon"] == 64
+    for p in obj["pool"]["pairs"].values():
+        assert list(p["law"]) == ["regime"] and p["law"]["regime"]["horizon"] == 64
+        assert {"regime2", "regime3", "iid"} <= set(p["aic"])
+    pool = Pool.from_config(json.loads(pool_out.read_text()))
+    assert obj["speedup"] == pytest.approx(
+        predict(pool.cascade(obj["chain"], obj["thresholds"])).speedup, rel=1e-12)
+    rc, _, err = _run(capsys, "--traces", TRACES, "--horizon", 0)
+    assert rc == 2 and err.startswith("polyspec plan: error: --horizon:")
+
+
 @pytest.mark.parametrize("argv, needle", [
     ((), "pool: give a pool file or --traces"),
     ((POOL, "--traces", TRACES), "pool: give a pool file or --traces"),
     ((POOL, "--top", -1), "--top"),
     ((POOL, "--max-threshold", 0), "max_threshold"),
     ((POOL, "--law", "iid"), "--law: only applies with --traces"),
+    ((POOL, "--horizon", 64), "--horizon: only applies with --traces"),
     (("missing.json",), "config: file not found"),
     (("--traces", "no/such/dir"), "traces_dir"),
 ])

@@ -29,8 +29,12 @@ def add_arguments(p):
     p.add_argument("--write-pool", metavar="PATH", default=None,
                    help="also write the pool that was planned (useful with --traces)")
     p.add_argument("--law", default="best",
-                   help="with --traces: law family per pair (best = AIC-best non-Gaussian; "
-                        "or iid, positional, beta, gaussian)")
+                   help="with --traces: law per pair (best = AIC-best among the iid families "
+                        "but the Gaussian and hidden-regime models with 2-3 regimes; regime = "
+                        "AIC-best hidden-regime model; or iid, positional, beta, gaussian)")
+    p.add_argument("--horizon", type=int, default=None,
+                   help="with --traces: tokens per decode for hidden-regime laws (default: "
+                        "the captures' tokens per prompt)")
     p.add_argument("--temperature", type=float, default=None,
                    help="with --traces: use only captures at this temperature (needed when "
                         "the directory mixes sampling settings)")
@@ -43,8 +47,61 @@ def add_arguments(p):
 # --------------------------------------------------------------------------------------------
 # pool from captured traces
 # --------------------------------------------------------------------------------------------
+REGIME_KS = (2, 3)  # hidden-regime models tried per pair (1 regime = the iid geometric law)
+
+
+def capture_horizon(captures) -> int:
+    """Tokens per decode of the captures: the median over captures of the trace header's
+    ``prompts.max_new_tokens`` (read from ``capture.source``), or of the fewest tokens any
+    prompt generated when the header is not available."""
+    import json
+
+    import numpy as np
+
+    vals = []
+    for c in captures:
+        n = None
+        try:
+            with open(c.source, encoding="utf-8") as fh:
+                n = int(json.loads(fh.readline())["prompts"]["max_new_tokens"])
+        except (OSError, ValueError, KeyError, TypeError):
+            n = None
+        if n is None and c.prompt_tokens:
+            n = int(min(c.prompt_tokens))
+        if n is None:
+            n = max(1, round(c.tokens / max(c.n_prompts, 1)))
+        vals.append(n)
+    return int(np.median(vals))
+
+
+def regime_fits(captures, ks=REGIME_KS) -> dict:
+    """``{(verifier, drafter): {k: RegimeFit}}``: hidden-regime models
+    (:func:`polyspec_theory.regimes.fit_regimes`) per pair, on the rounds of every capture
+    using the pair, one sequence per (capture, prompt), rounds in order."""
+    import numpy as np
+
+    from polyspec_theory.regimes import fit_regimes
+
+    data: dict[tuple[str, str], list] = {}
+    for ci, c in enumerate(captures):
+        for i in range(c.n - 1):
+            r = c.rounds[i]
+            if r.n == 0:
+                continue
+            d = data.setdefault((c.models[i], c.models[i + 1]), [[], [], []])
+            d[0].append(r.A)
+            d[1].append(r.G)
+            d[2].append(np.asarray(r.prompt, dtype=np.int64) + (ci << 32))
+    out = {}
+    for key, (a, g, grp) in sorted(data.items()):
+        a, g, grp = (np.concatenate(x) for x in (a, g, grp))
+        out[key] = {k: fit_regimes(a, g, grp, k=k) for k in ks}
+    return out
+
+
 def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
-                       temperature: float | None = None, name: str = "traces"):
+                       temperature: float | None = None, name: str = "traces",
+                       horizon: int | None = None):
     """A :class:`polyspec_theory.planner.Pool` from captured configurations
     (:class:`validation.compare.ConfigCapture`, e.g. from
     :func:`validation.trace_captures.load_captures`).
@@ -52,8 +109,14 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
     - Models: every model of the captures; the target (first model of every capture; all
       captures must share it) first, the others by decreasing fitted ``T(1)``.
     - Acceptance: rounds pooled per pair over captures and fitted by censored MLE
-      (:func:`validation.compare.fit_pairs`); ``law`` picks the family (``best``: AIC-best
-      non-Gaussian). Only pairs seen in some capture are adjacent in the pool.
+      (:func:`validation.compare.fit_pairs`) and, as sequences per prompt, by hidden-regime
+      models with 2 and 3 regimes (:func:`regime_fits`: acceptance that persists across
+      rounds, whose law depends on the block length; used through
+      :class:`polyspec_theory.regimes.RegimeLaw` for decodes of ``horizon`` tokens, default
+      :func:`capture_horizon`). Both likelihoods are of the same observed rounds, so
+      ``law="best"`` takes the AIC-best of the non-Gaussian iid families and the regime
+      models; ``"regime"`` the AIC-best regime model; a family name that family. Only pairs
+      seen in some capture are adjacent in the pool.
     - Costs: per capture, the cost curves fitted from its baseline timings and calibrated
       to its interleaved autoregressive forward times (:func:`validation.compare.fit_costs`),
       divided by that capture's target ``T_1(1)`` (same machine load), then the element-wise
@@ -74,9 +137,9 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
     caps = list(captures)
     if not caps:
         raise PolyspecInputError("traces", "no captured configuration")
-    if law != "best" and law not in LAW_FAMILIES:
-        raise PolyspecInputError("--law", f"unknown law family {law!r}; choose best or one of "
-                                 f"{', '.join(LAW_FAMILIES)}")
+    if law not in ("best", "regime") and law not in LAW_FAMILIES:
+        raise PolyspecInputError("--law", f"unknown law family {law!r}; choose best, regime "
+                                 f"or one of {', '.join(LAW_FAMILIES)}")
     max_threshold = check_int(max_threshold, "--max-threshold", low=1, high=MAX_PLAN_THRESHOLD)
     settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
     if temperature is not None:
@@ -119,11 +182,28 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
     others = sorted((nm for nm in costs if nm != target), key=lambda nm: (-costs[nm].t1, nm))
     models = [Model(target, costs[target])] + [Model(nm, costs[nm]) for nm in others]
     pair_fits = fit_pairs(caps)
+    use_regimes = law in ("best", "regime")
+    if use_regimes:
+        from polyspec_theory.regimes import MAX_HORIZON, RegimeLaw
+
+        horizon = capture_horizon(caps) if horizon is None else horizon
+        horizon = check_int(horizon, "--horizon", low=1, high=MAX_HORIZON)
+        reg = regime_fits(caps)
     pairs, rounds = {}, {}
     for (v, d, _t, _k), pf in sorted(pair_fits.items()):
-        pairs[(v, d)] = pf.law(None if law == "best" else law)
+        aic = {f.law.family: f.aic for f in pf.fits if f.law.family != "gaussian"}
+        if use_regimes:
+            aic.update({f"regime{k}": rf.aic for k, rf in reg[(v, d)].items()})
+            cands = [c for c in aic if law == "best" or c.startswith("regime")]
+            choice = min(cands, key=aic.__getitem__)
+            if choice.startswith("regime"):
+                pairs[(v, d)] = RegimeLaw(reg[(v, d)][int(choice[6:])].model, horizon)
+            else:
+                pairs[(v, d)] = pf.law(choice)
+        else:
+            pairs[(v, d)] = pf.law(law)
         rounds[f"{v}|{d}"] = {"rounds": pf.counts.n_rounds, "law": pairs[(v, d)].to_config(),
-                              "configs": list(pf.configs)}
+                              "aic": aic, "configs": list(pf.configs)}
     pool = Pool(tuple(models), pairs, max_threshold, policies[0], name)
     info = {
         "source": "traces",
@@ -131,6 +211,7 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
         "temperature": settings[0][0],
         "top_k": settings[0][1],
         "law": law,
+        **({"horizon": horizon} if use_regimes else {}),
         "cost_units": "one target forward (per capture, calibrated curves / target T_1(1); "
                       "median over captures)",
         "pairs": rounds,
@@ -232,11 +313,13 @@ def run(args) -> int:
         mt = DEFAULT_MAX_THRESHOLD if args.max_threshold is None else args.max_threshold
         pool, info = pool_from_captures(captures, law=args.law, max_threshold=mt,
                                         temperature=args.temperature,
-                                        name=Path(args.traces).resolve().name or "traces")
+                                        name=Path(args.traces).resolve().name or "traces",
+                                        horizon=args.horizon)
         info["notes"] = list(notes)
     else:
         for opt, val in (("--law", args.law != "best"), ("--temperature",
                                                          args.temperature is not None),
+                         ("--horizon", args.horizon is not None),
                          ("--allow-truncated", args.allow_truncated)):
             if val:
                 raise PolyspecInputError(opt, "only applies with --traces")
