@@ -32,3 +32,10 @@ cap target,small,ngram 5,2 1
 cap target,ngram 2 1
 cap target,mid,small,ngram 8,4,2 1
 cap target,mid,small,ngram 4,2,1 1
+# added for the planner check (issue 8; see TRACES.md): target <- ngram at more thresholds
+cap target,ngram 1 0
+cap target,ngram 3 0
+cap target,ngram 4 0
+cap target,ngram 16 0
+cap target,ngram 1 1
+cap target,ngram 3 1
