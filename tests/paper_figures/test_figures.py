@@ -88,7 +88,7 @@ def built(tmp_path_factory, synthetic_traces):
 def _get(built, n):
     done, missing = built
     if n not in done:
-        pytest.skip(f"data source not in this checkout: {missing.get(n)}")
+        pytest.fail(f"figure {n}: data source missing: {missing.get(n)}")
     return done[n]
 
 
