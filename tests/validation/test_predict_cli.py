@@ -93,3 +93,11 @@ def test_duplicate_json_key_is_an_error(tmp_path, capsys):
                  '"acceptance": [{"alpha": 0.5}], "thresholds": [3], "thresholds": [4]}')
     rc, _, err = _run(capsys, "predict", str(p))
     assert rc == 2 and "thresholds" in err and "duplicate" in err
+
+
+def test_duplicate_yaml_key_is_an_error(tmp_path, capsys):
+    p = tmp_path / "dup.yaml"
+    p.write_text("models:\n  - {name: t, cost: 1.0}\n  - {name: d, cost: 0.0}\n"
+                 "acceptance:\n  - {alpha: 0.8}\nthresholds: [5]\nthresholds: [6]\n")
+    rc, _, err = _run(capsys, "predict", str(p))
+    assert rc == 2 and "thresholds" in err and "duplicate" in err

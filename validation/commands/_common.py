@@ -32,8 +32,17 @@ def load_mapping(path) -> dict:
     if p.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
+        class _StrictLoader(yaml.SafeLoader):
+            def construct_mapping(self, node, deep=False):
+                keys = [self.construct_object(k, deep=deep) for k, _ in node.value]
+                for k in keys:
+                    if keys.count(k) > 1:
+                        raise PolyspecInputError(
+                            str(k), "appears twice in the same mapping (duplicate key)")
+                return super().construct_mapping(node, deep=deep)
+
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
         except yaml.YAMLError as e:
             raise PolyspecInputError("config", f"invalid YAML in {p}: {e}") from None
     else:
