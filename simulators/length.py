@@ -212,6 +212,15 @@ def init_state(m: int, done=False) -> LengthState:
 # --- one event -------------------------------------------------------------------------------
 
 
+def _pick(lvl, values, default):
+    """``values[lvl]`` for a small static list of per-level scalars (``default`` past the
+    end), as a chain of selects: elementwise, so it fuses where a gather would not."""
+    out = default
+    for i, v in enumerate(values):
+        out = jnp.where(lvl == i, v, out)
+    return out
+
+
 def _accepted(params: LengthParams, static: LengthStatic, level, block, u):
     """Inverse CDF of the capped law of ``level`` at ``u``: one draw per round."""
     if static.closed_form:
@@ -222,43 +231,53 @@ def _accepted(params: LengthParams, static: LengthStatic, level, block, u):
     return jnp.minimum(a, block)
 
 
+def _event(params: LengthParams, static: LengthStatic, target, u, lvl, acc, tokens, active):
+    """The core of one event: block, accepted count, and the updated ``(next level, acc,
+    tokens, stop)``. Inactive chains (``active`` false) leave ``acc`` and ``tokens`` as they
+    are (every per-level update is masked by ``active``); ``lvl`` must be a valid level for
+    the table lookups."""
+    m = static.m
+    th = params.thresholds
+    thl = [th[i] for i in range(m)]
+    block = _pick(lvl, acc, thl[m - 1])
+    if static.truncate:
+        block = jnp.minimum(block, _pick(lvl, thl[:m - 1], thl[m - 1]))
+    a = _accepted(params, static, lvl, block, u)
+    emitted = a + 1
+    hit = [active & (lvl == i) for i in range(m)]
+    new_acc, nxt = [], jnp.int32(m - 1)
+    for i in range(m - 1):
+        ai = jnp.where(hit[i], 0, acc[i]) + jnp.where(hit[i + 1], emitted, 0)
+        new_acc.append(ai.astype(jnp.int32))
+        nxt = jnp.where(hit[i + 1] & (ai >= thl[i]), jnp.int32(i), nxt)
+    tokens = tokens + jnp.where(hit[0], emitted, 0).astype(jnp.int64)
+    stop = hit[0] & (tokens >= target)
+    return block, a, hit, nxt, tuple(new_acc), tokens, stop
+
+
 def transition(params: LengthParams, static: LengthStatic, target, u, state: LengthState):
     """One verification event of one chain driven by the uniform ``u``; a no-op once
     ``state.done``. Returns ``(new_state, StepInfo)``."""
     m = static.m
-    th = params.thresholds
     lvl = state.level
-    block = th[m - 1]
-    for i in range(m - 1):
-        block = jnp.where(lvl == i, state.acc[i], block)
-    if static.truncate:
-        block = jnp.minimum(block, th[lvl])
-    a = _accepted(params, static, lvl, block, u)
-    emitted = a + 1
+    active = ~state.done
+    block, a, hit, nxt, acc, tokens, stop = _event(
+        params, static, target, u, lvl, state.acc, state.tokens, active)
+    e64, b64 = (a + 1).astype(jnp.int64), block.astype(jnp.int64)
     fwd = params.verify_cost[lvl, block]
-    acc, nxt = [], jnp.int32(m - 1)
-    for i in range(m - 1):
-        ai = jnp.where(lvl == i, 0, state.acc[i]) + jnp.where(lvl == i + 1, emitted, 0)
-        acc.append(ai.astype(jnp.int32))
-        nxt = jnp.where((lvl == i + 1) & (ai >= th[i]), jnp.int32(i), nxt)
-    top = lvl == 0
-    tokens = state.tokens + jnp.where(top, emitted, 0).astype(jnp.int64)
-    e64, b64 = emitted.astype(jnp.int64), block.astype(jnp.int64)
-    times = [t + jnp.where(lvl == j, fwd, 0.0) for j, t in enumerate(state.model_time[:m])]
-    times.append(state.model_time[m] + jnp.where(lvl == m - 1, params.bottom_cost, 0.0))
+    times = [t + jnp.where(hit[j], fwd, 0.0) for j, t in enumerate(state.model_time[:m])]
+    times.append(state.model_time[m] + jnp.where(hit[m - 1], params.bottom_cost, 0.0))
     new = LengthState(
-        level=nxt,
-        acc=tuple(acc),
+        level=jnp.where(active, nxt, lvl),
+        acc=acc,
         tokens=tokens,
-        done=top & (tokens >= target),
-        rounds=tuple(r + (lvl == i) for i, r in enumerate(state.rounds)),
-        block_sum=tuple(r + jnp.where(lvl == i, b64, 0) for i, r in enumerate(state.block_sum)),
+        done=state.done | stop,
+        rounds=tuple(r + hit[i] for i, r in enumerate(state.rounds)),
+        block_sum=tuple(r + jnp.where(hit[i], b64, 0) for i, r in enumerate(state.block_sum)),
         emitted_sum=tuple(
-            r + jnp.where(lvl == i, e64, 0) for i, r in enumerate(state.emitted_sum)),
+            r + jnp.where(hit[i], e64, 0) for i, r in enumerate(state.emitted_sum)),
         model_time=tuple(times),
     )
-    active = ~state.done
-    new = jax.tree.map(lambda n, o: jnp.where(active, n, o), new, state)
     return new, StepInfo(lvl, block, a, active)
 
 
@@ -311,34 +330,85 @@ def chunk_bits(key, chunk_index, chunk_len: int, chains: int):
 @partial(jax.jit, static_argnames=("static", "chunk_len", "chains"))
 def run_chunk(params: LengthParams, static: LengthStatic, chunk_len: int, chains: int, target,
               key, chunk_index, state: LengthState):
-    """``chunk_len`` events of every chain: ``lax.scan`` over events of ``vmap(transition)``
-    over chains (time-major, so every field is a contiguous vector of chains).
+    """``chunk_len`` events of every chain: ``lax.scan`` over events of ``vmap``-ed
+    :func:`transition` logic over chains (time-major, so every field is a contiguous vector of
+    chains).
 
     Event ``t`` of chain ``c < chains`` uses ``chunk_bits(key, chunk_index, chunk_len,
     chains)[t, c]``; chains past ``chains`` (padding up to a multiple of the device count) must
     start frozen.
     Returns ``(state, hist)``; ``hist[level, G, L]`` counts this chunk's rounds by block and
-    emitted length (empty when ``static.histograms`` is off)."""
+    emitted length (empty when ``static.histograms`` is off).
+
+    The scan carries only the policy state (next level, pending blocks; a frozen chain has
+    level ``m``) and, per level, the chunk's ``(rounds, sum G, sum L)`` packed in one int64
+    and its model time (``[m, chains]`` arrays updated by one masked add each event); the
+    top level's tokens are its emitted sum. Same events and uniforms as :func:`transition`
+    (integer state identical; model times summed per chunk, then added)."""
     m, w = static.m, static.width
-    step = jax.vmap(lambda u, s: transition(params, static, target, u, s))
     stride = (w + 2) ** 2
     sink = m * stride
+    # per-level (rounds, sum G, sum L) of the chunk packed in one int64 as 21-bit fields when
+    # they cannot overflow (each is at most chunk_len * (w + 1)), else three counters
+    shift = 21 if chunk_len * (w + 1) < (1 << 21) else 0
+    levels = jnp.arange(m, dtype=jnp.int32)[:, None]
 
-    def body(s, bits):
-        s2, info = step(uniform_from_bits(bits), s)
+    def one(u, lev, acc, tokens):
+        active = lev < m
+        lvl = jnp.minimum(lev, m - 1)
+        block, a, _, nxt, acc, tokens, stop = _event(
+            params, static, target, u, lvl, acc, tokens, active)
+        lev = jnp.where(active & ~stop, nxt, jnp.int32(m))
+        fwd = params.verify_cost.reshape(-1)[lvl * (w + 1) + block]
+        return lev, acc, tokens, (jnp.where(active, lvl, m), block, a, fwd)
+
+    step = jax.vmap(one)
+
+    def body(carry, bits):
+        lev, acc, counts, times = carry
+        # the top level's emitted tokens are its emitted sum: no separate token counter
+        top = (counts[0] >> (2 * shift)) if shift else counts[2][0]
+        lev, acc, _, (lvl, block, a, fwd) = step(uniform_from_bits(bits), lev, acc,
+                                                 state.tokens + top)
+        hit = lvl[None, :] == levels
+        b64, e64 = block.astype(jnp.int64), (a + 1).astype(jnp.int64)
+        if shift:
+            counts = counts + jnp.where(hit, 1 + (b64 << shift) + (e64 << (2 * shift)), 0)
+        else:
+            incs = (1, b64, e64)
+            counts = tuple(c + jnp.where(hit, x, 0) for c, x in zip(counts, incs, strict=True))
+        times = times + jnp.where(hit, fwd, 0.0)
         if not static.histograms:
-            return s2, None
-        code = info.level * stride + info.block * (w + 2) + info.accepted + 1
-        return s2, jnp.where(info.active, code, sink).astype(jnp.int32)
+            return (lev, acc, counts, times), None
+        code = jnp.where(lvl < m, lvl * stride + block * (w + 2) + a + 1, sink)
+        return (lev, acc, counts, times), code
 
     bits = chunk_bits(key, chunk_index, chunk_len, chains)
-    pad = state.level.shape[0] - chains
-    if pad:
-        bits = jnp.pad(bits, ((0, 0), (0, pad)))
-    state, codes = lax.scan(body, state, bits)
+    nc = state.level.shape[0]
+    if nc - chains:
+        bits = jnp.pad(bits, ((0, 0), (0, nc - chains)))
+    lev0 = jnp.where(state.done, jnp.int32(m), state.level)
+    zero = jnp.zeros((m, nc), jnp.int64)
+    counts0 = zero if shift else (zero, zero, zero)
+    carry = (lev0, state.acc, counts0, jnp.zeros((m, nc), jnp.float64))
+    (lev, acc, counts, times), out = lax.scan(body, carry, bits)
+    done = lev == m
+    # a chain stops at the end of a top-level round, after which the bottom verifies next
+    level = jnp.where(done, jnp.where(state.done, state.level, jnp.int32(m - 1)), lev)
+    if shift:
+        mask = jnp.int64((1 << shift) - 1)
+        counts = (counts & mask, (counts >> shift) & mask, counts >> (2 * shift))
+    tokens = state.tokens + counts[2][0]
+    rounds = tuple(state.rounds[i] + counts[0][i] for i in range(m))
+    block_sum = tuple(state.block_sum[i] + counts[1][i] for i in range(m))
+    emitted_sum = tuple(state.emitted_sum[i] + counts[2][i] for i in range(m))
+    bottom = counts[0][m - 1].astype(jnp.float64) * params.bottom_cost
+    model_time = tuple(state.model_time[i] + times[i] for i in range(m)) + (
+        state.model_time[m] + bottom,)
+    state = LengthState(level, acc, tokens, done, rounds, block_sum, emitted_sum, model_time)
     if not static.histograms:
         return state, jnp.zeros((m, 0, 0), jnp.int64)
-    hist = jnp.zeros(sink + 1, jnp.int64).at[codes.ravel()].add(1)
+    hist = jnp.zeros(sink + 1, jnp.int64).at[out.ravel()].add(1)
     return state, hist[:-1].reshape(m, w + 2, w + 2)
 
 
