@@ -10,7 +10,6 @@ with the most rounds are shown (``N_PAIRS``), observed fractions as bars.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -107,14 +106,7 @@ def draw(data: dict, out_dir) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=TITLE)
-    p.add_argument("--out", default="out/figures", help="output directory")
-    p.add_argument("--quick", action="store_true", help="reduced-size data (for tests)")
-    p.add_argument("--traces", default=None, help="trace directory (default: committed CPU)")
-    args = p.parse_args(argv)
-    for path in draw(compute(quick=args.quick, traces_dir=args.traces), args.out):
-        print(path)
-    return 0
+    return style.script_main(TITLE, compute, draw, argv, traces=True)
 
 
 if __name__ == "__main__":

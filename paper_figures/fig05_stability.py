@@ -14,7 +14,6 @@ Data: :func:`polyspec_theory.stability.cv_accepted`, :func:`~.cv_emitted` and
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -101,13 +100,7 @@ def draw(data: dict, out_dir) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=TITLE)
-    p.add_argument("--out", default="out/figures", help="output directory")
-    p.add_argument("--quick", action="store_true", help="reduced-size data (for tests)")
-    args = p.parse_args(argv)
-    for path in draw(compute(quick=args.quick), args.out):
-        print(path)
-    return 0
+    return style.script_main(TITLE, compute, draw, argv)
 
 
 if __name__ == "__main__":

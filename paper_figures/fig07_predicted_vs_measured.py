@@ -23,7 +23,6 @@ Time base: measured seconds on both sides.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -194,16 +193,7 @@ def draw(data: dict, out_dir) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=TITLE)
-    p.add_argument("--out", default="out/figures", help="output directory")
-    p.add_argument("--quick", action="store_true", help="reduced-size data (for tests)")
-    p.add_argument("--traces", default=None, help="CPU trace directory (default: committed)")
-    p.add_argument("--gpu-traces", default=None, help="GPU trace directory (default: committed)")
-    args = p.parse_args(argv)
-    data = compute(quick=args.quick, traces_dir=args.traces, gpu_traces_dir=args.gpu_traces)
-    for path in draw(data, args.out):
-        print(path)
-    return 0
+    return style.script_main(TITLE, compute, draw, argv, traces=True)
 
 
 if __name__ == "__main__":

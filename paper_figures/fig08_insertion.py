@@ -13,7 +13,6 @@ colour = relative gain ``τ_without/τ_with − 1``, solid contour = 0) and
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import matplotlib
@@ -122,13 +121,7 @@ def draw(data: dict, out_dir) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=TITLE)
-    p.add_argument("--out", default="out/figures", help="output directory")
-    p.add_argument("--quick", action="store_true", help="reduced-size data (for tests)")
-    args = p.parse_args(argv)
-    for path in draw(compute(quick=args.quick), args.out):
-        print(path)
-    return 0
+    return style.script_main(TITLE, compute, draw, argv)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ index ``n`` on (an index move for the static zoo cache; ``DynamicCache.crop`` fo
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ def default_zoo_dir() -> Path:
     return Path(__file__).resolve().parent / "zoo" / "weights"
 
 
-class Level:
+class Level(ABC):
     """Base class; subclasses set name, kind, params, vocab_size, max_len, device."""
 
     name: str
@@ -43,8 +44,9 @@ class Level:
         if n < self.pos:
             self.pos = n
 
-    def logits(self, seq: list[int], end: int) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def logits(self, seq: list[int], end: int) -> torch.Tensor:
+        """Logits (m, V) for positions ``self.pos..end-1`` of ``seq``; advances the cache."""
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.kind, "params": int(self.params),
