@@ -1,11 +1,14 @@
 """Simulated drafted positions per second, side by side in one run:
 
-* the length-level JAX simulator (one uniform per verification round, inverse CDF);
+* the length-level JAX simulator (one uniform per verification round, inverse CDF), its
+  chains sharded over one CPU device per core (``simulators._runtime.use_cpu_cores``);
 * (a) a vectorized numpy reference of the same event-driven algorithm that draws one uniform
   per drafted position (Bernoulli acceptance with the law's hazards);
 * (b) a plain Python loop (one chain, ``random.random()`` per drafted position);
-* (c) the raw ``jax.random.uniform`` rate (float32, default threefry) — the ceiling of any
-  simulator drawing one uniform per drafted position — and numpy's generator for context;
+* (c) the raw ``jax.random.uniform`` rate (float32 threefry) — the ceiling of any
+  simulator drawing one uniform per drafted position: the best of JAX's default and the
+  partitionable threefry, each on one device and sharded over every device — and numpy's
+  generator for context;
 
 plus the token-level simulator's verifications (positions checked) per second.
 
@@ -13,8 +16,9 @@ The speedups printed under (a) and (b) are sanity values only (a fixed event bud
 empty state, no stopping rule, so they carry an O(1/events) start-up bias); the simulator's
 agreement with P1 is tested in tests/simulators.
 
-Usage: ``python benchmarks/bench_simulator.py [--seconds S] [--json]``. "Drafted positions"
-= the sum over all verification rounds of the block length ``G_i`` at every level.
+Usage: ``python benchmarks/bench_simulator.py [--seconds S] [--cpu-devices K] [--json]``.
+"Drafted positions" = the sum over all verification rounds of the block length ``G_i`` at
+every level.
 """
 
 from __future__ import annotations
@@ -129,25 +133,50 @@ def _timed(fn, seconds: float):
             return count / el
 
 
-def bench(seconds: float = 3.0) -> dict:
+def _uniform_rate(key, seconds: float, mesh=None) -> float:
+    """Raw ``jax.random.uniform`` float32 rate, on one device or sharded over ``mesh``."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    n_u = 1 << 22
+    out = None if mesh is None else NamedSharding(mesh, P("chains"))
+    f32 = jax.jit(lambda k, i: jax.random.uniform(jax.random.fold_in(k, i), (n_u,),
+                                                  jnp.float32), out_shardings=out)
+    f32(key, 0).block_until_ready()
+    it = iter(range(1, 10**9))
+    return _timed(lambda: (f32(key, next(it)).block_until_ready(), n_u)[1], seconds)
+
+
+def bench(seconds: float = 3.0, cpu_devices: int | None = None) -> dict:
+    from simulators._runtime import chain_mesh, shard_chains, use_cpu_cores
+
+    ndev = use_cpu_cores(cpu_devices)  # before any JAX operation
     import jax
     import jax.numpy as jnp
 
     from simulators.length import LengthModel, init_state, run_chunk
     from simulators.token import TokenModel, make_lms, run_token_chunk
 
+    mesh = chain_mesh()
     out = {"machine": {"devices": [str(d) for d in jax.devices()],
                        "cpu_count": __import__("os").cpu_count()}, "configs": {}}
-    # (c) raw uniform rates
-    n_u = 1 << 22
-    f32 = jax.jit(lambda k, i: jax.random.uniform(jax.random.fold_in(k, i), (n_u,),
-                                                  jnp.float32))
+    # (c) raw uniform rates: threefry as the simulators use it (partitionable) and JAX's
+    # default, on one device and sharded over every device; the best of them is (c)
     key = jax.random.key(0)
-    f32(key, 0).block_until_ready()
-    it = iter(range(1, 10**9))
-    out["jax_uniform_f32_per_s"] = _timed(lambda: (f32(key, next(it)).block_until_ready(), n_u)[1],
-                                          seconds)
+    rates = {}
+    for part in (True, False):
+        jax.config.update("jax_threefry_partitionable", part)
+        tag = "partitionable" if part else "default"
+        rates[f"{tag}_1dev"] = _uniform_rate(key, seconds)
+        if ndev > 1:
+            rates[f"{tag}_{ndev}dev"] = _uniform_rate(key, seconds, mesh)
+    jax.config.update("jax_threefry_partitionable", True)
+    out["jax_uniform_f32_rates"] = rates
+    out["jax_uniform_f32_per_s"] = max(rates.values())
     rng = np.random.default_rng(0)
+    n_u = 1 << 22
     out["numpy_uniform_f64_per_s"] = _timed(lambda: (rng.random(n_u), n_u)[1], seconds)
 
     chains, chunk = 1024, 512
@@ -156,8 +185,8 @@ def bench(seconds: float = 3.0) -> dict:
         row = {"p1_speedup": predict(cas).speedup}
         for hist in (False, True):
             model = LengthModel.from_cascade(cas, histograms=hist)
-            st = jax.vmap(lambda d, m=model: init_state(m.static.m, d))(
-                jnp.zeros(chains, bool))
+            st = shard_chains(jax.vmap(lambda d, m=model: init_state(m.static.m, d))(
+                jnp.zeros(chains, bool)), mesh)
             target = jnp.int64(10**15)  # steady state: no chain stops
             st, _ = run_chunk(model.params, model.static, chunk, chains, target, key,
                               jnp.int64(0), st)
@@ -224,13 +253,19 @@ def bench(seconds: float = 3.0) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    ap.add_argument("--cpu-devices", type=int, default=None,
+                    help="CPU devices (default: one per core); the simulator shards its "
+                         "chains over them")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    res = bench(a.seconds)
+    res = bench(a.seconds, a.cpu_devices)
     if a.json:
         print(json.dumps(res, indent=2))
         return 0
-    print(f"raw jax.random.uniform (float32, threefry): {res['jax_uniform_f32_per_s']:.3e}/s   "
+    print(f"devices: {len(res['machine']['devices'])} ({res['machine']['cpu_count']} cores)")
+    print("raw jax.random.uniform (float32, threefry): " + ", ".join(
+        f"{k} {v:.3e}/s" for k, v in res["jax_uniform_f32_rates"].items()))
+    print(f"(c) = the best of them {res['jax_uniform_f32_per_s']:.3e}/s   "
           f"numpy default_rng().random: {res['numpy_uniform_f64_per_s']:.3e}/s")
     print("drafted positions per second:")
     hdr = (f"{'config':<11}{'JAX sim':>11}{'+hist':>11}{'(a) numpy':>11}{'(b) python':>11}"

@@ -8,6 +8,7 @@ depend on how arrays are sharded over devices.
 from __future__ import annotations
 
 import math
+import os
 from typing import NamedTuple
 
 import jax
@@ -32,6 +33,8 @@ __all__ = [
     "to_host",
     "uniform_from_bits",
     "make_key",
+    "cpu_cores",
+    "use_cpu_cores",
 ]
 
 Z95 = 1.959963984540054  # standard normal 97.5 % quantile
@@ -88,6 +91,30 @@ def mean_estimate(x, z: float = Z95) -> RatioEstimate:
     """Sample mean with a normal CI (``se = sd / sqrt(n)``)."""
     x = np.asarray(x, dtype=np.float64).ravel()
     return ratio_estimate(x, np.ones_like(x), z=z)
+
+
+def cpu_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def use_cpu_cores(count: int | None = None) -> int:
+    """Give JAX one CPU device per core (``count``, default :func:`cpu_cores`), so that the
+    simulators, which shard their chains over ``jax.devices()``, run on every core: a scan
+    over events uses one thread per device. Results do not depend on the device count
+    (tests/simulators/test_sharding.py). Takes effect only before JAX initializes its
+    backends (call it first) and when ``XLA_FLAGS`` does not already force a count; otherwise
+    it changes nothing. Returns the number of devices the simulators will use."""
+    n = cpu_cores() if count is None else check_int(count, "cpu_devices", low=1, high=4096)
+    if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        try:
+            jax.config.update("jax_num_cpu_devices", n)
+        except RuntimeError:  # backends already initialized: keep what they have
+            pass
+    return len(jax.devices())
 
 
 def chain_mesh(devices=None) -> Mesh:

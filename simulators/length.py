@@ -86,13 +86,15 @@ CI_METHOD = (
 
 class LengthStatic(NamedTuple):
     """Compile-time structure (hashable): pair levels ``m``, table width ``width`` (>= every
-    possible block), truncate policy, iid closed form, histogram outputs."""
+    possible block), truncate policy, iid closed form, histogram outputs, affine verify costs
+    (``T_i(g + 1) = base_i + slope_i g``: a chunk's model time follows from its counters)."""
 
     m: int
     width: int
     truncate: bool
     closed_form: bool
     histograms: bool
+    affine: bool = False
 
 
 class LengthParams(NamedTuple):
@@ -104,6 +106,8 @@ class LengthParams(NamedTuple):
     inv_log_alpha: jax.Array  # f64[m]: 1/log(alpha) (iid closed form)
     alpha_one: jax.Array  # bool[m]: alpha == 1 (always accept)
     verify_cost: jax.Array  # f64[m, width + 1]: T_i(g + 1), g = 0..width
+    cost_base: jax.Array  # f64[m]: T_i(1) (affine costs)
+    cost_slope: jax.Array  # f64[m]: T_i(g + 2) - T_i(g + 1) (affine costs)
     bottom_cost: jax.Array  # f64: theta_{m-1} * T_n(1), the drafter's forwards per bottom block
 
 
@@ -182,15 +186,20 @@ class LengthModel:
         vcost = np.stack([np.asarray(cascade.costs[i](g + 1), dtype=np.float64)
                           for i in range(m)])
         bottom = cascade.thresholds[-1] * cascade.costs[-1].t1
+        affine = all(cascade.costs[i].table is None for i in range(m))
         params = LengthParams(
             thresholds=jnp.asarray(cascade.thresholds, dtype=jnp.int32),
             survival=jnp.asarray(surv, dtype=jnp.float64),
             inv_log_alpha=jnp.asarray(inv, dtype=jnp.float64),
             alpha_one=jnp.asarray(alphas >= 1.0),
             verify_cost=jnp.asarray(vcost, dtype=jnp.float64),
+            cost_base=jnp.asarray([cascade.costs[i].base for i in range(m)], jnp.float64),
+            cost_slope=jnp.asarray([cascade.costs[i].per_token for i in range(m)],
+                                   jnp.float64),
             bottom_cost=jnp.asarray(bottom, dtype=jnp.float64),
         )
-        static = LengthStatic(m, w, cascade.policy == "truncate", closed, bool(histograms))
+        static = LengthStatic(m, w, cascade.policy == "truncate", closed, bool(histograms),
+                              affine)
         return cls(cascade, static, params, tuple(gmax))
 
 
@@ -227,8 +236,10 @@ def _accepted(params: LengthParams, static: LengthStatic, level, block, u):
         x = jnp.floor(jnp.log(u) * params.inv_log_alpha[level])
         a = jnp.minimum(x, block.astype(jnp.float64)).astype(jnp.int32)
         return jnp.where(params.alpha_one[level], block, a)
-    a = jnp.sum(params.survival[level] > u, dtype=jnp.int32)
-    return jnp.minimum(a, block)
+    # #{k : S_k > u} of every level by broadcast compares (m * width), then a select: no
+    # per-chain gather of a survival row
+    counts = [jnp.sum(params.survival[i] > u, dtype=jnp.int32) for i in range(static.m)]
+    return jnp.minimum(_pick(level, counts[:-1], counts[-1]), block)
 
 
 def _event(params: LengthParams, static: LengthStatic, target, u, lvl, acc, tokens, active):
@@ -359,7 +370,8 @@ def run_chunk(params: LengthParams, static: LengthStatic, chunk_len: int, chains
         block, a, _, nxt, acc, tokens, stop = _event(
             params, static, target, u, lvl, acc, tokens, active)
         lev = jnp.where(active & ~stop, nxt, jnp.int32(m))
-        fwd = params.verify_cost.reshape(-1)[lvl * (w + 1) + block]
+        fwd = (jnp.zeros((), jnp.float64) if static.affine
+               else params.verify_cost.reshape(-1)[lvl * (w + 1) + block])
         return lev, acc, tokens, (jnp.where(active, lvl, m), block, a, fwd)
 
     step = jax.vmap(one)
@@ -377,7 +389,8 @@ def run_chunk(params: LengthParams, static: LengthStatic, chunk_len: int, chains
         else:
             incs = (1, b64, e64)
             counts = tuple(c + jnp.where(hit, x, 0) for c, x in zip(counts, incs, strict=True))
-        times = times + jnp.where(hit, fwd, 0.0)
+        if not static.affine:
+            times = times + jnp.where(hit, fwd, 0.0)
         if not static.histograms:
             return (lev, acc, counts, times), None
         code = jnp.where(lvl < m, lvl * stride + block * (w + 2) + a + 1, sink)
@@ -398,6 +411,9 @@ def run_chunk(params: LengthParams, static: LengthStatic, chunk_len: int, chains
     if shift:
         mask = jnp.int64((1 << shift) - 1)
         counts = (counts & mask, (counts >> shift) & mask, counts >> (2 * shift))
+    if static.affine:
+        times = (counts[0].astype(jnp.float64) * params.cost_base[:, None]
+                 + counts[1].astype(jnp.float64) * params.cost_slope[:, None])
     tokens = state.tokens + counts[2][0]
     rounds = tuple(state.rounds[i] + counts[0][i] for i in range(m))
     block_sum = tuple(state.block_sum[i] + counts[1][i] for i in range(m))

@@ -34,6 +34,9 @@ def test_simulate_bad_input(capsys, tmp_path):
     assert main(["simulate", str(cfg), "--tokens", "0"]) == 2
     assert "tokens" in capsys.readouterr().err
     assert main(["simulate", str(tmp_path / "missing.json")]) == 2
+    capsys.readouterr()
+    assert main(["simulate", str(cfg), "--cpu-devices", "0"]) == 2
+    assert "cpu_devices" in capsys.readouterr().err
 
 
 def test_verify_quick_passes(capsys):

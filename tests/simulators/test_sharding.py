@@ -53,3 +53,27 @@ def test_two_devices_identical_to_one():
         assert one == two, key
         assert arrays[0] == arrays[1], key
     assert out["length64"][0]["tokens"] > 0
+
+
+def test_cli_simulate_same_numbers_on_one_and_two_cpu_devices():
+    """``polyspec simulate --cpu-devices K`` shards chains over K CPU devices
+    (``use_cpu_cores``); the JSON report is identical for K = 1 and K = 2."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAX_PLATFORMS"] = "cpu"
+    outs = []
+    for k in (1, 2):
+        code = ("import jax, sys; from validation.cli import main; "
+                f"rc = main(['simulate', 'configs/default.json', '--tokens', '20000', "
+                f"'--chains', '63', '--json', '--cpu-devices', '{k}']); "
+                "print('DEVICES', jax.device_count()); sys.exit(rc)")
+        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=root,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        text, dev = proc.stdout.rsplit("DEVICES", 1)
+        assert int(dev) == k
+        outs.append(json.loads(text))
+    assert outs[0] == outs[1]
+    assert outs[0]["chains"] == 63
