@@ -61,7 +61,7 @@ def main(argv=None) -> int:
             dec.generate(prompts[0], 16)
             cw = cn = aw = an = fw = 0.0
             for k, p in enumerate(prompts):
-                dec.sampler.gen.manual_seed(k)
+                dec.sampler.reseed(k)
                 runs = ["c", "a"] if k % 2 == 0 else ["a", "c"]
                 for r in runs:
                     if r == "c":

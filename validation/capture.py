@@ -255,7 +255,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
             dec.on_round = on_round
 
             def run_cascade(k=k, prompt=prompt):
-                dec.sampler.gen.manual_seed(int(seed) * 1_000_003 + k)
+                dec.sampler.reseed(int(seed) * 1_000_003 + k)
                 return dec.generate(prompt, max_new)
 
             def run_ar(k=k, prompt=prompt):

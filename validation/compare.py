@@ -333,7 +333,8 @@ def _cascade(capture, pair_fits, costs, family, contexts=None, extra=None) -> Ca
         cf = costs[name]
         curve = cf.curve(None if contexts is None else contexts[i])
         if extra is not None and i < capture.n - 1 and extra[i] > 0:
-            # expected cost with probability extra[i] of one more scored position
+            # expected cost with extra[i] more scored positions on average (catch-up tokens;
+            # exact for affine curves, linear interpolation between table entries)
             if curve.table is None:
                 curve = CostCurve.affine(curve.base + extra[i] * curve.per_token,
                                          curve.per_token)
@@ -355,8 +356,8 @@ def _cascade(capture, pair_fits, costs, family, contexts=None, extra=None) -> Ca
 def predict_config(capture: ConfigCapture, pair_fits, costs, family=None, *,
                    contexts=None, extra_positions=None) -> Prediction:
     """P1 for one captured configuration with fitted laws (``family``; ``None`` = best) and
-    fitted costs (at ``contexts[i]`` per model if given; ``extra_positions[i]`` = probability
-    that a verify forward of model ``i`` scores one more position than ``G + 1``)."""
+    fitted costs (at ``contexts[i]`` per model if given; ``extra_positions[i]`` = mean number
+    of positions a verify forward of model ``i`` scores beyond ``G + 1``)."""
     return predict(_cascade(capture, pair_fits, costs, family, contexts, extra_positions))
 
 
@@ -535,7 +536,7 @@ def _inrun_ratios(capture, fits) -> dict:
     baselines."""
     costs = fit_costs(capture)
     ctxs = [capture.mean_context(i) for i in range(capture.n)]
-    extra = [float(np.mean(r.m > r.G + 1)) if r.n else 0.0 for r in capture.rounds]
+    extra = [float(np.mean(r.m - r.G - 1)) if r.n else 0.0 for r in capture.rounds]
     pred = predict_config(capture, fits, costs, None, contexts=ctxs, extra_positions=extra)
     out = {}
     for i, name in enumerate(capture.models):
@@ -575,7 +576,7 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
     ctxs = [capture.mean_context(i) for i in range(capture.n)]
     extra = []
     for r in capture.rounds:
-        extra.append(float(np.mean(r.m > r.G + 1)) if r.n else 0.0)
+        extra.append(float(np.mean(r.m - r.G - 1)) if r.n else 0.0)
     factors = [inrun_factor(ratios, name, _role(capture, i), capture.name, capture, captures)
                for i, name in enumerate(capture.models)]
     ext_costs = {name: costs[name].scaled(f) for name, f in zip(capture.models, factors,

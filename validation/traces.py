@@ -19,10 +19,11 @@ Schema ``polyspec-trace`` version 1 — one JSON object per line, each with a ``
     ``prompt`` (index), ``level`` i (1 = target verifies M_2; n-1 = M_{n-1} verifies the
     smallest), ``ctx`` (tokens before the block: prompt + generated so far), ``G`` (block
     length), ``A`` (accepted), ``L`` (= A + 1 emitted), ``m`` (positions scored by the
-    verify forward: G+1, or G+2 when the level must first catch up on its own last
-    token), ``verify_s`` (wall time of the verify forward), ``draft_s`` (wall time of the
-    rounds of the levels below that built this block, their forwards and bookkeeping
-    included), ``round_s`` (draft + verify + acceptance bookkeeping).
+    verify forward: G+1, plus one catch-up position per level at or above this one whose
+    last round accepted its whole block, so G+1 ≤ m ≤ G+level), ``verify_s`` (wall time of
+    the verify forward), ``draft_s`` (wall time of the rounds of the levels below that built
+    this block, their forwards and bookkeeping included), ``round_s`` (draft + verify +
+    acceptance bookkeeping).
 ``ar`` — autoregressive baseline of one model on one prompt (same prompt, same sampling
     settings, interleaved with the cascade runs): ``prompt``, ``model``, ``n_tokens``,
     ``wall_s`` (decode time, prefill excluded), ``forward_s`` (time inside forwards),

@@ -58,7 +58,7 @@ def test_block_policy_invariants():
     assert any(x["G"] > th[0] for x in by[1])  # accumulation overshoots sometimes
     for x in r.rounds:
         assert 0 <= x["A"] <= x["G"] and x["L"] == x["A"] + 1
-        assert x["m"] in (x["G"] + 1, x["G"] + 2)
+        assert 1 <= x["m"] - x["G"] <= x["level"]  # catch-up positions (decoder comment)
     assert sum(x["L"] for x in by[1]) == r.n_generated
     assert r.forward_count[0] == len(by[1])
     assert 0 < sum(r.forward_s) <= r.wall_s
@@ -70,12 +70,12 @@ def _first_two_law(target, prompt, sampler):
     """Exact law of the first two tokens of the target (after temperature/top-k)."""
     v = target.vocab_size
     target.reset()
-    p1 = sampler.probs(target.logits(list(prompt), len(prompt)))[-1].double().numpy()
+    p1 = sampler.probs(target.logits(list(prompt), len(prompt)))[-1]
     law = np.zeros((v, v))
     for x in range(v):
         target.reset()
         seq = list(prompt) + [x]
-        p2 = sampler.probs(target.logits(seq, len(seq)))[-1].double().numpy()
+        p2 = sampler.probs(target.logits(seq, len(seq)))[-1]
         law[x] = p1[x] * p2
     return law.ravel()
 
