@@ -138,3 +138,60 @@ def test_cli_zoo_info_and_train_smoke(tmp_path, capsys):
     assert main(["zoo", "train", "--out", str(tmp_path), "--only", "huge"]) == 2
     assert "error: only" in capsys.readouterr().err
     assert main(["zoo"]) == 2
+
+
+@pytest.mark.parametrize("factor", [2, 3])
+def test_grow_depth_preserves_the_function(factor):
+    from validation.zoo.train import grow_depth
+
+    torch.manual_seed(0)
+    base = GPT(GPTConfig(n_layer=2, n_head=2, d_model=16, block_size=32)).eval()
+    deep = GPT(GPTConfig(n_layer=2 * factor, n_head=2, d_model=16, block_size=32)).eval()
+    deep.load_state_dict(grow_depth(base.state_dict(), 2, 2 * factor))
+    x = torch.randint(0, 256, (3, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(deep(x), base(x), rtol=1e-5, atol=1e-5)
+        # the cached decode path too
+        cb, cd = base.new_cache(), deep.new_cache()
+        torch.testing.assert_close(deep.forward_cached(x[:1, :7], 0, cd),
+                                   base.forward_cached(x[:1, :7], 0, cb))
+    # the copies that are not first in their group have zero output projections
+    sd = deep.state_dict()
+    assert float(sd["blocks.1.proj.weight"].abs().sum()) == 0.0
+    assert float(sd["blocks.0.proj.weight"].abs().sum()) > 0.0
+    with pytest.raises(ValueError, match="multiple"):
+        grow_depth(base.state_dict(), 2, 3)
+
+
+def test_grown_spec_trains_from_its_base_and_stays_unpublished(tmp_path):
+    from validation.zoo.train import TrainSpec, train_zoo
+
+    tiny = dict(batch_size=2, seq_len=32, warmup=1, lr=1e-3)
+    specs = (TrainSpec("base", GPTConfig(n_layer=1, n_head=2, d_model=16), steps=2,
+                       publish=False, **tiny),
+             TrainSpec("deep", GPTConfig(n_layer=2, n_head=2, d_model=16), steps=2,
+                       grow_from="base", **tiny))
+    logs = []
+    train_zoo(0, tmp_path, specs=specs, log=logs.append)
+    assert any("grown from base (1 -> 2 layers)" in m for m in logs)
+    assert (tmp_path / "deep.safetensors").exists()
+    assert not (tmp_path / "base.safetensors").exists()  # an intermediate stays in ckpt/
+    man = json.loads((tmp_path / "zoo.json").read_text())
+    assert [r["name"] for r in man["models"]] == ["deep"]
+    assert [r["name"] for r in man["intermediate"]] == ["base"]
+    assert man["models"][0]["grown_from"] == "base"
+    with pytest.raises(FileNotFoundError, match="train it first"):
+        train_zoo(0, tmp_path / "other", specs=specs[1:], log=logs.append)
+
+
+def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys):
+    assert main(["zoo", "train", "--seed", "1", "--out", str(tmp_path), "--only",
+                 "target_base,target", "--steps-scale", "0.003"]) == 0
+    out = capsys.readouterr().out
+    assert "target" in out
+    man = json.loads((tmp_path / "zoo.json").read_text())
+    assert [r["name"] for r in man["models"]] == ["target"]
+    assert [r["name"] for r in man["intermediate"]] == ["target_base"]
+    assert man["models"][0]["config"]["n_layer"] == 2 * man["intermediate"][0]["config"][
+        "n_layer"]
+    assert (tmp_path / "ckpt" / "target_base.pt").exists()

@@ -6,6 +6,11 @@ sees the same batches), linear warm-up then cosine decay to 10 %, gradient clipp
 Checkpoints (model + optimizer) are written every ``ckpt_every`` steps to ``<out>/ckpt/`` so
 an interrupted run loses little and ``resume=True`` continues it. Final weights are written as
 fp16 safetensors (upcast to fp32 at load); validation loss is reported in bits per byte.
+
+A spec with ``grow_from`` starts from the final fp32 checkpoint of an earlier spec, deepened
+by :func:`grow_depth` (each layer followed by a copy whose output projections are zero, so the
+grown model computes exactly the same function at step 0, as in LLaMA Pro's block expansion),
+then trains on. A spec with ``publish=False`` is an intermediate: it stays in ``ckpt/``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from .data import corpus_digest, load_split
 from .model import GPT, GPTConfig
 
 __all__ = ["TrainSpec", "DEFAULT_SPECS", "train_model", "eval_bpb", "train_zoo",
-           "write_training_record"]
+           "write_training_record", "grow_depth"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class TrainSpec:
     seq_len: int = 256
     warmup: int = 50
     weight_decay: float = 0.1
+    grow_from: str | None = None
+    publish: bool = True
 
 
 DEFAULT_SPECS = (
@@ -46,9 +53,32 @@ DEFAULT_SPECS = (
               warmup=30),
     TrainSpec("mid", GPTConfig(n_layer=4, n_head=4, d_model=256), steps=450, lr=3e-3,
               warmup=30),
-    TrainSpec("target", GPTConfig(n_layer=6, n_head=4, d_model=256), steps=900, lr=3e-3,
-              warmup=30),
+    TrainSpec("target_base", GPTConfig(n_layer=6, n_head=4, d_model=256), steps=900, lr=3e-3,
+              warmup=30, publish=False),
+    TrainSpec("target", GPTConfig(n_layer=12, n_head=4, d_model=256), steps=600, lr=1e-3,
+              warmup=30, grow_from="target_base"),
 )
+
+
+def grow_depth(state: dict, n_layer_old: int, n_layer_new: int) -> dict:
+    """State dict of a model ``n_layer_new / n_layer_old`` times deeper that computes the same
+    function: layer ``i`` becomes layers ``f*i .. f*i+f-1``, the first a copy of ``i`` and the
+    others copies with zero attention/MLP output weights (identity residual blocks)."""
+    if n_layer_old < 1 or n_layer_new % n_layer_old:
+        raise ValueError(f"n_layer_new ({n_layer_new}) must be a multiple of n_layer_old "
+                         f"({n_layer_old})")
+    f = n_layer_new // n_layer_old
+    new = {k: v.clone() for k, v in state.items() if not k.startswith("blocks.")}
+    for k, v in state.items():
+        if not k.startswith("blocks."):
+            continue
+        _, i, rest = k.split(".", 2)
+        for j in range(f):
+            w = v.clone()
+            if j and rest in ("proj.weight", "out.weight"):
+                w.zero_()
+            new[f"blocks.{f * int(i) + j}.{rest}"] = w
+    return new
 
 
 def _lr(spec: TrainSpec, step: int, time_frac: float = 0.0) -> float:
@@ -117,6 +147,16 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
         opt.load_state_dict(state["opt"])
         step0, history = state["step"], state["history"]
         log(f"[{spec.name}] resumed at step {step0}")
+    elif spec.grow_from is not None:
+        base_ck = ckdir / f"{spec.grow_from}.pt"
+        if not base_ck.exists():
+            raise FileNotFoundError(f"{spec.name} grows from {spec.grow_from}: train it first "
+                                    f"({base_ck} is missing)")
+        base = torch.load(base_ck, weights_only=False)["model"]
+        n_old = 1 + max(int(k.split(".")[1]) for k in base if k.startswith("blocks."))
+        model.load_state_dict(grow_depth(base, n_old, spec.config.n_layer))
+        log(f"[{spec.name}] grown from {spec.grow_from} ({n_old} -> {spec.config.n_layer} "
+            "layers)")
     t0 = time.perf_counter()
     model.train()
     steps_done = spec.steps
@@ -153,10 +193,12 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
         "lr": spec.lr, "batch_size": spec.batch_size,
         "seq_len": spec.seq_len, "warmup": spec.warmup, "weight_decay": spec.weight_decay,
         "seed": seed, "val_bits_per_byte": round(val_bpb, 4),
+        **({"grown_from": spec.grow_from} if spec.grow_from else {}),
         "train_curve_bits_per_byte": history,
         "train_seconds_this_run": round(time.perf_counter() - t0, 1),
     }
-    save_model(model, out / f"{spec.name}.safetensors", record)
+    if spec.publish:
+        save_model(model, out / f"{spec.name}.safetensors", record)
     log(f"[{spec.name}] done: val {val_bpb:.4f} bits/byte, {model.num_params()} params")
     return record
 
@@ -172,7 +214,8 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
     out.mkdir(parents=True, exist_ok=True)
     names = [s.name for s in DEFAULT_SPECS]
     mpath = out / "zoo.json"
-    old = json.loads(mpath.read_text())["models"] if mpath.exists() else []
+    old_manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
+    old = old_manifest.get("models", []) + old_manifest.get("intermediate", [])
     records = []
     for spec in specs:
         index = names.index(spec.name) if spec.name in names else len(names)
@@ -183,8 +226,12 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
         kept = [r for r in old if r["name"] not in done]
         order = {n: i for i, n in enumerate(names)}
         allrec = sorted(kept + records, key=lambda r: order.get(r["name"], len(names)))
+        pub = {s.name for s in DEFAULT_SPECS if s.publish} | {s.name for s in specs
+                                                              if s.publish}
         manifest = {"corpus_digest": corpus_digest(), "seed": seed, "threads": threads,
-                    "torch": torch.__version__, "models": allrec}
+                    "torch": torch.__version__,
+                    "models": [r for r in allrec if r["name"] in pub],
+                    "intermediate": [r for r in allrec if r["name"] not in pub]}
         mpath.write_text(json.dumps(manifest, indent=2) + "\n")
     return records
 
@@ -204,13 +251,16 @@ def write_training_record(out, command: str, notes: str = "") -> str:
         "val bits/byte |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in man["models"]:
+    inter = man.get("intermediate", [])
+    for r in man["models"] + inter:
         c = r["config"]
-        lines.append(f"| {r['name']} | {c['n_layer']} | {c['n_head']} | {c['d_model']} | "
+        name = r["name"] + (" (intermediate, not shipped)" if r in inter else "")
+        name += f" (grown from {r['grown_from']})" if r.get("grown_from") else ""
+        lines.append(f"| {name} | {c['n_layer']} | {c['n_head']} | {c['d_model']} | "
                      f"{r['params']:,} | {r['steps']} | {r['batch_size']} × {r['seq_len']} | "
                      f"{r['lr']:g} | {r['val_bits_per_byte']:.4f} |")
     lines += ["", "Training loss (bits/byte, one batch) every 50 steps:", ""]
-    for r in man["models"]:
+    for r in man["models"] + inter:
         curve = ", ".join(f"{s}: {v:.3f}" for s, v in r["train_curve_bits_per_byte"])
         lines.append(f"- {r['name']}: {curve}")
     if notes:
