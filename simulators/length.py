@@ -18,15 +18,19 @@ verification round:
 * the round emits ``L_i = A_i + 1`` tokens into the parent's block ``acc[i-1]`` (at the top,
   ``i = 0``, they are the output); if ``acc[i-1] >= theta_{i-1}`` the parent verifies next.
 
-Chains are independent (one PRNG stream each, ``fold_in(chain_key, chunk)``), ``vmap``-ed and
-sharded over a device mesh; rounds run under ``lax.scan`` in fixed-size chunks. A chain stops
-at the end of the first top-level round at which it has emitted ``>= tokens_per_chain``
-tokens: a stopping time of the iid top-level rounds, so by Wald's identity
-``E[tokens] / E[time] = E[L_1] / E[C_1]`` exactly and the ratio estimator over chains is
-consistent with a delta-method CI (no batch means needed).
+Chains are ``vmap``-ed and sharded over a device mesh; rounds run under ``lax.scan`` in
+fixed-size chunks. A chain stops at the end of the first top-level round at which it has
+emitted ``>= tokens_per_chain`` tokens: a stopping time of the iid top-level rounds, so by
+Wald's identity ``E[tokens] / E[time] = E[L_1] / E[C_1]`` exactly and the ratio estimator
+over chains is consistent with a delta-method CI (no batch means needed).
 
-Uniforms come from 32 random bits, ``u = (b + 1/2) / 2^32``: every simulated probability is
-exact to within ``2^-32``.
+Random bits: chunk ``k`` gets a 64-bit seed from threefry (``fold_in(key, k)``); event ``t``
+of chain ``c`` uses the high 32 bits of SplitMix64 state ``t * chains + c + 1`` from that seed
+(:func:`event_bits`) — a counter-based generator, so the
+bits are independent of the sharding, and several times cheaper than threefry bits on CPU
+(``benchmarks/bench_simulator.py``). Uniforms ``u = (b + 1/2) / 2^32``: every simulated
+probability is exact to within ``2^-32``. (The BlackJAX-style :func:`make_kernel` draws
+threefry bits per step.)
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ __all__ = [
     "make_kernel",
     "run_chunk",
     "chunk_bits",
+    "chunk_seed",
+    "event_bits",
     "split_bits",
     "simulate_lengths",
     "CI_METHOD",
@@ -332,10 +338,39 @@ def split_bits(key, shape, axis: int = 0):
     return lax.slice_in_dim(both, 0, shape[axis], axis=axis)
 
 
-def chunk_bits(key, chunk_index, chunk_len: int, chains: int):
-    """uint32 bits ``[chunk_len, chains]`` of chunk ``chunk_index``: one threefry stream per
-    chunk, ``fold_in(key, chunk_index)`` (see :func:`split_bits`)."""
-    return split_bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains))
+_GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment (odd, 2^64 / golden ratio)
+
+
+def _mix64(z):
+    """SplitMix64's output function (Steele, Lea & Flood 2014; the ``mix64variant13``
+    finalizer): a bijection of uint64 with full avalanche."""
+    z = (z ^ (z >> jnp.uint64(30))) * jnp.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> jnp.uint64(27))) * jnp.uint64(0x94D049BB133111EB)
+    return z ^ (z >> jnp.uint64(31))
+
+
+def chunk_seed(key, chunk_index):
+    """64-bit seed of chunk ``chunk_index``: threefry bits of ``fold_in(key, chunk_index)``."""
+    return jax.random.bits(jax.random.fold_in(key, chunk_index), (), jnp.uint64)
+
+
+def event_bits(seed, t, c, chains: int):
+    """uint32 bits of event ``t`` of chain ``c``: the high word of SplitMix64 state number
+    ``t * chains + c + 1`` from ``seed``. A pure function of ``(seed, t, c, chains)``, so the
+    bits do not depend on how chains are sharded or padded; two 64-bit multiplies each."""
+    idx = (jnp.asarray(t, jnp.uint64) * jnp.uint64(chains) + jnp.asarray(c, jnp.uint64)
+           + jnp.uint64(1))
+    return (_mix64(seed + jnp.uint64(_GOLDEN) * idx) >> jnp.uint64(32)).astype(jnp.uint32)
+
+
+def chunk_bits(key, chunk_index, chunk_len: int, chains: int, columns: int | None = None):
+    """uint32 bits ``[chunk_len, columns]`` (default ``columns = chains``) of chunk
+    ``chunk_index``: ``[t, c] = event_bits(seed, t, c, chains)``, the values :func:`run_chunk`
+    draws (columns past ``chains`` feed padding chains)."""
+    shape = (chunk_len, chains if columns is None else columns)
+    t = lax.broadcasted_iota(jnp.uint64, shape, 0)
+    c = lax.broadcasted_iota(jnp.uint64, shape, 1)
+    return event_bits(chunk_seed(key, chunk_index), t, c, chains)
 
 
 @partial(jax.jit, static_argnames=("static", "chunk_len", "chains"))
@@ -396,10 +431,10 @@ def run_chunk(params: LengthParams, static: LengthStatic, chunk_len: int, chains
         code = jnp.where(lvl < m, lvl * stride + block * (w + 2) + a + 1, sink)
         return (lev, acc, counts, times), code
 
-    bits = chunk_bits(key, chunk_index, chunk_len, chains)
     nc = state.level.shape[0]
-    if nc - chains:
-        bits = jnp.pad(bits, ((0, 0), (0, nc - chains)))
+    # materialized before the scan: one fused pass over [chunk_len, nc] is faster here than
+    # the same arithmetic inside every event
+    bits = chunk_bits(key, chunk_index, chunk_len, chains, nc)
     lev0 = jnp.where(state.done, jnp.int32(m), state.level)
     zero = jnp.zeros((m, nc), jnp.int64)
     counts0 = zero if shift else (zero, zero, zero)
