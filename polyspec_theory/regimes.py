@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 
 from ._checks import PolyspecInputError, check_int, check_keys
 from .laws import AcceptanceLaw, FitResult, check_sample, goodness_of_fit
@@ -510,7 +511,7 @@ def _unpack(x: np.ndarray, k: int) -> HiddenRegimes:
     # the diagonal (a sticky start is the origin)
     zt = np.stack([np.roll(zt[i], i + 1) for i in range(k)])
     trans = _softmax(zt)
-    acc = 1.0 / (1.0 + np.exp(-x[k - 1 + k * (k - 1):]))
+    acc = expit(x[k - 1 + k * (k - 1):])  # logistic without overflow
     floor = _PROB_FLOOR
     trans = np.clip(trans, floor, None)
     trans /= trans.sum(axis=1, keepdims=True)

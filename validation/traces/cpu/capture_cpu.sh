@@ -39,3 +39,9 @@ cap target,ngram 4 0
 cap target,ngram 16 0
 cap target,ngram 1 1
 cap target,ngram 3 1
+# added after the 12-layer target (see TRACES.md): the cascade `polyspec plan --traces` chooses
+# at T = 0 and the runners-up it names
+cap target,small,ngram 2,3 0
+cap target,small,ngram 2,2 0
+cap target,small 2 0
+cap target,small,ngram 2,1 1
