@@ -48,7 +48,10 @@ def run(args) -> int:
     atomic_write_text(out / "predict.json", dump_json(prediction_report(cascade)))
 
     _section("2. simulate (length-level JAX Monte Carlo)")
+    from simulators._runtime import use_cpu_cores
     from simulators.length import simulate_lengths
+
+    use_cpu_cores()
 
     result = simulate_lengths(cascade, tokens, seed)
     print(simulation_text(cascade, result, pred))

@@ -13,6 +13,9 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (same seed -> same result)")
     p.add_argument("--chains", type=int, default=1024,
                    help="independent chains (spread over all devices; default 1024)")
+    p.add_argument("--cpu-devices", type=int, default=None,
+                   help="CPU devices to shard chains over (default: one per core; results "
+                        "do not depend on it)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -80,7 +83,10 @@ def run(args) -> int:
     tokens = check_int(args.tokens, "tokens", low=1, high=10**13)
     seed = check_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = check_int(args.chains, "chains", low=2, high=2**24)
+    from simulators._runtime import use_cpu_cores
     from simulators.length import simulate_lengths
+
+    use_cpu_cores(args.cpu_devices)
 
     bar = None
     progress = None

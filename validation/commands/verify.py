@@ -10,6 +10,9 @@ HELP = ("Check every numbered result (D1, D2, P1-P7, Y1-Y5, F1, F2) against the 
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="CI-sized runs (about a minute)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    p.add_argument("--cpu-devices", type=int, default=None,
+                   help="CPU devices to shard chains over (default: one per core; results "
+                        "do not depend on it)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list of checks (each with id, passed, ...)")
     p.add_argument("--departure", action="store_true",
@@ -20,11 +23,13 @@ def run(args) -> int:
     import sys
 
     from polyspec_theory._checks import check_int
+    from simulators._runtime import use_cpu_cores
     from simulators.verify import context_departure, format_table, run_checks
 
     from ._common import dump_json
 
     seed = check_int(args.seed, "seed", low=0, high=2**31 - 1)
+    use_cpu_cores(args.cpu_devices)
 
     def progress(i, n, key):
         if not args.json and sys.stderr.isatty():
