@@ -42,6 +42,7 @@ __all__ = [
     "law_from_config",
     "compare_laws",
     "check_sample",
+    "pool_cells",
 ]
 
 MAX_CAP = 1_000_000
@@ -612,8 +613,9 @@ def law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
         raise PolyspecInputError(f"{field}.{key}{suffix}", str(e).split(": ", 1)[1]) from None
 
 
-def _pool_cells(expected: np.ndarray, observed: np.ndarray, min_expected: float):
-    """Merge consecutive cells until each pooled cell has expected >= min_expected."""
+def pool_cells(expected: np.ndarray, observed: np.ndarray, min_expected: float):
+    """Merge consecutive cells until each pooled cell has expected >= min_expected (a short
+    remainder joins the last cell); returns ``(expected, observed)`` of the pooled cells."""
     e_out, o_out = [], []
     e_acc = o_acc = 0.0
     for e, o in zip(expected, observed, strict=True):
@@ -648,7 +650,7 @@ def goodness_of_fit(law: AcceptanceLaw, accepted, caps, *, min_expected: float =
         sel = a[g == cap]
         obs = np.bincount(sel, minlength=int(cap) + 1).astype(np.float64)
         exp = sel.size * law.pmf_vector(int(cap))
-        e, o = _pool_cells(exp, obs, min_expected)
+        e, o = pool_cells(exp, obs, min_expected)
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = np.where(o > 0, o * np.log(o / e), 0.0)
         stat += 2.0 * float(np.sum(terms))

@@ -48,6 +48,7 @@ from polyspec_theory._checks import (
 )
 from polyspec_theory.config import POLICIES, Cascade, Model
 from polyspec_theory.costs import CostCurve
+from polyspec_theory.laws import pool_cells
 
 from ._runtime import (
     RatioEstimate,
@@ -576,27 +577,11 @@ def f1_test(result: TokenResult, min_expected: float = 5.0) -> F1Result:
         keep = exp > 0
         e, o = exp[keep], obs[keep]
         order_ = np.argsort(e)
-        e, o = e[order_], o[order_]
-        cells_e, cells_o, acc_e, acc_o = [], [], 0.0, 0.0
-        for ei, oi in zip(e, o, strict=True):
-            acc_e += ei
-            acc_o += oi
-            if acc_e >= min_expected:
-                cells_e.append(acc_e)
-                cells_o.append(acc_o)
-                acc_e = acc_o = 0.0
-        if acc_e > 0:
-            if cells_e:
-                cells_e[-1] += acc_e
-                cells_o[-1] += acc_o
-            else:
-                cells_e.append(acc_e)
-                cells_o.append(acc_o)
-        if len(cells_e) < 2:
+        ce, co = pool_cells(e[order_], o[order_], min_expected)
+        if len(ce) < 2:
             continue
-        ce, co = np.asarray(cells_e), np.asarray(cells_o)
         stat += float(np.sum((co - ce) ** 2 / ce))
-        df += len(cells_e) - 1
+        df += len(ce) - 1
         hist_used += 1
     p = float(stats.chi2.sf(stat, df)) if df > 0 else math.nan
     return F1Result(stat, df, p, int(counts.sum()), hist_used)

@@ -31,6 +31,7 @@ import numpy as np
 from jax import lax
 
 from polyspec_theory._checks import PolyspecInputError, check_int
+from polyspec_theory.laws import pool_cells
 from polyspec_theory.markov import MarkovPair, check_chain
 
 from ._runtime import RatioEstimate, make_key, mean_estimate, uniform_from_bits
@@ -180,21 +181,9 @@ def transition_chi2(transitions: np.ndarray, target: np.ndarray, min_expected: f
             keep = exp > 0
             e, o = exp[keep], obs[keep]
             idx = np.argsort(e)
-            e, o = e[idx], o[idx]
-            ce, co, ae, ao = [], [], 0.0, 0.0
-            for ei, oi in zip(e, o, strict=True):
-                ae += ei
-                ao += oi
-                if ae >= min_expected:
-                    ce.append(ae)
-                    co.append(ao)
-                    ae = ao = 0.0
-            if ae > 0 and ce:
-                ce[-1] += ae
-                co[-1] += ao
+            ce, co = pool_cells(e[idx], o[idx], min_expected)
             if len(ce) < 2:
                 continue
-            ce, co = np.asarray(ce), np.asarray(co)
             stat += float(np.sum((co - ce) ** 2 / ce))
             df += len(ce) - 1
     p = float(stats.chi2.sf(stat, df)) if df > 0 else float("nan")

@@ -38,8 +38,8 @@ from polyspec_theory.laws import (
     GoodnessOfFit,
     IIDGeometric,
     Positional,
-    _pool_cells,
     check_sample,
+    pool_cells,
 )
 
 __all__ = [
@@ -234,7 +234,7 @@ def _gof(law: AcceptanceLaw, d: AcceptanceCounts, min_expected: float = 5.0) -> 
     for cap in np.unique(d.caps):
         obs = d.histogram(int(cap)).astype(np.float64)
         exp = obs.sum() * law.pmf_vector(int(cap))
-        e, o = _pool_cells(exp, obs, min_expected)
+        e, o = pool_cells(exp, obs, min_expected)
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = np.where(o > 0, o * np.log(o / e), 0.0)
         stat += 2.0 * float(np.sum(terms))
