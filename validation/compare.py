@@ -128,6 +128,11 @@ class LevelRounds:
     def counts(self) -> AcceptanceCounts:
         return AcceptanceCounts.from_samples(self.A, self.G)
 
+    @property
+    def extra_positions(self) -> float:
+        """Mean positions a verify forward scored beyond ``G + 1`` (catch-up tokens)."""
+        return float(np.mean(self.m - self.G - 1)) if self.n else 0.0
+
 
 @dataclass(frozen=True)
 class ModelBaseline:
@@ -536,7 +541,7 @@ def _inrun_ratios(capture, fits) -> dict:
     baselines."""
     costs = fit_costs(capture)
     ctxs = [capture.mean_context(i) for i in range(capture.n)]
-    extra = [float(np.mean(r.m - r.G - 1)) if r.n else 0.0 for r in capture.rounds]
+    extra = [r.extra_positions for r in capture.rounds]
     pred = predict_config(capture, fits, costs, None, contexts=ctxs, extra_positions=extra)
     out = {}
     for i, name in enumerate(capture.models):
@@ -574,9 +579,7 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
                         for i in range(capture.n - 1)})
     # ---- extended model
     ctxs = [capture.mean_context(i) for i in range(capture.n)]
-    extra = []
-    for r in capture.rounds:
-        extra.append(float(np.mean(r.m - r.G - 1)) if r.n else 0.0)
+    extra = [r.extra_positions for r in capture.rounds]
     factors = [inrun_factor(ratios, name, _role(capture, i), capture.name, capture, captures)
                for i, name in enumerate(capture.models)]
     ext_costs = {name: costs[name].scaled(f) for name, f in zip(capture.models, factors,

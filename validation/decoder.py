@@ -45,12 +45,10 @@ class Sampler:
     microseconds there, against tens for the same chain of torch CPU ops); logits on CUDA are
     copied to the host once per forward, which is also the synchronization point."""
 
-    def __init__(self, temperature: float = 0.0, top_k: int = 0, seed: int = 0,
-                 device="cpu"):
+    def __init__(self, temperature: float = 0.0, top_k: int = 0, seed: int = 0):
         self.temperature = check_real(temperature, "temperature", low=0.0, high=100.0)
         self.top_k = check_int(top_k, "top_k", low=0)
         self.greedy = self.temperature == 0.0
-        self.device = torch.device(device)
         self.reseed(seed)
 
     def reseed(self, seed: int) -> None:
@@ -144,7 +142,7 @@ class PolybasicDecoder:
         self.n = n
         self.vocab = vs.pop()
         self.device = levels[0].device
-        self.sampler = Sampler(temperature, top_k, seed, self.device)
+        self.sampler = Sampler(temperature, top_k, seed)
         self.greedy = self.sampler.greedy
         self.on_round = on_round
         self._now = _now_fn(self.device)
@@ -280,7 +278,7 @@ def autoregressive(level, prompt, max_new_tokens: int, *, temperature=0.0, top_k
     if level.max_len is not None and len(prompt) + max_new > level.max_len:
         raise PolyspecInputError("max_new_tokens", f"prompt + tokens exceeds {level.name}'s "
                                  f"context {level.max_len}")
-    s = sampler or Sampler(temperature, top_k, seed, level.device)
+    s = sampler or Sampler(temperature, top_k, seed)
     now = _now_fn(level.device)
     seq = list(prompt)
     steps = []

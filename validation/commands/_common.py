@@ -19,6 +19,13 @@ def _no_duplicates(pairs):
     return seen
 
 
+def add_cpu_devices_argument(p) -> None:
+    """``--cpu-devices K`` (for :func:`simulators._runtime.use_cpu_cores`)."""
+    p.add_argument("--cpu-devices", type=int, default=None,
+                   help="CPU devices to shard chains over (default: one per core; results "
+                        "do not depend on it)")
+
+
 def load_mapping(path) -> dict:
     """Read a JSON or YAML file (by extension; JSON tried first otherwise) into a dict."""
     p = Path(path)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ._common import add_cpu_devices_argument
+
 HELP = ("Simulate a cascade (length-level JAX Monte Carlo): speedup with a 95% CI, per-level "
         "phi, block/emitted histograms, forwards per token, next to the exact P1 prediction.")
 
@@ -13,9 +15,7 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (same seed -> same result)")
     p.add_argument("--chains", type=int, default=1024,
                    help="independent chains (spread over all devices; default 1024)")
-    p.add_argument("--cpu-devices", type=int, default=None,
-                   help="CPU devices to shard chains over (default: one per core; results "
-                        "do not depend on it)")
+    add_cpu_devices_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 

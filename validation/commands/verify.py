@@ -3,6 +3,8 @@ F1, F2). Exit status 1 if any check fails."""
 
 from __future__ import annotations
 
+from ._common import add_cpu_devices_argument
+
 HELP = ("Check every numbered result (D1, D2, P1-P7, Y1-Y5, F1, F2) against the Monte-Carlo "
         "simulators; exit status 1 if any fails.")
 
@@ -10,9 +12,7 @@ HELP = ("Check every numbered result (D1, D2, P1-P7, Y1-Y5, F1, F2) against the 
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="CI-sized runs (about a minute)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    p.add_argument("--cpu-devices", type=int, default=None,
-                   help="CPU devices to shard chains over (default: one per core; results "
-                        "do not depend on it)")
+    add_cpu_devices_argument(p)
     p.add_argument("--json", action="store_true",
                    help="print a JSON list of checks (each with id, passed, ...)")
     p.add_argument("--departure", action="store_true",

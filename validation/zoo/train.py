@@ -216,6 +216,7 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
     mpath = out / "zoo.json"
     old_manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
     old = old_manifest.get("models", []) + old_manifest.get("intermediate", [])
+    publish = {sp.name: sp.publish for sp in (*DEFAULT_SPECS, *specs)}
     records = []
     for spec in specs:
         index = names.index(spec.name) if spec.name in names else len(names)
@@ -226,12 +227,10 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
         kept = [r for r in old if r["name"] not in done]
         order = {n: i for i, n in enumerate(names)}
         allrec = sorted(kept + records, key=lambda r: order.get(r["name"], len(names)))
-        pub = {s.name for s in DEFAULT_SPECS if s.publish} | {s.name for s in specs
-                                                              if s.publish}
         manifest = {"corpus_digest": corpus_digest(), "seed": seed, "threads": threads,
                     "torch": torch.__version__,
-                    "models": [r for r in allrec if r["name"] in pub],
-                    "intermediate": [r for r in allrec if r["name"] not in pub]}
+                    "models": [r for r in allrec if publish.get(r["name"], True)],
+                    "intermediate": [r for r in allrec if not publish.get(r["name"], True)]}
         mpath.write_text(json.dumps(manifest, indent=2) + "\n")
     return records
 
