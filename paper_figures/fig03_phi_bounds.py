@@ -28,17 +28,7 @@ NAME = "fig03_phi_bounds"
 TITLE = "Forward count φ: exact vs P2 bounds vs the paper's substitution"
 SOURCES = ("polyspec_theory.polybasic", "polyspec_theory.bounds")
 
-CASCADE = {
-    "name": "default-4-level",
-    "models": [
-        {"name": "target", "cost": {"base": 1.0, "per_token": 0.03}},
-        {"name": "mid", "cost": {"base": 0.25, "per_token": 0.01}},
-        {"name": "small", "cost": {"base": 0.06, "per_token": 0.004}},
-        {"name": "ngram", "cost": 0.005},
-    ],
-    "acceptance": [{"alpha": 0.85}, {"beta": [6.0, 1.5]}, {"positional": [0.8, 0.7, 0.6]}],
-    "thresholds": [8, 4, 2],
-}
+CASCADE = style.DEFAULT_CASCADE
 THETA_MAX = 40
 
 

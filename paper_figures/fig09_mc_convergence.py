@@ -26,17 +26,7 @@ NAME = "fig09_mc_convergence"
 TITLE = "Monte-Carlo convergence of the simulated speedup to P1"
 SOURCES = ("polyspec_theory.polybasic", "simulators.length")
 
-CASCADE = {
-    "name": "default-4-level",
-    "models": [
-        {"name": "target", "cost": {"base": 1.0, "per_token": 0.03}},
-        {"name": "mid", "cost": {"base": 0.25, "per_token": 0.01}},
-        {"name": "small", "cost": {"base": 0.06, "per_token": 0.004}},
-        {"name": "ngram", "cost": 0.005},
-    ],
-    "acceptance": [{"alpha": 0.85}, {"beta": [6.0, 1.5]}, {"positional": [0.8, 0.7, 0.6]}],
-    "thresholds": [8, 4, 2],
-}
+CASCADE = style.DEFAULT_CASCADE
 TOKENS = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 REPLICATES = 8
 CHAINS = 64
