@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from polyspec_theory.bounds import phi_bounds
-from polyspec_theory.config import Cascade
+from polyspec_theory.config import DEFAULT_CASCADE, Cascade
 from polyspec_theory.polybasic import predict
 
 from . import style
@@ -28,7 +28,7 @@ NAME = "fig03_phi_bounds"
 TITLE = "Forward count φ: exact vs P2 bounds vs the paper's substitution"
 SOURCES = ("polyspec_theory.polybasic", "polyspec_theory.bounds")
 
-CASCADE = style.DEFAULT_CASCADE
+CASCADE = DEFAULT_CASCADE
 THETA_MAX = 40
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.config import Cascade
+from polyspec_theory.config import DEFAULT_CASCADE, Cascade
 from polyspec_theory.polybasic import predict
 from simulators.length import simulate_lengths
 
@@ -26,7 +26,7 @@ NAME = "fig09_mc_convergence"
 TITLE = "Monte-Carlo convergence of the simulated speedup to P1"
 SOURCES = ("polyspec_theory.polybasic", "simulators.length")
 
-CASCADE = style.DEFAULT_CASCADE
+CASCADE = DEFAULT_CASCADE
 TOKENS = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 REPLICATES = 8
 CHAINS = 64

@@ -43,19 +43,6 @@ PALETTE = (
     "#000000",  # black
     "#F0E442",  # yellow (last: poor contrast on white)
 )
-# the 4-level cascade of configs/default.json (figures must not read the repository's files)
-DEFAULT_CASCADE = {
-    "name": "default-4-level",
-    "models": [
-        {"name": "target", "cost": {"base": 1.0, "per_token": 0.03}},
-        {"name": "mid", "cost": {"base": 0.25, "per_token": 0.01}},
-        {"name": "small", "cost": {"base": 0.06, "per_token": 0.004}},
-        {"name": "ngram", "cost": 0.005},
-    ],
-    "acceptance": [{"alpha": 0.85}, {"beta": [6.0, 1.5]}, {"positional": [0.8, 0.7, 0.6]}],
-    "thresholds": [8, 4, 2],
-}
-
 LINESTYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P")
 

@@ -19,10 +19,24 @@ from ._checks import PolyspecInputError, check_int, check_keys
 from .costs import CostCurve, cost_from_config
 from .laws import AcceptanceLaw, law_from_config
 
-__all__ = ["Model", "Cascade", "POLICIES", "MAX_THRESHOLD"]
+__all__ = ["Model", "Cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE"]
 
 POLICIES = ("accumulate", "truncate")
 MAX_THRESHOLD = 4096
+
+# The default 4-level cascade (target <- mid <- small <- n-gram, costs in units of one target
+# forward) as a config mapping; configs/default.json is the same cascade as a file.
+DEFAULT_CASCADE = {
+    "name": "default-4-level",
+    "models": [
+        {"name": "target", "cost": {"base": 1.0, "per_token": 0.03}},
+        {"name": "mid", "cost": {"base": 0.25, "per_token": 0.01}},
+        {"name": "small", "cost": {"base": 0.06, "per_token": 0.004}},
+        {"name": "ngram", "cost": 0.005},
+    ],
+    "acceptance": [{"alpha": 0.85}, {"beta": [6.0, 1.5]}, {"positional": [0.8, 0.7, 0.6]}],
+    "thresholds": [8, 4, 2],
+}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from polyspec_theory.config import Cascade
+from polyspec_theory.config import DEFAULT_CASCADE, Cascade
 
 __all__ = [
     "FAMILY_ALPHA",
@@ -148,17 +148,7 @@ class _Est:
 
 
 def _default_cascade() -> Cascade:
-    return Cascade.from_config({
-        "name": "default-4-level",
-        "models": [
-            {"name": "target", "cost": {"base": 1.0, "per_token": 0.03}},
-            {"name": "mid", "cost": {"base": 0.25, "per_token": 0.01}},
-            {"name": "small", "cost": {"base": 0.06, "per_token": 0.004}},
-            {"name": "ngram", "cost": 0.005},
-        ],
-        "acceptance": [{"alpha": 0.85}, {"beta": [6.0, 1.5]}, {"positional": [0.8, 0.7, 0.6]}],
-        "thresholds": [8, 4, 2],
-    })
+    return Cascade.from_config(DEFAULT_CASCADE)
 
 
 # --- D1, D2 --------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ import numpy as np
 from polyspec_theory._checks import PolyspecInputError
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "TraceError", "TraceWriter", "Trace", "RoundArrays",
-           "ARRecord", "CostTable", "read_trace", "read_traces", "REQUIRED"]
+           "ARRecord", "CostTable", "read_trace", "read_traces", "REQUIRED", "json_default"]
 
 SCHEMA = "polyspec-trace"
 SCHEMA_VERSION = 1
@@ -103,7 +103,7 @@ class TraceWriter:
                         **header})
 
     def write(self, record: dict) -> None:
-        self._f.write(json.dumps(record, separators=(",", ":"), default=_default) + "\n")
+        self._f.write(json.dumps(record, separators=(",", ":"), default=json_default) + "\n")
         self._f.flush()
 
     def close(self) -> None:
@@ -117,7 +117,8 @@ class TraceWriter:
         self.close()
 
 
-def _default(o):
+def json_default(o):
+    """``json.dumps`` fallback for numpy scalars and arrays."""
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):

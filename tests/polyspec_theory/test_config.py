@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.config import MAX_THRESHOLD, Cascade, Model
+from polyspec_theory.config import DEFAULT_CASCADE, MAX_THRESHOLD, Cascade, Model
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
 
@@ -183,3 +183,10 @@ def test_cascade_constructor_checks():
     with pytest.raises(PolyspecInputError) as err:
         Cascade(models, (IIDGeometric(0.5),), (3,), policy="fifo")
     assert err.value.field == "policy"
+
+
+def test_default_cascade_constant_is_configs_default_json():
+    cfg = json.loads((CONFIGS / "default.json").read_text())
+    cfg.pop("description")
+    assert cfg == DEFAULT_CASCADE
+    assert Cascade.from_config(DEFAULT_CASCADE).n == 4

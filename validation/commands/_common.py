@@ -88,16 +88,6 @@ def atomic_write_text(path, text: str) -> None:
 
 
 def dump_json(obj) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=_json_default)
+    from validation.traces import json_default
 
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+    return json.dumps(obj, indent=2, sort_keys=False, default=json_default)
