@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from polyspec_theory.laws import FAMILIES
 from validation.compare import fit_pairs
-from validation.fitting import FAMILIES
 from validation.report import expected_histogram
 
 from . import _traces, style

@@ -1,7 +1,7 @@
 """polyspec theory: acceptance-length laws, dualistic and polybasic speculative decoding,
 Yin et al.'s Markov-chain theorems. Pure functions, no I/O (THEORY.md is the spec)."""
 
-from ._checks import PolyspecInputError
+from ._input import PolyspecInputError
 from .config import Cascade, Model
 from .costs import CostCurve, cost_from_config
 from .dualistic import (
@@ -22,7 +22,8 @@ from .laws import (
     GoodnessOfFit,
     IIDGeometric,
     Positional,
-    compare_laws,
+    best_fit,
+    fit_laws,
     law_from_config,
 )
 from .polybasic import LevelPrediction, Prediction, emitted_law, predict, renewal_fill
@@ -48,7 +49,8 @@ __all__ = [
     "GoodnessOfFit",
     "IIDGeometric",
     "Positional",
-    "compare_laws",
+    "fit_laws",
+    "best_fit",
     "law_from_config",
     "LevelPrediction",
     "Prediction",
@@ -64,9 +66,9 @@ from .markov import (  # noqa: E402
     MAX_SEQUENCE_LAW_SIZE,
     PROB_TOL,
     MarkovPair,
-    check_chain,
-    check_kernels,
-    check_law,
+    as_chain,
+    as_kernels,
+    as_law,
     drop_support,
     logit_draft,
     mixture_draft,
@@ -93,7 +95,6 @@ from .yin import (  # noqa: E402
     batch_sequence_law,
     batch_step_rejection,
     chain_rejections,
-    check_over_acceptance,
     optimal_loss,
     optimal_resampling,
     output_law,
@@ -101,6 +102,7 @@ from .yin import (  # noqa: E402
     pareto_front,
     pareto_point,
     rejection_probability,
+    require_over_acceptance,
     sd_acceptance,
     sd_expected_rejections,
     sd_output_kernels,
@@ -121,9 +123,9 @@ __all__ += [
     "PROB_TOL",
     "MAX_SEQUENCE_LAW_SIZE",
     "MarkovPair",
-    "check_law",
-    "check_kernels",
-    "check_chain",
+    "as_law",
+    "as_kernels",
+    "as_chain",
     "tv_distance",
     "step_tv",
     "state_marginals",
@@ -161,7 +163,7 @@ __all__ += [
     "batch_sequence_law",
     "BatchSaturation",
     "batch_saturation",
-    "check_over_acceptance",
+    "require_over_acceptance",
     "optimal_resampling",
     "optimal_loss",
     "output_tv",

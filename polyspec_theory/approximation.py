@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int, check_int_array, check_real, check_real_array
+from ._input import PolyspecInputError, as_int, as_int_array, as_real, as_real_array
 from .config import Cascade
 from .laws import IIDGeometric
 from .polybasic import Prediction, predict
@@ -50,17 +50,17 @@ def lemma31_time(n_tokens, lengths, costs, beta) -> float:
     """Evaluate ``sum_{i<n} (N/L_i) T_i + beta (N/L_{n-1}) T_n``.
 
     ``lengths`` = ``L_1..L_{n-1}`` (> 0), ``costs`` = ``T_1..T_n`` (>= 0), ``beta`` >= 0."""
-    n_tok = check_real(n_tokens, "n_tokens", low=0.0)
-    lens = check_real_array(lengths, "lengths", low=0.0)
+    n_tok = as_real(n_tokens, "n_tokens", low=0.0)
+    lens = as_real_array(lengths, "lengths", low=0.0)
     if (lens <= 0).any():
         raise PolyspecInputError("lengths", "values must be > 0")
-    ts = check_real_array(costs, "costs", low=0.0, min_len=2)
+    ts = as_real_array(costs, "costs", low=0.0, min_len=2)
     if ts.size != lens.size + 1:
         raise PolyspecInputError(
             "costs", f"need one cost per model ({lens.size + 1}) for {lens.size} lengths, "
             f"got {ts.size}"
         )
-    b = check_real(beta, "beta", low=0.0)
+    b = as_real(beta, "beta", low=0.0)
     return float(np.sum(n_tok / lens * ts[:-1]) + b * n_tok / lens[-1] * ts[-1])
 
 
@@ -70,9 +70,9 @@ def identity_from_counts(n_tokens, forward_counts, forward_costs, beta=None) -> 
     (THEORY: ``beta = E[G_{n-1}]``); ``forward_costs`` is ``T_1..T_n``, the mean time of one
     forward of each model. Equals ``sum_i F_i T_i``, the total time, when
     ``F_n = beta F_{n-1}``."""
-    n_tok = check_real(n_tokens, "n_tokens", low=0.0, low_open=True)
-    f = check_int_array(forward_counts, "forward_counts", low=1)
-    ts = check_real_array(forward_costs, "forward_costs", low=0.0, min_len=2)
+    n_tok = as_real(n_tokens, "n_tokens", low=0.0, low_open=True)
+    f = as_int_array(forward_counts, "forward_counts", low=1)
+    ts = as_real_array(forward_costs, "forward_costs", low=0.0, min_len=2)
     n = ts.size
     if f.size == n:
         if beta is None:
@@ -193,18 +193,18 @@ def error_curve(cascade: Cascade, level, *, thresholds=None, alphas=None,
     ``alphas``, its law replaced by iid ``alpha``. Returns ``{"x", "relative_error",
     "speedup_relative_error", "exact_speedup", "approx_speedup"}`` arrays (plot-ready)."""
     cascade = _check_cascade(cascade)
-    level = check_int(level, "level", low=0, high=cascade.n - 2)
+    level = as_int(level, "level", low=0, high=cascade.n - 2)
     if (thresholds is None) == (alphas is None):
         raise PolyspecInputError("thresholds", "give exactly one of thresholds or alphas")
     if thresholds is not None:
-        xs = check_int_array(thresholds, "thresholds", low=1)
+        xs = as_int_array(thresholds, "thresholds", low=1)
         variants = []
         for t in xs:
             th = list(cascade.thresholds)
             th[level] = int(t)
             variants.append(cascade.with_thresholds(th))
     else:
-        xs = check_real_array(alphas, "alphas", low=0.0, high=1.0)
+        xs = as_real_array(alphas, "alphas", low=0.0, high=1.0)
         variants = []
         for a in xs:
             laws = list(cascade.laws)

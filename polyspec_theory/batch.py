@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int, check_int_array
+from ._input import PolyspecInputError, as_int, as_int_array
 from .config import MAX_THRESHOLD, Cascade
 from .costs import CostCurve
 from .laws import AcceptanceLaw
@@ -121,7 +121,7 @@ def predict_many(cascade: Cascade, thresholds) -> BatchPrediction:
         raise PolyspecInputError("thresholds", "must contain at least one threshold vector")
     if th.shape[0] > MAX_BATCH:
         raise PolyspecInputError("thresholds", f"at most {MAX_BATCH} rows, got {th.shape[0]}")
-    th = check_int_array(th.ravel(), "thresholds", low=1).reshape(th.shape)
+    th = as_int_array(th.ravel(), "thresholds", low=1).reshape(th.shape)
     if (th > MAX_THRESHOLD).any():
         raise PolyspecInputError("thresholds", f"values must be <= {MAX_THRESHOLD}")
     costs, laws, policy = cascade.costs, cascade.laws, cascade.policy
@@ -174,7 +174,7 @@ def predict_grid(cascade: Cascade, grids) -> dict:
         raise PolyspecInputError(
             "grids", f"need one list of thresholds per pair ({cascade.n - 1})"
         )
-    gs = [check_int_array(g, f"grids[{i}]", low=1) for i, g in enumerate(grids)]
+    gs = [as_int_array(g, f"grids[{i}]", low=1) for i, g in enumerate(grids)]
     shape = tuple(g.size for g in gs)
     size = int(np.prod(shape))
     if size > MAX_BATCH:
@@ -194,7 +194,7 @@ def optimize_thresholds(cascade: Cascade, max_threshold=16) -> tuple[tuple[int, 
     threshold vector with the largest exact speedup (first in lexicographic order on ties)
     and that speedup."""
     cascade = _check_cascade(cascade)
-    mt = check_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
+    mt = as_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
     grid = [np.arange(1, mt + 1)] * (cascade.n - 1)
     res = predict_grid(cascade, grid)
     flat = int(np.argmax(res["speedup"]))

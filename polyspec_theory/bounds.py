@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int, check_real, check_real_array
+from ._input import PolyspecInputError, as_int, as_real, as_real_array
 
 __all__ = [
     "PhiBounds",
@@ -51,7 +51,7 @@ __all__ = [
 
 def _l_pmf(l_pmf, field: str = "l_pmf") -> np.ndarray:
     """A pmf over lengths 0..ell with P(L = 0) = 0, sums to 1 (within 1e-9)."""
-    p = check_real_array(l_pmf, field, low=0.0, min_len=2)
+    p = as_real_array(l_pmf, field, low=0.0, min_len=2)
     if p[0] != 0.0:
         raise PolyspecInputError(field, "P(L = 0) must be 0 (every round emits >= 1 token)")
     s = float(p.sum())
@@ -103,7 +103,7 @@ class PhiBounds:
 def phi_bounds(l_pmf, theta) -> PhiBounds:
     """P2: ``max(1, theta/mu) <= phi <= (theta - 1 + E[L^2]/mu)/mu`` (Wald + Lorden at level
     ``theta - 1``); see the module docstring for the derivation and attainment."""
-    theta = check_int(theta, "theta", low=1)
+    theta = as_int(theta, "theta", low=1)
     m = length_moments(l_pmf)
     mu, m2, ell = m["mu"], m["m2"], m["ell"]
     wald = theta / mu
@@ -128,7 +128,7 @@ def hoeffding_tail(l_pmf, theta, k, *, lattice: bool = False):
     not apply and the trivial bound 1 is returned. ``ell = 1`` (``L = 1`` a.s.): ``N = theta``
     exactly, so the bound is 0 for ``k >= theta`` and 1 otherwise.
     """
-    theta = check_int(theta, "theta", low=1)
+    theta = as_int(theta, "theta", low=1)
     scalar = np.ndim(k) == 0
     kk = np.atleast_1d(np.asarray(k))
     if kk.dtype.kind not in "iuf" or (kk < 0).any() or (kk != np.round(kk)).any():
@@ -151,8 +151,8 @@ def exact_tail(l_pmf, theta, kmax=None) -> np.ndarray:
     """Exact ``P(N > k) = P(S_k <= theta - 1)`` for ``k = 0..kmax`` (default ``theta``; it is
     0 for ``k >= theta`` since ``L >= 1``), by convolving the law of ``S_k`` truncated below
     ``theta``."""
-    theta = check_int(theta, "theta", low=1)
-    kmax = theta if kmax is None else check_int(kmax, "kmax", low=0)
+    theta = as_int(theta, "theta", low=1)
+    kmax = theta if kmax is None else as_int(kmax, "kmax", low=0)
     p = _l_pmf(l_pmf)
     dist = np.zeros(theta)
     dist[0] = 1.0  # law of S_k on {0..theta-1} (defective: mass >= theta dropped)
@@ -181,7 +181,7 @@ def target_forwards_clt(l_pmf, n_tokens) -> dict:
     ``L_1``) needed for ``n_tokens`` tokens is asymptotically normal with mean
     ``n_tokens/mu`` and variance ``n_tokens sigma^2 / mu^3`` (renewal CLT; ``sigma^2 = Var L``).
     Returns ``mean``, ``var``, ``sd`` and the per-token variance ``sigma^2/mu^3``."""
-    n = check_real(n_tokens, "n_tokens", low=0.0, low_open=True)
+    n = as_real(n_tokens, "n_tokens", low=0.0, low_open=True)
     m = length_moments(l_pmf)
     rate = m["var"] / m["mu"] ** 3
     return {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._checks import PolyspecInputError, check_int, check_keys
+from ._input import PolyspecInputError, as_int, require_keys
 from .costs import CostCurve, cost_from_config
 from .laws import AcceptanceLaw, law_from_config
 
@@ -73,7 +73,7 @@ class Cascade:
             self,
             "thresholds",
             tuple(
-                check_int(t, f"thresholds[{i}]", low=1, high=MAX_THRESHOLD)
+                as_int(t, f"thresholds[{i}]", low=1, high=MAX_THRESHOLD)
                 for i, t in enumerate(self.thresholds)
             ),
         )
@@ -105,14 +105,14 @@ class Cascade:
         if not isinstance(cfg, dict):
             kind = type(cfg).__name__
             raise PolyspecInputError("config", f"must be an object/mapping, got {kind}")
-        check_keys(cfg, "", required=["models", "acceptance", "thresholds"],
+        require_keys(cfg, "", required=["models", "acceptance", "thresholds"],
                    optional=["policy", "name", "description"])
         models_cfg = cfg["models"]
         if not isinstance(models_cfg, list):
             raise PolyspecInputError("models", "must be a list of {name, cost} objects")
         models = []
         for i, m in enumerate(models_cfg):
-            check_keys(m, f"models[{i}]", required=["name", "cost"])
+            require_keys(m, f"models[{i}]", required=["name", "cost"])
             if not isinstance(m["name"], str) or not m["name"]:
                 raise PolyspecInputError(f"models[{i}].name", "must be a non-empty string")
             models.append(Model(m["name"], cost_from_config(m["cost"], f"models[{i}].cost")))

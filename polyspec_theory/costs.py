@@ -1,12 +1,18 @@
-"""Cost curves ``T_i(m)``: wall time of one forward pass of a model scoring ``m`` new positions."""
+"""Cost curves ``T_i(m)``: wall time of one forward pass of a model scoring ``m`` new positions,
+and their fit from timing samples (:func:`fit_cost_curve`: medians per ``(m, context)`` cell,
+since timing noise on shared CPUs is heavy-tailed, an affine summary and a context slope)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int_array, check_keys, check_real, check_real_array
+from ._input import PolyspecInputError, as_int_array, as_real, as_real_array, require_keys
 
-__all__ = ["CostCurve", "cost_from_config"]
+__all__ = ["CostCurve", "cost_from_config", "CostFit", "fit_cost_curve"]
 
 
 class CostCurve:
@@ -18,15 +24,15 @@ class CostCurve:
 
     def __init__(self, *, base=None, per_token=0.0, table=None, field: str = "cost"):
         if table is not None:
-            arr = check_real_array(table, f"{field}.table", low=0.0)
+            arr = as_real_array(table, f"{field}.table", low=0.0)
             self.table = tuple(float(x) for x in arr)
             self.base = self.table[0]
             slope = (self.table[-1] - self.table[-2]) if len(self.table) > 1 else 0.0
             self.per_token = max(slope, 0.0)
             self.kind = "table"
         else:
-            self.base = check_real(base, f"{field}.base", low=0.0)
-            self.per_token = check_real(per_token, f"{field}.per_token", low=0.0)
+            self.base = as_real(base, f"{field}.base", low=0.0)
+            self.per_token = as_real(per_token, f"{field}.per_token", low=0.0)
             self.table = None
             self.kind = "affine" if self.per_token else "constant"
 
@@ -45,7 +51,7 @@ class CostCurve:
     def __call__(self, m):
         """``T(m)``; ``m`` an int or integer array of positions (>= 1)."""
         scalar = np.ndim(m) == 0
-        mm = check_int_array(np.atleast_1d(m), "m", low=1)
+        mm = as_int_array(np.atleast_1d(m), "m", low=1)
         if self.table is None:
             out = self.base + self.per_token * (mm - 1)
         else:
@@ -89,10 +95,187 @@ def cost_from_config(spec, field: str = "cost") -> CostCurve:
         return spec
     if isinstance(spec, dict):
         if "table" in spec:
-            check_keys(spec, field, required=["table"])
+            require_keys(spec, field, required=["table"])
             return CostCurve(table=spec["table"], field=field)
-        check_keys(spec, field, required=["base"], optional=["per_token"])
+        require_keys(spec, field, required=["base"], optional=["per_token"])
         return CostCurve(base=spec["base"], per_token=spec.get("per_token", 0.0), field=field)
     if isinstance(spec, (list, tuple)):
         raise PolyspecInputError(field, "a list is ambiguous; write {\"table\": [T(1), T(2), ...]}")
-    return CostCurve(base=check_real(spec, field, low=0.0), field=field)
+    return CostCurve(base=as_real(spec, field, low=0.0), field=field)
+
+
+@dataclass(frozen=True)
+class CostFit:
+    """Fitted ``T(m, c)`` of one model from timing samples.
+
+    ``table[m-1]`` = median time of a forward scoring ``m`` positions, at context
+    ``reference_context`` (cells measured at other contexts are shifted by the context slope
+    before pooling). ``base``/``per_token``: least-squares affine ``b + k (m - 1)`` at the
+    reference context; ``context_slope``: seconds per token of context (0 if only one context
+    was measured) with its standard error ``context_slope_se``.
+    """
+
+    name: str
+    ms: np.ndarray
+    table: np.ndarray
+    base: float
+    per_token: float
+    context_slope: float
+    context_slope_se: float
+    reference_context: float
+    contexts: np.ndarray
+    n_samples: int
+    residual_rel_sd: float
+    cells: tuple[tuple[int, float, float, int], ...]  # (m, context, median seconds, n)
+    scale: float = 1.0  # calibration factor already applied (see :meth:`scaled`)
+    lack_of_fit_p: float = math.nan  # F-test of the affine model against per-cell means
+
+    @property
+    def preferred_kind(self) -> str:
+        """``"affine"`` unless the affine model's lack of fit is significant (p < 0.01) or
+        untestable (no replicates), then ``"table"``."""
+        p = self.lack_of_fit_p
+        return "affine" if (not math.isnan(p) and p >= 0.01) else "table"
+
+    def scaled(self, factor: float) -> CostFit:
+        """The same curve with every time multiplied by ``factor`` (e.g. calibrated to
+        forward times measured under the capture's own machine load)."""
+        f = as_real(factor, "factor", low=0.0, low_open=True)
+        return dataclasses.replace(
+            self, table=self.table * f, base=self.base * f, per_token=self.per_token * f,
+            context_slope=self.context_slope * f, context_slope_se=self.context_slope_se * f,
+            cells=tuple((m, c, t * f, k) for m, c, t, k in self.cells), scale=self.scale * f)
+
+    def at(self, m, context: float | None = None, kind: str = "auto"):
+        """``T(m)`` at ``context`` (default: the reference context)."""
+        return self.curve(context, kind)(m)
+
+    def curve(self, context: float | None = None, kind: str = "auto") -> CostCurve:
+        """A :class:`CostCurve` at ``context``: the median table (``kind="table"``, extended
+        affinely past its end), the affine fit (``kind="affine"``) or ``"auto"``
+        (:attr:`preferred_kind`: the affine fit unless the data reject it)."""
+        if kind == "auto":
+            kind = self.preferred_kind
+        shift = 0.0
+        if context is not None:
+            c = as_real(context, "context", low=0.0)
+            shift = self.context_slope * (c - self.reference_context)
+        if kind == "affine":
+            return CostCurve.affine(max(self.base + shift, 1e-12), max(self.per_token, 0.0))
+        if kind != "table":
+            raise PolyspecInputError("kind",
+                                     f"must be 'auto', 'table' or 'affine', got {kind!r}")
+        full = np.full(int(self.ms.max()), np.nan)
+        full[self.ms - 1] = self.table
+        # fill unmeasured m inside the range from the affine fit
+        gaps = np.isnan(full)
+        if gaps.any():
+            m_all = np.arange(1, full.size + 1)
+            full[gaps] = self.base + self.per_token * (m_all[gaps] - 1)
+        return CostCurve.from_table(np.maximum(full + shift, 1e-12))
+
+    def context_effect(self, c_lo: float, c_hi: float) -> float:
+        """Relative change of ``T(1)`` between two context lengths (``d (c_hi - c_lo) / T(1)``)."""
+        return self.context_slope * (c_hi - c_lo) / self.table[0]
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "table": [float(x) for x in self.table],
+            "ms": [int(m) for m in self.ms],
+            "base": self.base,
+            "per_token": self.per_token,
+            "context_slope": self.context_slope,
+            "context_slope_se": self.context_slope_se,
+            "reference_context": self.reference_context,
+            "contexts": [float(c) for c in self.contexts],
+            "n_samples": self.n_samples,
+            "residual_rel_sd": self.residual_rel_sd,
+            "scale": self.scale,
+            "lack_of_fit_p": self.lack_of_fit_p,
+            "kind": self.preferred_kind,
+        }
+
+
+def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
+                   reference_context: float | None = None) -> CostFit:
+    """Fit ``T(m, c) = table(m) + d (c - c_ref)`` and its affine summary from timing samples.
+
+    ``m``: positions scored per forward (>= 1), ``seconds``: wall time of each forward,
+    ``context``: prefix length before each forward (optional). Medians per (m, context) cell,
+    then least squares ``median = b + k (m-1) + d (c - c_ref)`` over cells weighted by their
+    sample counts. ``c_ref`` defaults to the count-weighted mean context.
+    """
+    mm = as_int_array(m, "m", low=1)
+    t = as_real_array(seconds, "seconds", low=0.0)
+    if t.shape != mm.shape:
+        raise PolyspecInputError("seconds", f"must have one time per m ({mm.size}), got {t.size}")
+    if context is None:
+        cc = np.zeros(mm.size)
+    else:
+        cc = as_real_array(context, "context", low=0.0)
+        if cc.shape != mm.shape:
+            raise PolyspecInputError(
+                "context", f"must have one context length per m ({mm.size}), got {cc.size}"
+            )
+    cells = []
+    for mv in np.unique(mm):
+        for cv in np.unique(cc[mm == mv]):
+            sel = (mm == mv) & (cc == cv)
+            cells.append((int(mv), float(cv), float(np.median(t[sel])), int(sel.sum())))
+    cm = np.array([c[0] for c in cells], dtype=np.float64)
+    cx = np.array([c[1] for c in cells])
+    ct = np.array([c[2] for c in cells])
+    cw = np.array([c[3] for c in cells], dtype=np.float64)
+    c_ref = (float(np.dot(cw, cx) / cw.sum()) if reference_context is None
+             else as_real(reference_context, "reference_context", low=0.0))
+    contexts = np.unique(cx)
+    cols = [np.ones_like(cm), cm - 1]
+    use_ctx = contexts.size > 1
+    if use_ctx:
+        cols.append(cx - c_ref)
+    X = np.stack(cols, axis=1)
+    sw = np.sqrt(cw)
+    beta, *_ = np.linalg.lstsq(X * sw[:, None], ct * sw, rcond=None)
+    resid = ct - X @ beta
+    slope = float(beta[2]) if use_ctx else 0.0
+    slope_se = 0.0
+    if use_ctx:
+        # weighted least squares: Var(cell median) ~ s2 / n_cell
+        free = len(cells) - X.shape[1]
+        if free > 0:
+            s2 = float(np.dot(cw, resid**2)) / free
+            cov = s2 * np.linalg.pinv((X * cw[:, None]).T @ X)
+            slope_se = float(math.sqrt(max(cov[2, 2], 0.0)))
+        else:
+            slope_se = math.inf
+    # lack-of-fit F-test of the affine(+context) model on cell means vs pure replicate error
+    lof_p = math.nan
+    means = np.empty(len(cells))
+    ss_pe = 0.0
+    for j, (mv, cv, _, _) in enumerate(cells):
+        sel = (mm == mv) & (cc == cv)
+        means[j] = float(t[sel].mean())
+        ss_pe += float(np.sum((t[sel] - means[j]) ** 2))
+    df_pe = int(mm.size) - len(cells)
+    df_lof = len(cells) - X.shape[1]
+    if df_pe > 0 and df_lof > 0 and ss_pe > 0:
+        b2, *_ = np.linalg.lstsq(X * sw[:, None], means * sw, rcond=None)
+        ss_lof = float(np.dot(cw, (means - X @ b2) ** 2))
+        from scipy import stats
+
+        lof_p = float(stats.f.sf((ss_lof / df_lof) / (ss_pe / df_pe), df_lof, df_pe))
+    ms = np.unique(mm)
+    table = np.empty(ms.size)
+    for j, mv in enumerate(ms):
+        sel = cm == mv
+        shifted = ct[sel] - slope * (cx[sel] - c_ref)
+        table[j] = float(np.average(shifted, weights=cw[sel]))
+    rel = resid / np.maximum(ct, 1e-300)
+    return CostFit(
+        name=name, ms=ms, table=table, base=float(beta[0]), per_token=float(beta[1]),
+        context_slope=slope, context_slope_se=slope_se, reference_context=c_ref,
+        contexts=contexts, n_samples=int(mm.size),
+        residual_rel_sd=float(math.sqrt(np.dot(cw, rel**2) / cw.sum())),
+        cells=tuple(cells), lack_of_fit_p=lof_p,
+    )

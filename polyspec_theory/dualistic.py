@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int, check_nonnegative, check_probability
+from ._input import PolyspecInputError, as_int, as_nonnegative, as_probability
 from .costs import cost_from_config
 from .laws import AcceptanceLaw, IIDGeometric, law_from_config
 
@@ -31,28 +31,28 @@ def _law(law) -> AcceptanceLaw:
         return law
     if isinstance(law, dict):
         return law_from_config(law, "law")
-    return IIDGeometric(check_probability(law, "alpha"))
+    return IIDGeometric(as_probability(law, "alpha"))
 
 
 def expected_emitted(alpha, gamma) -> float:
     """``E[L] = (1 - alpha^{gamma+1}) / (1 - alpha)`` (stable; ``gamma + 1`` at alpha = 1).
 
     ``alpha`` may also be any :class:`AcceptanceLaw`."""
-    return _law(alpha).mean_emitted(check_int(gamma, "gamma", low=1))
+    return _law(alpha).mean_emitted(as_int(gamma, "gamma", low=1))
 
 
 def leviathan_speedup(alpha, gamma, c) -> float:
     """Leviathan Thm 3.8: ``(1 - alpha^{gamma+1}) / ((1 - alpha)(gamma c + 1))``.
 
     Assumes iid acceptance ``alpha``, constant target cost and ``c = T_2 / T_1``."""
-    c = check_nonnegative(c, "c")
-    gamma = check_int(gamma, "gamma", low=1)
+    c = as_nonnegative(c, "c")
+    gamma = as_int(gamma, "gamma", low=1)
     return expected_emitted(alpha, gamma) / (gamma * c + 1.0)
 
 
 def dualistic_speedup(law, gamma, target_cost, draft_cost) -> float:
     """``T_1(1) E[L] / (gamma T_2(1) + T_1(gamma + 1))`` for any law and cost curves."""
-    gamma = check_int(gamma, "gamma", low=1)
+    gamma = as_int(gamma, "gamma", low=1)
     t1 = cost_from_config(target_cost, "target_cost")
     t2 = cost_from_config(draft_cost, "draft_cost")
     if t1.t1 <= 0:
@@ -63,8 +63,8 @@ def dualistic_speedup(law, gamma, target_cost, draft_cost) -> float:
 def operations_factor(alpha, gamma, c_hat) -> float:
     """Leviathan Thm 3.11: expected arithmetic operations relative to autoregressive decoding,
     ``(1 - alpha)(gamma c_hat + gamma + 1) / (1 - alpha^{gamma+1})``."""
-    c_hat = check_nonnegative(c_hat, "c_hat")
-    gamma = check_int(gamma, "gamma", low=1)
+    c_hat = as_nonnegative(c_hat, "c_hat")
+    gamma = as_int(gamma, "gamma", low=1)
     return (gamma * c_hat + gamma + 1.0) / expected_emitted(alpha, gamma)
 
 
@@ -84,7 +84,7 @@ def optimal_gamma(law, target_cost=1.0, draft_cost=0.0, max_gamma: int = 1024) -
     and iid alpha = 1 the speedup grows without bound and nothing can be certified.
     """
     law = _law(law)
-    max_gamma = check_int(max_gamma, "max_gamma", low=1, high=100_000)
+    max_gamma = as_int(max_gamma, "max_gamma", low=1, high=100_000)
     t1 = cost_from_config(target_cost, "target_cost")
     t2 = cost_from_config(draft_cost, "draft_cost")
     if t1.t1 <= 0:
@@ -105,8 +105,8 @@ def optimal_gamma(law, target_cost=1.0, draft_cost=0.0, max_gamma: int = 1024) -
 
 def cor39_bound(alpha, c) -> dict:
     """Leviathan Cor 3.9: if ``alpha > c`` then ``S(gamma=1) >= (1 + alpha)/(1 + c) > 1``."""
-    a = check_probability(alpha, "alpha")
-    c = check_nonnegative(c, "c")
+    a = as_probability(alpha, "alpha")
+    c = as_nonnegative(c, "c")
     s1 = leviathan_speedup(a, 1, c)
     bound = (1 + a) / (1 + c)
     return {"applies": a > c, "speedup_gamma1": s1, "bound": bound,

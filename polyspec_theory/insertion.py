@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from ._checks import PolyspecInputError, check_int, check_real, check_real_array
+from ._input import PolyspecInputError, as_int, as_real, as_real_array
 from .batch import optimize_thresholds
 from .config import Cascade, Model
 from .laws import AcceptanceLaw, BetaMixed, GaussianBaseline, IIDGeometric, Positional
@@ -60,7 +60,7 @@ def _check_cascade(cascade) -> Cascade:
 
 def _check_inputs(cascade, position, model, upper_law, lower_law):
     cascade = _check_cascade(cascade)
-    p = check_int(position, "position", low=0, high=cascade.n - 2)
+    p = as_int(position, "position", low=0, high=cascade.n - 2)
     if not isinstance(model, Model):
         raise PolyspecInputError("model", "must be a Model(name, CostCurve)")
     if any(m.name == model.name for m in cascade.models):
@@ -80,8 +80,8 @@ def insert_model(cascade: Cascade, position, model: Model, upper_law: Acceptance
         thresholds = (cascade.thresholds[p], cascade.thresholds[p])
     if not isinstance(thresholds, (list, tuple)) or len(thresholds) != 2:
         raise PolyspecInputError("thresholds", "must be (theta_up, theta_low)")
-    t_up = check_int(thresholds[0], "thresholds[0]", low=1)
-    t_low = check_int(thresholds[1], "thresholds[1]", low=1)
+    t_up = as_int(thresholds[0], "thresholds[0]", low=1)
+    t_low = as_int(thresholds[1], "thresholds[1]", low=1)
     models = cascade.models[: p + 1] + (model,) + cascade.models[p + 1 :]
     laws = cascade.laws[:p] + (upper_law, lower_law) + cascade.laws[p + 1 :]
     th = cascade.thresholds[:p] + (t_up, t_low) + cascade.thresholds[p + 1 :]
@@ -155,11 +155,11 @@ def paper_insertion_condition(t_new, t_i, l_new, l_i, l_i_new) -> bool:
     ``t_new = T'``, ``t_i = T_i`` (> 0), ``l_i`` = mean emitted length of ``M_i`` verifying
     ``M_{i+1}`` (before), ``l_i_new`` = of ``M_i`` verifying ``M'``, ``l_new`` = of ``M'``
     verifying ``M_{i+1}`` (all >= 1)."""
-    tn = check_real(t_new, "t_new", low=0.0)
-    ti = check_real(t_i, "t_i", low=0.0, low_open=True)
-    ln = check_real(l_new, "l_new", low=1.0)
-    li = check_real(l_i, "l_i", low=1.0)
-    lin = check_real(l_i_new, "l_i_new", low=1.0)
+    tn = as_real(t_new, "t_new", low=0.0)
+    ti = as_real(t_i, "t_i", low=0.0, low_open=True)
+    ln = as_real(l_new, "l_new", low=1.0)
+    li = as_real(l_i, "l_i", low=1.0)
+    lin = as_real(l_i_new, "l_i_new", low=1.0)
     return bool(tn / ti < ln * (1.0 / li - 1.0 / lin))
 
 
@@ -262,7 +262,7 @@ def _per_measured(x, n_meas: int, field: str, integer: bool) -> np.ndarray:
         arr = np.full(n_meas, x if x is not None else 0)
     else:
         arr = np.asarray([0 if v is None else v for v in x])
-    arr = check_real_array(arr, field, low=0.0)
+    arr = as_real_array(arr, field, low=0.0)
     if arr.size != n_meas:
         raise PolyspecInputError(field, f"need one value per measured item ({n_meas}), "
                                  f"got {arr.size}")
@@ -309,8 +309,8 @@ def decision_confidence(cascade: Cascade, position, model: Model, upper_law: Acc
         return predict(c1).time_per_token - predict(c0).time_per_token
 
     if method == "bootstrap":
-        nb = check_int(n_boot, "n_boot", low=1, high=1_000_000)
-        rng = np.random.default_rng(check_int(seed, "seed", low=0))
+        nb = as_int(n_boot, "n_boot", low=1, high=1_000_000)
+        rng = np.random.default_rng(as_int(seed, "seed", low=0))
         agree = 0
         deltas = np.empty(nb)
         for b in range(nb):

@@ -17,18 +17,19 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, stats
 
-from ._checks import (
+from ._input import (
     PolyspecInputError,
-    check_int,
-    check_int_array,
-    check_keys,
-    check_positive,
-    check_probability,
-    check_real,
-    check_real_array,
+    as_int,
+    as_int_array,
+    as_positive,
+    as_probability,
+    as_real,
+    as_real_array,
+    require_keys,
 )
+from .counts import MAX_CAP, AcceptanceCounts, as_sample
 
 __all__ = [
     "AcceptanceLaw",
@@ -39,37 +40,18 @@ __all__ = [
     "FitResult",
     "GoodnessOfFit",
     "LAW_FAMILIES",
+    "FAMILIES",
     "law_from_config",
-    "compare_laws",
-    "check_sample",
+    "fit_laws",
+    "best_fit",
+    "fit_result",
+    "goodness_of_fit",
     "pool_cells",
 ]
 
-MAX_CAP = 1_000_000
-
 
 def _cap(cap, field="cap") -> int:
-    return check_int(cap, field, low=1, high=MAX_CAP)
-
-
-def check_sample(accepted, caps) -> tuple[np.ndarray, np.ndarray]:
-    """Validate an observed sample of accepted counts with their caps (block lengths)."""
-    a = check_int_array(accepted, "accepted", low=0)
-    if np.ndim(caps) == 0:
-        g = np.full(a.shape, _cap(caps, "caps"), dtype=np.int64)
-    else:
-        g = check_int_array(caps, "caps", low=1)
-    if g.shape != a.shape:
-        raise PolyspecInputError(
-            "caps", f"must have the same length as accepted ({a.size}), got {g.size}"
-        )
-    bad = np.flatnonzero(a > g)
-    if bad.size:
-        i = int(bad[0])
-        raise PolyspecInputError(
-            "accepted", f"accepted count {a[i]} exceeds its cap {g[i]} at index {i}"
-        )
-    return a, g
+    return as_int(cap, field, low=1, high=MAX_CAP)
 
 
 def _rng(seed) -> np.random.Generator:
@@ -77,7 +59,7 @@ def _rng(seed) -> np.random.Generator:
         return seed
     if seed is None:
         raise PolyspecInputError("seed", "a seed (int) or numpy Generator is required")
-    return np.random.default_rng(check_int(seed, "seed", low=0))
+    return np.random.default_rng(as_int(seed, "seed", low=0))
 
 
 @dataclass(frozen=True)
@@ -215,7 +197,7 @@ class AcceptanceLaw(ABC):
             c = _cap(cap)
             shape = () if size is None else size
             return np.full(shape, c, dtype=np.int64)
-        caps = check_int_array(cap, "cap", low=1)
+        caps = as_int_array(cap, "cap", low=1)
         if size is not None and tuple(np.atleast_1d(size)) != caps.shape:
             raise PolyspecInputError("size", "must match the shape of the cap array")
         return caps
@@ -241,7 +223,7 @@ class AcceptanceLaw(ABC):
     # --- likelihood and fitting ---------------------------------------------------------
     def logpmf_sample(self, accepted, caps) -> np.ndarray:
         """Per-round log-likelihood of ``A = accepted`` given the cap (censored at the cap)."""
-        a, g = check_sample(accepted, caps)
+        a, g = as_sample(accepted, caps)
         gmax = int(g.max())
         s = self.survival(gmax)
         point = np.append(self._point_masses(s, gmax), 0.0)
@@ -249,8 +231,15 @@ class AcceptanceLaw(ABC):
         with np.errstate(divide="ignore"):
             return np.log(p)
 
-    def loglik(self, accepted, caps) -> float:
-        return float(np.sum(self.logpmf_sample(accepted, caps)))
+    def loglik(self, data, caps=None) -> float:
+        """Censored log-likelihood of observed rounds (:class:`AcceptanceCounts`, or arrays
+        of accepted counts with ``caps``)."""
+        d = AcceptanceCounts.coerce(data, caps)
+        lp = self.logpmf_sample(d.accepted, d.caps)
+        w = d.counts.astype(np.float64)
+        if np.any((w > 0) & ~np.isfinite(lp)):
+            return -math.inf
+        return float(np.dot(w, np.where(w > 0, lp, 0.0)))
 
     @property
     @abstractmethod
@@ -261,19 +250,17 @@ class AcceptanceLaw(ABC):
         """The config-file form of this law (inverse of :func:`law_from_config`)."""
 
     @classmethod
-    @abstractmethod
-    def fit(cls, accepted, caps) -> FitResult:
-        """Maximum-likelihood fit with ``A = cap`` right-censored."""
+    def fit(cls, data, caps=None, **options) -> FitResult:
+        """Maximum-likelihood fit with ``A = cap`` right-censored (THEORY §2) to observed
+        rounds: an :class:`AcceptanceCounts` or arrays ``(accepted, caps)``. Returns the law
+        with its log-likelihood, AIC and G-test (:class:`FitResult`)."""
+        d = AcceptanceCounts.coerce(data, caps)
+        return fit_result(cls._mle(d, **options), d)
 
     @classmethod
-    def _result(cls, law: AcceptanceLaw, a, g) -> FitResult:
-        return FitResult(
-            law=law,
-            loglik=law.loglik(a, g),
-            n_params=law.n_params,
-            n=int(a.size),
-            gof=goodness_of_fit(law, a, g),
-        )
+    @abstractmethod
+    def _mle(cls, d: AcceptanceCounts) -> AcceptanceLaw:
+        """The maximum-likelihood law of this family for the weighted cells ``d``."""
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.to_config().items())
@@ -296,7 +283,7 @@ class IIDGeometric(AcceptanceLaw):
     family = "iid"
 
     def __init__(self, alpha):
-        self.alpha = check_probability(alpha, "alpha")
+        self.alpha = as_probability(alpha, "alpha")
 
     @property
     def n_params(self) -> int:
@@ -337,12 +324,23 @@ class IIDGeometric(AcceptanceLaw):
         return np.minimum(k, caps).astype(np.int64)
 
     @classmethod
-    def fit(cls, accepted, caps) -> FitResult:
-        a, g = check_sample(accepted, caps)
-        successes = float(a.sum())
-        failures = float(np.count_nonzero(a < g))
-        alpha = successes / (successes + failures) if successes + failures > 0 else 1.0
-        return cls._result(cls(alpha), a, g)
+    def _mle(cls, d: AcceptanceCounts) -> IIDGeometric:
+        succ = float(np.dot(d.counts, d.accepted))
+        fail = float(d.counts[d.accepted < d.caps].sum())
+        return cls(succ / (succ + fail) if succ + fail > 0 else 1.0)
+
+    @classmethod
+    def from_mean(cls, mean_accepted, cap) -> IIDGeometric:
+        """Method of moments: the law whose capped mean ``E[A | cap]`` is ``mean_accepted``
+        (``E[A | g]`` is increasing in ``alpha``); for data that report only totals."""
+        cap = as_int(cap, "cap", low=1)
+        m = as_real(mean_accepted, "mean_accepted", low=0.0, high=float(cap))
+        if m == 0.0:
+            return cls(0.0)
+        if m == cap:
+            return cls(1.0)
+        return cls(float(optimize.brentq(lambda a: cls(a).mean(cap) - m, 0.0, 1.0,
+                                         xtol=1e-14, rtol=1e-14)))
 
 
 class Positional(AcceptanceLaw):
@@ -351,7 +349,7 @@ class Positional(AcceptanceLaw):
     family = "positional"
 
     def __init__(self, alphas):
-        arr = check_real_array(alphas, "positional", low=0.0, high=1.0)
+        arr = as_real_array(alphas, "positional", low=0.0, high=1.0)
         self.alphas = tuple(float(x) for x in arr)
 
     @property
@@ -385,31 +383,25 @@ class Positional(AcceptanceLaw):
         return float(np.sum(s) + s[-1] * last / (1.0 - last))
 
     @classmethod
-    def fit(cls, accepted, caps, max_positions: int | None = None) -> FitResult:
-        """Kaplan–Meier-style hazard MLE per position; positions past ``max_positions`` pool."""
-        a, g = check_sample(accepted, caps)
-        kmax = int(g.max())
+    def _mle(cls, d: AcceptanceCounts, max_positions: int | None = None) -> Positional:
+        """Kaplan–Meier-style hazard MLE per position; positions from ``max_positions`` on
+        are pooled into one hazard."""
+        gmax = int(d.caps.max())
         if max_positions is not None:
-            kmax = min(kmax, check_int(max_positions, "max_positions", low=1))
+            max_positions = as_int(max_positions, "max_positions", low=1)
+        kmax = gmax if max_positions is None else min(gmax, max_positions)
         alphas = []
         for k in range(1, kmax + 1):
-            if max_positions is not None and k == kmax:
-                # pooled tail: successes and trials at every position >= k
-                succ = trials = 0.0
-                for j in range(k, int(g.max()) + 1):
-                    at_risk = (a >= j - 1) & (g >= j)
-                    trials += np.count_nonzero(at_risk)
-                    succ += np.count_nonzero(at_risk & (a >= j))
-            else:
-                at_risk = (a >= k - 1) & (g >= k)
-                trials = float(np.count_nonzero(at_risk))
-                succ = float(np.count_nonzero(at_risk & (a >= k)))
+            hi = gmax if (max_positions is not None and k == kmax) else k
+            succ = trials = 0.0
+            for j in range(k, hi + 1):
+                at_risk = (d.accepted >= j - 1) & (d.caps >= j)
+                trials += float(d.counts[at_risk].sum())
+                succ += float(d.counts[at_risk & (d.accepted >= j)].sum())
             if trials == 0:
                 break
             alphas.append(succ / trials)
-        if not alphas:
-            alphas = [1.0]
-        return cls._result(cls(alphas), a, g)
+        return cls(alphas or [1.0])
 
 
 class BetaMixed(AcceptanceLaw):
@@ -421,8 +413,8 @@ class BetaMixed(AcceptanceLaw):
     family = "beta"
 
     def __init__(self, a, b):
-        self.a = check_positive(a, "beta[0]")
-        self.b = check_positive(b, "beta[1]")
+        self.a = as_positive(a, "beta[0]")
+        self.b = as_positive(b, "beta[1]")
 
     @property
     def n_params(self) -> int:
@@ -456,53 +448,18 @@ class BetaMixed(AcceptanceLaw):
         k = np.where(alpha >= 1.0, caps, np.where(alpha <= 0.0, 0, k))
         return np.minimum(k, caps).astype(np.int64)
 
-    @staticmethod
-    def _loglik_params(la, lb, a_obs, g_obs, weights=None):
-        """Log-likelihood at ``(log a, log b)``; ``weights`` counts repeated rounds."""
-        a, b = math.exp(la), math.exp(lb)
-        base = special.gammaln(a + b) - special.gammaln(a)
-        # log S_k = lgamma(a+k) - lgamma(a) + lgamma(a+b) - lgamma(a+b+k)
-        log_s = base + special.gammaln(a + a_obs) - special.gammaln(a + b + a_obs)
-        cens = a_obs == g_obs
-        log_rej = np.log(b) - np.log(a + b + a_obs)
-        terms = np.where(cens, log_s, log_s + log_rej)
-        return float(np.sum(terms if weights is None else weights * terms))
-
     @classmethod
-    def fit(cls, accepted, caps) -> FitResult:
-        a_obs, g_obs = check_sample(accepted, caps)
-        # the likelihood depends on the sample only through the counts of (A, censored):
-        # optimize over the distinct pairs with their counts (O(cap) per evaluation, not O(n))
-        pairs, counts = np.unique(
-            np.stack([a_obs, (a_obs == g_obs).astype(np.int64)], axis=1), axis=0,
-            return_counts=True,
-        )
-        a_f = pairs[:, 0].astype(np.float64)
-        g_f = np.where(pairs[:, 1] == 1, a_f, np.inf)  # uncensored: any cap above A
-        w = counts.astype(np.float64)
-        alpha0 = IIDGeometric.fit(a_obs, g_obs).law.alpha
-        alpha0 = min(max(alpha0, 1e-3), 1 - 1e-3)
+    def _mle(cls, d: AcceptanceCounts) -> BetaMixed:
+        alpha0 = min(max(IIDGeometric._mle(d).alpha, 0.02), 0.98)
 
-        # Parameterize by (logit of the mean alpha, log concentration a + b). As the
-        # concentration grows the law tends to iid(mean) and the likelihood flattens, so the
-        # concentration is bounded (log kappa <= 16) and the iid limit is a candidate too.
         def nll(x):
-            m = 1.0 / (1.0 + math.exp(-x[0]))
-            kappa = math.exp(x[1])
-            la, lb = math.log(max(m * kappa, 1e-300)), math.log(max((1 - m) * kappa, 1e-300))
-            return -cls._loglik_params(la, lb, a_f, g_f, w)
+            la, lb = np.clip(x, -20, 20)
+            ll = cls(math.exp(la), math.exp(lb)).loglik(d)
+            return -ll if math.isfinite(ll) else 1e300
 
-        logit0 = math.log(alpha0 / (1 - alpha0))
-        bounds = [(-30.0, 30.0), (math.log(1e-3), 16.0)]
-        best_x, best_f = np.array([logit0, 16.0]), nll([logit0, 16.0])  # iid limit
-        for lk in (0.7, 2.3, 3.9, 6.0, 10.0):
-            res = optimize.minimize(nll, [logit0, lk], method="L-BFGS-B", bounds=bounds)
-            if np.isfinite(res.fun) and res.fun < best_f:
-                best_x, best_f = res.x, res.fun
-        m = 1.0 / (1.0 + math.exp(-best_x[0]))
-        kappa = math.exp(best_x[1])
-        la, lb = math.log(m * kappa), math.log((1 - m) * kappa)
-        return cls._result(cls(math.exp(la), math.exp(lb)), a_obs, g_obs)
+        starts = [np.log([alpha0 * c, (1 - alpha0) * c]) for c in (2.0, 10.0, 50.0)]
+        la, lb = np.clip(_nelder_mead(nll, starts), -20, 20)
+        return cls(math.exp(la), math.exp(lb))
 
 
 class GaussianBaseline(AcceptanceLaw):
@@ -516,8 +473,8 @@ class GaussianBaseline(AcceptanceLaw):
     family = "gaussian"
 
     def __init__(self, mu, sigma):
-        self.mu = check_real(mu, "gaussian[0]")
-        self.sigma = check_positive(sigma, "gaussian[1]")
+        self.mu = as_real(mu, "gaussian[0]")
+        self.sigma = as_positive(sigma, "gaussian[1]")
 
     @property
     def n_params(self) -> int:
@@ -553,23 +510,26 @@ class GaussianBaseline(AcceptanceLaw):
         return np.clip(np.rint(x), 0, caps).astype(np.int64)
 
     @classmethod
-    def fit(cls, accepted, caps) -> FitResult:
-        a_obs, g_obs = check_sample(accepted, caps)
-        m = float(a_obs.mean())
-        s = float(a_obs.std()) or 0.5
+    def _mle(cls, d: AcceptanceCounts) -> GaussianBaseline:
+        m = d.mean_accepted()
+        s = math.sqrt(float(np.dot(d.counts, (d.accepted - m) ** 2)) / d.n_rounds) or 0.5
 
         def nll(x):
-            law = cls(x[0], math.exp(x[1]))
-            with np.errstate(divide="ignore"):
-                ll = law.loglik(a_obs, g_obs)
-            return -ll if np.isfinite(ll) else 1e300
+            ll = cls(x[0], math.exp(float(np.clip(x[1], -10, 10)))).loglik(d)
+            return -ll if math.isfinite(ll) else 1e300
 
-        res = optimize.minimize(
-            nll, [m, math.log(max(s, 0.05))], method="Nelder-Mead",
-            options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000},
-        )
-        mu, ls = res.x
-        return cls._result(cls(mu, math.exp(float(np.clip(ls, -10, 10)))), a_obs, g_obs)
+        mu, ls = _nelder_mead(nll, [np.array([m, math.log(max(s, 0.05))])])
+        return cls(mu, math.exp(float(np.clip(ls, -10, 10))))
+
+
+def _nelder_mead(fun, starts):
+    best = None
+    for x0 in starts:
+        res = optimize.minimize(fun, x0, method="Nelder-Mead",
+                                options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
+        if best is None or res.fun < best.fun:
+            best = res
+    return best.x
 
 
 LAW_FAMILIES: dict[str, type[AcceptanceLaw]] = {
@@ -578,6 +538,7 @@ LAW_FAMILIES: dict[str, type[AcceptanceLaw]] = {
     "beta": BetaMixed,
     "gaussian": GaussianBaseline,
 }
+FAMILIES = tuple(LAW_FAMILIES)
 
 _CONFIG_KEYS = {"alpha": "iid", "positional": "positional", "beta": "beta", "gaussian": "gaussian"}
 
@@ -597,7 +558,7 @@ def law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
             "must be one of {\"alpha\": a}, {\"positional\": [a1, ...]}, {\"beta\": [a, b]}, "
             f"{{\"gaussian\": [mu, sigma]}}; got {spec!r}",
         )
-    check_keys(spec, field, required=[], optional=list(_CONFIG_KEYS))
+    require_keys(spec, field, required=[], optional=list(_CONFIG_KEYS))
     (key, value), = spec.items()
     try:
         if key == "alpha":
@@ -635,21 +596,19 @@ def pool_cells(expected: np.ndarray, observed: np.ndarray, min_expected: float):
     return np.asarray(e_out), np.asarray(o_out)
 
 
-def goodness_of_fit(law: AcceptanceLaw, accepted, caps, *, min_expected: float = 5.0,
+def goodness_of_fit(law: AcceptanceLaw, data, caps=None, *, min_expected: float = 5.0,
                     n_fitted_params: int | None = None) -> GoodnessOfFit:
     """G-test: cells are (cap, k), pooled within each cap until expected counts >= 5.
 
     ``df = sum over caps (cells - 1) - fitted parameters`` (``NaN`` p-value when df <= 0).
     """
-    a, g = check_sample(accepted, caps)
-    min_expected = check_real(min_expected, "min_expected", low=0.0, low_open=True)
+    d = AcceptanceCounts.coerce(data, caps)
+    min_expected = as_real(min_expected, "min_expected", low=0.0, low_open=True)
     stat = 0.0
-    cells = 0
-    groups = 0
-    for cap in np.unique(g):
-        sel = a[g == cap]
-        obs = np.bincount(sel, minlength=int(cap) + 1).astype(np.float64)
-        exp = sel.size * law.pmf_vector(int(cap))
+    cells = groups = 0
+    for cap in np.unique(d.caps):
+        obs = d.histogram(int(cap)).astype(np.float64)
+        exp = obs.sum() * law.pmf_vector(int(cap))
         e, o = pool_cells(exp, obs, min_expected)
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = np.where(o > 0, o * np.log(o / e), 0.0)
@@ -663,12 +622,33 @@ def goodness_of_fit(law: AcceptanceLaw, accepted, caps, *, min_expected: float =
                          min_expected=min_expected)
 
 
-def compare_laws(accepted, caps, families=("iid", "positional", "beta", "gaussian")):
-    """Fit every family to one sample and rank by AIC (best first)."""
-    a, g = check_sample(accepted, caps)
-    results = []
+def fit_result(law: AcceptanceLaw, data, caps=None) -> FitResult:
+    """``law`` scored on observed rounds: log-likelihood, AIC and G-test."""
+    d = AcceptanceCounts.coerce(data, caps)
+    return FitResult(law=law, loglik=law.loglik(d), n_params=law.n_params, n=d.n_rounds,
+                     gof=goodness_of_fit(law, d))
+
+
+def fit_laws(data, caps=None, families=FAMILIES, *,
+             max_positions: int | None = None) -> list[FitResult]:
+    """Fit every family in ``families`` and rank by AIC (best first; ties: fewer
+    parameters). ``max_positions`` pools the positional law's hazards from that position."""
+    d = AcceptanceCounts.coerce(data, caps)
+    if isinstance(families, str) or not families:
+        raise PolyspecInputError("families", "must be a non-empty list of law family names")
+    fits = []
     for fam in families:
         if fam not in LAW_FAMILIES:
-            raise PolyspecInputError("families", f"unknown law family {fam!r}")
-        results.append(LAW_FAMILIES[fam].fit(a, g))
-    return sorted(results, key=lambda r: (np.nan_to_num(r.aic, nan=np.inf), r.n_params))
+            raise PolyspecInputError(
+                "families", f"unknown law family {fam!r}; choose from {', '.join(FAMILIES)}")
+        opts = {"max_positions": max_positions} if fam == "positional" else {}
+        fits.append(LAW_FAMILIES[fam].fit(d, **opts))
+    return sorted(fits, key=lambda r: (np.nan_to_num(r.aic, nan=np.inf), r.n_params))
+
+
+def best_fit(fits, exclude=("gaussian",)) -> FitResult:
+    """The AIC-best fit among families not in ``exclude`` (the Gaussian is only a baseline)."""
+    for f in fits:
+        if f.law.family not in exclude:
+            return f
+    raise PolyspecInputError("fits", "no fit outside the excluded families")

@@ -17,15 +17,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int, check_probability, check_real
+from ._input import PolyspecInputError, as_int, as_probability, as_real
 
 __all__ = [
     "PROB_TOL",
     "MAX_SEQUENCE_LAW_SIZE",
     "MarkovPair",
-    "check_law",
-    "check_kernels",
-    "check_chain",
+    "as_law",
+    "as_kernels",
+    "as_chain",
     "tv_distance",
     "step_tv",
     "state_marginals",
@@ -85,7 +85,7 @@ def _index(flat_i: int, shape: tuple) -> str:
     return "[" + ", ".join(str(int(i)) for i in idx) + "]"
 
 
-def check_law(p, field: str, *, size: int | None = None, ndim: int | None = None) -> np.ndarray:
+def as_law(p, field: str, *, size: int | None = None, ndim: int | None = None) -> np.ndarray:
     """Validate probability vector(s) along the last axis; returns a float64 copy.
 
     Each vector must be non-negative and sum to 1 within :data:`PROB_TOL`. ``size`` fixes the
@@ -117,7 +117,7 @@ def check_law(p, field: str, *, size: int | None = None, ndim: int | None = None
     return arr
 
 
-def check_kernels(kernels, field: str, *, T: int | None = None, K: int | None = None) -> np.ndarray:
+def as_kernels(kernels, field: str, *, T: int | None = None, K: int | None = None) -> np.ndarray:
     """Validate ``(T, K, K)`` row-stochastic transition kernels (T >= 1, K >= 1)."""
     arr = _as_float_array(kernels, field)
     if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
@@ -130,32 +130,32 @@ def check_kernels(kernels, field: str, *, T: int | None = None, K: int | None = 
         raise PolyspecInputError(field, f"must have horizon T = {T}, got {arr.shape[0]}")
     if K is not None and arr.shape[1] != K:
         raise PolyspecInputError(field, f"must have K = {K} states, got {arr.shape[1]}")
-    return check_law(arr, field)
+    return as_law(arr, field)
 
 
-def check_chain(init, target, draft=None, *, target_field="target") -> tuple[np.ndarray, ...]:
+def as_chain(init, target, draft=None, *, target_field="target") -> tuple[np.ndarray, ...]:
     """Validate a prompt law and one or two kernel stacks of matching ``(T, K, K)`` shape.
 
     Returns ``(init, target)`` or ``(init, target, draft)`` as float64 arrays.
     """
-    t = check_kernels(target, target_field)
+    t = as_kernels(target, target_field)
     K = t.shape[1]
-    i = check_law(init, "init", ndim=1)
+    i = as_law(init, "init", ndim=1)
     if i.shape[0] != K:
         raise PolyspecInputError(
             "init", f"must have K = {K} entries (like {target_field}), got {i.size}"
         )
     if draft is None:
         return i, t
-    d = check_kernels(draft, "draft")
+    d = as_kernels(draft, "draft")
     if d.shape != t.shape:
         raise PolyspecInputError("draft", f"must have the shape of target {t.shape}, got {d.shape}")
     return i, t, d
 
 
 def _check_pair(p, q, pf: str, qf: str) -> tuple[np.ndarray, np.ndarray]:
-    a = check_law(p, pf)
-    b = check_law(q, qf)
+    a = as_law(p, pf)
+    b = as_law(q, qf)
     if a.shape != b.shape:
         raise PolyspecInputError(qf, f"must have the shape of {pf} {a.shape}, got {b.shape}")
     return a, b
@@ -180,8 +180,8 @@ def tv_distance(p, q):
 
 def step_tv(target, draft) -> np.ndarray:
     """``TV(target_n(.|s), draft_n(.|s))`` for every step and previous state: shape ``(T, K)``."""
-    t = check_kernels(target, "target")
-    d = check_kernels(draft, "draft")
+    t = as_kernels(target, "target")
+    d = as_kernels(draft, "draft")
     if d.shape != t.shape:
         raise PolyspecInputError("draft", f"must have the shape of target {t.shape}, got {d.shape}")
     return 0.5 * np.abs(t - d).sum(axis=-1)
@@ -197,7 +197,7 @@ def _marginals(init: np.ndarray, kernels: np.ndarray) -> np.ndarray:
 
 def state_marginals(init, kernels) -> np.ndarray:
     """Laws of ``x_0, .., x_T`` under the chain: shape ``(T + 1, K)``, row 0 = ``init``."""
-    i, k = check_chain(init, kernels, target_field="kernels")
+    i, k = as_chain(init, kernels, target_field="kernels")
     return _marginals(i, k)
 
 
@@ -230,7 +230,7 @@ def sequence_law(init, kernels) -> np.ndarray:
 
     Only for small chains (``K**T <= MAX_SEQUENCE_LAW_SIZE``).
     """
-    i, k = check_chain(init, kernels, target_field="kernels")
+    i, k = as_chain(init, kernels, target_field="kernels")
     _check_sequence_size(k.shape[1], k.shape[0], "kernels")
     return _augmented_sequence_law(i[:, None], k[:, :, None, :, None])
 
@@ -241,7 +241,7 @@ def sequence_law(init, kernels) -> np.ndarray:
 def _rng(seed) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
-    return np.random.default_rng(check_int(seed, "seed", low=0))
+    return np.random.default_rng(as_int(seed, "seed", low=0))
 
 
 def _dirichlet(rng: np.random.Generator, shape: tuple, concentration: float) -> np.ndarray:
@@ -259,8 +259,8 @@ def _dirichlet(rng: np.random.Generator, shape: tuple, concentration: float) -> 
 
 def random_law(K, seed, concentration=1.0) -> np.ndarray:
     """A ``Dirichlet(concentration)`` law on ``K`` states, shape ``(K,)``; same seed, same law."""
-    K = check_int(K, "K", low=1)
-    c = check_real(concentration, "concentration", low=0.0, low_open=True)
+    K = as_int(K, "K", low=1)
+    c = as_real(concentration, "concentration", low=0.0, low_open=True)
     return _dirichlet(_rng(seed), (K,), c)
 
 
@@ -269,9 +269,9 @@ def random_kernels(T, K, seed, concentration=1.0) -> np.ndarray:
 
     Small ``concentration`` gives peaked (low-entropy) rows, large gives near-uniform rows.
     """
-    T = check_int(T, "T", low=1)
-    K = check_int(K, "K", low=1)
-    c = check_real(concentration, "concentration", low=0.0, low_open=True)
+    T = as_int(T, "T", low=1)
+    K = as_int(K, "K", low=1)
+    c = as_real(concentration, "concentration", low=0.0, low_open=True)
     return _dirichlet(_rng(seed), (T, K, K), c)
 
 
@@ -281,9 +281,9 @@ def mixture_draft(target, eps, seed, concentration=1.0) -> np.ndarray:
     ``target``: laws of shape ``(..., K)`` (a single law or a kernel stack); same shape out.
     ``TV(draft, target) = eps * TV(R, target) <= eps``.
     """
-    t = check_law(target, "target")
-    e = check_probability(eps, "eps")
-    c = check_real(concentration, "concentration", low=0.0, low_open=True)
+    t = as_law(target, "target")
+    e = as_probability(eps, "eps")
+    c = as_real(concentration, "concentration", low=0.0, low_open=True)
     r = _dirichlet(_rng(seed), t.shape, c)
     return (1.0 - e) * t + e * r
 
@@ -294,9 +294,9 @@ def logit_draft(target, temperature=1.0, noise=0.0, seed=0) -> np.ndarray:
     ``target``: laws of shape ``(..., K)``; same shape out. Zeros of ``target`` stay zeros.
     ``temperature > 1`` flattens, ``< 1`` sharpens; ``noise`` perturbs the logits.
     """
-    t = check_law(target, "target")
-    tau = check_real(temperature, "temperature", low=0.0, low_open=True)
-    s = check_real(noise, "noise", low=0.0)
+    t = as_law(target, "target")
+    tau = as_real(temperature, "temperature", low=0.0, low_open=True)
+    s = as_real(noise, "noise", low=0.0)
     g = _rng(seed).standard_normal(t.shape)
     with np.errstate(divide="ignore"):
         logits = np.where(t > 0, (np.log(np.where(t > 0, t, 1.0)) + s * g) / tau, -np.inf)
@@ -310,8 +310,8 @@ def drop_support(laws, n_drop, seed) -> np.ndarray:
 
     ``laws``: shape ``(..., K)``; same shape out. Used to make a draft that misses target mass.
     """
-    p = check_law(laws, "laws")
-    m = check_int(n_drop, "n_drop", low=0)
+    p = as_law(laws, "laws")
+    m = as_int(n_drop, "n_drop", low=0)
     rng = _rng(seed)
     flat = p.reshape(-1, p.shape[-1]).copy()
     for row in flat:
@@ -346,8 +346,8 @@ def random_pair(
     :func:`logit_draft` with ``temperature``, ``noise``. ``draft_drop > 0`` then removes that
     many tokens from the support of every draft row (:func:`drop_support`).
     """
-    T = check_int(T, "T", low=1)
-    K = check_int(K, "K", low=1)
+    T = as_int(T, "T", low=1)
+    K = as_int(K, "K", low=1)
     if kind not in DRAFT_KINDS:
         raise PolyspecInputError("kind", f"must be one of {', '.join(DRAFT_KINDS)}, got {kind!r}")
     rng = _rng(seed)
@@ -356,7 +356,7 @@ def random_pair(
         draft = mixture_draft(target, eps, rng, concentration)
     else:
         draft = logit_draft(target, temperature, noise, rng)
-    if check_int(draft_drop, "draft_drop", low=0):
+    if as_int(draft_drop, "draft_drop", low=0):
         draft = drop_support(draft, draft_drop, rng)
-    i = np.full(K, 1.0 / K) if init is None else check_law(init, "init", size=K, ndim=1)
+    i = np.full(K, 1.0 / K) if init is None else as_law(init, "init", size=K, ndim=1)
     return MarkovPair(i, target, draft)

@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int, check_keys
+from ._input import PolyspecInputError, as_int, require_keys
 from .config import POLICIES, Cascade, Model
 from .costs import cost_from_config
 from .laws import AcceptanceLaw, law_from_config
@@ -164,7 +164,7 @@ class Pool:
         object.__setattr__(self, "pairs", pairs)
         object.__setattr__(
             self, "max_threshold",
-            check_int(self.max_threshold, "max_threshold", low=1, high=MAX_PLAN_THRESHOLD),
+            as_int(self.max_threshold, "max_threshold", low=1, high=MAX_PLAN_THRESHOLD),
         )
         if self.policy not in POLICIES:
             raise PolyspecInputError("policy", f"must be one of {POLICIES}, got {self.policy!r}")
@@ -194,7 +194,7 @@ class Pool:
                 "chain", f"the pool has no acceptance law for '{verifier}|{drafter}'"
             ) from None
 
-    def check_chain(self, chain) -> tuple[str, ...]:
+    def as_chain(self, chain) -> tuple[str, ...]:
         """A valid chain: target first, >= 2 distinct known models, every pair in the pool."""
         if isinstance(chain, str) or not hasattr(chain, "__iter__"):
             raise PolyspecInputError("chain", f"must be a list of model names, got {chain!r}")
@@ -213,7 +213,7 @@ class Pool:
 
     def cascade(self, chain, thresholds) -> Cascade:
         """The :class:`Cascade` of ``chain`` (target first) with ``thresholds``."""
-        chain = self.check_chain(chain)
+        chain = self.as_chain(chain)
         return Cascade(
             tuple(self.model(nm) for nm in chain),
             tuple(self.law(v, d) for v, d in zip(chain[:-1], chain[1:], strict=True)),
@@ -230,7 +230,7 @@ class Pool:
              "acceptance": {"target|m7": {"alpha": 0.82}, "m7|m1": {"beta": [3, 1.2]}},
              "max_threshold": 16, "policy": "accumulate"}
         """
-        check_keys(cfg, "", required=["models", "acceptance"],
+        require_keys(cfg, "", required=["models", "acceptance"],
                    optional=["max_threshold", "policy", "name", "description"])
         mcfg = cfg["models"]
         if not isinstance(mcfg, list):
@@ -238,7 +238,7 @@ class Pool:
                                      "target first")
         models = []
         for i, m in enumerate(mcfg):
-            check_keys(m, f"models[{i}]", required=["name", "cost"])
+            require_keys(m, f"models[{i}]", required=["name", "cost"])
             _check_name(m["name"], f"models[{i}].name")
             models.append(Model(m["name"], cost_from_config(m["cost"], f"models[{i}].cost")))
         if len(models) < 2:
@@ -886,7 +886,7 @@ def _search(pool: Pool, top: int, prune: bool, only_chain: tuple[str, ...] | Non
 # public entry points
 # --------------------------------------------------------------------------------------
 def _check_top(top) -> int:
-    return check_int(top, "top", low=0, high=1000)
+    return as_int(top, "top", low=0, high=1000)
 
 
 def _planned(pool: Pool, chain, thresholds) -> PlannedCascade:
@@ -926,7 +926,7 @@ def plan_thresholds(pool, chain) -> PlannedCascade:
     seeded by a coordinate-ascent value (achievable, so the pruning still keeps the optimum).
     """
     pool = _as_pool(pool)
-    chain = pool.check_chain(chain)
+    chain = pool.as_chain(chain)
     seed = _coordinate_seed(pool, chain) if len(chain) > 2 else None
     _, records, _ = _search(pool, 0, True, only_chain=chain, seed=seed)
     idx = tuple(pool.names.index(nm) for nm in chain)
@@ -952,7 +952,7 @@ def greedy_paper_rule(pool, start: PlannedCascade | None = None) -> GreedyResult
         start = max(twos, key=lambda c: (c.speedup, -pool.names.index(c.chain[1])))
     if not isinstance(start, PlannedCascade):
         raise PolyspecInputError("start", "must be a PlannedCascade")
-    pool.check_chain(start.chain)
+    pool.as_chain(start.chain)
     cur = start
     steps = []
     while True:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int
+from ._input import PolyspecInputError, as_int
 from .config import Cascade
 from .laws import AcceptanceLaw
 
@@ -39,7 +39,7 @@ def renewal_fill(l_pmf, theta: int) -> tuple[float, np.ndarray]:
     mass at s), ``phi = sum_{s<theta} f(s)``, ``P(G=g) = sum_{s<theta} f(s) P(L = g - s)``.
     """
     p = np.asarray(l_pmf, dtype=np.float64)
-    theta = check_int(theta, "theta", low=1)
+    theta = as_int(theta, "theta", low=1)
     if p.ndim != 1 or p.size < 2 or p[0] != 0.0:
         raise PolyspecInputError("l_pmf", "must be a pmf over lengths with P(L = 0) = 0")
     lmax = p.size - 1

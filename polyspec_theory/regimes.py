@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from ._checks import PolyspecInputError, check_int, check_keys
-from .laws import AcceptanceLaw, FitResult, check_sample, goodness_of_fit
+from ._input import PolyspecInputError, as_int, require_keys
+from .laws import AcceptanceLaw, FitResult, as_sample, goodness_of_fit
 
 __all__ = [
     "HiddenRegimes",
@@ -127,7 +127,7 @@ class HiddenRegimes:
 
     @classmethod
     def from_config(cls, spec, field: str = "regime") -> HiddenRegimes:
-        check_keys(spec, field, required=["init", "trans", "accept"], optional=["horizon"])
+        require_keys(spec, field, required=["init", "trans", "accept"], optional=["horizon"])
         try:
             return cls(spec["init"], spec["trans"], spec["accept"])
         except PolyspecInputError as e:
@@ -149,7 +149,7 @@ class HiddenRegimes:
     def round_kernels(self, g: int) -> np.ndarray:
         """``B[a]`` for a = 0..g (shape (g+1, K, K)): joint weight of ``A = a`` and the regime
         at the next round's start, from each start regime, for a block of ``g`` tokens."""
-        g = check_int(g, "g", low=1)
+        g = as_int(g, "g", low=1)
         rej, full = self._powers(g)
         return np.concatenate([rej, full[g:g + 1]])
 
@@ -157,8 +157,8 @@ class HiddenRegimes:
         """``N[g, a]`` (g, a = 0..gmax): expected number of rounds with ``A = a`` in a decode
         of at least ``horizon`` tokens from ``init`` with every block of ``g`` tokens (row
         0: zeros)."""
-        gmax = check_int(gmax, "gmax", low=1)
-        horizon = check_int(horizon, "horizon", low=1, high=MAX_HORIZON)
+        gmax = as_int(gmax, "gmax", low=1)
+        horizon = as_int(horizon, "horizon", low=1, high=MAX_HORIZON)
         k = self.k
         rej, full = self._powers(gmax)
         # kern[g-1, a] = B_a for a block of g (a <= g), zero beyond
@@ -200,9 +200,9 @@ class HiddenRegimes:
     def sample_rounds(self, g: int, horizon: int, n_decodes: int, seed=None):
         """Simulate ``n_decodes`` two-model decodes (threshold ``g``, at least ``horizon``
         tokens each); returns ``(accepted, group)`` arrays, rounds in order."""
-        g = check_int(g, "g", low=1)
-        horizon = check_int(horizon, "horizon", low=1, high=MAX_HORIZON)
-        n_decodes = check_int(n_decodes, "n_decodes", low=1)
+        g = as_int(g, "g", low=1)
+        horizon = as_int(horizon, "horizon", low=1, high=MAX_HORIZON)
+        n_decodes = as_int(n_decodes, "n_decodes", low=1)
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         cum_t = np.cumsum(self.trans, axis=1)
         k = self.k
@@ -260,19 +260,19 @@ class RegimeLaw(AcceptanceLaw):
         if not isinstance(model, HiddenRegimes):
             raise PolyspecInputError("regime", "must be a HiddenRegimes model")
         self.model = model
-        self.horizon = check_int(horizon, "regime.horizon", low=1, high=MAX_HORIZON)
+        self.horizon = as_int(horizon, "regime.horizon", low=1, high=MAX_HORIZON)
         self._table = None
 
     def cap_pmf_table(self, gmax: int) -> np.ndarray:
         """``Q[g, a]`` for g, a = 0..gmax (row g: the law of ``A`` for a block of g)."""
-        gmax = check_int(gmax, "gmax", low=0)
+        gmax = as_int(gmax, "gmax", low=0)
         if self._table is None or self._table.shape[0] <= gmax:
             self._table = self.model.horizon_table(max(gmax, 1), self.horizon)
         return self._table[: gmax + 1, : gmax + 1].copy()
 
     def survival(self, kmax: int) -> np.ndarray:
         """``P(A >= k | cap kmax)``, k = 0..kmax."""
-        kmax = check_int(kmax, "kmax", low=0)
+        kmax = as_int(kmax, "kmax", low=0)
         p = self.cap_pmf_table(kmax)[kmax]
         return np.cumsum(p[::-1])[::-1]
 
@@ -295,7 +295,7 @@ class RegimeLaw(AcceptanceLaw):
     def logpmf_sample(self, accepted, caps) -> np.ndarray:
         """Per-round log ``Q(A | cap)`` (the marginal horizon law; the sequence likelihood is
         :meth:`HiddenRegimes.loglik`)."""
-        a, g = check_sample(accepted, caps)
+        a, g = as_sample(accepted, caps)
         table = self.cap_pmf_table(int(g.max()))
         with np.errstate(divide="ignore"):
             return np.log(table[g, a])
@@ -311,12 +311,18 @@ class RegimeLaw(AcceptanceLaw):
     def from_config(cls, spec, field: str = "regime") -> RegimeLaw:
         if not isinstance(spec, dict):
             raise PolyspecInputError(field, "must be an object {init, trans, accept, horizon}")
-        check_keys(spec, field, required=["init", "trans", "accept", "horizon"])
+        require_keys(spec, field, required=["init", "trans", "accept", "horizon"])
         model = HiddenRegimes.from_config(spec, field)
         try:
             return cls(model, spec["horizon"])
         except PolyspecInputError as e:
             raise PolyspecInputError(f"{field}.horizon", str(e).split(": ", 1)[1]) from None
+
+    @classmethod
+    def _mle(cls, d) -> RegimeLaw:
+        raise PolyspecInputError(
+            "data", "a regime law is fitted on rounds in order, not on a histogram: "
+            "use RegimeLaw.fit(accepted, caps, groups)")
 
     @classmethod
     def fit(cls, accepted, caps, groups=None, *, k: int = 2, horizon: int = 128) -> FitResult:
@@ -325,7 +331,7 @@ class RegimeLaw(AcceptanceLaw):
         likelihood."""
         res = fit_regimes(accepted, caps, groups, k=k)
         law = cls(res.model, horizon)
-        a, g = check_sample(accepted, caps)
+        a, g = as_sample(accepted, caps)
         return FitResult(law=law, loglik=res.loglik, n_params=res.n_params, n=int(a.size),
                          gof=goodness_of_fit(law, a, g))
 
@@ -367,7 +373,7 @@ class _RoundData:
 
     @classmethod
     def build(cls, accepted, caps, groups) -> _RoundData:
-        a, g = check_sample(accepted, caps)
+        a, g = as_sample(accepted, caps)
         if groups is None:
             lab = np.zeros(a.size, dtype=np.int64)
         else:
@@ -574,10 +580,10 @@ def fit_regimes(accepted, caps, groups=None, *, k: int = 2, max_iter: int = 400)
     docstring). Deterministic (fixed starting points); regimes sorted by acceptance."""
     from scipy.optimize import minimize
 
-    k = check_int(k, "k", low=1, high=MAX_REGIMES)
-    max_iter = check_int(max_iter, "max_iter", low=1)
+    k = as_int(k, "k", low=1, high=MAX_REGIMES)
+    max_iter = as_int(max_iter, "max_iter", low=1)
     data = _RoundData.build(accepted, caps, groups)
-    a, g = check_sample(accepted, caps)
+    a, g = as_sample(accepted, caps)
     rejected = float(np.sum(a < g))
     qbar = float(a.sum() / max(a.sum() + rejected, 1.0))
     if k == 1:

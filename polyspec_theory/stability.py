@@ -53,12 +53,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, stats
 
-from ._checks import (
+from ._input import (
     PolyspecInputError,
-    check_int,
-    check_positive,
-    check_probability,
-    check_real_array,
+    as_int,
+    as_positive,
+    as_probability,
+    as_real_array,
 )
 from .dualistic import dualistic_speedup
 from .laws import MAX_CAP, BetaMixed, IIDGeometric
@@ -82,7 +82,7 @@ __all__ = [
 
 
 def _cap(g, field="g") -> int:
-    return check_int(g, field, low=1, high=MAX_CAP)
+    return as_int(g, field, low=1, high=MAX_CAP)
 
 
 def _geom_moments(alpha: float, g: int) -> tuple[float, float]:
@@ -93,7 +93,7 @@ def _geom_moments(alpha: float, g: int) -> tuple[float, float]:
 
 def cv_accepted(alpha, g) -> float:
     """``CV(A) = sd(A)/E[A]`` of the capped geometric (``inf`` at ``alpha = 0``)."""
-    a = check_probability(alpha, "alpha")
+    a = as_probability(alpha, "alpha")
     g = _cap(g)
     if a == 0.0:
         return math.inf
@@ -103,7 +103,7 @@ def cv_accepted(alpha, g) -> float:
 
 def cv_emitted(alpha, g) -> float:
     """``CV(L) = sd(A)/(1 + E[A])`` for ``L = A + 1`` — not monotone in ``alpha``."""
-    a = check_probability(alpha, "alpha")
+    a = as_probability(alpha, "alpha")
     g = _cap(g)
     m, v = _geom_moments(a, g)
     return math.sqrt(v) / (1.0 + m)
@@ -112,7 +112,7 @@ def cv_emitted(alpha, g) -> float:
 def cv_derivative_coefficients(g) -> np.ndarray:
     """Exact integer coefficients ``c_s`` (s = 2..2g) of ``N(alpha) = sum_s c_s alpha^{s-1}``,
     the numerator of ``d CV(A)^2/d alpha`` (closed forms of the module docstring)."""
-    g = check_int(g, "g", low=1, high=100_000)
+    g = as_int(g, "g", low=1, high=100_000)
     s = np.arange(2, 2 * g + 1, dtype=object)
     out = []
     for si in s:
@@ -142,7 +142,7 @@ def cv_general_proof(check_up_to: int = 12) -> dict:
     "all_negative": True}`` or raises AssertionError if a step fails."""
     import sympy as sp
 
-    up_to = check_int(check_up_to, "check_up_to", low=1, high=200)
+    up_to = as_int(check_up_to, "check_up_to", low=1, high=200)
     g, t, k, m = sp.symbols("g t k m", integer=True, positive=True)
     low = sp.factor(sp.summation((2 * k - 1) * (3 * k - 2 * (m + 1)), (k, 1, m)))
     high = sp.factor(sp.summation((2 * k - 1) * (3 * k - 2 * (g + t)), (k, t, g)))
@@ -164,7 +164,7 @@ def cv_monotone_certificate(g) -> dict:
     rational arithmetic) and is negative at 1/2, so ``CV(A)`` is strictly decreasing."""
     import sympy as sp
 
-    g = check_int(g, "g", low=1, high=400)
+    g = as_int(g, "g", low=1, high=400)
     a, num = _numerator_poly(g)
     reduced = sp.Poly(sp.quo(num, sp.Poly(a, a)), a)  # N has the factor alpha
     roots = int(reduced.count_roots(0, 1))
@@ -177,8 +177,8 @@ def cv_dense_check(g, n_grid=4001, lo=1e-3, hi=1 - 1e-3) -> dict:
     """Dense float check: ``CV(A)`` on ``n_grid`` points of ``[lo, hi]`` strictly decreases.
     Returns ``{"decreasing", "max_step_ratio"}`` (largest ``CV(next)/CV(prev)``, < 1)."""
     g = _cap(g)
-    n = check_int(n_grid, "n_grid", low=2, high=10_000_000)
-    xs = np.linspace(check_probability(lo, "lo"), check_probability(hi, "hi"), n)
+    n = as_int(n_grid, "n_grid", low=2, high=10_000_000)
+    xs = np.linspace(as_probability(lo, "lo"), as_probability(hi, "hi"), n)
     cv = np.array([cv_accepted(float(x), g) for x in xs])
     ratio = cv[1:] / cv[:-1]
     return {"decreasing": bool(np.all(ratio < 1.0)), "max_step_ratio": float(ratio.max())}
@@ -187,7 +187,7 @@ def cv_dense_check(g, n_grid=4001, lo=1e-3, hi=1 - 1e-3) -> dict:
 def cv_emitted_not_monotone(g, n_grid=2001) -> dict:
     """Witness that ``CV(L)`` rises then falls: values at the ends and the interior peak."""
     g = _cap(g)
-    xs = np.linspace(0.0, 1.0, check_int(n_grid, "n_grid", low=3))
+    xs = np.linspace(0.0, 1.0, as_int(n_grid, "n_grid", low=3))
     cv = np.array([cv_emitted(float(x), g) for x in xs])
     j = int(np.argmax(cv))
     return {"alpha_peak": float(xs[j]), "cv_peak": float(cv[j]), "cv_at_0": float(cv[0]),
@@ -198,7 +198,7 @@ def cv_emitted_not_monotone(g, n_grid=2001) -> dict:
 # --- speculative sampling vs greedy ------------------------------------------------------------
 
 def _pmf(p, field) -> np.ndarray:
-    arr = check_real_array(p, field, low=0.0, min_len=1)
+    arr = as_real_array(p, field, low=0.0, min_len=1)
     s = float(arr.sum())
     if abs(s - 1.0) > 1e-9:
         raise PolyspecInputError(field, f"must sum to 1, sums to {s!r}")
@@ -256,14 +256,14 @@ def verification_comparison(ps, qs, gamma, *, weights=None, target_cost=1.0,
                             draft_cost=0.0) -> VerificationComparison:
     """Speculative sampling vs greedy on contexts ``(ps[h], qs[h])`` (verifier, drafter laws;
     arrays of shape (contexts, vocab)), block ``gamma``, context weights (default uniform)."""
-    p = check_real_array([ps] if np.ndim(ps) == 1 else ps, "ps", low=0.0, ndim=2)
-    q = check_real_array([qs] if np.ndim(qs) == 1 else qs, "qs", low=0.0, ndim=2)
+    p = as_real_array([ps] if np.ndim(ps) == 1 else ps, "ps", low=0.0, ndim=2)
+    q = as_real_array([qs] if np.ndim(qs) == 1 else qs, "qs", low=0.0, ndim=2)
     if p.shape != q.shape:
         raise PolyspecInputError("qs", f"must have the shape of ps {p.shape}, got {q.shape}")
-    gamma = check_int(gamma, "gamma", low=1, high=MAX_CAP)
+    gamma = as_int(gamma, "gamma", low=1, high=MAX_CAP)
     h = p.shape[0]
     w = (np.full(h, 1.0 / h) if weights is None
-         else check_real_array(weights, "weights", low=0.0))
+         else as_real_array(weights, "weights", low=0.0))
     if w.size != h or w.sum() <= 0:
         raise PolyspecInputError("weights", f"need {h} non-negative weights with positive sum")
     w = w / w.sum()
@@ -297,10 +297,10 @@ def verification_comparison(ps, qs, gamma, *, weights=None, target_cost=1.0,
 def heterogeneity_gap(alphas, g, weights=None) -> dict:
     """P7 for a discrete law of ``alpha`` (values ``alphas``, ``weights``): ``mixed`` =
     ``E[sum_{k<=g} alpha^k]``, ``iid`` = ``sum_{k<=g} abar^k``, ``gap = mixed - iid >= 0``."""
-    al = check_real_array(alphas, "alphas", low=0.0, high=1.0)
+    al = as_real_array(alphas, "alphas", low=0.0, high=1.0)
     g = _cap(g)
     w = (np.full(al.size, 1.0 / al.size) if weights is None
-         else check_real_array(weights, "weights", low=0.0))
+         else as_real_array(weights, "weights", low=0.0))
     if w.size != al.size or w.sum() <= 0:
         raise PolyspecInputError("weights", f"need {al.size} non-negative weights with "
                                  "positive sum")
@@ -326,9 +326,9 @@ def beta_variance_decomposition(a, b, g, method: str = "moments") -> dict:
     """Law of total variance of ``A`` (cap ``g``) for ``alpha ~ Beta(a, b)``:
     ``total = within + between``, ``within = E[Var(A|alpha)]``, ``between =
     Var(E[A|alpha])``. ``method``: ``"moments"`` (exact Beta moments) or ``"quadrature"``."""
-    a = check_positive(a, "a")
-    b = check_positive(b, "b")
-    g = check_int(g, "g", low=1, high=10_000)
+    a = as_positive(a, "a")
+    b = as_positive(b, "b")
+    g = as_int(g, "g", low=1, high=10_000)
     k = np.arange(1, g + 1, dtype=np.float64)
     if method == "moments":
         j = np.arange(0, 2 * g, dtype=np.float64)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from ._checks import PolyspecInputError, check_int, check_probability, check_real
+from ._input import PolyspecInputError, as_int, as_probability, as_real
 
 __all__ = [
     "DerivationStep",
@@ -288,14 +288,14 @@ def reference(name: str, alpha, g, z=None, k=None, dps: int = 60):
     import sympy as sp
 
     name = _quantity(name)
-    a = check_probability(alpha, "alpha")
-    g = check_int(g, "g", low=1)
-    dps = check_int(dps, "dps", low=15, high=10_000)
+    a = as_probability(alpha, "alpha")
+    g = as_int(g, "g", low=1)
+    dps = as_int(dps, "dps", low=15, high=10_000)
     args = ()
     if name == "pgf":
-        args = (mpmath.mpf(check_real(z, "z")),)
+        args = (mpmath.mpf(as_real(z, "z")),)
     elif name == "pmf":
-        args = (check_int(k, "k", low=0),)
+        args = (as_int(k, "k", low=0),)
     with mpmath.workdps(dps):
         if name == "pmf":
             kk = args[0]

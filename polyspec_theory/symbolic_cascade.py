@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from ._checks import PolyspecInputError, check_int, check_probability, check_real
+from ._input import PolyspecInputError, as_int, as_probability, as_real
 
 __all__ = [
     "leviathan_derivation",
@@ -112,7 +112,7 @@ def symbolic_cascade(thresholds, policy: str = "accumulate") -> SymbolicCascade:
     (affine costs) for integer ``thresholds`` (each in 1..8: the expressions grow fast)."""
     if not isinstance(thresholds, (list, tuple)) or not thresholds:
         raise PolyspecInputError("thresholds", "must be a non-empty list of integers")
-    th = tuple(check_int(t, f"thresholds[{i}]", low=1, high=MAX_SYMBOLIC_THRESHOLD)
+    th = tuple(as_int(t, f"thresholds[{i}]", low=1, high=MAX_SYMBOLIC_THRESHOLD)
                for i, t in enumerate(thresholds))
     if policy not in ("accumulate", "truncate"):
         raise PolyspecInputError("policy", f"must be 'accumulate' or 'truncate', got {policy!r}")
@@ -174,9 +174,9 @@ def evaluate_against_predict(sym: SymbolicCascade, alphas, bases, slopes) -> dic
     n = len(sym.thresholds) + 1
     if len(alphas) != n - 1 or len(bases) != n or len(slopes) != n:
         raise PolyspecInputError("alphas", f"need {n - 1} alphas and {n} bases and slopes")
-    al = [check_probability(x, f"alphas[{i}]") for i, x in enumerate(alphas)]
-    bs = [check_real(x, f"bases[{i}]", low=0.0) for i, x in enumerate(bases)]
-    ks = [check_real(x, f"slopes[{i}]", low=0.0) for i, x in enumerate(slopes)]
+    al = [as_probability(x, f"alphas[{i}]") for i, x in enumerate(alphas)]
+    bs = [as_real(x, f"bases[{i}]", low=0.0) for i, x in enumerate(bases)]
+    ks = [as_real(x, f"slopes[{i}]", low=0.0) for i, x in enumerate(slopes)]
     subs = dict(zip(sym.alphas, al, strict=True))
     subs.update(zip(sym.bases, bs, strict=True))
     subs.update(zip(sym.slopes, ks, strict=True))

@@ -26,16 +26,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._checks import PolyspecInputError, check_int
+from ._input import PolyspecInputError, as_int
 from .markov import (
     MarkovPair,
     _augmented_sequence_law,
     _check_sequence_size,
     _marginals,
     _out,
-    check_chain,
-    check_kernels,
-    check_law,
+    as_chain,
+    as_kernels,
+    as_law,
     random_pair,
 )
 
@@ -71,7 +71,7 @@ __all__ = [
     "BatchSaturation",
     "batch_saturation",
     # Y4-Y5
-    "check_over_acceptance",
+    "require_over_acceptance",
     "optimal_resampling",
     "optimal_loss",
     "output_tv",
@@ -93,8 +93,8 @@ BATCH_MODES = ("sequences", "per_position")
 
 
 def _pair(target, draft) -> tuple[np.ndarray, np.ndarray]:
-    t = check_law(target, "target")
-    d = check_law(draft, "draft")
+    t = as_law(target, "target")
+    d = as_law(draft, "draft")
     if d.shape != t.shape:
         raise PolyspecInputError("draft", f"must have the shape of target {t.shape}, got {d.shape}")
     return t, d
@@ -119,7 +119,7 @@ def _check_b(b, shape: tuple, field: str = "b") -> np.ndarray:
 
 
 def _check_resampling(p, shape: tuple) -> np.ndarray:
-    arr = check_law(p, "resampling")
+    arr = as_law(p, "resampling")
     if arr.shape != shape:
         raise PolyspecInputError(
             "resampling", f"must have the shape of draft {shape}, got {arr.shape}"
@@ -131,7 +131,7 @@ def _check_M(M, field: str = "M"):
     """A batch size: an integer >= 1, or ``math.inf`` for the M -> infinity limit."""
     if isinstance(M, (float, np.floating)) and math.isinf(M) and M > 0:
         return math.inf
-    return check_int(M, field, low=1)
+    return as_int(M, field, low=1)
 
 
 def _check_mode(mode) -> str:
@@ -224,8 +224,8 @@ def sd_output_law(target, draft):
 
 def sd_output_kernels(target, draft) -> np.ndarray:
     """Effective ``(T, K, K)`` kernels of the tokens SD emits (from the algorithm, Y1)."""
-    t = check_kernels(target, "target")
-    d = check_kernels(draft, "draft")
+    t = as_kernels(target, "target")
+    d = as_kernels(draft, "draft")
     if d.shape != t.shape:
         raise PolyspecInputError("draft", f"must have the shape of target {t.shape}, got {d.shape}")
     return _sd_mechanics(t, d)[0]
@@ -238,14 +238,14 @@ def sd_rejections_dp(init, target, draft) -> np.ndarray:
     actually emits (not assumed to be the target's), and position ``n`` contributes
     ``sum_s P(x_{n-1}=s) sum_x draft_n(x|s) (1 - b_SD(x))``.
     """
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     kern, rej = _sd_mechanics(t, d)
     return _forward(i[:, None], kern[:, :, None, :, None], rej[:, :, None])
 
 
 def sd_rejections_tv(init, target, draft) -> np.ndarray:
     """Y1 TV-sum terms ``E_{x_{1:n-1} ~ target}[TV(draft_n, target_n)]``, shape ``(T,)``."""
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     mu = _marginals(i, t)[:-1]
     return (mu * 0.5 * np.abs(t - d).sum(axis=-1)).sum(axis=-1)
 
@@ -268,7 +268,7 @@ def sd_sequence_law(init, target, draft) -> np.ndarray:
 
     Built from the SD mechanics (the emitted process is Markov because both models are).
     """
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     _check_sequence_size(t.shape[1], t.shape[0], "target")
     kern = _sd_mechanics(t, d)[0]
     return _augmented_sequence_law(i[:, None], kern[:, :, None, :, None])
@@ -279,7 +279,7 @@ def sd_sequence_law(init, target, draft) -> np.ndarray:
 
 def rejection_probability(draft, b):
     """``1 - sum_x draft(x) b(x)``: probability that the drafted token is rejected. ``(...)``."""
-    d = check_law(draft, "draft")
+    d = as_law(draft, "draft")
     bb = _check_b(b, d.shape)
     return _out(1.0 - (d * bb).sum(axis=-1))
 
@@ -289,7 +289,7 @@ def output_law(draft, b, resampling):
 
     Works per step ``(K,)`` or for whole kernel stacks ``(T, K, K)`` (the effective kernels).
     """
-    d = check_law(draft, "draft")
+    d = as_law(draft, "draft")
     bb = _check_b(b, d.shape)
     p = _check_resampling(resampling, d.shape)
     return d * bb + (1.0 - (d * bb).sum(axis=-1))[..., None] * p
@@ -302,7 +302,7 @@ def chain_rejections(init, draft, b, resampling) -> np.ndarray:
     token ``x``). Forward DP with the algorithm's own emitted kernels; the target is not
     needed (the output law need not be the target's).
     """
-    i, d = check_chain(init, draft, target_field="draft")
+    i, d = as_chain(init, draft, target_field="draft")
     bb = _check_b(b, d.shape)
     p = _check_resampling(resampling, d.shape)
     rej = 1.0 - (d * bb).sum(axis=-1)
@@ -353,7 +353,7 @@ def unbiased_resampling_chain(init, target, draft, b, strict=False):
     Only previous states the target reaches with positive probability must be unbiased (the
     others never occur); every row gets ``(target - draft*b)_+`` normalized (``target`` if 0).
     """
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     bb = _check_b(b, d.shape)
     p, ok = _unbiased(t, d, bb)
     reach = _marginals(i, t)[:-1] > 0
@@ -382,8 +382,8 @@ class Y2Result(NamedTuple):
 def y2_step(target, draft, b) -> Y2Result:
     """Y2 for one step (1-D laws): rejection ``1 - sum draft*b >= TV(draft, target)`` for every
     unbiased ``b``, with equality iff ``b = min(1, target/draft)`` on the draft's support."""
-    t = check_law(target, "target", ndim=1)
-    d = check_law(draft, "draft", ndim=1)
+    t = as_law(target, "target", ndim=1)
+    d = as_law(draft, "draft", ndim=1)
     if d.shape != t.shape:
         raise PolyspecInputError("draft", f"must have the shape of target {t.shape}, got {d.shape}")
     bb = _check_b(b, d.shape)
@@ -398,7 +398,7 @@ def y2_chain(init, target, draft, b) -> Y2Result:
     """Y2 over a chain: ``E[N_rej]`` of acceptance ``b`` ``(T, K, K)`` with its unbiased
     resampling law vs the Y1 sum. When no unbiased law exists, ``rejection`` is computed with
     the TV-optimal law ``(target - draft*b)_+`` (Y4) and ``resampling`` is ``None``."""
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     bb = _check_b(b, d.shape)
     p, ok = _unbiased(t, d, bb)
     reach = _marginals(i, t)[:-1] > 0
@@ -468,7 +468,7 @@ def batch_rejections(init, target, draft, M, mode="sequences") -> np.ndarray:
 
     ``M = math.inf`` gives the M -> infinity limit. See the module notes for ``mode``.
     """
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     return _forward(*_batch_chain(i, t, d, _check_M(M), _check_mode(mode)))
 
 
@@ -494,7 +494,7 @@ def batch_lower_bound(init, target, draft, mode="sequences") -> float:
     ``sum_n sum_s [mu m0 + nu (TV - m0)]``. In ``"per_position"`` mode it is
     ``sum_n sum_s mu m0``, which equals the M -> infinity limit.
     """
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     mode = _check_mode(mode)
     mu = _marginals(i, t)[:-1]
     m0 = np.where(d > 0, 0.0, t).sum(axis=-1)
@@ -509,7 +509,7 @@ def batch_lower_bound(init, target, draft, mode="sequences") -> float:
 
 def batch_sequence_law(init, target, draft, M, mode="sequences") -> np.ndarray:
     """Exact law ``(K,) * T`` of the sequence batch SD emits (flag marginalized): = target's."""
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     _check_sequence_size(t.shape[1], t.shape[0], "target")
     init_aug, trans, _ = _batch_chain(i, t, d, _check_M(M), _check_mode(mode))
     return _augmented_sequence_law(init_aug, trans)
@@ -533,11 +533,11 @@ class BatchSaturation(NamedTuple):
 def batch_saturation(init, target, draft, Ms=(1, 2, 3, 4, 5, 6, 7, 8), mode="sequences"):
     """Y3: batch ``E[N_rej]`` and improvement for each integer M in ``Ms``, the exact
     M -> infinity limit and the M-free lower bound, as a :class:`BatchSaturation`."""
-    i, t, d = check_chain(init, target, draft)
+    i, t, d = as_chain(init, target, draft)
     mode = _check_mode(mode)
     if isinstance(Ms, (str, bytes)) or np.ndim(Ms) != 1 or len(Ms) == 0:
         raise PolyspecInputError("Ms", f"must be a non-empty list of integers >= 1, got {Ms!r}")
-    ms = np.array([check_int(m, f"Ms[{j}]", low=1) for j, m in enumerate(Ms)], dtype=np.int64)
+    ms = np.array([as_int(m, f"Ms[{j}]", low=1) for j, m in enumerate(Ms)], dtype=np.int64)
     rej = np.array([batch_expected_rejections(i, t, d, int(m), mode) for m in ms])
     y1 = sd_expected_rejections(i, t, d, method="tv")
     lim = batch_expected_rejections(i, t, d, math.inf, mode)
@@ -556,7 +556,7 @@ def batch_saturation(init, target, draft, Ms=(1, 2, 3, 4, 5, 6, 7, 8), mode="seq
 # --- Y4-Y5: over-acceptance and the quality/rejection Pareto front -------------------------
 
 
-def check_over_acceptance(target, draft, b) -> np.ndarray:
+def require_over_acceptance(target, draft, b) -> np.ndarray:
     """Validate an over-acceptance ``b >= min(1, target/draft)`` on the draft's support."""
     t, d = _pair(target, draft)
     bb = _check_b(b, d.shape)
@@ -599,9 +599,9 @@ def pareto_point(target, draft, b) -> tuple[float, float]:
 
     Theorem Y5: ``P(reject) + Loss*(b) = TV(draft, target)`` (linear Pareto front).
     """
-    t = check_law(target, "target", ndim=1)
-    d = check_law(draft, "draft", ndim=1)
-    bb = check_over_acceptance(t, d, b)
+    t = as_law(target, "target", ndim=1)
+    d = as_law(draft, "draft", ndim=1)
+    bb = require_over_acceptance(t, d, b)
     return float(1.0 - (d * bb).sum()), float(np.maximum(d * bb - t, 0.0).sum())
 
 
@@ -617,11 +617,11 @@ class ParetoFront(NamedTuple):
 def pareto_front(target, draft, num=21) -> ParetoFront:
     """Y5 front for plotting: ``num`` points from SD (``lam = 0``: rejection TV, loss 0) to
     always-accept (``lam = 1``: rejection 0, loss TV), each with the optimal resampling P*."""
-    t = check_law(target, "target", ndim=1)
-    d = check_law(draft, "draft", ndim=1)
+    t = as_law(target, "target", ndim=1)
+    d = as_law(draft, "draft", ndim=1)
     if d.shape != t.shape:
         raise PolyspecInputError("draft", f"must have the shape of target {t.shape}, got {d.shape}")
-    n = check_int(num, "num", low=2)
+    n = as_int(num, "num", low=2)
     lam = np.linspace(0.0, 1.0, n)
     b_sd = _sd_accept(t, d)
     b = np.clip(b_sd[None, :] + lam[:, None] * (1.0 - b_sd[None, :]), 0.0, 1.0)
@@ -650,7 +650,7 @@ def yin_demo(seed=0, Ms=(1, 2, 3, 4, 5, 6, 7, 8), draft_drop=0) -> dict:
     out = {
         "K": pair.K,
         "T": pair.T,
-        "seed": int(check_int(seed, "seed", low=0)),
+        "seed": int(as_int(seed, "seed", low=0)),
         "draft_drop": int(draft_drop),
         "expected_rejections_dp": sd_expected_rejections(*pair, method="dp"),
         "expected_rejections_tv": sd_expected_rejections(*pair, method="tv"),

@@ -21,7 +21,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from polyspec_theory._checks import PolyspecInputError, check_int  # noqa: E402
+from polyspec_theory._input import PolyspecInputError, as_int  # noqa: E402
 
 __all__ = [
     "Z95",
@@ -44,7 +44,7 @@ def make_key(seed):
     """A typed threefry PRNG key from an int seed (a key passes through)."""
     if isinstance(seed, jax.Array) and jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
         return seed
-    return jax.random.key(check_int(seed, "seed", low=0, high=2**63 - 1))
+    return jax.random.key(as_int(seed, "seed", low=0, high=2**63 - 1))
 
 
 def uniform_from_bits(bits):
@@ -108,7 +108,7 @@ def use_cpu_cores(count: int | None = None) -> int:
     (tests/simulators/test_sharding.py). Takes effect only before JAX initializes its
     backends (call it first) and when ``XLA_FLAGS`` does not already force a count; otherwise
     it changes nothing. Returns the number of devices the simulators will use."""
-    n = cpu_cores() if count is None else check_int(count, "cpu_devices", low=1, high=4096)
+    n = cpu_cores() if count is None else as_int(count, "cpu_devices", low=1, high=4096)
     if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         try:
             jax.config.update("jax_num_cpu_devices", n)

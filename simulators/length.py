@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory._checks import PolyspecInputError, check_int
+from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.config import Cascade
 from polyspec_theory.laws import IIDGeometric
 
@@ -176,7 +176,7 @@ class LengthModel:
         m = cascade.n - 1
         gmax = block_bounds(cascade.thresholds, cascade.policy)
         need = max(gmax)
-        w = _bucket(need) if width is None else check_int(width, "width", low=need)
+        w = _bucket(need) if width is None else as_int(width, "width", low=need)
         if histograms and m * (w + 2) ** 2 > MAX_HIST_BINS:
             raise PolyspecInputError(
                 "histograms", f"blocks up to {need} tokens are too wide for the joint (G, L) "
@@ -307,7 +307,7 @@ class LengthKernel(NamedTuple):
 
 def make_kernel(model: LengthModel, tokens_per_chain: int) -> LengthKernel:
     """``step(key, state) -> (state, info)``: one event drawing its uniform from ``key``."""
-    target = jnp.int64(check_int(tokens_per_chain, "tokens_per_chain", low=1))
+    target = jnp.int64(as_int(tokens_per_chain, "tokens_per_chain", low=1))
     params, static = model.params, model.static
 
     def init():
@@ -615,15 +615,15 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     compiled chunk) defaults to a power of two from ``tokens / chains`` in [32, 512]. Results
     depend on ``(seed, chains, chunk_len)`` only: same seed -> identical result.
     """
-    tokens = check_int(tokens, "tokens", low=1, high=10**13)
-    seed = check_int(seed, "seed", low=0, high=2**63 - 1)
-    chains = check_int(chains, "chains", low=2, high=2**24)
+    tokens = as_int(tokens, "tokens", low=1, high=10**13)
+    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
+    chains = as_int(chains, "chains", low=2, high=2**24)
     per_chain = math.ceil(tokens / chains)
     if chunk_len is None:
         chunk_len = min(512, max(32, 1 << (per_chain - 1).bit_length()))
-    chunk_len = check_int(chunk_len, "chunk_len", low=1, high=2**20)
+    chunk_len = as_int(chunk_len, "chunk_len", low=1, high=2**20)
     if max_events is not None:
-        max_events = check_int(max_events, "max_events", low=1)
+        max_events = as_int(max_events, "max_events", low=1)
     model = cascade if isinstance(cascade, LengthModel) else LengthModel.from_cascade(
         cascade, histograms=histograms)
     static = model.static

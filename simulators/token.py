@@ -40,11 +40,11 @@ import numpy as np
 from jax import lax
 from scipy import stats
 
-from polyspec_theory._checks import (
+from polyspec_theory._input import (
     PolyspecInputError,
-    check_int,
-    check_real,
-    check_real_array,
+    as_int,
+    as_real,
+    as_real_array,
 )
 from polyspec_theory.config import POLICIES, Cascade, Model
 from polyspec_theory.costs import CostCurve
@@ -113,19 +113,19 @@ def make_lms(n: int, vocab: int = 8, order: int = 1, perturbation=0.6, sharpness
     """One Markov LM per level: target logits ``sharpness * N(0, 1)``; level ``j+1`` =
     level ``j`` + ``perturbation[j] * N(0, 1)`` (a scalar applies to every pair). Greedy:
     point masses on each model's argmax (temperature 0)."""
-    n = check_int(n, "n", low=2, high=16)
-    vocab = check_int(vocab, "vocab", low=2, high=64)
-    order = check_int(order, "order", low=1, high=3)
+    n = as_int(n, "n", low=2, high=16)
+    vocab = as_int(vocab, "vocab", low=2, high=64)
+    order = as_int(order, "order", low=1, high=3)
     if vocab ** (order + 2) > 1 << 22:
         raise PolyspecInputError("vocab", "vocab**(order + 2) must be <= 2**22 (n-gram table)")
     if np.ndim(perturbation) == 0:
-        pert = np.full(n - 1, check_real(perturbation, "perturbation", low=0.0))
+        pert = np.full(n - 1, as_real(perturbation, "perturbation", low=0.0))
     else:
-        pert = check_real_array(perturbation, "perturbation", low=0.0)
+        pert = as_real_array(perturbation, "perturbation", low=0.0)
         if pert.size != n - 1:
             raise PolyspecInputError("perturbation", f"need {n - 1} values, got {pert.size}")
-    sharpness = check_real(sharpness, "sharpness", low=0.0)
-    rng = np.random.default_rng(check_int(seed, "seed", low=0))
+    sharpness = as_real(sharpness, "sharpness", low=0.0)
+    rng = np.random.default_rng(as_int(seed, "seed", low=0))
     ctx = vocab**order
     logits = [sharpness * rng.standard_normal((ctx, vocab))]
     for j in range(n - 1):
@@ -472,13 +472,13 @@ def simulate_tokens(model: TokenModel, tokens: int, seed: int = 0, *, chains: in
     consistent). Same seed -> identical result, for any device layout."""
     if not isinstance(model, TokenModel):
         raise PolyspecInputError("model", "must be a TokenModel (use TokenModel.build)")
-    tokens = check_int(tokens, "tokens", low=1, high=10**12)
-    seed = check_int(seed, "seed", low=0, high=2**63 - 1)
-    chains = check_int(chains, "chains", low=2, high=2**22)
+    tokens = as_int(tokens, "tokens", low=1, high=10**12)
+    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
+    chains = as_int(chains, "chains", low=2, high=2**22)
     per_chain = math.ceil(tokens / chains)
     if chunk_len is None:
         chunk_len = min(256, max(16, 1 << (per_chain - 1).bit_length()))
-    chunk_len = check_int(chunk_len, "chunk_len", low=1, high=2**16)
+    chunk_len = as_int(chunk_len, "chunk_len", low=1, high=2**16)
     static = model.static
     mesh = chain_mesh(devices)
     padded = -(-chains // mesh.devices.size) * mesh.devices.size

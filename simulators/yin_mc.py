@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory._checks import PolyspecInputError, check_int
+from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.laws import pool_cells
-from polyspec_theory.markov import MarkovPair, check_chain
+from polyspec_theory.markov import MarkovPair, as_chain
 
 from ._runtime import RatioEstimate, make_key, mean_estimate, uniform_from_bits
 
@@ -115,9 +115,9 @@ def simulate_markov(pair: MarkovPair, n_seq: int, seed: int = 0, *, M: int = 1,
                     mode: str = "sequences", accept=None, resampling=None) -> MarkovMC:
     """Simulate ``n_seq`` sequences (see module docstring). ``accept``/``resampling``
     (``(T, K, K)``) select a general rejection-based rule (then ``M`` must be 1)."""
-    init, target, draft = check_chain(*pair)
-    n_seq = check_int(n_seq, "n_seq", low=2, high=10**7)
-    M = check_int(M, "M", low=1, high=64)
+    init, target, draft = as_chain(*pair)
+    n_seq = as_int(n_seq, "n_seq", low=2, high=10**7)
+    M = as_int(M, "M", low=1, high=64)
     if mode not in ("sequences", "per_position"):
         raise PolyspecInputError("mode", f"must be 'sequences' or 'per_position', got {mode!r}")
     general = accept is not None or resampling is not None
@@ -153,7 +153,7 @@ def _step_run(d_cdf, b, r_cdf, key, n: int):
 def simulate_step(target, draft, b, resampling, n: int, seed: int = 0):
     """One rejection-based step ``n`` times: draft ``y ~ draft``, accept with ``b[y]``, else
     emit from ``resampling``. Returns ``(emitted_counts[K], rejections)``."""
-    n = check_int(n, "n", low=1, high=10**9)
+    n = as_int(n, "n", low=1, high=10**9)
     d = jnp.asarray(np.asarray(draft, np.float64))
     counts, rej = _step_run(_cdf(d), jnp.asarray(np.asarray(b, np.float64)),
                             _cdf(jnp.asarray(np.asarray(resampling, np.float64))),

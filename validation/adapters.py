@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._checks import PolyspecInputError, check_int, check_int_array
-
-from .fitting import AcceptanceCounts, iid_alpha_from_mean
+from polyspec_theory._input import PolyspecInputError, as_int, as_int_array
+from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.laws import IIDGeometric
 
 __all__ = [
     "VllmSpecDecodeCounters",
@@ -69,10 +69,10 @@ class VllmSpecDecodeCounters:
                num_accepted_tokens_per_pos, *, strict: bool = True) -> VllmSpecDecodeCounters:
         """Validate the counters. ``strict``: the per-position counts must add up to
         ``num_accepted_tokens`` (vLLM increments both together); otherwise a note is kept."""
-        n = check_int(num_drafts, "num_drafts", low=1)
-        nd = check_int(num_draft_tokens, "num_draft_tokens", low=0)
-        na = check_int(num_accepted_tokens, "num_accepted_tokens", low=0)
-        pos = check_int_array(num_accepted_tokens_per_pos, "num_accepted_tokens_per_pos", low=0)
+        n = as_int(num_drafts, "num_drafts", low=1)
+        nd = as_int(num_draft_tokens, "num_draft_tokens", low=0)
+        na = as_int(num_accepted_tokens, "num_accepted_tokens", low=0)
+        pos = as_int_array(num_accepted_tokens_per_pos, "num_accepted_tokens_per_pos", low=0)
         gamma = pos.size
         notes = []
         if nd > gamma * n:
@@ -217,7 +217,7 @@ def _select(labels: dict, match: dict | None) -> bool:
 def _count(value, field_name: str) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return check_int(value, field_name, low=0)
+    return as_int(value, field_name, low=0)
 
 
 def vllm_counters_from_prometheus(text: str, match: dict | None = None, *,
@@ -241,7 +241,7 @@ def vllm_counters_from_prometheus(text: str, match: dict | None = None, *,
                 raise PolyspecInputError(
                     "num_accepted_tokens_per_pos", f"sample of {name} has no position label"
                 )
-            p = check_int(int(labels["position"]) if labels["position"].isdigit()
+            p = as_int(int(labels["position"]) if labels["position"].isdigit()
                           else labels["position"], "position", low=0)
             per_pos[p] = per_pos.get(p, 0) + _count(value, name)
         else:
@@ -281,7 +281,7 @@ def vllm_counters_from_json(obj, *, strict: bool = True) -> VllmSpecDecodeCounte
             if key == "num_accepted_tokens_per_pos":
                 if "values" not in rec:
                     raise PolyspecInputError(f"metrics[{i}].values", "missing required field")
-                v = check_int_array(rec["values"], f"metrics[{i}].values", low=0)
+                v = as_int_array(rec["values"], f"metrics[{i}].values", low=0)
                 prev = vals.get(key)
                 if prev is not None and len(prev) != v.size:
                     raise PolyspecInputError(f"metrics[{i}].values",
@@ -364,9 +364,9 @@ def sglang_stats_from_meta(meta: dict, field: str = "meta_info",
     for k in ("spec_verify_ct", "spec_accept_token_num", "spec_draft_token_num"):
         if k not in meta:
             raise PolyspecInputError(f"{field}.{k}", "missing required field")
-    v = check_int(meta["spec_verify_ct"], f"{field}.spec_verify_ct", low=1)
-    acc = check_int(meta["spec_accept_token_num"], f"{field}.spec_accept_token_num", low=0)
-    drafted = check_int(meta["spec_draft_token_num"], f"{field}.spec_draft_token_num", low=1)
+    v = as_int(meta["spec_verify_ct"], f"{field}.spec_verify_ct", low=1)
+    acc = as_int(meta["spec_accept_token_num"], f"{field}.spec_accept_token_num", low=0)
+    drafted = as_int(meta["spec_draft_token_num"], f"{field}.spec_draft_token_num", low=1)
     if cap is None:
         if drafted % v:
             raise PolyspecInputError(
@@ -375,7 +375,7 @@ def sglang_stats_from_meta(meta: dict, field: str = "meta_info",
             )
         cap = drafted // v
     else:
-        cap = check_int(cap, "cap", low=1)
+        cap = as_int(cap, "cap", low=1)
     if acc > v * cap:
         raise PolyspecInputError(
             f"{field}.spec_accept_token_num",
@@ -383,7 +383,7 @@ def sglang_stats_from_meta(meta: dict, field: str = "meta_info",
         )
     hist = None
     if meta.get("spec_accept_histogram") is not None:
-        h = check_int_array(meta["spec_accept_histogram"], f"{field}.spec_accept_histogram",
+        h = as_int_array(meta["spec_accept_histogram"], f"{field}.spec_accept_histogram",
                             low=0)
         if h.size > cap + 1 and h[cap + 1:].any():
             raise PolyspecInputError(
@@ -459,7 +459,7 @@ def sglang_iid_alpha(requests, cap: int | None = None) -> float:
         raise PolyspecInputError("cap", f"requests have different caps {sorted(caps)}")
     rounds = sum(r.verify_ct for r in reqs)
     acc = sum(r.accept_token_num for r in reqs)
-    return iid_alpha_from_mean(acc / rounds, caps.pop())
+    return IIDGeometric.from_mean(acc / rounds, caps.pop()).alpha
 
 
 def _is_stats_list(x) -> bool:

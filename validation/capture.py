@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyspec_theory._checks import PolyspecInputError, check_int, check_real
+from polyspec_theory._input import PolyspecInputError, as_int, as_real
 
 from .decoder import POLICY, PolybasicDecoder, autoregressive
 from .levels import Level, load_level
@@ -48,8 +48,8 @@ def make_prompts(n_prompts: int, prompt_len: int, seed: int, tokenizer=None):
     starts, no file separator inside); returns (prompts, byte offsets)."""
     from .zoo.data import SEPARATOR, load_split
 
-    n_prompts = check_int(n_prompts, "n_prompts", low=1, high=100000)
-    prompt_len = check_int(prompt_len, "prompt_len", low=1)
+    n_prompts = as_int(n_prompts, "n_prompts", low=1, high=100000)
+    prompt_len = as_int(prompt_len, "prompt_len", low=1)
     data = load_split("val")
     span = prompt_len * (4 if tokenizer is not None else 1)
     rng = np.random.default_rng([seed, 7919])
@@ -151,16 +151,16 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
     if len(models) < 2:
         raise PolyspecInputError("models", f"need at least 2 models (target first), got "
                                  f"{len(models)}")
-    thresholds = [check_int(t, f"thresholds[{i}]", low=1, high=4096)
+    thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
                   for i, t in enumerate(thresholds)]
     if len(thresholds) != len(models) - 1:
         raise PolyspecInputError("thresholds", f"need {len(models) - 1} thresholds (one per "
                                  f"adjacent pair), got {len(thresholds)}")
-    temperature = check_real(temperature, "temperature", low=0.0, high=100.0)
-    top_k = check_int(top_k, "top_k", low=0)
-    max_new = check_int(max_new_tokens, "max_new_tokens", low=1)
-    threads = check_int(threads, "threads", low=1, high=1024)
-    cost_repeats = check_int(cost_repeats, "cost_repeats", low=1, high=1000)
+    temperature = as_real(temperature, "temperature", low=0.0, high=100.0)
+    top_k = as_int(top_k, "top_k", low=0)
+    max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
+    threads = as_int(threads, "threads", low=1, high=1024)
+    cost_repeats = as_int(cost_repeats, "cost_repeats", low=1, high=1000)
     if ar_models not in ("all", "target"):
         raise PolyspecInputError("ar_models", f"must be 'all' or 'target', got {ar_models!r}")
     if dtype not in ("float32", "float16", "bfloat16"):

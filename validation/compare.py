@@ -64,20 +64,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.laws import FitResult
+from polyspec_theory.costs import CostCurve, CostFit, fit_cost_curve
+from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.laws import FAMILIES, FitResult, best_fit, fit_laws
 from polyspec_theory.polybasic import Prediction, predict
-
-from .fitting import (
-    FAMILIES,
-    AcceptanceCounts,
-    CostFit,
-    best_fit,
-    fit_cost_curve,
-    fit_laws,
-)
 
 __all__ = [
     "LevelRounds",

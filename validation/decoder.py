@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from polyspec_theory._checks import PolyspecInputError, check_int, check_real
+from polyspec_theory._input import PolyspecInputError, as_int, as_real
 
 __all__ = ["Sampler", "PolybasicDecoder", "CascadeResult", "ARResult", "autoregressive",
            "POLICY"]
@@ -46,14 +46,14 @@ class Sampler:
     copied to the host once per forward, which is also the synchronization point."""
 
     def __init__(self, temperature: float = 0.0, top_k: int = 0, seed: int = 0):
-        self.temperature = check_real(temperature, "temperature", low=0.0, high=100.0)
-        self.top_k = check_int(top_k, "top_k", low=0)
+        self.temperature = as_real(temperature, "temperature", low=0.0, high=100.0)
+        self.top_k = as_int(top_k, "top_k", low=0)
         self.greedy = self.temperature == 0.0
         self.reseed(seed)
 
     def reseed(self, seed: int) -> None:
         """Restart the random stream (numpy PCG64) from ``seed``."""
-        self.rng = np.random.default_rng(check_int(seed, "seed", low=0))
+        self.rng = np.random.default_rng(as_int(seed, "seed", low=0))
 
     def probs(self, logits) -> np.ndarray:
         """Laws (rows sum to 1, float64 numpy) from logits (m, V)."""
@@ -132,7 +132,7 @@ class PolybasicDecoder:
         if len(thresholds) != n - 1:
             raise PolyspecInputError("thresholds", f"need {n - 1} thresholds, got "
                                      f"{len(thresholds)}")
-        self.thresholds = [check_int(t, f"thresholds[{i}]", low=1, high=4096)
+        self.thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
                            for i, t in enumerate(thresholds)]
         vs = {lv.vocab_size for lv in levels}
         if len(vs) != 1:
@@ -233,7 +233,7 @@ class PolybasicDecoder:
         """Decode ≥ ``max_new_tokens`` tokens after ``prompt`` (the last round may overshoot;
         ``n_generated`` is the exact count and ``tokens`` holds all of them)."""
         prompt = [int(t) for t in prompt]
-        max_new = check_int(max_new_tokens, "max_new_tokens", low=1)
+        max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
         if len(prompt) < 1:
             raise PolyspecInputError("prompt", "must hold at least one token")
         if any(not 0 <= t < self.vocab for t in prompt):
@@ -274,7 +274,7 @@ def autoregressive(level, prompt, max_new_tokens: int, *, temperature=0.0, top_k
                    sampler: Sampler | None = None) -> ARResult:
     """Plain decoding of ``max_new_tokens`` tokens by one level (one forward per token)."""
     prompt = [int(t) for t in prompt]
-    max_new = check_int(max_new_tokens, "max_new_tokens", low=1)
+    max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
     if level.max_len is not None and len(prompt) + max_new > level.max_len:
         raise PolyspecInputError("max_new_tokens", f"prompt + tokens exceeds {level.name}'s "
                                  f"context {level.max_len}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade
 from polyspec_theory.laws import AcceptanceLaw
 from polyspec_theory.polybasic import renewal_fill

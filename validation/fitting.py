@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
-from polyspec_theory._checks import (
+from polyspec_theory._input import (
     PolyspecInputError,
-    check_int,
-    check_int_array,
-    check_real,
-    check_real_array,
+    as_int,
+    as_int_array,
+    as_real,
+    as_real_array,
 )
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve
@@ -38,7 +38,7 @@ from polyspec_theory.laws import (
     GoodnessOfFit,
     IIDGeometric,
     Positional,
-    check_sample,
+    as_sample,
     pool_cells,
 )
 
@@ -75,8 +75,8 @@ class AcceptanceCounts:
     notes: tuple[str, ...] = field(default=())
 
     def __post_init__(self):
-        a, g = check_sample(self.accepted, self.caps)
-        w = check_int_array(self.counts, "counts", low=0)
+        a, g = as_sample(self.accepted, self.caps)
+        w = as_int_array(self.counts, "counts", low=0)
         if w.shape != a.shape:
             raise PolyspecInputError(
                 "counts", f"must have one count per cell ({a.size}), got {w.size}"
@@ -99,14 +99,14 @@ class AcceptanceCounts:
     @classmethod
     def from_samples(cls, accepted, caps, source: str = "") -> AcceptanceCounts:
         """One cell per observed round (``caps`` an int or one cap per round)."""
-        a, g = check_sample(accepted, caps)
+        a, g = as_sample(accepted, caps)
         return cls(a, g, np.ones(a.size, dtype=np.int64), source)
 
     @classmethod
     def from_histogram(cls, histogram, cap, source: str = "", notes=()) -> AcceptanceCounts:
         """``histogram[k]`` rounds accepted exactly ``k`` of ``cap`` drafted tokens."""
-        h = check_int_array(histogram, "histogram", low=0)
-        cap = check_int(cap, "cap", low=1)
+        h = as_int_array(histogram, "histogram", low=0)
+        cap = as_int(cap, "cap", low=1)
         if h.size > cap + 1:
             extra = h[cap + 1:]
             if extra.any():
@@ -123,9 +123,9 @@ class AcceptanceCounts:
                              notes=()) -> AcceptanceCounts:
         """``at_least[k-1] = #{rounds with A >= k}`` for k = 1..len (all rounds capped at ``cap``,
         default ``len(at_least)``). The histogram is exact: ``#{A = k} = c_k - c_{k+1}``."""
-        n = check_int(n_rounds, "num_drafts", low=1)
-        c = check_int_array(at_least, "num_accepted_tokens_per_pos", low=0)
-        cap = c.size if cap is None else check_int(cap, "cap", low=c.size)
+        n = as_int(n_rounds, "num_drafts", low=1)
+        c = as_int_array(at_least, "num_accepted_tokens_per_pos", low=0)
+        cap = c.size if cap is None else as_int(cap, "cap", low=c.size)
         if c[0] > n:
             raise PolyspecInputError(
                 "num_accepted_tokens_per_pos",
@@ -161,7 +161,7 @@ class AcceptanceCounts:
 
     def survival(self, kmax: int | None = None) -> np.ndarray:
         """Kaplan–Meier estimate of ``P(A >= k)``, k = 0..kmax (rounds at cap < k censored)."""
-        kmax = int(self.caps.max()) if kmax is None else check_int(kmax, "kmax", low=0)
+        kmax = int(self.caps.max()) if kmax is None else as_int(kmax, "kmax", low=0)
         s = np.ones(kmax + 1)
         for k in range(1, kmax + 1):
             at_risk = (self.accepted >= k - 1) & (self.caps >= k)
@@ -175,7 +175,7 @@ class AcceptanceCounts:
 
     def histogram(self, cap: int) -> np.ndarray:
         """Counts of ``A = k``, k = 0..cap, among rounds whose cap is ``cap``."""
-        cap = check_int(cap, "cap", low=1)
+        cap = as_int(cap, "cap", low=1)
         sel = self.caps == cap
         return np.bincount(self.accepted[sel], weights=self.counts[sel],
                            minlength=cap + 1).astype(np.int64)[: cap + 1]
@@ -322,7 +322,7 @@ def fit_law(family: str, data, caps=None, *, max_positions: int | None = None) -
             "family", f"unknown law family {family!r}; choose from {', '.join(LAW_FAMILIES)}"
         )
     if max_positions is not None:
-        max_positions = check_int(max_positions, "max_positions", low=1)
+        max_positions = as_int(max_positions, "max_positions", low=1)
     if family == "iid":
         law = _fit_iid(d)
     elif family == "positional":
@@ -357,8 +357,8 @@ def iid_alpha_from_mean(mean_accepted, cap) -> float:
 
     For engines reporting only totals (no histogram); ``E[A|g]`` is increasing in ``alpha``.
     """
-    cap = check_int(cap, "cap", low=1)
-    m = check_real(mean_accepted, "mean_accepted", low=0.0, high=float(cap))
+    cap = as_int(cap, "cap", low=1)
+    m = as_real(mean_accepted, "mean_accepted", low=0.0, high=float(cap))
     if m == 0.0:
         return 0.0
     if m == cap:
@@ -408,7 +408,7 @@ class CostFit:
         forward times measured under the capture's own machine load)."""
         import dataclasses
 
-        f = check_real(factor, "factor", low=0.0, low_open=True)
+        f = as_real(factor, "factor", low=0.0, low_open=True)
         return dataclasses.replace(
             self, table=self.table * f, base=self.base * f, per_token=self.per_token * f,
             context_slope=self.context_slope * f, context_slope_se=self.context_slope_se * f,
@@ -426,7 +426,7 @@ class CostFit:
             kind = self.preferred_kind
         shift = 0.0
         if context is not None:
-            c = check_real(context, "context", low=0.0)
+            c = as_real(context, "context", low=0.0)
             shift = self.context_slope * (c - self.reference_context)
         if kind == "affine":
             return CostCurve.affine(max(self.base + shift, 1e-12), max(self.per_token, 0.0))
@@ -474,14 +474,14 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
     then least squares ``median = b + k (m-1) + d (c - c_ref)`` over cells weighted by their
     sample counts. ``c_ref`` defaults to the count-weighted mean context.
     """
-    mm = check_int_array(m, "m", low=1)
-    t = check_real_array(seconds, "seconds", low=0.0)
+    mm = as_int_array(m, "m", low=1)
+    t = as_real_array(seconds, "seconds", low=0.0)
     if t.shape != mm.shape:
         raise PolyspecInputError("seconds", f"must have one time per m ({mm.size}), got {t.size}")
     if context is None:
         cc = np.zeros(mm.size)
     else:
-        cc = check_real_array(context, "context", low=0.0)
+        cc = as_real_array(context, "context", low=0.0)
         if cc.shape != mm.shape:
             raise PolyspecInputError(
                 "context", f"must have one context length per m ({mm.size}), got {cc.size}"
@@ -496,7 +496,7 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
     ct = np.array([c[2] for c in cells])
     cw = np.array([c[3] for c in cells], dtype=np.float64)
     c_ref = (float(np.dot(cw, cx) / cw.sum()) if reference_context is None
-             else check_real(reference_context, "reference_context", low=0.0))
+             else as_real(reference_context, "reference_context", low=0.0))
     contexts = np.unique(cx)
     cols = [np.ones_like(cm), cm - 1]
     use_ctx = contexts.size > 1

@@ -180,7 +180,7 @@ def load_level(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) ->
     """A level from a zoo name (``target``, ``mid``, ``small``, ``ngram``, or ``ngram:K`` for
     an n-gram of context length K), a zoo
     ``.safetensors`` file, or a Hugging Face checkpoint directory (has ``config.json``)."""
-    from polyspec_theory._checks import PolyspecInputError
+    from polyspec_theory._input import PolyspecInputError
 
     from .zoo.weights import load_model
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .commands._common import atomic_write_text, dump_json
 from .compare import ValidationResult, fit_costs
+from .files import atomic_write_text, dump_json
 
 __all__ = ["write_report", "expected_histogram", "markdown"]
 

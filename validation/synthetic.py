@@ -24,7 +24,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from polyspec_theory._checks import PolyspecInputError, check_int, check_real
+from polyspec_theory._input import PolyspecInputError, as_int, as_real
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import AcceptanceLaw
 
@@ -71,13 +71,13 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
     for i, law in enumerate(laws):
         if not isinstance(law, AcceptanceLaw):
             raise PolyspecInputError(f"laws[{i}]", "must be an AcceptanceLaw")
-    theta = [check_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]
-    tokens_per_prompt = check_int(tokens_per_prompt, "tokens_per_prompt", low=1)
-    prompts = check_int(prompts, "prompts", low=1)
-    rho = check_real(rho, "rho", low=-0.99, high=0.99)
-    noise = check_real(noise, "noise", low=0.0)
-    o_f = check_real(overhead_per_forward, "overhead_per_forward", low=0.0)
-    o_r = check_real(overhead_per_round, "overhead_per_round", low=0.0)
+    theta = [as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]
+    tokens_per_prompt = as_int(tokens_per_prompt, "tokens_per_prompt", low=1)
+    prompts = as_int(prompts, "prompts", low=1)
+    rho = as_real(rho, "rho", low=-0.99, high=0.99)
+    noise = as_real(noise, "noise", low=0.0)
+    o_f = as_real(overhead_per_forward, "overhead_per_forward", low=0.0)
+    o_r = as_real(overhead_per_round, "overhead_per_round", low=0.0)
     slope = np.zeros(n) if context_slope is None else np.asarray(context_slope, dtype=float)
     ld = np.ones(n) if load is None else np.asarray(load, dtype=float)
     if ld.shape != (n,) or (ld <= 0).any():
@@ -87,7 +87,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
         raise PolyspecInputError("cascade_load", f"need one positive factor per model ({n})")
     if slope.shape != (n,):
         raise PolyspecInputError("context_slope", f"need one slope per model ({n})")
-    rng = np.random.default_rng(check_int(seed, "seed", low=0))
+    rng = np.random.default_rng(as_int(seed, "seed", low=0))
     gmax = block_bound(theta)
     if regimes is None:
         regimes = [(1.0, laws)]

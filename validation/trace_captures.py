@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 
 from .compare import ConfigCapture, LevelRounds, ModelBaseline
 from .traces import Trace, TraceError, read_trace

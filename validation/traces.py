@@ -57,10 +57,12 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
+
+from .files import json_default
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "TraceError", "TraceWriter", "Trace", "RoundArrays",
-           "ARRecord", "CostTable", "read_trace", "read_traces", "REQUIRED", "json_default"]
+           "ARRecord", "CostTable", "read_trace", "read_traces", "REQUIRED"]
 
 SCHEMA = "polyspec-trace"
 SCHEMA_VERSION = 1
@@ -115,17 +117,6 @@ class TraceWriter:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def json_default(o):
-    """``json.dumps`` fallback for numpy scalars and arrays."""
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
 def _drop_partial_tail(path: Path) -> None:

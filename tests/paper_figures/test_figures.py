@@ -18,7 +18,7 @@ from paper_figures.registry import (
     figure_module,
     parse_subset,
 )
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -282,7 +282,7 @@ def test_build_all_subset(tmp_path):
 
 
 def test_cli_figures(tmp_path, capsys):
-    from validation.cli import main
+    from polyspec.cli import main
 
     assert main(["figures", "--out", str(tmp_path), "--only", "1", "--quick",
                  "--no-progress"]) == 0

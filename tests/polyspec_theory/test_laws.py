@@ -27,8 +27,8 @@ from polyspec_theory.laws import (
     GaussianBaseline,
     IIDGeometric,
     Positional,
-    check_sample,
-    compare_laws,
+    as_sample,
+    fit_laws,
     goodness_of_fit,
     law_from_config,
 )
@@ -443,7 +443,7 @@ def _lr_bound(df):
 def test_compare_laws_iid_sample():
     g = np.random.default_rng(61).choice(np.array([2, 4, 6]), size=N_SAMPLES)
     a = IIDGeometric(0.8).rvs(g, seed=62)
-    ranked = compare_laws(a, g)
+    ranked = fit_laws(a, g)
     by = {r.law.family: r for r in ranked}
     assert set(by) == {"iid", "positional", "beta", "gaussian"}
     assert [r.aic for r in ranked] == sorted(r.aic for r in ranked)
@@ -461,7 +461,7 @@ def test_compare_laws_beta_sample_ranks_beta_first():
     # extra parameters): it wins on AIC only if LR > 76, P(chi2_38 > 76) = 2.4e-4.
     g = np.random.default_rng(71).choice(np.array([10, 20, 40]), size=N_SAMPLES)
     a = BetaMixed(2.0, 0.8).rvs(g, seed=72)
-    ranked = compare_laws(a, g)
+    ranked = fit_laws(a, g)
     assert ranked[0].law.family == "beta"
     by = {r.law.family: r for r in ranked}
     assert by["beta"].loglik - by["iid"].loglik > 500
@@ -474,10 +474,10 @@ def test_compare_laws_positional_sample_ranks_positional_first():
     # astronomically unlikely.
     g = np.full(N_SAMPLES, 5)
     a = Positional([0.95, 0.4, 0.95, 0.3, 0.9]).rvs(g, seed=81)
-    ranked = compare_laws(a, g)
+    ranked = fit_laws(a, g)
     assert ranked[0].law.family == "positional"
     assert ranked[1].aic - ranked[0].aic > 1000
-    assert compare_laws(a, g, families=("iid", "beta"))[0].law.family in ("iid", "beta")
+    assert fit_laws(a, g, families=("iid", "beta"))[0].law.family in ("iid", "beta")
 
 
 def test_fit_result_dict():
@@ -529,8 +529,8 @@ def test_law_config_round_trip(law):
         (lambda: IIDGeometric.fit([1, 2], [3]), "caps"),
         (lambda: IIDGeometric.fit([1, 2], [3, 0]), "caps"),
         (lambda: IIDGeometric.fit([1, float("nan")], 3), "accepted"),
-        (lambda: check_sample([1.5], 3), "accepted"),
-        (lambda: compare_laws([1, 2], 3, families=("iid", "poisson")), "families"),
+        (lambda: as_sample([1.5], 3), "accepted"),
+        (lambda: fit_laws([1, 2], 3, families=("iid", "poisson")), "families"),
         (lambda: law_from_config({"alpah": 0.5}), "acceptance.alpah"),
         (lambda: law_from_config({"alpha": 2.0}), "acceptance.alpha"),
         (lambda: law_from_config({"beta": [1.0]}), "acceptance.beta"),

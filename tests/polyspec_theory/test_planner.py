@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Model
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.insertion import paper_insertion_check

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import IIDGeometric, law_from_config

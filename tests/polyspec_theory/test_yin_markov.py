@@ -14,9 +14,9 @@ from polyspec_theory import PolyspecInputError
 from polyspec_theory.markov import (
     MAX_SEQUENCE_LAW_SIZE,
     MarkovPair,
-    check_chain,
-    check_kernels,
-    check_law,
+    as_chain,
+    as_kernels,
+    as_law,
     drop_support,
     logit_draft,
     mixture_draft,
@@ -47,7 +47,7 @@ pairs = st.builds(
 @settings(derandomize=True, deadline=None, max_examples=40)
 @given(pairs)
 def test_random_pairs_are_valid_chains(pair):
-    i, t, d = check_chain(*pair)
+    i, t, d = as_chain(*pair)
     assert t.shape == d.shape == (pair.T, pair.K, pair.K) and i.shape == (pair.K,)
     np.testing.assert_allclose(t.sum(-1), 1.0, atol=EXACT)
     np.testing.assert_allclose(d.sum(-1), 1.0, atol=EXACT)
@@ -129,18 +129,18 @@ def test_tv_distance_values():
 @pytest.mark.parametrize(
     "call, field",
     [
-        (lambda: check_law([0.5, -0.1, 0.6], "p"), "p"),
-        (lambda: check_law([0.5, 0.4], "p"), "p"),
-        (lambda: check_law(0.5, "p"), "p"),
-        (lambda: check_law("ab", "p"), "p"),
-        (lambda: check_law([0.5, float("inf")], "p"), "p"),
-        (lambda: check_law([[0.5, 0.5]], "p", ndim=1), "p"),
-        (lambda: check_law([0.5, 0.5], "p", size=3), "p"),
-        (lambda: check_kernels(np.full((2, 2), 0.5), "target"), "target"),
-        (lambda: check_kernels(np.full((0, 2, 2), 0.5), "target"), "target"),
-        (lambda: check_kernels(np.full((2, 2, 2), 0.5), "target", T=3), "target"),
-        (lambda: check_chain([1.0], np.full((1, 2, 2), 0.5)), "init"),
-        (lambda: check_chain([0.5, 0.5], np.full((1, 2, 2), 0.5), np.eye(2)), "draft"),
+        (lambda: as_law([0.5, -0.1, 0.6], "p"), "p"),
+        (lambda: as_law([0.5, 0.4], "p"), "p"),
+        (lambda: as_law(0.5, "p"), "p"),
+        (lambda: as_law("ab", "p"), "p"),
+        (lambda: as_law([0.5, float("inf")], "p"), "p"),
+        (lambda: as_law([[0.5, 0.5]], "p", ndim=1), "p"),
+        (lambda: as_law([0.5, 0.5], "p", size=3), "p"),
+        (lambda: as_kernels(np.full((2, 2), 0.5), "target"), "target"),
+        (lambda: as_kernels(np.full((0, 2, 2), 0.5), "target"), "target"),
+        (lambda: as_kernels(np.full((2, 2, 2), 0.5), "target", T=3), "target"),
+        (lambda: as_chain([1.0], np.full((1, 2, 2), 0.5)), "init"),
+        (lambda: as_chain([0.5, 0.5], np.full((1, 2, 2), 0.5), np.eye(2)), "draft"),
         (lambda: state_marginals([0.5, 0.5], np.full((1, 2, 2), 0.6)), "kernels"),
         (lambda: sequence_law([0.5, 0.5], np.full((23, 2, 2), 0.5)), "kernels"),
         (lambda: tv_distance([0.5, 0.5], [1.0, 0.0, 0.0]), "q"),

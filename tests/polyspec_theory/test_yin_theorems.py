@@ -38,7 +38,6 @@ from polyspec_theory.yin import (
     batch_sequence_law,
     batch_step_rejection,
     chain_rejections,
-    check_over_acceptance,
     optimal_loss,
     optimal_resampling,
     output_law,
@@ -46,6 +45,7 @@ from polyspec_theory.yin import (
     pareto_front,
     pareto_point,
     rejection_probability,
+    require_over_acceptance,
     sd_acceptance,
     sd_expected_rejections,
     sd_output_kernels,
@@ -607,7 +607,7 @@ def test_over_acceptance_check():
     t, d = np.array([0.2, 0.8]), np.array([0.6, 0.4])
     b_sd = sd_acceptance(t, d)
     np.testing.assert_allclose(b_sd, [1 / 3, 1.0])
-    check_over_acceptance(t, d, [0.5, 1.0])
+    require_over_acceptance(t, d, [0.5, 1.0])
     with pytest.raises(PolyspecInputError) as e:
         pareto_point(t, d, [0.2, 1.0])
     assert e.value.field == "b" and "over-acceptance" in str(e.value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from validation.cli import main
+from polyspec.cli import main
 
 EXPECTED_IDS = {"D1", "D2", "P1", "P2", "P3", "P4", "P5", "P6", "P7",
                 "Y1", "Y2", "Y3", "Y4", "Y5", "F1", "F2"}

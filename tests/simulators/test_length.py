@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional

@@ -65,7 +65,7 @@ def test_cli_simulate_same_numbers_on_one_and_two_cpu_devices():
     env["JAX_PLATFORMS"] = "cpu"
     outs = []
     for k in (1, 2):
-        code = ("import jax, sys; from validation.cli import main; "
+        code = ("import jax, sys; from polyspec.cli import main; "
                 f"rc = main(['simulate', 'configs/default.json', '--tokens', '20000', "
                 f"'--chains', '63', '--json', '--cpu-devices', '{k}']); "
                 "print('DEVICES', jax.device_count()); sys.exit(rc)")

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
+from polyspec.cli import main
 from validation.capture import capture, make_prompts
-from validation.cli import main
 from validation.traces import read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model

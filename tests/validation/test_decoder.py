@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 from validation.decoder import PolybasicDecoder, Sampler, autoregressive
 from validation.zoo.tiny import tiny_family, tiny_ngram
 

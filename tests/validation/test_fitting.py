@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import (
     LAW_FAMILIES,

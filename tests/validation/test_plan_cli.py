@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from polyspec.cli import main
 from polyspec_theory.config import Cascade
 from polyspec_theory.planner import Pool, plan
 from polyspec_theory.polybasic import predict
-from validation.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL = ROOT / "configs" / "pool.json"

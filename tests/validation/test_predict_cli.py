@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from polyspec.cli import main
 from polyspec_theory import dualistic_speedup
-from validation.cli import main
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 

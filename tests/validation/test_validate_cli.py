@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from polyspec.cli import main
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import BetaMixed, Positional
-from validation.cli import main
 from validation.compare import validate
 from validation.synthetic import simulate_capture, write_trace
 from validation.trace_captures import load_captures

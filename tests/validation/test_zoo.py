@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from validation.cli import main
+from polyspec.cli import main
 from validation.decoder import PolybasicDecoder, autoregressive
 from validation.levels import load_level
 from validation.zoo import WEIGHTS_DIR, decode, encode, zoo_info
@@ -89,7 +89,7 @@ def test_ngram_counts_and_law():
 
 
 def test_ngram_levels_by_name():
-    from polyspec_theory._checks import PolyspecInputError
+    from polyspec_theory._input import PolyspecInputError
 
     lv = load_level("ngram:0")
     assert lv.name == "ngram0" and lv.ngram.order == 0 and lv.describe()["order"] == 0

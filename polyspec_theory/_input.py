@@ -1,7 +1,8 @@
-"""Input validation shared by every public entry point.
+"""Bad-input guards shared by every public entry point.
 
-Every check raises :class:`PolyspecInputError` whose message starts with the field name, so
-callers (and the CLI, which prints it on one line) can say exactly what was wrong.
+Each ``as_*`` / ``require_*`` function returns the value in canonical form or raises
+:class:`PolyspecInputError`, whose message starts with the field name, so callers (and the
+CLI, which prints it on one line) can say exactly what was wrong.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
-def check_real(x, field: str, *, low=None, high=None, low_open=False, high_open=False) -> float:
+def as_real(x, field: str, *, low=None, high=None, low_open=False, high_open=False) -> float:
     """A finite real number, optionally inside [low, high] (or open ends)."""
     if not _is_number(x):
         raise PolyspecInputError(field, f"must be a number, got {x!r}")
@@ -47,20 +48,20 @@ def check_real(x, field: str, *, low=None, high=None, low_open=False, high_open=
     return v
 
 
-def check_probability(x, field: str) -> float:
+def as_probability(x, field: str) -> float:
     """A probability in [0, 1]."""
-    return check_real(x, field, low=0.0, high=1.0)
+    return as_real(x, field, low=0.0, high=1.0)
 
 
-def check_nonnegative(x, field: str) -> float:
-    return check_real(x, field, low=0.0)
+def as_nonnegative(x, field: str) -> float:
+    return as_real(x, field, low=0.0)
 
 
-def check_positive(x, field: str) -> float:
-    return check_real(x, field, low=0.0, low_open=True)
+def as_positive(x, field: str) -> float:
+    return as_real(x, field, low=0.0, low_open=True)
 
 
-def check_int(x, field: str, *, low=None, high=None) -> int:
+def as_int(x, field: str, *, low=None, high=None) -> int:
     """An integer (floats with integral value are accepted), optionally bounded."""
     if isinstance(x, bool) or not _is_number(x):
         raise PolyspecInputError(field, f"must be an integer, got {x!r}")
@@ -75,7 +76,7 @@ def check_int(x, field: str, *, low=None, high=None) -> int:
     return v
 
 
-def check_real_array(
+def as_real_array(
     x, field: str, *, low=None, high=None, min_len: int = 1, ndim: int = 1
 ) -> np.ndarray:
     """A non-empty float64 array of finite numbers, optionally inside [low, high]."""
@@ -103,16 +104,16 @@ def check_real_array(
     return arr
 
 
-def check_int_array(x, field: str, *, low=None, min_len: int = 1) -> np.ndarray:
+def as_int_array(x, field: str, *, low=None, min_len: int = 1) -> np.ndarray:
     """A non-empty int64 array (integral floats accepted), optionally bounded below."""
-    arr = check_real_array(x, field, low=low, min_len=min_len)
+    arr = as_real_array(x, field, low=low, min_len=min_len)
     if (arr != np.round(arr)).any():
         i = int(np.flatnonzero(arr != np.round(arr))[0])
         raise PolyspecInputError(field, f"values must be integers, got {arr[i]} at {i}")
     return arr.astype(np.int64)
 
 
-def check_keys(d, field: str, required: Iterable[str], optional: Sequence[str] = ()) -> dict:
+def require_keys(d, field: str, required: Iterable[str], optional: Sequence[str] = ()) -> dict:
     """A mapping with exactly the required keys plus any optional ones (typos are named)."""
     if not isinstance(d, dict):
         raise PolyspecInputError(field, f"must be an object/mapping, got {type(d).__name__}")

@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
 
 
 def _ints(text, field):
-    from polyspec_theory._checks import PolyspecInputError
+    from polyspec_theory._input import PolyspecInputError
 
     try:
         return [int(x) for x in str(text).split(",") if x.strip()]

@@ -127,7 +127,7 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
     """
     import numpy as np
 
-    from polyspec_theory._checks import PolyspecInputError, check_int
+    from polyspec_theory._input import PolyspecInputError, as_int
     from polyspec_theory.config import Model
     from polyspec_theory.costs import CostCurve
     from polyspec_theory.laws import LAW_FAMILIES
@@ -140,7 +140,7 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
     if law not in ("best", "regime") and law not in LAW_FAMILIES:
         raise PolyspecInputError("--law", f"unknown law family {law!r}; choose best, regime "
                                  f"or one of {', '.join(LAW_FAMILIES)}")
-    max_threshold = check_int(max_threshold, "--max-threshold", low=1, high=MAX_PLAN_THRESHOLD)
+    max_threshold = as_int(max_threshold, "--max-threshold", low=1, high=MAX_PLAN_THRESHOLD)
     settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
     if temperature is not None:
         caps = [c for c in caps if float(c.temperature) == float(temperature)]
@@ -187,7 +187,7 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
         from polyspec_theory.regimes import MAX_HORIZON, RegimeLaw
 
         horizon = capture_horizon(caps) if horizon is None else horizon
-        horizon = check_int(horizon, "--horizon", low=1, high=MAX_HORIZON)
+        horizon = as_int(horizon, "--horizon", low=1, high=MAX_HORIZON)
         reg = regime_fits(caps)
     pairs, rounds = {}, {}
     for (v, d, _t, _k), pf in sorted(pair_fits.items()):
@@ -297,14 +297,13 @@ def explain_plan(result, pool, info: dict | None = None) -> str:
 def run(args) -> int:
     from pathlib import Path
 
-    from polyspec_theory._checks import PolyspecInputError, check_int
+    from polyspec_theory._input import PolyspecInputError, as_int
     from polyspec_theory.planner import DEFAULT_MAX_THRESHOLD, Pool, plan
-
-    from ._common import atomic_write_text, dump_json, load_mapping
+    from validation.files import atomic_write_text, dump_json, read_mapping
 
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
-    top = check_int(args.top, "--top", low=0, high=1000)
+    top = as_int(args.top, "--top", low=0, high=1000)
     info = None
     if args.traces is not None:
         from validation.trace_captures import load_captures
@@ -323,7 +322,7 @@ def run(args) -> int:
                          ("--allow-truncated", args.allow_truncated)):
             if val:
                 raise PolyspecInputError(opt, "only applies with --traces")
-        cfg = load_mapping(args.pool)
+        cfg = read_mapping(args.pool)
         if args.max_threshold is not None:
             cfg = dict(cfg, max_threshold=args.max_threshold)
         pool = Pool.from_config(cfg)

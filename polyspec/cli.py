@@ -1,4 +1,4 @@
-"""The ``polyspec`` command. Each subcommand lives in ``validation/commands/<name>.py`` and
+"""The ``polyspec`` command. Each subcommand lives in ``polyspec/commands/<name>.py`` and
 exposes ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``; heavy imports (jax,
 torch, matplotlib) happen inside ``run`` so ``polyspec predict`` needs only the core.
 """
@@ -11,7 +11,7 @@ import importlib.util
 import json
 import sys
 
-from polyspec_theory._checks import PolyspecInputError
+from polyspec_theory._input import PolyspecInputError
 
 COMMANDS = (
     "demo",
@@ -32,7 +32,7 @@ class CommandError(Exception):
 
 def _available():
     for name in COMMANDS:
-        mod = f"validation.commands.{name}"
+        mod = f"polyspec.commands.{name}"
         if importlib.util.find_spec(mod) is not None:
             yield name, importlib.import_module(mod)
 

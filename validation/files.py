@@ -1,4 +1,5 @@
-"""Helpers shared by the subcommands: reading config files, writing outputs safely."""
+"""Files a user writes or reads: config files (JSON or YAML) into mappings, strict JSON output,
+and writes that an interrupted run cannot leave half-done."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from polyspec_theory._checks import PolyspecInputError
+import numpy as np
+
+from polyspec_theory._input import PolyspecInputError
+
+__all__ = ["read_mapping", "atomic_write_text", "dump_json", "json_default"]
 
 
 def _no_duplicates(pairs):
@@ -19,14 +24,7 @@ def _no_duplicates(pairs):
     return seen
 
 
-def add_cpu_devices_argument(p) -> None:
-    """``--cpu-devices K`` (for :func:`simulators._runtime.use_cpu_cores`)."""
-    p.add_argument("--cpu-devices", type=int, default=None,
-                   help="CPU devices to shard chains over (default: one per core; results "
-                        "do not depend on it)")
-
-
-def load_mapping(path) -> dict:
+def read_mapping(path) -> dict:
     """Read a JSON or YAML file (by extension; JSON tried first otherwise) into a dict."""
     p = Path(path)
     if not p.exists():
@@ -64,12 +62,6 @@ def load_mapping(path) -> dict:
     return data
 
 
-def load_cascade(path):
-    from polyspec_theory.config import Cascade
-
-    return Cascade.from_config(load_mapping(path))
-
-
 def atomic_write_text(path, text: str) -> None:
     """Write via a temporary file + rename, so an interrupted run never truncates ``path``."""
     p = Path(path)
@@ -87,7 +79,17 @@ def atomic_write_text(path, text: str) -> None:
         raise
 
 
-def dump_json(obj) -> str:
-    from validation.traces import json_default
+def json_default(o):
+    """``json.dumps`` fallback for numpy scalars and arrays."""
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
+
+def dump_json(obj) -> str:
+    """Indented JSON text (numpy values converted)."""
     return json.dumps(obj, indent=2, sort_keys=False, default=json_default)

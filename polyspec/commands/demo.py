@@ -26,18 +26,19 @@ def _section(title: str) -> None:
 
 
 def run(args) -> int:
-    from polyspec_theory._checks import check_int
+    from polyspec.api import load_cascade
+    from polyspec_theory._input import as_int
     from polyspec_theory.approximation import paper_approximation
     from polyspec_theory.explain import explain_prediction
     from polyspec_theory.polybasic import predict
+    from validation.files import atomic_write_text, dump_json
 
-    from ._common import atomic_write_text, dump_json, load_cascade
     from .predict import prediction_report
     from .simulate import _text as simulation_text
     from .simulate import simulation_report
 
-    tokens = check_int(args.tokens, "tokens", low=1_000, high=10**10)
-    seed = check_int(args.seed, "seed", low=0, high=2**31 - 1)
+    tokens = as_int(args.tokens, "tokens", low=1_000, high=10**10)
+    seed = as_int(args.seed, "seed", low=0, high=2**31 - 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cascade = load_cascade(args.config)

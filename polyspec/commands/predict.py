@@ -26,11 +26,11 @@ def prediction_report(cascade) -> dict:
 
 
 def run(args) -> int:
+    from polyspec.api import load_cascade
     from polyspec_theory.approximation import paper_approximation
     from polyspec_theory.explain import explain_prediction
     from polyspec_theory.polybasic import predict
-
-    from ._common import dump_json, load_cascade
+    from validation.files import dump_json
 
     cascade = load_cascade(args.config)
     if args.json:

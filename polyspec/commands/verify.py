@@ -22,13 +22,12 @@ def add_arguments(p):
 def run(args) -> int:
     import sys
 
-    from polyspec_theory._checks import check_int
+    from polyspec_theory._input import as_int
     from simulators._runtime import use_cpu_cores
     from simulators.verify import context_departure, format_table, run_checks
+    from validation.files import dump_json
 
-    from ._common import dump_json
-
-    seed = check_int(args.seed, "seed", low=0, high=2**31 - 1)
+    seed = as_int(args.seed, "seed", low=0, high=2**31 - 1)
     use_cpu_cores(args.cpu_devices)
 
     def progress(i, n, key):

@@ -74,15 +74,15 @@ def _text(cascade, result, pred) -> str:
 def run(args) -> int:
     import sys
 
-    from polyspec_theory._checks import check_int
+    from polyspec.api import load_cascade
+    from polyspec_theory._input import as_int
     from polyspec_theory.polybasic import predict
-
-    from ._common import dump_json, load_cascade
+    from validation.files import dump_json
 
     cascade = load_cascade(args.config)
-    tokens = check_int(args.tokens, "tokens", low=1, high=10**13)
-    seed = check_int(args.seed, "seed", low=0, high=2**63 - 1)
-    chains = check_int(args.chains, "chains", low=2, high=2**24)
+    tokens = as_int(args.tokens, "tokens", low=1, high=10**13)
+    seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
+    chains = as_int(args.chains, "chains", low=2, high=2**24)
     from simulators._runtime import use_cpu_cores
     from simulators.length import simulate_lengths
 

@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from validation.cli import CommandError
+    from polyspec.cli import CommandError
 
     action = getattr(args, "zoo_command", None)
     if action == "train":
@@ -35,20 +35,20 @@ def run(args) -> int:
 def _train(args) -> int:
     import dataclasses
 
-    from polyspec_theory._checks import check_int, check_real
+    from polyspec_theory._input import as_int, as_real
     from validation.zoo.ngram import NGramModel
     from validation.zoo.train import DEFAULT_SPECS, train_zoo
 
-    seed = check_int(args.seed, "seed", low=0)
-    threads = check_int(args.threads, "threads", low=1, high=256)
-    scale = check_real(args.steps_scale, "steps_scale", low=1e-6, high=100.0)
+    seed = as_int(args.seed, "seed", low=0)
+    threads = as_int(args.threads, "threads", low=1, high=256)
+    scale = as_real(args.steps_scale, "steps_scale", low=1e-6, high=100.0)
     specs = DEFAULT_SPECS
     if args.only:
         wanted = [s.strip() for s in args.only.split(",") if s.strip()]
         known = {s.name for s in specs}
         bad = [w for w in wanted if w not in known]
         if bad:
-            from polyspec_theory._checks import PolyspecInputError
+            from polyspec_theory._input import PolyspecInputError
 
             raise PolyspecInputError("only", f"unknown model(s) {bad}; known: {sorted(known)}")
         specs = tuple(s for s in specs if s.name in wanted)

@@ -34,13 +34,12 @@ def add_arguments(p):
 def run(args) -> int:
     from pathlib import Path
 
-    from polyspec_theory._checks import PolyspecInputError, check_int
+    from polyspec_theory._input import PolyspecInputError, as_int
     from polyspec_theory.laws import LAW_FAMILIES
     from validation.compare import validate
+    from validation.files import dump_json
     from validation.report import write_report
     from validation.trace_captures import load_captures
-
-    from ._common import dump_json
 
     fams = [f.strip() for f in args.laws.split(",") if f.strip()]
     for f in fams:
@@ -49,7 +48,7 @@ def run(args) -> int:
                                      f"{', '.join(LAW_FAMILIES)}")
     if not fams:
         raise PolyspecInputError("--laws", "give at least one law family")
-    n_boot = check_int(args.n_boot, "--n-boot", low=1, high=100_000)
+    n_boot = as_int(args.n_boot, "--n-boot", low=1, high=100_000)
     tdir = Path(args.traces_dir)
     captures, notes = load_captures(tdir, allow_truncated=args.allow_truncated)
     result = validate(captures, fams, laws="pooled" if args.pool_laws else "config",

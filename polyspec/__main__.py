@@ -1,0 +1,5 @@
+import sys
+
+from polyspec.cli import main
+
+sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from validation.cli import main
-
-sys.exit(main())
