@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from polyspec_theory import Cascade, predict  # noqa: E402
-from polyspec_theory.batch import predict_grid  # noqa: E402
+from polyspec_theory.grid import predict_grid  # noqa: E402
 
 FAMILIES = ("alpha", "positional", "beta", "gaussian")
 

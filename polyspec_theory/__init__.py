@@ -186,7 +186,7 @@ from .approximation import (  # noqa: E402
     lemma31_time,
     paper_approximation,
 )
-from .batch import BatchPrediction, optimize_thresholds, predict_grid, predict_many  # noqa: E402
+from .grid import GridPrediction, optimize_thresholds, predict_grid, predict_many  # noqa: E402
 from .bounds import (  # noqa: E402
     PhiBounds,
     exact_tail,
@@ -232,7 +232,7 @@ from .symbolic_cascade import (  # noqa: E402
 __all__ += [
     "PaperApproximation", "approximation_error", "error_curve", "identity_from_counts",
     "identity_from_prediction", "lemma31_time", "paper_approximation",
-    "BatchPrediction", "optimize_thresholds", "predict_grid", "predict_many",
+    "GridPrediction", "optimize_thresholds", "predict_grid", "predict_many",
     "PhiBounds", "exact_tail", "forward_count_moments", "hoeffding_tail", "length_moments",
     "phi_bounds", "target_forwards_clt",
     "DecisionConfidence", "InsertionDecision", "decision_confidence", "insert_model",

@@ -36,7 +36,7 @@ import numpy as np
 from scipy import special, stats
 
 from ._input import PolyspecInputError, as_int, as_real, as_real_array
-from .batch import optimize_thresholds
+from .grid import optimize_thresholds
 from .config import Cascade, Model
 from .laws import AcceptanceLaw, BetaMixed, GaussianBaseline, IIDGeometric, Positional
 from .polybasic import predict
@@ -124,7 +124,7 @@ def insertion_decision(cascade: Cascade, position, model: Model, upper_law: Acce
     """P5 exact criterion: does inserting ``model`` lower P1's ``tau_1``?
 
     ``optimize=True`` first optimizes every threshold of both cascades over
-    ``1..max_threshold`` (exhaustive, :func:`polyspec_theory.batch.optimize_thresholds`), so
+    ``1..max_threshold`` (exhaustive, :func:`polyspec_theory.grid.optimize_thresholds`), so
     the two systems are compared at their best; otherwise the given thresholds are used."""
     with_ = insert_model(cascade, position, model, upper_law, lower_law, thresholds)
     without = cascade

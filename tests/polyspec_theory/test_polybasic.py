@@ -31,7 +31,7 @@ from polyspec_theory import (
     predict,
     renewal_fill,
 )
-from polyspec_theory.batch import predict_many
+from polyspec_theory.grid import predict_many
 
 Z = 4.0  # standard errors; two-sided tail 6.3e-5 per check
 

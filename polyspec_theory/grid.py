@@ -1,4 +1,4 @@
-"""Batched P1: exact speedups of one cascade (fixed models, laws, costs, policy) for many
+"""P1 on a grid: exact speedups of one cascade (fixed models, laws, costs, policy) for many
 threshold vectors at once — for planners and threshold searches.
 
 Same mathematics as :func:`polyspec_theory.polybasic.predict` (renewal DP, THEORY.md §4),
@@ -26,13 +26,13 @@ from .config import MAX_THRESHOLD, Cascade
 from .costs import CostCurve
 from .laws import AcceptanceLaw
 
-__all__ = ["BatchPrediction", "predict_many", "predict_grid", "optimize_thresholds"]
+__all__ = ["GridPrediction", "predict_many", "predict_grid", "optimize_thresholds"]
 
 MAX_BATCH = 5_000_000
 
 
 @dataclass(frozen=True)
-class BatchPrediction:
+class GridPrediction:
     """Row ``j`` belongs to ``thresholds[j]``: ``speedup = T_1(1)/tau_1``,
     ``time_per_token = tau_1``, ``mean_emitted = E[L_1]``, ``phi_top = phi_2`` (rounds of
     ``S_2`` per target forward)."""
@@ -103,7 +103,7 @@ def _check_cascade(cascade) -> Cascade:
     return cascade
 
 
-def predict_many(cascade: Cascade, thresholds) -> BatchPrediction:
+def predict_many(cascade: Cascade, thresholds) -> GridPrediction:
     """Exact P1 for ``cascade`` with each row of ``thresholds`` (shape ``(m, n-1)``, ints in
     ``1..MAX_THRESHOLD``) substituted for ``cascade.thresholds``. Models, laws, costs and
     policy are those of ``cascade``."""
@@ -159,7 +159,7 @@ def predict_many(cascade: Cascade, thresholds) -> BatchPrediction:
         mean_l[rows_arr] = ml[inv]
         phi_top[rows_arr] = phi[inv]
     t_ar = costs[0].t1
-    return BatchPrediction(
+    return GridPrediction(
         thresholds=th, speedup=t_ar / tau, time_per_token=tau, mean_emitted=mean_l,
         phi_top=phi_top, policy=policy,
     )
