@@ -42,11 +42,11 @@ def main(argv=None) -> int:
 
     from validation.capture import make_prompts
     from validation.decoder import PolybasicDecoder, autoregressive
-    from validation.levels import load_level
+    from validation.models import load_model
 
     torch.set_num_threads(args.threads)
     names = ("target", "mid", "small", "ngram")
-    lv = {n: load_level(n, device=args.device) for n in names}
+    lv = {n: load_model(n, device=args.device) for n in names}
     prompts, _ = make_prompts(args.prompts, 64, seed=123)
     # warm-up
     for n in names:

@@ -37,8 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from polyspec_theory.config import Cascade  # noqa: E402
-from polyspec_theory.polybasic import predict  # noqa: E402
-from simulators.length import block_bounds  # noqa: E402
+from polyspec_theory.polybasic import block_bounds, predict  # noqa: E402
 
 
 def _hazards(cascade: Cascade, width: int) -> np.ndarray:

@@ -12,12 +12,14 @@ DEVICES = ("cpu", "gpu")
 
 
 def default_traces_dir(device: str = "cpu") -> Path:
-    """``validation/traces/<device>/`` of this checkout (next to ``validation/traces.py``)."""
+    """The committed traces of ``device`` (:func:`validation.paths.traces_dir`)."""
+    from polyspec_theory._input import PolyspecInputError
+    from validation.paths import traces_dir
+
     try:
-        import validation.traces as vt
-    except ModuleNotFoundError as e:
-        raise FigureUnavailable(f"the trace reader validation.traces is missing ({e})") from e
-    return Path(vt.__file__).resolve().parent / "traces" / device
+        return traces_dir(device)
+    except PolyspecInputError as e:
+        raise FigureUnavailable(str(e)) from e
 
 
 def has_traces(directory) -> bool:
@@ -27,11 +29,11 @@ def has_traces(directory) -> bool:
 
 def load(directory):
     """``(captures, notes)`` of every trace in ``directory`` via
-    :func:`validation.trace_captures.load_captures`; :class:`FigureUnavailable` if there are
-    none."""
+    :func:`validation.traces.read_traces`; :class:`FigureUnavailable` if there are none."""
     d = Path(directory)
     if not has_traces(d):
         raise FigureUnavailable(f"no real traces (*.jsonl) in {d}")
-    from validation.trace_captures import load_captures
+    from validation.traces import read_traces
 
-    return load_captures(d)
+    caps = read_traces(d)
+    return caps, [n for c in caps for n in c.notes]

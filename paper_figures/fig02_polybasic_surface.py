@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from polyspec_theory.grid import predict_grid
 from polyspec_theory.config import Cascade
+from polyspec_theory.grid import predict_grid
 from simulators.length import simulate_lengths
 
 from . import style

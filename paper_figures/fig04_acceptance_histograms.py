@@ -1,9 +1,9 @@
 """Figure 4 — acceptance histograms from real traces with the four fitted laws overlaid.
 
-Data: the committed CPU traces (``validation/traces/cpu/*.jsonl``) read by
-:func:`validation.trace_captures.load_captures`; rounds pooled per (verifier, drafter,
+Data: the committed CPU traces (``data/traces/cpu/*.jsonl``) read by
+:func:`validation.traces.read_traces`; rounds pooled per (verifier, drafter,
 temperature) and every law family (iid, positional, Beta-mixed, Gaussian baseline) fitted by
-censored maximum likelihood (:func:`validation.compare.fit_pairs`); each law's expected
+censored maximum likelihood (:func:`validation.analysis.fits.fit_pairs`); each law's expected
 histogram given the observed caps from :func:`validation.report.expected_histogram`. The pairs
 with the most rounds are shown (``N_PAIRS``), observed fractions as bars.
 """
@@ -16,14 +16,14 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from polyspec_theory.laws import FAMILIES
-from validation.compare import fit_pairs
+from validation.analysis.fits import fit_pairs
 from validation.report import expected_histogram
 
 from . import _traces, style
 
 NAME = "fig04_acceptance_histograms"
 TITLE = "Acceptance histograms of real traces with fitted laws"
-SOURCES = ("validation/traces/cpu", "validation.compare", "validation.fitting")
+SOURCES = ("data/traces/cpu", "validation.analysis.fits")
 
 N_PAIRS = 4
 FAMILY_LABELS = {"iid": "iid (Leviathan)", "positional": "positional",

@@ -1,9 +1,9 @@
 """Figure 7 — predicted vs measured speedup on real traces (CPU; GPU too when
-``validation/traces/gpu/`` holds traces), with the classic iid formula for contrast.
+``data/traces/gpu/`` holds traces), with the classic iid formula for contrast.
 
 Data: every captured configuration of the committed traces
-(:func:`validation.trace_captures.load_captures`) run through the validation pipeline
-:func:`validation.compare.validate` with its defaults (laws fitted per pair by censored MLE,
+(:func:`validation.traces.read_traces`) run through the validation pipeline
+:func:`validation.analysis.validate` with its defaults (laws fitted per pair by censored MLE,
 on the configuration's own rounds or pooled, as ``validate`` does; cost curves fitted per
 capture, measured speedup = autoregressive target time
 per token / cascade time per token, with its delta-method standard error over prompts).
@@ -11,7 +11,7 @@ Predictions: **P1 with the AIC-best law per pair** (``ConfigResult.predicted_spe
 the **classic iid formula**: the fitted iid α per pair in the paper's Lemma 3.1 with pairwise
 ``E[L]``, fixed blocks and unit forward costs ``T_i(1)``
 (:func:`polyspec_theory.approximation.paper_approximation` with ``costs="unit"`` on the
-cascade built by :func:`validation.fitting.build_cascade`) — for two models this is exactly
+cascade built by :func:`validation.analysis.fits.capture_cascade`) — for two models this is exactly
 Leviathan's ``E[L]/(γc + 1)``. Panel (b) adds P1 with the fitted iid law, which separates
 the error of the iid *law* from that of the classic *formula* (fixed blocks, unit costs);
 these three use the same cost curves (``fit_costs``). Where the pipeline provides it, the
@@ -28,14 +28,14 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.approximation import paper_approximation
-from validation.compare import fit_costs, fit_pairs, validate
-from validation.fitting import build_cascade
+from validation.analysis.fits import capture_cascade, fit_costs, fit_pairs
+from validation.analysis.validate import validate
 
 from . import _traces, style
 
 NAME = "fig07_predicted_vs_measured"
 TITLE = "Predicted vs measured speedup on real traces"
-SOURCES = ("validation/traces/cpu", "validation/traces/gpu", "validation.compare",
+SOURCES = ("data/traces/cpu", "data/traces/gpu", "validation.analysis",
            "polyspec_theory.approximation")
 
 BAND = 0.10  # shaded +-10 % band around predicted = measured
@@ -60,9 +60,8 @@ def _device_rows(device: str, directory, quick: bool = False) -> tuple[list[dict
     for cap, cr in zip(captures, res.configs, strict=True):
         costs = fit_costs(cap)
         fits = fit_pairs([cap], res.families) if mode == "config" else res.pairs
-        laws = [fits[cap.pair_key(i)].law("iid") for i in range(cap.n - 1)]
-        iid = build_cascade(cap.models, [costs[m] for m in cap.models], laws, cap.thresholds,
-                            policy=cap.policy, name=cap.name)
+        iid = capture_cascade(cap, fits, costs, "iid")
+        laws = iid.laws
         classic = paper_approximation(iid, costs="unit").speedup
         rows.append({
             "device": device,

@@ -186,7 +186,6 @@ from .approximation import (  # noqa: E402
     lemma31_time,
     paper_approximation,
 )
-from .grid import GridPrediction, optimize_thresholds, predict_grid, predict_many  # noqa: E402
 from .bounds import (  # noqa: E402
     PhiBounds,
     exact_tail,
@@ -196,6 +195,7 @@ from .bounds import (  # noqa: E402
     phi_bounds,
     target_forwards_clt,
 )
+from .grid import GridPrediction, optimize_thresholds, predict_grid, predict_many  # noqa: E402
 from .insertion import (  # noqa: E402
     DecisionConfidence,
     InsertionDecision,

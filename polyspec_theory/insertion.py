@@ -36,8 +36,8 @@ import numpy as np
 from scipy import special, stats
 
 from ._input import PolyspecInputError, as_int, as_real, as_real_array
-from .grid import optimize_thresholds
 from .config import Cascade, Model
+from .grid import optimize_thresholds
 from .laws import AcceptanceLaw, BetaMixed, GaussianBaseline, IIDGeometric, Positional
 from .polybasic import predict
 

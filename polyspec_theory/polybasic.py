@@ -22,6 +22,7 @@ from .config import Cascade
 from .laws import AcceptanceLaw
 
 __all__ = [
+    "block_bounds",
     "LevelPrediction",
     "Prediction",
     "renewal_fill",
@@ -194,3 +195,13 @@ def predict(cascade: Cascade) -> Prediction:
     )
 
 
+def block_bounds(thresholds, policy: str = "accumulate") -> list[int]:
+    """Largest possible block ``G_i`` per pair level: bottom ``theta_{m-1}``; accumulate
+    ``theta_i + Gmax_{i+1}`` (at most ``theta_i - 1`` tokens, then one round of at most
+    ``Gmax_{i+1} + 1``); truncate ``theta_i``."""
+    th = [int(t) for t in thresholds]
+    g = [0] * len(th)
+    g[-1] = th[-1]
+    for i in range(len(th) - 2, -1, -1):
+        g[i] = th[i] if policy == "truncate" else th[i] + g[i + 1]
+    return g

@@ -48,6 +48,7 @@ from jax import lax
 from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.config import Cascade
 from polyspec_theory.laws import IIDGeometric
+from polyspec_theory.polybasic import block_bounds
 
 from ._runtime import (
     RatioEstimate,
@@ -68,7 +69,6 @@ __all__ = [
     "LengthKernel",
     "LevelStats",
     "LengthResult",
-    "block_bounds",
     "init_state",
     "transition",
     "make_kernel",
@@ -137,18 +137,6 @@ class StepInfo(NamedTuple):
     block: jax.Array
     accepted: jax.Array
     active: jax.Array
-
-
-def block_bounds(thresholds, policy: str = "accumulate") -> list[int]:
-    """Largest possible block ``G_i`` per pair level: bottom ``theta_{m-1}``; accumulate
-    ``theta_i + Gmax_{i+1}`` (at most ``theta_i - 1`` tokens, then one round of at most
-    ``Gmax_{i+1} + 1``); truncate ``theta_i``."""
-    th = [int(t) for t in thresholds]
-    g = [0] * len(th)
-    g[-1] = th[-1]
-    for i in range(len(th) - 2, -1, -1):
-        g[i] = th[i] if policy == "truncate" else th[i] + g[i + 1]
-    return g
 
 
 def _bucket(w: int) -> int:

@@ -49,6 +49,7 @@ from polyspec_theory._input import (
 from polyspec_theory.config import POLICIES, Cascade, Model
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import pool_cells
+from polyspec_theory.polybasic import block_bounds
 
 from ._runtime import (
     RatioEstimate,
@@ -59,7 +60,7 @@ from ._runtime import (
     to_host,
     uniform_from_bits,
 )
-from .length import block_bounds, split_bits
+from .length import split_bits
 
 __all__ = [
     "MarkovLMs",

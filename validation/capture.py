@@ -25,8 +25,8 @@ import torch
 from polyspec_theory._input import PolyspecInputError, as_int, as_real
 
 from .decoder import POLICY, PolybasicDecoder, autoregressive
-from .levels import Level, load_level
-from .traces import TraceWriter, read_trace
+from .models import DecoderModel, load_model
+from .traces import TraceWriter, read_records
 
 __all__ = ["capture", "make_prompts", "cost_curve_records", "default_name", "COST_M"]
 
@@ -89,7 +89,7 @@ def _now_fn(device):
     return time.perf_counter
 
 
-def cost_curve_records(level: Level, contexts, repeats: int, filler, phase: str,
+def cost_curve_records(level: DecoderModel, contexts, repeats: int, filler, phase: str,
                        ms=COST_M) -> list[dict]:
     """T(m) samples: for each context length c and m, ``repeats`` timed forwards scoring m
     new positions with c tokens in the cache (cache rolled back to c between repeats)."""
@@ -126,10 +126,10 @@ def _device_name(device) -> str:
     return platform.processor() or "cpu"
 
 
-def _tokenizer_for(levels, specs):
-    if all(lv.vocab_size == 256 for lv in levels):
+def _tokenizer_for(loaded, specs):
+    if all(lv.vocab_size == 256 for lv in loaded):
         return None
-    for lv, spec in zip(levels, specs, strict=True):
+    for lv, spec in zip(loaded, specs, strict=True):
         if lv.kind == "hf":
             try:
                 from transformers import AutoTokenizer
@@ -137,7 +137,7 @@ def _tokenizer_for(levels, specs):
                 return AutoTokenizer.from_pretrained(spec)
             except (OSError, ValueError):
                 continue
-    raise PolyspecInputError("models", "levels with a non-byte vocabulary need a tokenizer in "
+    raise PolyspecInputError("models", "models with a non-byte vocabulary need a tokenizer in "
                              "one of the Hugging Face checkpoint directories")
 
 
@@ -175,19 +175,19 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
         raise PolyspecInputError("out", f"{path} exists: pass --resume to continue it or "
                                  "--force to overwrite")
 
-    levels = [load_level(m, device=dev, dtype=getattr(torch, dtype), zoo_dir=zoo_dir)
+    loaded = [load_model(m, device=dev, dtype=getattr(torch, dtype), zoo_dir=zoo_dir)
               for m in models]
     seen = {}
-    for lv in levels:
+    for lv in loaded:
         if lv.name in seen:
             seen[lv.name] += 1
             lv.name = f"{lv.name}#{seen[lv.name]}"
         else:
             seen[lv.name] = 0
-    tok = _tokenizer_for(levels, models)
+    tok = _tokenizer_for(loaded, models)
     prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
     sha = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
-    maxlen = min((lv.max_len for lv in levels if lv.max_len is not None), default=None)
+    maxlen = min((lv.max_len for lv in loaded if lv.max_len is not None), default=None)
     contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(COST_M) <= maxlen]
     from .zoo.data import corpus_digest
 
@@ -195,11 +195,11 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "tool": "polyspec capture",
         "argv": list(argv) if argv is not None else None,
-        "models": [lv.describe() for lv in levels],
+        "models": [lv.describe() for lv in loaded],
         "dtype": dtype, "device": dev.type, "device_name": _device_name(dev),
         "torch": torch.__version__, "python": sys.version.split()[0],
         "threads": torch.get_num_threads(),
-        "cascade": {"name": name, "models": [{"name": lv.name} for lv in levels],
+        "cascade": {"name": name, "models": [{"name": lv.name} for lv in loaded],
                     "thresholds": thresholds, "acceptance": None, "policy": POLICY},
         "temperature": temperature, "top_k": top_k, "seed": int(seed),
         "prompts": {"source": "stdlib validation split" if tok is None else
@@ -211,7 +211,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
     }
     start_prompt, have_start_costs = 0, False
     if path.exists() and resume:
-        old = read_trace(path, allow_truncated=True)
+        old = read_records(path, allow_truncated=True)
         diff = [k for k in _FINGERPRINT if old.header.get(k) != header.get(k)]
         if diff:
             raise PolyspecInputError("resume", f"{path} was captured with different "
@@ -219,26 +219,26 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
                                      "--name")
         if old.complete:
             return path
-        start_prompt = len(old.summaries)
-        have_start_costs = any((c.phase == "start").any() for c in old.costs.values())
+        start_prompt = len(old.of_type("summary"))
+        have_start_costs = any(c.get("phase") == "start" for c in old.of_type("cost"))
         writer = TraceWriter(path, append=True)
         writer.write({"type": "resume", "next_prompt": start_prompt,
                       "at": datetime.now(UTC).isoformat(timespec="seconds")})
     else:
         writer = TraceWriter(path, header)
 
-    dec = PolybasicDecoder(levels, thresholds, temperature=temperature, top_k=top_k,
+    dec = PolybasicDecoder(loaded, thresholds, temperature=temperature, top_k=top_k,
                            seed=seed)
-    ar_levels = levels if ar_models == "all" else levels[:1]
+    ar_loaded = loaded if ar_models == "all" else loaded[:1]
     filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
     t_start = time.perf_counter()
     with writer:
         # warm-up (not recorded)
         for _ in range(max(0, warmup)):
             dec.generate(prompts[0], min(32, max_new))
-            for lv in ar_levels:
+            for lv in ar_loaded:
                 autoregressive(lv, prompts[0], min(16, max_new))
-        neural = [lv for lv in levels]
+        neural = [lv for lv in loaded]
         if not have_start_costs:
             for lv in neural:
                 for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "start"):
@@ -247,20 +247,16 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
         ar_tt, cas_tt = [0.0, 0], [0.0, 0]
         for k in bar:
             prompt = prompts[k]
-            cur = {"k": k}
 
-            def on_round(rec, cur=cur):
-                writer.write({"type": "round", "prompt": cur["k"], **_round6(rec)})
-
-            dec.on_round = on_round
+            dec.on_round = writer.write
 
             def run_cascade(k=k, prompt=prompt):
                 dec.sampler.reseed(int(seed) * 1_000_003 + k)
-                return dec.generate(prompt, max_new)
+                return dec.generate(prompt, max_new, prompt_index=k)
 
             def run_ar(k=k, prompt=prompt):
                 res = {}
-                for lv in ar_levels:
+                for lv in ar_loaded:
                     r = autoregressive(lv, prompt, max_new, temperature=temperature,
                                        top_k=top_k, seed=int(seed) * 1_000_003 + k)
                     writer.write({"type": "ar", "prompt": k, "model": lv.name,
@@ -277,10 +273,10 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
             else:
                 ares = run_ar()
                 cres = run_cascade()
-            tgt = ares[levels[0].name]
+            tgt = ares[loaded[0].name]
             match = (cres.tokens[:max_new] == tgt.tokens) if temperature == 0 else None
-            n_rounds = [sum(1 for r in cres.rounds if r["level"] == i)
-                        for i in range(1, len(levels))]
+            n_rounds = [sum(1 for r in cres.rounds if r.level == i)
+                        for i in range(1, len(loaded))]
             writer.write({"type": "summary", "prompt": k, "n_prompt_tokens": len(prompt),
                           "n_generated": cres.n_generated, "wall_s": round(cres.wall_s, 7),
                           "prefill_s": round(cres.prefill_s, 7),
@@ -306,10 +302,6 @@ def json_bytes(obj) -> bytes:
     import json
 
     return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _round6(rec: dict) -> dict:
-    return {k: (round(v, 7) if isinstance(v, float) else v) for k, v in rec.items()}
 
 
 def _progress(it, enabled, name):

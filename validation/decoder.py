@@ -1,8 +1,8 @@
 """The n-level polybasic speculative decoder (THEORY §4 block policy) and the autoregressive
 reference decoder, both batch size 1, on CPU or CUDA.
 
-Levels are ordered target first: ``levels[0] = M_1`` … ``levels[n-1] = M_n`` (smallest).
-``thresholds[i]`` is θ of the pair (``levels[i]`` verifier, ``levels[i+1]`` drafter).
+Models are ordered target first: ``models[0] = M_1`` … ``models[n-1] = M_n`` (smallest).
+``thresholds[i]`` is θ of the pair (``models[i]`` verifier, ``models[i+1]`` drafter).
 
 One round of ``S_n``: ``M_n`` samples one token. One round of ``S_i`` (i < n, "accumulate"
 policy): run rounds of ``S_{i+1}`` until ≥ θ_i new tokens have accumulated (the block, G_i
@@ -31,6 +31,8 @@ import numpy as np
 import torch
 
 from polyspec_theory._input import PolyspecInputError, as_int, as_real
+
+from .schema import Round
 
 __all__ = ["Sampler", "PolybasicDecoder", "CascadeResult", "ARResult", "autoregressive",
            "POLICY"]
@@ -90,7 +92,7 @@ class CascadeResult:
     prefill_s: float
     forward_s: list[float]
     forward_count: list[int]
-    rounds: list[dict] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
 
     @property
     def overhead_s(self) -> float:
@@ -122,26 +124,26 @@ def _now_fn(device):
 
 
 class PolybasicDecoder:
-    """Polybasic cascade over ``levels`` (target first) with ``thresholds`` (one per pair)."""
+    """Polybasic cascade over ``models`` (target first) with ``thresholds`` (one per pair)."""
 
-    def __init__(self, levels, thresholds, *, temperature=0.0, top_k=0, seed=0,
-                 on_round: Callable[[dict], None] | None = None):
-        n = len(levels)
+    def __init__(self, models, thresholds, *, temperature=0.0, top_k=0, seed=0,
+                 on_round: Callable[[Round], None] | None = None):
+        n = len(models)
         if n < 2:
-            raise PolyspecInputError("models", f"need at least 2 levels, got {n}")
+            raise PolyspecInputError("models", f"need at least 2 models, got {n}")
         if len(thresholds) != n - 1:
             raise PolyspecInputError("thresholds", f"need {n - 1} thresholds, got "
                                      f"{len(thresholds)}")
         self.thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
                            for i, t in enumerate(thresholds)]
-        vs = {lv.vocab_size for lv in levels}
+        vs = {lv.vocab_size for lv in models}
         if len(vs) != 1:
-            raise PolyspecInputError("models", f"levels must share one vocabulary, got sizes "
-                                     f"{[lv.vocab_size for lv in levels]}")
-        self.levels = list(levels)
+            raise PolyspecInputError("models", f"models must share one vocabulary, got sizes "
+                                     f"{[lv.vocab_size for lv in models]}")
+        self.models = list(models)
         self.n = n
         self.vocab = vs.pop()
-        self.device = levels[0].device
+        self.device = models[0].device
         self.sampler = Sampler(temperature, top_k, seed)
         self.greedy = self.sampler.greedy
         self.on_round = on_round
@@ -154,7 +156,7 @@ class PolybasicDecoder:
     # ------------------------------------------------------------------ internals
     def _forward(self, i: int, end: int) -> torch.Tensor:
         t0 = self._now()
-        lg = self.levels[i].logits(self.seq, end)
+        lg = self.models[i].logits(self.seq, end)
         t1 = self._now()
         self._fwd_s[i] += t1 - t0
         self._fwd_n[i] += 1
@@ -164,7 +166,7 @@ class PolybasicDecoder:
     def _truncate(self, length: int, from_level: int) -> None:
         del self.seq[length:]
         for j in range(from_level, self.n):
-            self.levels[j].rollback(length)
+            self.models[j].rollback(length)
 
     def _round(self, i: int, base: int) -> int:
         """One round of S_i on top of ``seq[:base]``; returns L (tokens appended)."""
@@ -191,7 +193,7 @@ class PolybasicDecoder:
         # the level's cache holds seq[:pos]; usually pos == base - 1 (m = G + 1); each level
         # at or above this one whose last round accepted its whole block appended a token
         # this cache has not seen, so 1 <= m - G <= i + 1 (catch-up positions)
-        m = base + g - self.levels[i].pos
+        m = base + g - self.models[i].pos
         lg = self._forward(i, base + g)
         verify_s = self._last_fwd
         lg = lg[-(g + 1):]
@@ -219,9 +221,9 @@ class PolybasicDecoder:
         self._truncate(base + a, i)
         self.seq.append(corr)
         t2 = self._now()
-        rec = {"level": i + 1, "ctx": base, "G": g, "A": a, "L": a + 1, "m": m,
-               "verify_s": verify_s, "draft_s": t1 - t0 - (cb1 - cb0),
-               "round_s": t2 - t0 - (self._cb_s - cb0)}
+        rec = Round(prompt=self.prompt_index, level=i + 1, ctx=base, G=g, A=a, L=a + 1, m=m,
+                    verify_s=verify_s, draft_s=t1 - t0 - (cb1 - cb0),
+                    round_s=t2 - t0 - (self._cb_s - cb0))
         self.rounds.append(rec)
         if self.on_round is not None:
             self.on_round(rec)
@@ -229,9 +231,11 @@ class PolybasicDecoder:
         return a + 1
 
     # ------------------------------------------------------------------ public
-    def generate(self, prompt: list[int], max_new_tokens: int) -> CascadeResult:
+    def generate(self, prompt: list[int], max_new_tokens: int,
+                 prompt_index: int = 0) -> CascadeResult:
         """Decode ≥ ``max_new_tokens`` tokens after ``prompt`` (the last round may overshoot;
-        ``n_generated`` is the exact count and ``tokens`` holds all of them)."""
+        ``n_generated`` is the exact count and ``tokens`` holds all of them). Rounds are
+        recorded with ``prompt_index``."""
         prompt = [int(t) for t in prompt]
         max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
         if len(prompt) < 1:
@@ -239,11 +243,12 @@ class PolybasicDecoder:
         if any(not 0 <= t < self.vocab for t in prompt):
             raise PolyspecInputError("prompt", f"token ids must be in [0, {self.vocab})")
         need = len(prompt) + max_new + self.headroom()
-        for lv in self.levels:
+        for lv in self.models:
             if lv.max_len is not None and need > lv.max_len:
                 raise PolyspecInputError(
                     "max_new_tokens", f"prompt ({len(prompt)}) + tokens ({max_new}) + "
                     f"Σθ ({self.headroom()}) = {need} exceeds {lv.name}'s context {lv.max_len}")
+        self.prompt_index = as_int(prompt_index, "prompt_index", low=0)
         self.seq = list(prompt)
         self.rounds = []
         self._cb_s = 0.0
@@ -254,7 +259,7 @@ class PolybasicDecoder:
             self._laws = [np.zeros((size, self.vocab)) for _ in range(self.n)]
         with torch.inference_mode():
             t0 = self._now()
-            for lv in self.levels:
+            for lv in self.models:
                 lv.reset()
                 if len(prompt) > 1:
                     lv.logits(self.seq, len(prompt) - 1)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .compare import ValidationResult, fit_costs
+from .analysis.fits import fit_costs
+from .analysis.validate import ValidationResult
 from .files import atomic_write_text, dump_json
 
 __all__ = ["write_report", "expected_histogram", "markdown"]

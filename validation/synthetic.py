@@ -10,11 +10,11 @@ decoder overhead per forward and per verify round, context slopes ``d_i``, lag-1
 the marginal law is unchanged, only P1's independence assumption breaks), and the real
 decoder's occasional extra verify position (``catch_up``).
 
-It returns a :class:`validation.compare.ConfigCapture` and the same data as trace records
-of the ``polyspec-trace`` v1 schema (:mod:`validation.traces`: ``cost``, then per prompt its
-``round`` records — ``level`` 1-based, ``ctx``, ``G``, ``A``, ``L``, ``m``, ``verify_s``,
-``draft_s``, ``round_s`` — its ``ar`` baselines and its ``summary``; then ``end``), which
-:func:`write_trace` writes with the project's trace writer.
+It returns the trace records of the ``polyspec-trace`` v1 schema (:mod:`validation.schema`:
+``cost``, then per prompt its :class:`~validation.schema.Round` records, its ``ar``
+baselines and its ``summary``; then ``end``) and the :class:`validation.dataset.Capture`
+built from them by the same constructor the trace reader uses; :func:`write_trace` writes
+them with the project's trace writer.
 """
 
 from __future__ import annotations
@@ -27,20 +27,12 @@ from scipy import stats
 from polyspec_theory._input import PolyspecInputError, as_int, as_real
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import AcceptanceLaw
+from polyspec_theory.polybasic import block_bounds
 
-from .compare import ConfigCapture, LevelRounds, ModelBaseline
+from .dataset import Capture
+from .schema import Round
 
-__all__ = ["simulate_capture", "block_bound", "trace_header", "write_trace"]
-
-
-def block_bound(thresholds) -> list[int]:
-    """Largest possible block ``G_i`` per pair under the accumulate policy."""
-    out = [0] * len(thresholds)
-    out[-1] = int(thresholds[-1])
-    for i in range(len(thresholds) - 2, -1, -1):
-        # accumulated < theta before the last round, which adds at most G_{i+1} + 1
-        out[i] = int(thresholds[i]) - 1 + out[i + 1] + 1
-    return out
+__all__ = ["simulate_capture", "trace_header", "write_trace"]
 
 
 def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_prompt=256,
@@ -49,7 +41,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
                      catch_up=False, baseline_contexts=(32, 160, 288), baseline_reps=3,
                      baseline_max_m=16, ar_tokens=128, load=None, cascade_load=None,
                      regimes=None, seed=0):
-    """Simulate one captured configuration; returns ``(ConfigCapture, trace records)``.
+    """Simulate one captured configuration; returns ``(Capture, trace records)``.
 
     ``models`` names (target first), ``costs`` :class:`CostCurve` per model, ``laws`` one
     :class:`AcceptanceLaw` per pair, ``thresholds`` one per pair. Baselines: cost-curve
@@ -88,7 +80,7 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
     if slope.shape != (n,):
         raise PolyspecInputError("context_slope", f"need one slope per model ({n})")
     rng = np.random.default_rng(as_int(seed, "seed", low=0))
-    gmax = block_bound(theta)
+    gmax = block_bounds(theta)
     if regimes is None:
         regimes = [(1.0, laws)]
     reg_w = np.array([w for w, _ in regimes], dtype=float)
@@ -107,7 +99,6 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
     records: list[dict] = []
     fwd_s = [0.0] * n
     fwd_n = [0] * n
-    prompt_wall, prompt_tok = [], []
     z_prev = [0.0] * (n - 1)
     full_prev = [False] * (n - 1)
 
@@ -140,8 +131,8 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
         a = min(int(np.count_nonzero(surv[i][:g] > u)), g)
         full_prev[i] = a == g
         total = spent + t + o_f + o_r
-        records.append({"level": i + 1, "ctx": base, "G": g, "A": a, "L": a + 1, "m": m,
-                        "verify_s": t, "draft_s": spent, "round_s": total, "prompt": pid})
+        records.append(Round(prompt=pid, level=i + 1, ctx=base, G=g, A=a, L=a + 1, m=m,
+                             verify_s=t, draft_s=spent, round_s=total))
         return a + 1, total
 
     summaries = []
@@ -157,8 +148,6 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
             ln, dt = run_round(0, prompt_len + produced, pid, wall)
             produced += ln
             wall += dt
-        prompt_wall.append(wall)
-        prompt_tok.append(produced)
         f_s = [a - b for a, b in zip(fwd_s, s0, strict=True)]
         new = records[r0:]
         summaries.append({
@@ -166,77 +155,45 @@ def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_p
             "n_generated": produced, "wall_s": wall, "prefill_s": 0.0, "forward_s": f_s,
             "forward_count": [a - b for a, b in zip(fwd_n, n0, strict=True)],
             "overhead_s": wall - sum(f_s),
-            "n_rounds": [sum(1 for r in new if r["level"] == lv) for lv in range(1, n)],
+            "n_rounds": [sum(1 for r in new if r.level == lv) for lv in range(1, n)],
             "matches_target_ar": None})
 
-    rounds = []
-    for i in range(n - 1):
-        rs = [r for r in records if r["level"] == i + 1]
-        rounds.append(LevelRounds(
-            ctx=np.array([r["ctx"] for r in rs], dtype=np.float64),
-            G=np.array([r["G"] for r in rs], dtype=np.int64),
-            A=np.array([r["A"] for r in rs], dtype=np.int64),
-            m=np.array([r["m"] for r in rs], dtype=np.int64),
-            verify_s=np.array([r["verify_s"] for r in rs]),
-            draft_s=np.array([r["draft_s"] for r in rs]),
-            prompt=np.array([r["prompt"] for r in rs], dtype=np.int64),
-        ))
-    baselines = {}
     trace_costs, trace_ar = [], []
     for i, name_i in enumerate(models):
-        ms, cs, ts = [], [], []
         for c in baseline_contexts:
             for m in range(1, baseline_max_m + 1):
                 times = [cost(i, m, c, loaded=False) for _ in range(baseline_reps)]
-                ms += [m] * baseline_reps
-                cs += [float(c)] * baseline_reps
-                ts += times
                 trace_costs.append({"type": "cost", "model": name_i, "phase": "start",
                                     "ctx": int(c), "m": m, "times_s": times,
                                     "median_s": float(np.median(times))})
-        ar_total = 0.0
-        ar_ctx = []
         for pid in range(prompts):
             steps = [cost(i, 1, prompt_len + j) for j in range(ar_tokens)]
-            ar_total += sum(steps)
-            ar_ctx += [prompt_len + j for j in range(ar_tokens)]
             trace_ar.append({"type": "ar", "prompt": pid, "model": name_i,
                              "n_tokens": ar_tokens, "wall_s": sum(steps),
                              "forward_s": sum(steps), "prefill_s": 0.0, "ctx0": prompt_len,
                              "step_s": steps})
-        k = prompts * ar_tokens
-        baselines[name_i] = ModelBaseline(
-            name=name_i, ar_time_per_token=ar_total / k, ar_tokens=k,
-            ar_context=float(np.mean(ar_ctx)), cost_m=np.array(ms), cost_ctx=np.array(cs),
-            cost_s=np.array(ts), ar_forward_per_token=ar_total / k)
-    wall = float(sum(prompt_wall))
-    cap = ConfigCapture(
-        name=name, models=tuple(models), thresholds=tuple(theta),
-        temperature=float(temperature), top_k=int(top_k), rounds=tuple(rounds),
-        tokens=int(sum(prompt_tok)), wall_s=wall, forward_s=tuple(fwd_s),
-        forward_count=tuple(fwd_n), baselines=baselines, n_prompts=prompts,
-        source="synthetic", prompt_wall_s=tuple(prompt_wall), prompt_tokens=tuple(prompt_tok),
-    )
-    trace = trace_costs
+    trace = list(trace_costs)
     for pid in range(prompts):
-        trace = trace + [dict(r, type="round") for r in records if r["prompt"] == pid]
-        trace = trace + [r for r in trace_ar if r["prompt"] == pid] + [summaries[pid]]
+        trace += [{"type": "round", **r._asdict()} for r in records if r.prompt == pid]
+        trace += [r for r in trace_ar if r["prompt"] == pid] + [summaries[pid]]
     trace.append({"type": "end", "n_prompts": prompts})
-    return cap, trace
+    header = trace_header(name, models, theta, temperature, top_k, prompts, seed)
+    return Capture.from_records(header, trace, path="synthetic"), trace
 
 
-def trace_header(capture: ConfigCapture, seed: int = 0) -> dict:
+def trace_header(name, models, thresholds, temperature=0.0, top_k=0, prompts=1,
+                 seed: int = 0) -> dict:
     """A ``polyspec-trace`` v1 header (without schema fields) for a synthetic capture."""
     return {
         "created": "synthetic", "tool": "validation.synthetic",
         "models": [{"name": m, "kind": "synthetic", "params": 0, "vocab_size": 0,
-                    "max_len": None} for m in capture.models],
+                    "max_len": None} for m in models],
         "dtype": "float64", "device": "synthetic", "torch": "none", "threads": 1,
-        "cascade": {"name": capture.name, "models": [{"name": m} for m in capture.models],
-                    "thresholds": list(capture.thresholds), "acceptance": None,
-                    "policy": capture.policy},
-        "temperature": capture.temperature, "top_k": capture.top_k, "seed": seed,
-        "prompts": {"source": "synthetic", "n_prompts": capture.n_prompts},
+        "cascade": {"name": name, "models": [{"name": m} for m in models],
+                    "thresholds": [int(t) for t in thresholds], "acceptance": None,
+                    "policy": "accumulate"},
+        "temperature": float(temperature), "top_k": int(top_k), "seed": int(seed),
+        "prompts": {"source": "synthetic", "n_prompts": int(prompts)},
         "time_base": "seconds", "prefill": "excluded",
     }
 
@@ -249,12 +206,14 @@ def _rounded(x, digits):
     return x
 
 
-def write_trace(path, capture: ConfigCapture, trace_records, seed: int = 0, digits: int = 7):
+def write_trace(path, capture: Capture, trace_records, digits: int = 7):
     """Write a synthetic capture as a ``polyspec-trace`` file (via the project's writer);
     times rounded to ``digits`` decimals as the real capture does."""
     from .traces import TraceWriter
 
-    with TraceWriter(path, trace_header(capture, seed)) as w:
+    header = {k: v for k, v in capture.header.items() if k not in ("schema", "schema_version")}
+    header["cascade"] = dict(header["cascade"], name=capture.name)
+    with TraceWriter(path, header) as w:
         for rec in trace_records:
             w.write({k: _rounded(v, digits) for k, v in rec.items()})
     return path

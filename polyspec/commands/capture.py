@@ -63,9 +63,9 @@ def run(args) -> int:
         zoo_dir=args.zoo_dir, ar_models=args.ar_models, argv=sys.argv[1:],
     )
     t = read_trace(path)
-    print(f"{path}: {len(t.summaries)} prompts, {t.n_generated} tokens, "
+    print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, "
           f"measured speedup {t.measured_speedup:.3f} "
-          f"(AR target {t.ar_target_time_per_token * 1e3:.3f} ms/token, cascade "
-          f"{t.cascade_time_per_token * 1e3:.3f} ms/token, overhead "
+          f"(AR target {t.ar_time_per_token * 1e3:.3f} ms/token, cascade "
+          f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
           f"{100 * t.overhead_fraction:.1f} %)")
     return 0

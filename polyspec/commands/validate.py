@@ -36,10 +36,10 @@ def run(args) -> int:
 
     from polyspec_theory._input import PolyspecInputError, as_int
     from polyspec_theory.laws import LAW_FAMILIES
-    from validation.compare import validate
+    from validation.analysis.validate import validate
     from validation.files import dump_json
     from validation.report import write_report
-    from validation.trace_captures import load_captures
+    from validation.traces import read_traces
 
     fams = [f.strip() for f in args.laws.split(",") if f.strip()]
     for f in fams:
@@ -50,7 +50,8 @@ def run(args) -> int:
         raise PolyspecInputError("--laws", "give at least one law family")
     n_boot = as_int(args.n_boot, "--n-boot", low=1, high=100_000)
     tdir = Path(args.traces_dir)
-    captures, notes = load_captures(tdir, allow_truncated=args.allow_truncated)
+    captures = read_traces(tdir, allow_truncated=args.allow_truncated)
+    notes = [n for c in captures for n in c.notes]
     result = validate(captures, fams, laws="pooled" if args.pool_laws else "config",
                       insertions=not args.no_insertions,
                       confidence=args.confidence, n_boot=n_boot)

@@ -5,8 +5,10 @@ paths than the figure's own where the package has them)."""
 
 from __future__ import annotations
 
+import json
 import math
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,7 +60,7 @@ def synthetic_traces(tmp_path_factory):
                                     tokens_per_prompt=96, prompts=4, temperature=temp,
                                     baseline_contexts=(32, 160), baseline_reps=2,
                                     ar_tokens=48, overhead_per_forward=2e-5, seed=k)
-        write_trace(out / f"{name}.jsonl", cap, rec, seed=k)
+        write_trace(out / f"{name}.jsonl", cap, rec)
     return out
 
 
@@ -341,17 +343,43 @@ def test_fig09_converges_to_p1(built):
 # --- trace figures: checked on the synthetic traces (always) -------------------------------
 
 
-def _pooled_rounds(traces_dir):
-    """``{(verifier, drafter, temperature): (A, G)}`` read straight from the trace files."""
-    from validation.traces import read_traces
+def _records(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
+
+def _rounds_of_file(path):
+    """``{(verifier, drafter, temperature): (A, G)}`` of one trace file, parsed here with
+    json alone (independent of the project's reader)."""
+    recs = _records(path)
+    head = recs[0]
+    names = [m["name"] for m in head["cascade"]["models"]]
     out = {}
-    for tr in read_traces(traces_dir):
-        names = tr.model_names
-        for lv, r in tr.rounds.items():
-            key = (names[lv - 1], names[lv], tr.temperature)
-            a, g = out.get(key, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-            out[key] = (np.concatenate([a, r.A]), np.concatenate([g, r.G]))
+    for r in recs:
+        if r["type"] == "round":
+            key = (names[r["level"] - 1], names[r["level"]], float(head["temperature"]))
+            out.setdefault(key, ([], []))
+            out[key][0].append(r["A"])
+            out[key][1].append(r["G"])
+    return {k: (np.asarray(a), np.asarray(g)) for k, (a, g) in out.items()}
+
+
+def _measured_speedup_of_file(path):
+    """AR target time per token / cascade time per token, from the raw records."""
+    recs = _records(path)
+    target = recs[0]["cascade"]["models"][0]["name"]
+    ar = [r for r in recs if r["type"] == "ar" and r["model"] == target]
+    sm = [r for r in recs if r["type"] == "summary"]
+    return (sum(r["wall_s"] for r in ar) / sum(r["n_tokens"] for r in ar)) / (
+        sum(r["wall_s"] for r in sm) / sum(r["n_generated"] for r in sm))
+
+
+def _pooled_rounds(traces_dir):
+    """``{(verifier, drafter, temperature): (A, G)}`` over every trace file of the folder."""
+    out = {}
+    for f in sorted(Path(traces_dir).glob("*.jsonl")):
+        for key, (a, g) in _rounds_of_file(f).items():
+            a0, g0 = out.get(key, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            out[key] = (np.concatenate([a0, a]), np.concatenate([g0, g]))
     return out
 
 
@@ -382,33 +410,32 @@ def test_fig04_histograms_match_traces_and_fits(synthetic_traces):
 
 
 def test_fig07_rows_match_traces_and_formulas(synthetic_traces):
+    from polyspec_theory.config import Cascade, Model
     from polyspec_theory.dualistic import leviathan_speedup
     from polyspec_theory.laws import IIDGeometric
     from polyspec_theory.polybasic import predict
-    from validation.compare import fit_costs
-    from validation.fitting import build_cascade
-    from validation.trace_captures import load_captures
-    from validation.traces import read_trace
+    from validation.analysis.fits import fit_costs
+    from validation.traces import read_traces
 
     d = figure_module(7).compute(quick=False, traces_dir=synthetic_traces)
-    caps = {c.name: c for c in load_captures(synthetic_traces)[0]}
+    caps = {c.name: c for c in read_traces(synthetic_traces)}
     assert len(d["rows"]) == len(caps) and {r["device"] for r in d["rows"]} == {"cpu"}
     pooled = _pooled_rounds(synthetic_traces)
     for r in d["rows"]:
         cap = caps[r["name"]]
-        tr = read_trace(cap.source)
-        assert r["measured"] == pytest.approx(tr.measured_speedup, rel=1e-12)
+        own = _rounds_of_file(cap.path)
+        assert r["measured"] == pytest.approx(_measured_speedup_of_file(cap.path), rel=1e-12)
         costs = fit_costs(cap)
         alphas = []
         for i in range(cap.n - 1):
             if r["laws_fitted_on"] == "config":  # this configuration's own rounds
-                a, g = tr.rounds[i + 1].A, tr.rounds[i + 1].G
+                a, g = own[(cap.models[i], cap.models[i + 1], cap.temperature)]
             else:
                 a, g = pooled[(cap.models[i], cap.models[i + 1], cap.temperature)]
             alphas.append(a.sum() / (a.sum() + np.sum(a < g)))
         np.testing.assert_allclose(r["iid_alphas"], alphas, rtol=1e-6)
-        iid = build_cascade(cap.models, [costs[m] for m in cap.models],
-                            [IIDGeometric(x) for x in r["iid_alphas"]], cap.thresholds)
+        iid = Cascade(tuple(Model(m, costs[m].curve()) for m in cap.models),
+                      tuple(IIDGeometric(x) for x in r["iid_alphas"]), cap.thresholds)
         assert r["p1_iid"] == pytest.approx(predict(iid).speedup, rel=1e-9)
         if cap.n == 2:  # the classic formula is Leviathan's closed form
             t1, t2 = costs[cap.models[0]].curve().t1, costs[cap.models[1]].curve().t1

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from polyspec_theory._input import PolyspecInputError
-from polyspec_theory.laws import IIDGeometric
+from polyspec_theory.laws import IIDGeometric, fit_laws
 from validation.adapters import (
     VllmSpecDecodeCounters,
     load_sglang_requests,
@@ -20,7 +20,6 @@ from validation.adapters import (
     vllm_counters_from_json,
     vllm_counters_from_prometheus,
 )
-from validation.fitting import fit_laws
 
 FIX = Path(__file__).parent / "fixtures" / "engines"
 

@@ -10,7 +10,7 @@ import torch
 
 from polyspec.cli import main
 from validation.capture import capture, make_prompts
-from validation.traces import read_trace
+from validation.traces import read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 
@@ -36,27 +36,29 @@ def test_capture_greedy_4_levels(zoo_dir, tmp_path):
     path = capture(["target", "mid", "small", "ngram"], [5, 3, 2], out=tmp_path,
                    zoo_dir=zoo_dir, **KW)
     t = read_trace(path)
-    assert t.complete and t.n_levels == 4 and t.thresholds == [5, 3, 2]
+    assert t.complete and t.n == 4 and t.thresholds == (5, 3, 2)
     assert t.header["cascade"]["acceptance"] is None
     assert t.header["threads"] == 1 and t.header["device"] == "cpu"
     assert [m["name"] for m in t.header["models"]] == ["target", "mid", "small", "ngram"]
-    assert len(t.summaries) == 3
+    assert t.n_prompts == 3
     assert all(s["matches_target_ar"] for s in t.summaries)  # lossless on real prompts
     assert all(s["n_generated"] >= 24 for s in t.summaries)
-    assert set(t.ar) == {"target", "mid", "small", "ngram"}
-    assert all(len(x) == 24 for x in t.ar["target"].step_s)
+    raw = read_records(path)
+    ar = raw.of_type("ar")
+    assert {r["model"] for r in ar} == {"target", "mid", "small", "ngram"}
+    assert all(len(r["step_s"]) == 24 for r in ar if r["model"] == "target")
     for lv in (1, 2, 3):
-        r = t.rounds[lv]
-        assert len(r) > 0 and (r.G >= [5, 3, 2][lv - 1]).all()
-    assert (t.rounds[3].G == 2).all()
+        r = t.rounds[lv - 1]
+        assert r.level == lv and len(r) > 0 and (r.G >= [5, 3, 2][lv - 1]).all()
+    assert (t.rounds[2].G == 2).all()
     for s in t.summaries:
         k = s["prompt"]
-        assert sum(t.rounds[1].L[t.rounds[1].prompt == k]) == s["n_generated"]
-    c = t.costs["target"]
-    assert sorted(set(c.ctx.tolist())) == [8, 40] and sorted(set(c.phase.tolist())) == [
-        "end", "start"]
-    ms, med = c.curve(8)
-    assert ms.tolist() == list(range(1, 17)) and (med > 0).all()
+        assert sum(t.rounds[0].L[t.rounds[0].prompt == k]) == s["n_generated"]
+    cost = [r for r in raw.of_type("cost") if r["model"] == "target"]
+    assert sorted({r["ctx"] for r in cost}) == [8, 40]
+    assert sorted({r["phase"] for r in cost}) == ["end", "start"]
+    assert sorted({r["m"] for r in cost if r["ctx"] == 8}) == list(range(1, 17))
+    assert all(r["median_s"] > 0 and len(r["times_s"]) == 2 for r in cost)
     assert t.measured_speedup > 0
     assert 0 <= t.overhead_fraction < 1
 
@@ -84,11 +86,12 @@ def test_capture_sampling_and_resume(zoo_dir, tmp_path):
                 temperature=1.0, top_k=20, zoo_dir=zoo_dir, seed=3, **kw)
     capture(["target", "small"], [3], out=part.parent, temperature=1.0, top_k=20,
             zoo_dir=zoo_dir, seed=3, resume=True, **kw)
+    assert read_records(part).n_discarded > 0
     tb = read_trace(part)
-    assert tb.complete and tb.n_discarded > 0 and len(tb.summaries) == 4
+    assert tb.complete and tb.n_prompts == 4
     # same seeds per prompt -> the resumed capture decodes the same tokens
     for key in ("A", "G", "prompt"):
-        assert getattr(tb.rounds[1], key).tolist() == getattr(ta.rounds[1], key).tolist()
+        assert getattr(tb.rounds[0], key).tolist() == getattr(ta.rounds[0], key).tolist()
 
 
 def test_make_prompts_deterministic():

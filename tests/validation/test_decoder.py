@@ -51,19 +51,19 @@ def test_block_policy_invariants():
     th = [4, 3, 2]
     dec = PolybasicDecoder(LEVELS16, th, temperature=1.0, seed=1)
     r = dec.generate([1, 2, 3], 80)
-    by = {lv: [x for x in r.rounds if x["level"] == lv] for lv in (1, 2, 3)}
-    assert all(x["G"] == 2 for x in by[3])  # last pair: G = θ exactly
+    by = {lv: [x for x in r.rounds if x.level == lv] for lv in (1, 2, 3)}
+    assert all(x.G == 2 for x in by[3])  # last pair: G = θ exactly
     for lv in (1, 2):
-        assert all(th[lv - 1] <= x["G"] for x in by[lv])
-    assert any(x["G"] > th[0] for x in by[1])  # accumulation overshoots sometimes
+        assert all(th[lv - 1] <= x.G for x in by[lv])
+    assert any(x.G > th[0] for x in by[1])  # accumulation overshoots sometimes
     for x in r.rounds:
-        assert 0 <= x["A"] <= x["G"] and x["L"] == x["A"] + 1
-        assert 1 <= x["m"] - x["G"] <= x["level"]  # catch-up positions (decoder comment)
-    assert sum(x["L"] for x in by[1]) == r.n_generated
+        assert 0 <= x.A <= x.G and x.L == x.A + 1
+        assert 1 <= x.m - x.G <= x.level  # catch-up positions (decoder comment)
+    assert sum(x.L for x in by[1]) == r.n_generated
     assert r.forward_count[0] == len(by[1])
     assert 0 < sum(r.forward_s) <= r.wall_s
     # a level-(i) block is the tokens emitted by S_{i+1}: G_1 = Σ L of the level-2 rounds
-    assert sum(x["G"] for x in by[1]) <= sum(x["L"] for x in by[2])
+    assert sum(x.G for x in by[1]) <= sum(x.L for x in by[2])
 
 
 def _first_two_law(target, prompt, sampler):
@@ -98,7 +98,7 @@ def test_sampling_law_matches_target(n, th, temperature, top_k):
     for _ in range(draws):
         r = dec.generate(prompt, 2)
         counts[r.tokens[0] * 4 + r.tokens[1]] += 1
-        accepted += sum(x["A"] for x in r.rounds)
+        accepted += sum(x.A for x in r.rounds)
     assert accepted > 0  # the drafts are sometimes accepted: the test exercises both paths
     expected = exact * draws
     big = expected >= 5
@@ -115,7 +115,7 @@ def test_sampling_is_reproducible_with_seed():
     a = PolybasicDecoder(LEVELS16[:3], [3, 2], temperature=1.0, seed=4).generate([1], 40)
     b = PolybasicDecoder(LEVELS16[:3], [3, 2], temperature=1.0, seed=4).generate([1], 40)
     assert a.tokens == b.tokens
-    assert [x["A"] for x in a.rounds] == [x["A"] for x in b.rounds]
+    assert [x.A for x in a.rounds] == [x.A for x in b.rounds]
 
 
 def test_input_errors():

@@ -10,7 +10,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from validation.decoder import PolybasicDecoder, autoregressive  # noqa: E402
-from validation.levels import HFLevel, load_level  # noqa: E402
+from validation.models import HFModel, load_model  # noqa: E402
 from validation.zoo.tiny import tiny_family  # noqa: E402
 
 torch.set_num_threads(1)
@@ -35,13 +35,13 @@ def hf_dirs(tmp_path_factory):
 
 
 def test_load_level_detects_hf_dir(hf_dirs):
-    lv = load_level(str(hf_dirs[0]))
-    assert isinstance(lv, HFLevel) and lv.vocab_size == 16 and lv.max_len == 128
+    lv = load_model(str(hf_dirs[0]))
+    assert isinstance(lv, HFModel) and lv.vocab_size == 16 and lv.max_len == 128
     assert lv.describe()["model_type"] == "gpt2"
 
 
 def test_cached_logits_match_full_forward_after_rollback(hf_dirs):
-    lv = load_level(str(hf_dirs[0]))
+    lv = load_model(str(hf_dirs[0]))
     seq = [random.Random(0).randrange(16) for _ in range(20)]
     with torch.no_grad():
         full = lv.model(torch.tensor([seq])).logits[0]
@@ -55,7 +55,7 @@ def test_cached_logits_match_full_forward_after_rollback(hf_dirs):
 
 def test_hf_levels_in_greedy_cascades_are_lossless(hf_dirs):
     zoo = tiny_family(2, vocab=16, seed=9)
-    hf = [load_level(str(p)) for p in hf_dirs]
+    hf = [load_model(str(p)) for p in hf_dirs]
     rnd = random.Random(1)
     for levels, th in [(hf, [3]), ([hf[0], zoo[0], zoo[1]], [4, 2]),
                        ([zoo[0], hf[1]], [2]), ([hf[0], hf[1], zoo[1]], [3, 1])]:

@@ -148,7 +148,7 @@ def test_traces_regime_laws_and_horizon(capsys, tmp_path):
     ((POOL, "--law", "iid"), "--law: only applies with --traces"),
     ((POOL, "--horizon", 64), "--horizon: only applies with --traces"),
     (("missing.json",), "config: file not found"),
-    (("--traces", "no/such/dir"), "traces_dir"),
+    (("--traces", "no/such/dir"), "no/such/dir: no such directory"),
 ])
 def test_bad_arguments_give_one_line_errors(capsys, argv, needle):
     rc, out, err = _run(capsys, *argv)

@@ -1,4 +1,4 @@
-"""Issue 8 on real data: on the committed zoo traces (``validation/traces/cpu``), the cascade
+"""On real data: on the committed zoo traces (``data/traces/cpu``), the cascade
 ``polyspec plan --traces`` chooses for each sampling mode is the measured best among the
 captured configurations of that mode, or within 3 % of it — judged on the measurements with
 their uncertainty: every capture decodes the same 12 prompts, so the planned and the best
@@ -9,33 +9,27 @@ cascade is more than 3 % slower than the measured best.
 Only committed traces are read (no capture, no GPU). Measured speedups are ratios within one
 capture (its interleaved autoregressive baseline), so captures taken at different machine
 loads compare. The planner's pool is built exactly as the command builds it
-(:func:`validation.commands.plan.pool_from_captures`, default ``--law best``).
+(:func:`validation.analysis.pool.pool_from_captures`, default ``--law best``).
 """
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from polyspec_theory.planner import plan
-from validation.commands.plan import pool_from_captures
-from validation.trace_captures import load_captures
-from validation.traces import read_trace
+from validation.analysis.pool import pool_from_captures
+from validation.paths import traces_dir
+from validation.traces import read_traces
 
-ROOT = Path(__file__).resolve().parents[2]
-ZOO_TRACES = ROOT / "validation" / "traces" / "cpu"
-TOLERANCE = 0.03  # issue 8: "the measured best among the captured ones or within 3 % of it"
+ZOO_TRACES = traces_dir("cpu")
+TOLERANCE = 0.03  # "the measured best among the captured ones or within 3 % of it"
 LEVEL = 0.01  # one-sided false-failure rate of the paired comparison
 BOOT = 4000
 
 
 def _per_prompt(capture):
     """(AR target wall, AR tokens, cascade wall, cascade tokens) per prompt, by prompt id."""
-    tr = read_trace(capture.source)
-    ar = tr.ar[capture.models[0]]
-    a = {int(k): (w, n) for k, w, n in zip(ar.prompt, ar.wall_s, ar.n_tokens, strict=True)}
-    c = {int(r["prompt"]): (r["wall_s"], r["n_generated"]) for r in tr.summaries}
-    return {k: a[k] + c[k] for k in sorted(set(a) & set(c))}
+    return {int(row[0]): tuple(row[1:]) for row in capture.paired_table()}
 
 
 def paired_ratio(planned, best, seed=0):
@@ -58,8 +52,7 @@ def paired_ratio(planned, best, seed=0):
 
 @pytest.fixture(scope="module")
 def captures():
-    caps, _ = load_captures(ZOO_TRACES)
-    return caps
+    return read_traces(ZOO_TRACES)
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +82,11 @@ def test_planned_cascade_is_the_measured_best_or_within_3_percent(captures, plan
         pytest.fail(
             f"the planned cascade at T={temperature:g}, {_label(res.chain, res.thresholds)} "
             f"(predicted {res.speedup:.3f}x), is not among the committed captures of "
-            f"{ZOO_TRACES.relative_to(ROOT)}: capture it with the settings of capture_cpu.sh "
-            f"(python -m validation capture --models {','.join(res.chain)} --thresholds "
+            f"{ZOO_TRACES}: capture it with the settings of capture_cpu.sh "
+            f"(polyspec capture --models {','.join(res.chain)} --thresholds "
             f"{','.join(map(str, res.thresholds))} --temperature {temperature:g} --prompts 12 "
             f"--tokens 128 --prompt-len 64 --threads 1 --seed 0 --out "
-            f"{ZOO_TRACES.relative_to(ROOT)})")
+            f"{ZOO_TRACES})")
     got = max(planned, key=lambda c: c.measured_speedup)
     best = max(same_mode, key=lambda c: c.measured_speedup)
     if got.measured_speedup >= (1.0 - TOLERANCE) * best.measured_speedup:
@@ -162,7 +155,7 @@ def test_paired_comparison_detects_a_real_shortfall_and_not_a_tie(tmp_path):
         lines.append(json.dumps(rec))
     (tmp_path / "slower.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / src.name).write_text(src.read_text())
-    caps, _ = load_captures(tmp_path)
+    caps = read_traces(tmp_path)
     slow = next(c for c in caps if c.name == "slower")
     orig = next(c for c in caps if c.name != "slower")
     ratio, upper, n = paired_ratio(slow, orig)

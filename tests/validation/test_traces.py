@@ -1,19 +1,14 @@
-"""Trace schema: writer/reader round trip, truncation and foreign files, resume records."""
+"""Trace files: writer/reader round trip into a Capture, truncation and foreign files, resume
+records."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
-from validation.traces import (
-    SCHEMA,
-    TraceError,
-    TraceWriter,
-    read_trace,
-    read_traces,
-)
+from validation.schema import SCHEMA, Round, TraceError
+from validation.traces import TraceWriter, read_records, read_trace, read_traces
 
 HEADER = {
     "models": [{"name": "target", "kind": "zoo-gpt", "params": 10},
@@ -42,6 +37,8 @@ def _write(path, n_prompts=2, end=True):
                      "matches_target_ar": True})
         w.write({"type": "cost", "model": "target", "phase": "end", "ctx": 8, "m": 1,
                  "times_s": [0.01, 0.011, 0.009], "median_s": 0.01})
+        w.write({"type": "cost", "model": "ngram", "phase": "end", "ctx": 8, "m": 1,
+                 "times_s": [0.0005], "median_s": 0.0005})
         if end:
             w.write({"type": "end", "n_prompts": n_prompts, "wall_s": 1.0})
 
@@ -52,21 +49,42 @@ def test_round_trip(tmp_path):
     first = json.loads(p.read_text().splitlines()[0])
     assert first["schema"] == SCHEMA and first["schema_version"] == 1
     t = read_trace(p)
-    assert t.complete and not t.truncated_tail and t.n_discarded == 0
-    assert t.model_names == ["target", "ngram"] and t.thresholds == [3] and t.n_levels == 2
-    r = t.rounds[1]
+    assert t.complete and not t.notes
+    assert t.models == ("target", "ngram") and t.thresholds == (3,) and t.n == 2
+    assert t.header["cascade"]["acceptance"] is None and t.max_new_tokens == 6
+    r = t.rounds[0]
+    assert r.level == 1
     assert len(r) == 6 and r.A.tolist() == [0, 1, 2, 0, 1, 2] and (r.L == r.A + 1).all()
-    assert t.ar["target"].time_per_token == pytest.approx(0.01)
-    assert t.cascade_time_per_token == pytest.approx(0.04 / 6)
+    assert r.round_s.tolist() == [0.013] * 6
+    b = t.baselines["target"]
+    assert b.ar_time_per_token == pytest.approx(0.06 / 6) and b.ar_tokens == 12
+    assert b.ar_forward_per_token == pytest.approx(0.05 / 6)
+    assert b.ar_context == pytest.approx(6.5)  # tokens decoded at contexts 4..9
+    assert b.cost_m.tolist() == [1, 1, 1] and b.cost_s.tolist() == [0.01, 0.011, 0.009]
+    assert t.baselines["ngram"].ar_time_per_token is None
+    assert t.time_per_token == pytest.approx(0.04 / 6)
     assert t.measured_speedup == pytest.approx(0.01 / (0.04 / 6))
     assert t.overhead_fraction == pytest.approx(0.125)
-    ctx, sec = t.ar["target"].step_table()
-    assert ctx.tolist() == [4, 5, 6, 7, 8, 9] * 2 and np.allclose(sec, 0.01)
-    ms, med = t.costs["target"].curve()
-    assert ms.tolist() == [1] and med[0] == pytest.approx(0.01)
-    assert t.forward_count_per_level().tolist() == [6, 18]
-    assert t.cascade_config()["acceptance"] is None
+    assert t.forward_count == (6, 18) and t.forward_s == pytest.approx((0.06, 0.01))
+    assert t.pair_key(0) == ("target", "ngram", 0.0, 0)
     assert [x.name for x in read_traces(tmp_path)] == ["t2"]
+
+
+def test_round_record_round_trip(tmp_path):
+    r = Round(prompt=3, level=1, ctx=70, G=5, A=2, L=3, m=7, verify_s=0.012345678912,
+              draft_s=0.5, round_s=0.6)
+    p = tmp_path / "r.jsonl"
+    with TraceWriter(p, HEADER) as w:
+        w.write(r)
+    (rec,) = read_records(p).of_type("round")
+    assert rec == {"type": "round", "prompt": 3, "level": 1, "ctx": 70, "G": 5, "A": 2,
+                   "L": 3, "m": 7, "verify_s": 0.0123457, "draft_s": 0.5, "round_s": 0.6}
+
+
+def test_duplicate_names_are_renamed_after_the_file(tmp_path):
+    _write(tmp_path / "a.jsonl")
+    _write(tmp_path / "b.jsonl")
+    assert [c.name for c in read_traces(tmp_path)] == ["t2", "b"]
 
 
 def test_killed_capture_keeps_finished_records(tmp_path):
@@ -74,19 +92,24 @@ def test_killed_capture_keeps_finished_records(tmp_path):
     _write(p, end=False)
     text = p.read_text()
     p.write_text(text + '{"type":"round","prompt":2,"lev')  # killed mid-line
-    with pytest.raises(TraceError, match=r"line 13: truncated last line"):
+    with pytest.raises(TraceError, match=r"line 14: truncated last line"):
         read_trace(p)
     t = read_trace(p, allow_truncated=True)
-    assert t.truncated_tail and not t.complete and len(t.rounds[1]) == 6
+    assert not t.complete and len(t.rounds[0]) == 6
+    assert any("truncated last line skipped" in n for n in t.notes)
+    assert any("capture not finished" in n for n in t.notes)
     # resume: the writer cuts the partial line and appends
     with TraceWriter(p, append=True) as w:
         w.write({"type": "resume", "next_prompt": 1})
         w.write({"type": "round", "prompt": 1, "level": 1, "ctx": 4, "G": 3, "A": 3, "L": 4,
                  "m": 4, "verify_s": 0.01, "draft_s": 0.0})
         w.write({"type": "end", "n_prompts": 2})
+    tr = read_records(p)
+    assert tr.complete and tr.n_discarded == 5  # prompt 1's 3 rounds, ar, summary
     t = read_trace(p)
-    assert t.complete and t.n_discarded == 5  # prompt 1's 3 rounds, ar, summary
-    assert t.rounds[1].prompt.tolist() == [0, 0, 0, 1] and len(t.summaries) == 1
+    assert any("5 record(s) of an interrupted attempt discarded" in n for n in t.notes)
+    # prompt 1 has no summary after the resume: only prompt 0 counts
+    assert t.rounds[0].prompt.tolist() == [0, 0, 0] and t.n_prompts == 1
 
 
 @pytest.mark.parametrize(

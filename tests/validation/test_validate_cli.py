@@ -11,9 +11,9 @@ import pytest
 from polyspec.cli import main
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import BetaMixed, Positional
-from validation.compare import validate
+from validation.analysis.validate import validate
 from validation.synthetic import simulate_capture, write_trace
-from validation.trace_captures import load_captures
+from validation.traces import read_traces
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
 
@@ -84,8 +84,8 @@ def test_trace_round_trip_gives_the_same_capture(tmp_path):
                                   [BetaMixed(5.0, 2.0), Positional([0.6, 0.5])], [4, 2],
                                   prompts=3, tokens_per_prompt=64, noise=0.05, seed=9)
     write_trace(tmp_path / "rt.jsonl", cap, trace, digits=16)
-    (back,), notes = load_captures(tmp_path)
-    assert notes == []
+    (back,) = read_traces(tmp_path)
+    assert back.notes == ()
     assert back.name == "rt" and back.models == cap.models and back.thresholds == (4, 2)
     assert back.tokens == cap.tokens and back.forward_count == cap.forward_count
     assert back.wall_s == pytest.approx(cap.wall_s, rel=1e-9)
@@ -167,7 +167,7 @@ def test_missing_baseline_and_bad_arguments(capsys, tmp_path):
     rc, _, err = _run(capsys, d, "--out", tmp_path / "r")
     assert rc == 2 and "no autoregressive baseline" in err
     rc, _, err = _run(capsys, tmp_path / "nope")
-    assert rc == 2 and "traces_dir: not found" in err
+    assert rc == 2 and "nope: no such directory" in err
     (tmp_path / "empty").mkdir()
     rc, _, err = _run(capsys, tmp_path / "empty")
     assert rc == 2 and "no *.jsonl trace files" in err
@@ -200,4 +200,4 @@ def test_validate_runs_on_the_committed_real_subset(tmp_path):
     assert obj["summary"]["dominant_residual"] == "forward_cost"
     details = json.loads((tmp_path / "validation.json").read_text())["details"]
     four = next(d for d in details if len(d["models"]) == 4)
-    assert four["decomposition"]["regimes"]["k"] >= 1
+    assert four["decomposition"]["coupling"]["k"] >= 1

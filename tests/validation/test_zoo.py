@@ -11,12 +11,13 @@ import torch
 
 from polyspec.cli import main
 from validation.decoder import PolybasicDecoder, autoregressive
-from validation.levels import load_level
-from validation.zoo import WEIGHTS_DIR, decode, encode, zoo_info
+from validation.models import load_model
+from validation.paths import zoo_dir
+from validation.zoo import decode, encode, zoo_info
 from validation.zoo.data import EXCLUDED_DIRS, load_split, split_files
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.ngram import NGramModel
-from validation.zoo.weights import load_model, read_record, save_model
+from validation.zoo.weights import load_gpt, read_record, save_model
 
 torch.set_num_threads(1)
 
@@ -60,7 +61,7 @@ def test_weights_round_trip(tmp_path):
     torch.manual_seed(1)
     m = GPT(GPTConfig(1, 2, 16, block_size=32))
     save_model(m, tmp_path / "m.safetensors", {"name": "m", "steps": 3})
-    back = load_model(tmp_path / "m.safetensors")
+    back = load_gpt(tmp_path / "m.safetensors")
     assert back.cfg == m.cfg and read_record(tmp_path / "m.safetensors")["steps"] == 3
     for (k, a), (_, b) in zip(m.state_dict().items(), back.state_dict().items(), strict=True):
         assert b.dtype == torch.float32
@@ -69,7 +70,7 @@ def test_weights_round_trip(tmp_path):
 
     save_file({"x": torch.zeros(2)}, str(tmp_path / "other.safetensors"))
     with pytest.raises(ValueError, match="not a polyspec zoo weight file"):
-        load_model(tmp_path / "other.safetensors")
+        load_gpt(tmp_path / "other.safetensors")
 
 
 def test_ngram_counts_and_law():
@@ -91,23 +92,23 @@ def test_ngram_counts_and_law():
 def test_ngram_levels_by_name():
     from polyspec_theory._input import PolyspecInputError
 
-    lv = load_level("ngram:0")
+    lv = load_model("ngram:0")
     assert lv.name == "ngram0" and lv.ngram.order == 0 and lv.describe()["order"] == 0
-    assert load_level("ngram").ngram.order == 1
+    assert load_model("ngram").ngram.order == 1
     for bad in ("ngram:x", "ngram:9"):
         with pytest.raises(PolyspecInputError, match="^models"):
-            load_level(bad)
+            load_model(bad)
 
 
 # ---------------------------------------------------------------- the committed zoo
 def test_committed_zoo_sizes_quality_and_size_budget():
-    man = json.loads((WEIGHTS_DIR / "zoo.json").read_text())
+    man = json.loads((zoo_dir() / "zoo.json").read_text())
     recs = {r["name"]: r for r in man["models"]}
     assert set(recs) == {"small", "mid", "target"}
     assert recs["small"]["params"] < recs["mid"]["params"] < recs["target"]["params"]
     bpb = [recs[n]["val_bits_per_byte"] for n in ("small", "mid", "target")]
     assert bpb[0] > bpb[1] > bpb[2]  # quality strictly improves with size
-    total = sum((WEIGHTS_DIR / f"{n}.safetensors").stat().st_size for n in recs)
+    total = sum((zoo_dir() / f"{n}.safetensors").stat().st_size for n in recs)
     assert total <= 40e6
     info = zoo_info()
     ng = [m for m in info["models"] if m["name"] == "ngram"][0]
@@ -116,7 +117,7 @@ def test_committed_zoo_sizes_quality_and_size_budget():
 
 
 def test_committed_zoo_4_level_greedy_is_lossless():
-    levels = [load_level(n) for n in ("target", "mid", "small", "ngram")]
+    levels = [load_model(n) for n in ("target", "mid", "small", "ngram")]
     data = load_split("val")
     rnd = random.Random(0)
     for _ in range(2):

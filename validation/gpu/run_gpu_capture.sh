@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # GPU trace capture (fits in ~10 minutes on one modern GPU): trains the larger GPU zoo
 # (validation/gpu/train_gpu_zoo.py, ~5.5 min, not committed: ~300 MB) and captures the
-# configurations below into validation/traces/gpu/ (plus the zoo's TRAINING.md).
+# configurations below into data/traces/gpu/ (plus the zoo's TRAINING.md).
 # Needs a CUDA build of torch and safetensors. Run from the repository root:
 #     bash validation/gpu/run_gpu_capture.sh
 # Env: PY (default python3, or .venv/bin/python if present), ZOO (default /tmp/gpu_zoo),
-#      OUT (default validation/traces/gpu), SCALE (training time multiplier, default 1),
+#      OUT (default data/traces/gpu), SCALE (training time multiplier, default 1),
 #      PROMPTS (default 8), TOKENS (default 128).
 set -euo pipefail
 if [ -z "${PY:-}" ]; then
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 fi
 ZOO=${ZOO:-/tmp/gpu_zoo}
-OUT=${OUT:-validation/traces/gpu}
+OUT=${OUT:-data/traces/gpu}
 SCALE=${SCALE:-1}
 PROMPTS=${PROMPTS:-8}
 TOKENS=${TOKENS:-128}

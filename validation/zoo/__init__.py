@@ -1,8 +1,9 @@
 """The model zoo: byte-level GPTs of increasing size trained on the CPython standard library's
 ``.py`` sources, plus a statistical n-gram drafter, sharing the byte vocabulary (256).
 
-Committed weights live in ``weights/`` (fp16 safetensors, upcast to fp32 at load) with the
-manifest ``weights/zoo.json`` and the record ``TRAINING.md``; the n-gram counts are rebuilt
+Committed weights live in the data folder's ``zoo/`` (:func:`validation.paths.zoo_dir`; fp16
+safetensors, upcast to fp32 at load) with the manifest ``zoo.json`` and the record
+``TRAINING.md``; the n-gram counts are rebuilt
 from the train split at load time. ``polyspec zoo train`` rebuilds everything.
 """
 
@@ -11,10 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["zoo_info", "encode", "decode", "WEIGHTS_DIR", "NEURAL_LEVELS"]
+from .. import paths
 
-WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
-NEURAL_LEVELS = ("target", "mid", "small")
+__all__ = ["zoo_info", "encode", "decode", "NEURAL_MODELS"]
+
+NEURAL_MODELS = ("target", "mid", "small")
 
 
 def encode(text: str) -> list[int]:
@@ -35,7 +37,7 @@ def zoo_info(weights_dir=None, evaluate: bool = False) -> dict:
     from .data import corpus_digest
     from .ngram import NGramModel
 
-    wdir = Path(weights_dir) if weights_dir is not None else WEIGHTS_DIR
+    wdir = Path(weights_dir) if weights_dir is not None else paths.zoo_dir()
     mpath = wdir / "zoo.json"
     if not mpath.exists():
         raise PolyspecInputError("dir", f"no zoo manifest (zoo.json) in {wdir}")
@@ -47,9 +49,9 @@ def zoo_info(weights_dir=None, evaluate: bool = False) -> dict:
         if evaluate:
             from .data import load_split
             from .train import eval_bpb
-            from .weights import load_model
+            from .weights import load_gpt
 
-            m = load_model(wdir / f"{r['name']}.safetensors")
+            m = load_gpt(wdir / f"{r['name']}.safetensors")
             entry["val_bits_per_byte"] = round(eval_bpb(m, load_split("val")), 4)
         models.append(entry)
     models.sort(key=lambda e: -e["params"])

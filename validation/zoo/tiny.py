@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from validation.levels import NGramLevel, ZooLevel
+from validation.models import NGramDrafter, ZooModel
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.ngram import NGramModel
 
@@ -24,13 +24,13 @@ def tiny_family(n: int, vocab: int = 16, noise: float = 0.03, d: int = 16, seed:
             torch.manual_seed(seed * 100 + 1 + s)
             for p in m.parameters():
                 p.add_(torch.randn_like(p) * noise * s)
-        out.append(ZooLevel(m, f"m{s}"))
+        out.append(ZooModel(m, f"m{s}"))
     return out
 
 
-def tiny_ngram(seed: int = 0, length: int = 4000, order: int = 3) -> NGramLevel:
+def tiny_ngram(seed: int = 0, length: int = 4000, order: int = 3) -> NGramDrafter:
     """An n-gram level over bytes trained on a small random 'text' with repeats."""
     rng = np.random.default_rng(seed)
     words = [rng.integers(97, 123, size=rng.integers(2, 6)).astype(np.uint8) for _ in range(30)]
     data = np.concatenate([words[i] for i in rng.integers(0, 30, size=length // 3)])
-    return NGramLevel(NGramModel(data, order=order, min_count=1))
+    return NGramDrafter(NGramModel(data, order=order, min_count=1))

@@ -10,7 +10,7 @@ import torch
 
 from .model import GPT, GPTConfig
 
-__all__ = ["save_model", "load_model", "read_record"]
+__all__ = ["save_model", "load_gpt", "read_record"]
 
 
 def save_model(model: GPT, path, record: dict) -> None:
@@ -36,7 +36,7 @@ def read_record(path) -> dict:
     return json.loads(meta["record"])
 
 
-def load_model(path, *, device="cpu", dtype=torch.float32) -> GPT:
+def load_gpt(path, *, device="cpu", dtype=torch.float32) -> GPT:
     """Load a zoo model (eval mode) from its safetensors file."""
     from safetensors import safe_open
     from safetensors.torch import load_file

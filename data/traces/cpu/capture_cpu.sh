@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Capture the committed CPU trace set (one trace per cascade configuration) with the
-# committed zoo. Run from the repository root: bash validation/traces/cpu/capture_cpu.sh
-# Environment: PY (python, default .venv/bin/python), OUT (default validation/traces/cpu),
+# committed zoo. Run from the repository root: bash data/traces/cpu/capture_cpu.sh
+# Environment: PY (python, default .venv/bin/python), OUT (default data/traces/cpu),
 # PROMPTS (default 12), TOKENS (default 128). Each capture uses 1 thread; a killed run is
 # continued by running the script again (every capture is called with --resume).
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
-OUT=${OUT:-validation/traces/cpu}
+OUT=${OUT:-data/traces/cpu}
 PROMPTS=${PROMPTS:-12}
 TOKENS=${TOKENS:-128}
 cap() {  # models thresholds temperature

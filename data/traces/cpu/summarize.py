@@ -1,7 +1,7 @@
 """Print the tables of TRACES.md from the committed traces: one row per capture, then the
 models' autoregressive decode times and their cost ratios.
 
-    python validation/traces/cpu/summarize.py [TRACES_DIR]
+    python data/traces/cpu/summarize.py [TRACES_DIR]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from validation.trace_captures import load_captures  # noqa: E402
+from validation.traces import read_traces  # noqa: E402
 
 ORDER = ("target", "mid", "small", "ngram")
 
@@ -32,7 +32,7 @@ def _params(directory: Path) -> dict:
 
 def tables(directory) -> str:
     d = Path(directory)
-    caps, _ = load_captures(d)
+    caps = read_traces(d)
     lines = [
         "| file | levels | models (target first) | θ | T | prompts | tokens | rounds | "
         "mean A per level | AR target ms/tok | cascade ms/tok | measured speedup | overhead |",

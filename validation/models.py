@@ -1,4 +1,4 @@
-"""Decoder levels: one interface over zoo GPTs, the n-gram drafter and Hugging Face checkpoints.
+"""The models the decoder runs: zoo GPTs, the n-gram drafter and Hugging Face checkpoints.
 
 A level keeps ``pos`` = how many leading tokens of the current sequence its cache holds.
 ``logits(seq, end)`` feeds ``seq[pos:end]`` in ONE forward and returns the next-token logits
@@ -15,18 +15,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["Level", "ZooLevel", "NGramLevel", "HFLevel", "load_level", "ZOO_LEVELS",
-           "default_zoo_dir"]
+from . import paths
 
-ZOO_LEVELS = ("target", "mid", "small", "ngram")
+__all__ = ["DecoderModel", "ZooModel", "NGramDrafter", "HFModel", "load_model", "ZOO_MODELS"]
 
-
-def default_zoo_dir() -> Path:
-    """Directory of the committed zoo weights."""
-    return Path(__file__).resolve().parent / "zoo" / "weights"
+ZOO_MODELS = ("target", "mid", "small", "ngram")
 
 
-class Level(ABC):
+class DecoderModel(ABC):
     """Base class; subclasses set name, kind, params, vocab_size, max_len, device."""
 
     name: str
@@ -53,7 +49,7 @@ class Level(ABC):
                 "vocab_size": int(self.vocab_size), "max_len": self.max_len}
 
 
-class ZooLevel(Level):
+class ZooModel(DecoderModel):
     """A zoo GPT with a preallocated KV cache (rollback = index move)."""
 
     kind = "zoo-gpt"
@@ -87,7 +83,7 @@ class ZooLevel(Level):
         return d
 
 
-class NGramLevel(Level):
+class NGramDrafter(DecoderModel):
     """The n-gram drafter as a level: log-probabilities from counts; stateless (no cache)."""
 
     kind = "ngram"
@@ -115,7 +111,7 @@ class NGramLevel(Level):
         return d
 
 
-class HFLevel(Level):
+class HFModel(DecoderModel):
     """A local Hugging Face causal-LM checkpoint directory (``transformers`` needed)."""
 
     kind = "hf"
@@ -124,7 +120,7 @@ class HFLevel(Level):
         try:
             from transformers import AutoModelForCausalLM
         except ImportError as e:  # pragma: no cover
-            raise ImportError("HF levels need the 'hf' extra: pip install polyspec[hf]") from e
+            raise ImportError("HF models need the 'hf' extra: pip install polyspec[hf]") from e
         self.path = str(path)
         self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype)
         self.model = self.model.to(device).eval()
@@ -176,42 +172,42 @@ class HFLevel(Level):
         return d
 
 
-def load_level(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> Level:
+def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> DecoderModel:
     """A level from a zoo name (``target``, ``mid``, ``small``, ``ngram``, or ``ngram:K`` for
     an n-gram of context length K), a zoo
     ``.safetensors`` file, or a Hugging Face checkpoint directory (has ``config.json``)."""
     from polyspec_theory._input import PolyspecInputError
 
-    from .zoo.weights import load_model
+    from .zoo.weights import load_gpt
 
-    zdir = Path(zoo_dir) if zoo_dir is not None else default_zoo_dir()
+    zdir = Path(zoo_dir) if zoo_dir is not None else paths.zoo_dir()
     if spec == "ngram" or spec.startswith("ngram:"):
         from .zoo.ngram import NGramModel
 
         if spec == "ngram":
-            return NGramLevel(NGramModel.default(), device=device)
+            return NGramDrafter(NGramModel.default(), device=device)
         try:
             order = int(spec.split(":", 1)[1])
         except ValueError:
             order = -1
         if not 0 <= order <= 7:
             raise PolyspecInputError("models", f"{spec!r}: n-gram order must be 0..7")
-        return NGramLevel(NGramModel.default(order), name=spec.replace(":", ""),
+        return NGramDrafter(NGramModel.default(order), name=spec.replace(":", ""),
                           device=device)
-    if spec in ZOO_LEVELS:
+    if spec in ZOO_MODELS:
         path = zdir / f"{spec}.safetensors"
         if not path.exists():
             raise PolyspecInputError("models", f"zoo weights not found: {path}")
         src = f"zoo:{path.name}" if zoo_dir is None else str(path)
-        return ZooLevel(load_model(path, device=device, dtype=dtype), spec, src,
+        return ZooModel(load_gpt(path, device=device, dtype=dtype), spec, src,
                         _digest(path))
     p = Path(spec)
     if p.is_file() and p.suffix == ".safetensors":
-        return ZooLevel(load_model(p, device=device, dtype=dtype), p.stem, str(p), _digest(p))
+        return ZooModel(load_gpt(p, device=device, dtype=dtype), p.stem, str(p), _digest(p))
     if p.is_dir() and (p / "config.json").exists():
-        return HFLevel(p, device=device, dtype=dtype)
+        return HFModel(p, device=device, dtype=dtype)
     raise PolyspecInputError(
-        "models", f"{spec!r} is neither a zoo level {ZOO_LEVELS}, a zoo .safetensors file, "
+        "models", f"{spec!r} is neither a zoo level {ZOO_MODELS}, a zoo .safetensors file, "
         "nor a Hugging Face checkpoint directory with config.json")
 
 

@@ -1,5 +1,6 @@
-"""Predicted vs measured on synthetic captures with known laws and costs
-(validation.synthetic runs the block policy round by round)."""
+"""Analysis of captures (validation.analysis) on synthetic captures with known laws and costs
+(validation.synthetic runs the block policy round by round), and the level coupling model
+(polyspec_theory.coupling) fitted on them."""
 
 import math
 
@@ -10,17 +11,11 @@ from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
-from polyspec_theory.polybasic import predict
-from validation.compare import (
-    LevelRounds,
-    fit_costs,
-    fit_pairs,
-    lag1_correlation,
-    overhead_model,
-    predict_config,
-    validate,
-)
-from validation.synthetic import block_bound, simulate_capture
+from polyspec_theory.polybasic import block_bounds, predict
+from validation.analysis.fits import fit_costs, fit_pairs, predict_config
+from validation.analysis.residuals import lag1_correlation, overhead_model
+from validation.analysis.validate import validate
+from validation.synthetic import simulate_capture
 
 Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
 
@@ -36,8 +31,9 @@ def _two_level(name, verifier, drafter, law, theta, seed, **kw):
                             [law], [theta], seed=seed, **kw)[0]
 
 
-def test_block_bound():
-    assert block_bound([4, 3, 2]) == [4 + 3 + 2, 3 + 2, 2]
+def test_block_bounds():
+    assert block_bounds([4, 3, 2]) == [4 + 3 + 2, 3 + 2, 2]
+    assert block_bounds([4, 3, 2], "truncate") == [4, 3, 2]
 
 
 def test_two_level_positional_prediction_equals_measured_exactly():
@@ -83,7 +79,7 @@ def test_three_level_true_model_within_measured_ci():
     assert {r["level"] for r in records} == {1, 2}
     assert all(r["L"] == r["A"] + 1 and r["m"] == r["G"] + 1 for r in records)
     assert all(r["G"] == 3 for r in records if r["level"] == 2)
-    assert all(4 <= r["G"] <= block_bound([4, 3])[0] for r in records if r["level"] == 1)
+    assert all(4 <= r["G"] <= block_bounds([4, 3])[0] for r in records if r["level"] == 1)
     # fitted pipeline: the AIC-best laws predict the measured speedup within the same interval
     # widened by the fit's own sampling error (the laws are fitted on these rounds; bound 2Z)
     res = validate([cap], insertions=False, holdout=False)
@@ -161,7 +157,7 @@ def test_in_cascade_slowdown_is_learned_from_the_other_configurations():
     ]
     res = validate(caps, laws="config", insertions=False, holdout=False)
     for r in res.configs:
-        f = r.decomposition["inrun_factors"]
+        f = r.decomposition["slowdown_factors"]
         verifier, drafter = r.models
         assert f[verifier] == pytest.approx(1.25, rel=1e-9)
         assert f[drafter] == pytest.approx(1.6, rel=1e-9)
@@ -264,77 +260,9 @@ def test_validate_input_errors():
         predict_config(cap, {}, fit_costs(cap))
 
 
-# --- validation.dependence: P1 with block-dependent acceptance ------------------------------
-def _enumerate_fill(first, trans, theta):
-    """Brute force over all length sequences: (E[N], P(G = g)) for a Markov length chain."""
-    import itertools
-
-    lmax = len(first) - 1
-    phi, g = 0.0, {}
-    for k in range(1, theta + 1):
-        for seq in itertools.product(range(1, lmax + 1), repeat=k):
-            if sum(seq[:-1]) >= theta or sum(seq) < theta:
-                continue
-            pr = first[seq[0]]
-            for a, b in zip(seq[:-1], seq[1:], strict=False):
-                pr *= trans[a][b]
-            phi += k * pr
-            g[sum(seq)] = g.get(sum(seq), 0.0) + pr
-    return phi, g
-
-
-def test_markov_fill_matches_enumeration_and_reduces_to_renewal():
-    from polyspec_theory.polybasic import renewal_fill
-    from validation.dependence import MarkovLengths, markov_fill
-
-    first = np.array([0.0, 0.5, 0.3, 0.2])
-    trans = np.array([[0, 0.5, 0.3, 0.2], [0, 0.8, 0.1, 0.1], [0, 0.2, 0.5, 0.3],
-                      [0, 0.1, 0.2, 0.7]])
-    for theta in (1, 2, 4, 5):
-        phi, g = markov_fill(MarkovLengths(trans, first), theta)
-        phi_b, g_b = _enumerate_fill(first, trans, theta)
-        assert phi == pytest.approx(phi_b, rel=1e-12)
-        for k, v in g_b.items():
-            assert g[k] == pytest.approx(v, rel=1e-12)
-        assert g.sum() == pytest.approx(1.0, rel=1e-12)
-        iid = MarkovLengths(np.tile(first, (4, 1)), first)
-        r_phi, r_g = renewal_fill(first, theta)
-        m_phi, m_g = markov_fill(iid, theta)
-        assert m_phi == pytest.approx(r_phi, rel=1e-12)
-        np.testing.assert_allclose(m_g[: r_g.size], r_g[: m_g.size], atol=1e-15)
-
-
-def test_dependent_prediction_reduces_to_p1_and_uses_cap_laws():
-    from validation.dependence import CapConditionalLaw, predict_dependent
-
-    casc = Cascade((Model("t", T), Model("mid", MID), Model("ng", NG)),
-                   (BetaMixed(3.0, 2.0), IIDGeometric(0.6)), (5, 2))
-    p1 = predict(casc)
-    d = predict_dependent(casc, list(casc.laws))
-    assert d.speedup == pytest.approx(p1.speedup, rel=1e-13)
-    assert d.forwards_per_token == pytest.approx(
-        tuple(lv.forwards_per_token for lv in p1.levels), rel=1e-13)
-    # level-0 blocks are 5 or 6 long (bottom pair: theta 2, L in {1, 2, 3}); give the two caps
-    # very different laws and check E[L_0] by hand
-    g_pmf = p1.levels[0].block_pmf
-    pm5 = np.array([0.7, 0.1, 0.1, 0.05, 0.03, 0.02])
-    pm6 = np.array([0.0, 0.0, 0.0, 0.0, 0.1, 0.1, 0.8])
-    law = CapConditionalLaw(BetaMixed(3.0, 2.0), {5: pm5, 6: pm6})
-    d = predict_dependent(casc, [law, casc.laws[1]])
-    mean_l0 = 1 + sum(g_pmf[g] * np.dot(np.arange(g + 1), pm) for g, pm in ((5, pm5), (6, pm6)))
-    mean_l0 += sum(g_pmf[g] * BetaMixed(3.0, 2.0).mean(g) for g in range(g_pmf.size)
-                   if g not in (5, 6) and g_pmf[g] > 0)
-    assert d.mean_emitted[0] == pytest.approx(mean_l0, rel=1e-12)
-    assert d.forwards_per_token[0] == pytest.approx(1 / mean_l0, rel=1e-12)
-    fitted = CapConditionalLaw.fit([0, 0, 1, 5, 5], [5, 5, 5, 6, 6], IIDGeometric(0.5),
-                                   min_rounds=3)
-    np.testing.assert_allclose(fitted.pmf_vector(5), [2 / 3, 1 / 3, 0, 0, 0, 0])
-    np.testing.assert_allclose(fitted.pmf_vector(6), IIDGeometric(0.5).pmf_vector(6))
-
-
-# --- regimes shared by the levels of a top-level round -------------------------------------
+# --- acceptance coupled across the levels of a top-level round ------------------------------
 def test_group_rounds_follows_the_accumulate_identity():
-    from validation.dependence import group_rounds
+    from polyspec_theory.coupling import group_rounds
 
     laws = [BetaMixed(6.0, 2.0), Positional([0.7, 0.5]), IIDGeometric(0.6)]
     cap, _ = simulate_capture("g", ["t", "mid", "small", "ng"], [T, MID, SMALL, NG], laws,
@@ -347,22 +275,26 @@ def test_group_rounds_follows_the_accumulate_identity():
         for j in np.unique(owner[i]):
             own_up = owner[i - 1] == j
             assert (lo.A[owner[i] == j] + 1).sum() == up.G[own_up].sum()
-    broken = LevelRounds(**{k: np.array(getattr(cap.rounds[1], k)) for k in
-                            ("ctx", "G", "A", "m", "verify_s", "draft_s", "prompt")})
+    broken = cap.rounds[1].select(np.ones(cap.rounds[1].n, bool))  # a copy
     broken.A[0] += 1 if broken.A[0] < broken.G[0] else -1
     with pytest.raises(PolyspecInputError, match="not an accumulate-policy trace"):
         group_rounds([cap.rounds[0], broken, cap.rounds[2]], cap.n)
 
 
-def test_regime_mixture_recovers_shared_acceptance_and_predicts_the_time():
-    from validation.dependence import fit_regimes, mixture_forwards, select_regimes
+def test_coupling_recovers_shared_acceptance_and_predicts_the_time():
+    from polyspec_theory.coupling import (
+        LevelCoupling,
+        coupled_forwards,
+        fit_coupling,
+        select_coupling,
+    )
 
     easy = [IIDGeometric(0.95), IIDGeometric(0.9)]
     hard = [IIDGeometric(0.35), IIDGeometric(0.3)]
     cap, _ = simulate_capture("r", ["t", "mid", "ng"], [T, MID, NG], easy, [5, 2],
                               regimes=[(0.4, easy), (0.6, hard)], prompts=40,
                               tokens_per_prompt=200, seed=81)
-    mix = select_regimes(cap.rounds, cap.n)
+    mix = select_coupling(cap.rounds, cap.n)
     assert mix.k == 2
     # fixed seed; thousands of top-level rounds: EM estimates within 0.05 of the truth
     hi = int(np.argmax(mix.alphas[:, 0]))
@@ -371,11 +303,9 @@ def test_regime_mixture_recovers_shared_acceptance_and_predicts_the_time():
     np.testing.assert_allclose(mix.alphas[1 - hi], [0.35, 0.3], atol=0.05)
     # the exact renewal-reward of the TRUE mixture lies within the measured CI
     casc = Cascade((Model("t", T), Model("mid", MID), Model("ng", NG)), tuple(easy), (5, 2))
-    from validation.dependence import RegimeMixture
-
-    true = RegimeMixture(np.array([0.4, 0.6]), np.array([[0.95, 0.9], [0.35, 0.3]]),
+    true = LevelCoupling(np.array([0.4, 0.6]), np.array([[0.95, 0.9], [0.35, 0.3]]),
                          0.0, 0.0, 0)
-    fw, tau = mixture_forwards(casc, true)
+    fw, tau = coupled_forwards(casc, true)
     assert abs(cap.time_per_token - tau) < Z * cap.time_per_token_se()
     # P1 with independent levels misses it by far more than the interval
     iid = predict(Cascade(casc.models, tuple(fit_pairs([cap])[cap.pair_key(i)].law("iid")
@@ -383,9 +313,9 @@ def test_regime_mixture_recovers_shared_acceptance_and_predicts_the_time():
     # (fixed seed: the iid miss is 4 standard errors here, the fitted mixture's is < 1)
     se = cap.time_per_token_se()
     assert abs(cap.time_per_token - iid.time_per_token) > 3 * se
-    _, tau_fit = mixture_forwards(casc, mix)
+    _, tau_fit = coupled_forwards(casc, mix)
     assert abs(cap.time_per_token - tau_fit) < 0.25 * abs(cap.time_per_token - iid.time_per_token)
-    # one regime = P1 with the pooled iid MLE of each level
-    one = fit_regimes(cap.rounds, cap.n, 1)
-    f1, t1 = mixture_forwards(casc, one)
+    # one class = P1 with the pooled iid MLE of each level
+    one = fit_coupling(cap.rounds, cap.n, 1)
+    f1, t1 = coupled_forwards(casc, one)
     assert t1 == pytest.approx(iid.time_per_token, rel=1e-6)

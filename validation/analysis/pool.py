@@ -1,0 +1,166 @@
+"""A planner pool (:class:`polyspec_theory.planner.Pool`) built from captures: the models
+seen, their cost curves in units of one target forward, and the acceptance law of every pair
+captured (``polyspec plan --traces``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polyspec_theory._input import PolyspecInputError, as_int
+from polyspec_theory.config import Model
+from polyspec_theory.costs import CostCurve
+from polyspec_theory.laws import LAW_FAMILIES
+from polyspec_theory.planner import MAX_PLAN_THRESHOLD, Pool
+from polyspec_theory.regimes import MAX_HORIZON, RegimeLaw, fit_regimes
+
+from .fits import fit_costs, fit_pairs
+
+__all__ = ["pool_from_captures", "regime_fits", "capture_horizon", "REGIME_KS"]
+
+
+REGIME_KS = (2, 3)  # hidden-regime models tried per pair (1 regime = the iid geometric law)
+
+
+def capture_horizon(captures) -> int:
+    """Tokens per decode of the captures: the median over captures of the header's
+    ``prompts.max_new_tokens``, or of the fewest tokens any prompt generated when the header
+    does not say."""
+    vals = []
+    for c in captures:
+        n = c.max_new_tokens
+        if n is None and c.prompt_tokens:
+            n = int(min(c.prompt_tokens))
+        if n is None:
+            n = max(1, round(c.tokens / max(c.n_prompts, 1)))
+        vals.append(n)
+    return int(np.median(vals))
+
+
+def regime_fits(captures, ks=REGIME_KS) -> dict:
+    """``{(verifier, drafter): {k: RegimeFit}}``: hidden-regime models
+    (:func:`polyspec_theory.regimes.fit_regimes`) per pair, on the rounds of every capture
+    using the pair, one sequence per (capture, prompt), rounds in order."""
+    data: dict[tuple[str, str], list] = {}
+    for ci, c in enumerate(captures):
+        for i in range(c.n - 1):
+            r = c.rounds[i]
+            if r.n == 0:
+                continue
+            d = data.setdefault((c.models[i], c.models[i + 1]), [[], [], []])
+            d[0].append(r.A)
+            d[1].append(r.G)
+            d[2].append(np.asarray(r.prompt, dtype=np.int64) + (ci << 32))
+    out = {}
+    for key, (a, g, grp) in sorted(data.items()):
+        a, g, grp = (np.concatenate(x) for x in (a, g, grp))
+        out[key] = {k: fit_regimes(a, g, grp, k=k) for k in ks}
+    return out
+
+
+def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
+                       temperature: float | None = None, name: str = "traces",
+                       horizon: int | None = None):
+    """A :class:`polyspec_theory.planner.Pool` from captures
+    (:func:`validation.traces.read_traces`).
+
+    - Models: every model of the captures; the target (first model of every capture; all
+      captures must share it) first, the others by decreasing fitted ``T(1)``.
+    - Acceptance: rounds pooled per pair over captures and fitted by censored MLE
+      (:func:`validation.analysis.fits.fit_pairs`) and, as sequences per prompt, by hidden-regime
+      models with 2 and 3 regimes (:func:`regime_fits`: acceptance that persists across
+      rounds, whose law depends on the block length; used through
+      :class:`polyspec_theory.regimes.RegimeLaw` for decodes of ``horizon`` tokens, default
+      :func:`capture_horizon`). Both likelihoods are of the same observed rounds, so
+      ``law="best"`` takes the AIC-best of the non-Gaussian iid families and the regime
+      models; ``"regime"`` the AIC-best regime model; a family name that family. Only pairs
+      seen in some capture are adjacent in the pool.
+    - Costs: per capture, the cost curves fitted from its baseline timings and calibrated
+      to its interleaved autoregressive forward times
+      (:func:`validation.analysis.fits.fit_costs`),
+      divided by that capture's target ``T_1(1)`` (same machine load), then the element-wise
+      median over the captures containing the model: a table ``T(1..m_max)`` in units of
+      one target forward.
+    - One sampling setting: captures at ``temperature`` (required when they differ).
+    Returns ``(pool, info)``; ``info`` lists the captures used and rounds per pair.
+    """
+    caps = list(captures)
+    if not caps:
+        raise PolyspecInputError("traces", "no captured configuration")
+    if law not in ("best", "regime") and law not in LAW_FAMILIES:
+        raise PolyspecInputError("--law", f"unknown law family {law!r}; choose best, regime "
+                                 f"or one of {', '.join(LAW_FAMILIES)}")
+    max_threshold = as_int(max_threshold, "--max-threshold", low=1, high=MAX_PLAN_THRESHOLD)
+    settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
+    if temperature is not None:
+        caps = [c for c in caps if float(c.temperature) == float(temperature)]
+        if not caps:
+            raise PolyspecInputError(
+                "--temperature", f"no capture at temperature {temperature}; found "
+                + ", ".join(f"T={t:g} top_k={k}" for t, k in settings))
+        settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
+    if len(settings) > 1:
+        raise PolyspecInputError(
+            "--temperature", "the captures mix sampling settings ("
+            + ", ".join(f"T={t:g} top_k={k}" for t, k in settings)
+            + "); acceptance depends on them: choose one with --temperature")
+    targets = sorted({c.models[0] for c in caps})
+    if len(targets) > 1:
+        raise PolyspecInputError("traces", f"the captures have different targets: "
+                                 f"{', '.join(targets)}")
+    target = targets[0]
+    policies = sorted({c.policy for c in caps})
+    if len(policies) > 1:
+        raise PolyspecInputError("traces", f"the captures mix block policies: {policies}")
+    # costs in target-forward units, median over captures
+    tables: dict[str, list[np.ndarray]] = {}
+    for c in caps:
+        fits = fit_costs(c, calibrate=True)
+        t_target = fits[target].at(1)
+        if not t_target > 0:
+            raise PolyspecInputError(f"traces.{c.name}", "target cost T_1(1) is not positive")
+        for nm, cf in fits.items():
+            m_max = int(max(cf.ms))
+            curve = cf.curve()
+            tables.setdefault(nm, []).append(
+                np.asarray(curve(np.arange(1, m_max + 1)), dtype=np.float64) / t_target)
+    costs = {}
+    for nm, tabs in tables.items():
+        k = min(t.size for t in tabs)
+        costs[nm] = CostCurve.from_table(
+            [float(x) for x in np.maximum(np.median([t[:k] for t in tabs], axis=0), 0.0)])
+    others = sorted((nm for nm in costs if nm != target), key=lambda nm: (-costs[nm].t1, nm))
+    models = [Model(target, costs[target])] + [Model(nm, costs[nm]) for nm in others]
+    pair_fits = fit_pairs(caps)
+    use_regimes = law in ("best", "regime")
+    if use_regimes:
+        horizon = capture_horizon(caps) if horizon is None else horizon
+        horizon = as_int(horizon, "--horizon", low=1, high=MAX_HORIZON)
+        reg = regime_fits(caps)
+    pairs, rounds = {}, {}
+    for (v, d, _t, _k), pf in sorted(pair_fits.items()):
+        aic = {f.law.family: f.aic for f in pf.fits if f.law.family != "gaussian"}
+        if use_regimes:
+            aic.update({f"regime{k}": rf.aic for k, rf in reg[(v, d)].items()})
+            cands = [c for c in aic if law == "best" or c.startswith("regime")]
+            choice = min(cands, key=aic.__getitem__)
+            if choice.startswith("regime"):
+                pairs[(v, d)] = RegimeLaw(reg[(v, d)][int(choice[6:])].model, horizon)
+            else:
+                pairs[(v, d)] = pf.law(choice)
+        else:
+            pairs[(v, d)] = pf.law(law)
+        rounds[f"{v}|{d}"] = {"rounds": pf.counts.n_rounds, "law": pairs[(v, d)].to_config(),
+                              "aic": aic, "configs": list(pf.configs)}
+    pool = Pool(tuple(models), pairs, max_threshold, policies[0], name)
+    info = {
+        "source": "traces",
+        "captures": [c.name for c in caps],
+        "temperature": settings[0][0],
+        "top_k": settings[0][1],
+        "law": law,
+        **({"horizon": horizon} if use_regimes else {}),
+        "cost_units": "one target forward (per capture, calibrated curves / target T_1(1); "
+                      "median over captures)",
+        "pairs": rounds,
+    }
+    return pool, info
