@@ -1,5 +1,40 @@
-"""polyspec: theory, simulation and validation of polybasic speculative decoding."""
+"""polyspec: theory, simulation and validation of polybasic speculative decoding.
 
-from .api import load_cascade
+    import polyspec as ps
+    cascade = ps.load_cascade("configs/default.json")
+    ps.predict(cascade).speedup          # exact (P1)
+    ps.simulate(cascade, tokens=10**6)   # Monte Carlo with a 95 % CI
+    ps.validate("data/traces/cpu")       # predicted vs measured on captures
+    ps.plan("configs/pool.json").best    # the best cascade from a pool of models
 
-__all__ = ["load_cascade"]
+The mathematics is stated in docs/theory.md; the command line is ``polyspec --help``.
+"""
+
+from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.config import Cascade
+
+from .api import (
+    figures,
+    load_cascade,
+    load_pool,
+    plan,
+    predict,
+    read_traces,
+    simulate,
+    validate,
+    verify,
+)
+
+__all__ = [
+    "PolyspecInputError",
+    "Cascade",
+    "load_cascade",
+    "load_pool",
+    "predict",
+    "simulate",
+    "verify",
+    "read_traces",
+    "validate",
+    "plan",
+    "figures",
+]

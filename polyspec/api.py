@@ -1,12 +1,21 @@
-"""The public API (re-exported by :mod:`polyspec`)."""
+"""The public API (re-exported by :mod:`polyspec`): one function per product verb.
+
+Every function takes what a user has at hand — a config file path, a config mapping or a
+built object — and rejects bad input with :class:`PolyspecInputError` naming the field.
+Heavy dependencies load on first use: JAX for :func:`simulate` / :func:`verify`, matplotlib
+for :func:`figures`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade
+from polyspec_theory.polybasic import Prediction
 
-__all__ = ["load_cascade"]
+__all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",
+           "load_pool", "plan", "figures"]
 
 
 def load_cascade(source) -> Cascade:
@@ -15,6 +24,86 @@ def load_cascade(source) -> Cascade:
         return source
     if isinstance(source, dict):
         return Cascade.from_config(source)
+    if not isinstance(source, (str, Path)):
+        raise PolyspecInputError("config", "must be a file path, a mapping or a Cascade, got "
+                                 f"{type(source).__name__}")
     from validation.files import read_mapping
 
     return Cascade.from_config(read_mapping(Path(source)))
+
+
+def predict(cascade) -> Prediction:
+    """P1: the exact long-run speedup and per-level accounting of a cascade (any form
+    :func:`load_cascade` accepts)."""
+    from polyspec_theory.polybasic import predict as _predict
+
+    return _predict(load_cascade(cascade))
+
+
+def simulate(cascade, tokens: int = 1_000_000, seed: int = 0, *, chains: int = 1024,
+             cpu_devices: int | None = None):
+    """Length-level Monte Carlo of a cascade: speedup with a 95 % CI and per-level estimates
+    (:class:`simulators.length.LengthResult`). Same seed, same numbers; ``cpu_devices``
+    spreads chains over that many CPU devices (the numbers do not depend on it)."""
+    from simulators._runtime import use_cpu_cores
+    from simulators.length import simulate_lengths
+
+    use_cpu_cores(cpu_devices)
+    return simulate_lengths(load_cascade(cascade), tokens, seed, chains=chains)
+
+
+def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None):
+    """Check every numbered result against Monte Carlo: a list of rows
+    (:class:`simulators.verify.CheckRecord`, each with ``passed``)."""
+    from simulators._runtime import use_cpu_cores
+    from simulators.verify import run_checks
+
+    use_cpu_cores(cpu_devices)
+    return run_checks(quick=quick, seed=seed)
+
+
+def read_traces(directory, *, allow_truncated: bool = False):
+    """Every capture (:class:`validation.dataset.Capture`) stored in a folder of traces."""
+    from validation.traces import read_traces as _read
+
+    return _read(directory, allow_truncated=allow_truncated)
+
+
+def validate(traces, **options):
+    """Predicted vs measured on captures (a folder of traces or a list of captures): a
+    :class:`validation.analysis.validate.ValidationResult`. ``options`` are those of
+    :func:`validation.analysis.validate.validate`."""
+    from validation.analysis.validate import validate as _validate
+
+    captures = read_traces(traces) if isinstance(traces, (str, Path)) else list(traces)
+    return _validate(captures, **options)
+
+
+def load_pool(source):
+    """A planner :class:`polyspec_theory.planner.Pool` from a pool file or mapping."""
+    from polyspec_theory.planner import Pool
+
+    if isinstance(source, Pool):
+        return source
+    if isinstance(source, dict):
+        return Pool.from_config(source)
+    from validation.files import read_mapping
+
+    return Pool.from_config(read_mapping(Path(source)))
+
+
+def plan(pool, top: int = 5, **options):
+    """The exact best cascade from a pool (a pool file, mapping or Pool): a
+    :class:`polyspec_theory.planner.Plan`. To plan from captures, build the pool with
+    :func:`validation.analysis.pool.pool_from_captures`."""
+    from polyspec_theory.planner import plan as _plan
+
+    return _plan(load_pool(pool), top, **options)
+
+
+def figures(out_dir, only=None, *, quick: bool = False, progress: bool = False):
+    """Regenerate the theory figures (PNG and PDF) into ``out_dir``; returns
+    ``{number: [paths]}``."""
+    from paper_figures.registry import build_all
+
+    return build_all(out_dir, subset=only, progress=progress, quick=quick)

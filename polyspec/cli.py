@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, mod in _available():
-        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        text = mod.HELP.replace("%", "%%")  # argparse formats help strings with %
+        p = sub.add_parser(name, help=text, description=text)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

@@ -1,283 +1,111 @@
 """polyspec theory: acceptance-length laws, dualistic and polybasic speculative decoding,
-Yin et al.'s Markov-chain theorems. Pure functions, no I/O (THEORY.md is the spec)."""
+the planner, Yin et al.'s Markov-chain theorems. Pure functions, no I/O; every numbered result
+is stated in docs/theory.md.
 
-from ._input import PolyspecInputError
-from .config import Cascade, Model
-from .costs import CostCurve, cost_from_config
-from .dualistic import (
-    OptimalGamma,
-    cor39_bound,
-    dualistic_speedup,
-    expected_emitted,
-    leviathan_speedup,
-    operations_factor,
-    optimal_gamma,
-)
-from .laws import (
-    LAW_FAMILIES,
-    AcceptanceLaw,
-    BetaMixed,
-    FitResult,
-    GaussianBaseline,
-    GoodnessOfFit,
-    IIDGeometric,
-    Positional,
-    best_fit,
-    fit_laws,
-    law_from_config,
-)
-from .polybasic import LevelPrediction, Prediction, emitted_law, predict, renewal_fill
+Names are re-exported explicitly (``__all__``) and loaded on first use, so importing the
+package costs only what is used (sympy and scipy load with the modules that need them).
+"""
 
-__all__ = [
-    "PolyspecInputError",
-    "Cascade",
-    "Model",
-    "CostCurve",
-    "cost_from_config",
-    "OptimalGamma",
-    "cor39_bound",
-    "dualistic_speedup",
-    "expected_emitted",
-    "leviathan_speedup",
-    "operations_factor",
-    "optimal_gamma",
-    "LAW_FAMILIES",
-    "AcceptanceLaw",
-    "BetaMixed",
-    "FitResult",
-    "GaussianBaseline",
-    "GoodnessOfFit",
-    "IIDGeometric",
-    "Positional",
-    "fit_laws",
-    "best_fit",
-    "law_from_config",
-    "LevelPrediction",
-    "Prediction",
-    "emitted_law",
-    "predict",
-    "renewal_fill",
-]
+from __future__ import annotations
 
-# Other modules append their re-export blocks below (each block extends __all__).
+import importlib
 
-# --- Yin et al. (markov.py, yin.py) ---
-from .markov import (  # noqa: E402
-    MAX_SEQUENCE_LAW_SIZE,
-    PROB_TOL,
-    MarkovPair,
-    as_chain,
-    as_kernels,
-    as_law,
-    drop_support,
-    logit_draft,
-    mixture_draft,
-    random_kernels,
-    random_law,
-    random_pair,
-    sequence_law,
-    state_marginals,
-    step_tv,
-    tv_distance,
-)
-from .yin import (  # noqa: E402
-    BATCH_MODES,
-    UNBIASED_TOL,
-    BatchSaturation,
-    ParetoFront,
-    Y2Result,
-    batch_expected_rejections,
-    batch_improvement,
-    batch_lower_bound,
-    batch_output_law,
-    batch_rejections,
-    batch_saturation,
-    batch_sequence_law,
-    batch_step_rejection,
-    chain_rejections,
-    optimal_loss,
-    optimal_resampling,
-    output_law,
-    output_tv,
-    pareto_front,
-    pareto_point,
-    rejection_probability,
-    require_over_acceptance,
-    sd_acceptance,
-    sd_expected_rejections,
-    sd_output_kernels,
-    sd_output_law,
-    sd_rejections_dp,
-    sd_rejections_tv,
-    sd_residual,
-    sd_sequence_law,
-    unbiased_resampling,
-    unbiased_resampling_chain,
-    y2_chain,
-    y2_step,
-    yin_demo,
-    yin_demo_chain,
-)
+# submodule -> the names it exports here
+_MODULES = {
+    "_input": (
+        "PolyspecInputError",
+    ),
+    "config": (
+        "Cascade", "Model",
+    ),
+    "costs": (
+        "cost_from_config", "CostCurve", "CostFit", "fit_cost_curve",
+    ),
+    "counts": (
+        "AcceptanceCounts",
+    ),
+    "laws": (
+        "AcceptanceLaw", "best_fit", "BetaMixed", "FAMILIES", "fit_laws", "fit_result",
+        "FitResult", "GaussianBaseline", "goodness_of_fit", "GoodnessOfFit", "IIDGeometric",
+        "LAW_FAMILIES", "law_from_config", "Positional",
+    ),
+    "polybasic": (
+        "block_bounds", "emitted_law", "LevelPrediction", "predict", "Prediction",
+        "renewal_fill",
+    ),
+    "dualistic": (
+        "cor39_bound", "dualistic_speedup", "expected_emitted", "leviathan_speedup",
+        "operations_factor", "optimal_gamma", "OptimalGamma",
+    ),
+    "symbolic": (
+        "closed_forms", "derivation", "derivation_latex", "DerivationStep", "limits_at_one",
+    ),
+    "bounds": (
+        "exact_tail", "forward_count_moments", "hoeffding_tail", "length_moments", "phi_bounds",
+        "PhiBounds", "target_forwards_clt",
+    ),
+    "approximation": (
+        "approximation_error", "error_curve", "identity_from_counts",
+        "identity_from_prediction", "lemma31_time", "paper_approximation", "PaperApproximation",
+    ),
+    "insertion": (
+        "decision_confidence", "DecisionConfidence", "insert_model", "insertion_decision",
+        "InsertionDecision", "paper_insertion_check", "paper_insertion_condition",
+    ),
+    "stability": (
+        "beta_heterogeneity_gap", "beta_variance_decomposition", "cv_accepted",
+        "cv_dense_check", "cv_derivative_coefficients", "cv_emitted", "cv_emitted_not_monotone",
+        "cv_general_proof", "cv_monotone_certificate", "greedy_acceptance", "heterogeneity_gap",
+        "speculative_acceptance", "verification_comparison", "VerificationComparison",
+    ),
+    "grid": (
+        "GridPrediction", "optimize_thresholds", "predict_grid", "predict_many",
+    ),
+    "planner": (
+        "greedy_paper_rule", "GreedyResult", "GreedyStep", "Plan", "plan", "plan_thresholds",
+        "PlannedCascade", "Pool", "SearchStats",
+    ),
+    "regimes": (
+        "fit_regimes", "HiddenRegimes", "RegimeFit", "RegimeLaw",
+    ),
+    "coupling": (
+        "coupled_forwards", "fit_coupling", "group_rounds", "LevelCoupling", "select_coupling",
+    ),
+    "symbolic_cascade": (
+        "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",
+        "SymbolicCascade", "three_level_closed_form",
+    ),
+    "markov": (
+        "as_chain", "as_kernels", "as_law", "drop_support", "logit_draft", "MarkovPair",
+        "MAX_SEQUENCE_LAW_SIZE", "mixture_draft", "PROB_TOL", "random_kernels", "random_law",
+        "random_pair", "sequence_law", "state_marginals", "step_tv", "tv_distance",
+    ),
+    "yin": (
+        "batch_expected_rejections", "batch_improvement", "batch_lower_bound", "BATCH_MODES",
+        "batch_output_law", "batch_rejections", "batch_saturation", "batch_sequence_law",
+        "batch_step_rejection", "BatchSaturation", "chain_rejections", "optimal_loss",
+        "optimal_resampling", "output_law", "output_tv", "pareto_front", "pareto_point",
+        "ParetoFront", "rejection_probability", "require_over_acceptance", "sd_acceptance",
+        "sd_expected_rejections", "sd_output_kernels", "sd_output_law", "sd_rejections_dp",
+        "sd_rejections_tv", "sd_residual", "sd_sequence_law", "unbiased_resampling",
+        "unbiased_resampling_chain", "UNBIASED_TOL", "y2_chain", "y2_step", "Y2Result",
+        "yin_demo", "yin_demo_chain",
+    ),
+}
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ += [
-    "PROB_TOL",
-    "MAX_SEQUENCE_LAW_SIZE",
-    "MarkovPair",
-    "as_law",
-    "as_kernels",
-    "as_chain",
-    "tv_distance",
-    "step_tv",
-    "state_marginals",
-    "sequence_law",
-    "random_law",
-    "random_kernels",
-    "mixture_draft",
-    "logit_draft",
-    "drop_support",
-    "random_pair",
-    "UNBIASED_TOL",
-    "BATCH_MODES",
-    "sd_acceptance",
-    "sd_residual",
-    "sd_output_law",
-    "sd_output_kernels",
-    "sd_rejections_dp",
-    "sd_rejections_tv",
-    "sd_expected_rejections",
-    "sd_sequence_law",
-    "rejection_probability",
-    "output_law",
-    "chain_rejections",
-    "unbiased_resampling",
-    "unbiased_resampling_chain",
-    "Y2Result",
-    "y2_step",
-    "y2_chain",
-    "batch_step_rejection",
-    "batch_output_law",
-    "batch_rejections",
-    "batch_expected_rejections",
-    "batch_improvement",
-    "batch_lower_bound",
-    "batch_sequence_law",
-    "BatchSaturation",
-    "batch_saturation",
-    "require_over_acceptance",
-    "optimal_resampling",
-    "optimal_loss",
-    "output_tv",
-    "pareto_point",
-    "ParetoFront",
-    "pareto_front",
-    "yin_demo_chain",
-    "yin_demo",
-]
-# --- end Yin et al. ---
+__all__ = sorted(_EXPORTS)
 
-# --- P2-P7, batched P1, symbolic cascade (bounds, approximation, insertion, stability,
-# symbolic_cascade, batch) ---
-from .approximation import (  # noqa: E402
-    PaperApproximation,
-    approximation_error,
-    error_curve,
-    identity_from_counts,
-    identity_from_prediction,
-    lemma31_time,
-    paper_approximation,
-)
-from .bounds import (  # noqa: E402
-    PhiBounds,
-    exact_tail,
-    forward_count_moments,
-    hoeffding_tail,
-    length_moments,
-    phi_bounds,
-    target_forwards_clt,
-)
-from .grid import GridPrediction, optimize_thresholds, predict_grid, predict_many  # noqa: E402
-from .insertion import (  # noqa: E402
-    DecisionConfidence,
-    InsertionDecision,
-    decision_confidence,
-    insert_model,
-    insertion_decision,
-    paper_insertion_check,
-    paper_insertion_condition,
-)
-from .stability import (  # noqa: E402
-    VerificationComparison,
-    beta_heterogeneity_gap,
-    beta_variance_decomposition,
-    cv_accepted,
-    cv_dense_check,
-    cv_derivative_coefficients,
-    cv_emitted,
-    cv_emitted_not_monotone,
-    cv_general_proof,
-    cv_monotone_certificate,
-    greedy_acceptance,
-    heterogeneity_gap,
-    speculative_acceptance,
-    verification_comparison,
-)
-from .symbolic_cascade import (  # noqa: E402
-    SymbolicCascade,
-    evaluate_against_predict,
-    leviathan_derivation,
-    symbolic_cascade,
-    three_level_closed_form,
-)
 
-__all__ += [
-    "PaperApproximation", "approximation_error", "error_curve", "identity_from_counts",
-    "identity_from_prediction", "lemma31_time", "paper_approximation",
-    "GridPrediction", "optimize_thresholds", "predict_grid", "predict_many",
-    "PhiBounds", "exact_tail", "forward_count_moments", "hoeffding_tail", "length_moments",
-    "phi_bounds", "target_forwards_clt",
-    "DecisionConfidence", "InsertionDecision", "decision_confidence", "insert_model",
-    "insertion_decision", "paper_insertion_check", "paper_insertion_condition",
-    "VerificationComparison", "beta_heterogeneity_gap", "beta_variance_decomposition",
-    "cv_accepted", "cv_dense_check", "cv_derivative_coefficients", "cv_emitted",
-    "cv_emitted_not_monotone", "cv_general_proof", "cv_monotone_certificate",
-    "greedy_acceptance", "heterogeneity_gap", "speculative_acceptance",
-    "verification_comparison",
-    "SymbolicCascade", "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",
-    "three_level_closed_form",
-]
-# --- end P2-P7 block ---
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-# --- D1 capped-geometric derivation (symbolic.py) ---
-from .symbolic import (  # noqa: E402
-    DerivationStep,
-    closed_forms,
-    derivation,
-    derivation_latex,
-    limits_at_one,
-)
 
-__all__ += ["DerivationStep", "closed_forms", "derivation", "derivation_latex", "limits_at_one"]
-# --- end D1 block ---
-
-# --- cascade planner (planner.py, issue 8) ---
-from .planner import (  # noqa: E402
-    GreedyResult,
-    GreedyStep,
-    Plan,
-    PlannedCascade,
-    Pool,
-    SearchStats,
-    greedy_paper_rule,
-    plan,
-    plan_thresholds,
-)
-
-__all__ += ["GreedyResult", "GreedyStep", "Plan", "PlannedCascade", "Pool", "SearchStats",
-            "greedy_paper_rule", "plan", "plan_thresholds"]
-# --- end planner block ---
-
-# --- hidden-regime acceptance (regimes.py, issue 8 on real traces) ---
-from .regimes import HiddenRegimes, RegimeFit, RegimeLaw, fit_regimes  # noqa: E402
-
-__all__ += ["HiddenRegimes", "RegimeFit", "RegimeLaw", "fit_regimes"]
-# --- end hidden-regime block ---
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

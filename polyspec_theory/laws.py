@@ -17,7 +17,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, stats
 
 from ._input import (
     PolyspecInputError,
@@ -333,6 +332,8 @@ class IIDGeometric(AcceptanceLaw):
     def from_mean(cls, mean_accepted, cap) -> IIDGeometric:
         """Method of moments: the law whose capped mean ``E[A | cap]`` is ``mean_accepted``
         (``E[A | g]`` is increasing in ``alpha``); for data that report only totals."""
+        from scipy import optimize
+
         cap = as_int(cap, "cap", low=1)
         m = as_real(mean_accepted, "mean_accepted", low=0.0, high=float(cap))
         if m == 0.0:
@@ -485,6 +486,8 @@ class GaussianBaseline(AcceptanceLaw):
 
     def survival(self, kmax: int) -> np.ndarray:
         k = np.arange(1, kmax + 1, dtype=np.float64)
+        from scipy import stats
+
         return np.concatenate([[1.0], stats.norm.sf(k - 0.5, self.mu, self.sigma)])
 
     def _point_masses(self, s, cap):
@@ -493,6 +496,8 @@ class GaussianBaseline(AcceptanceLaw):
         # difference of sf on the upper side, of cdf on the lower side: no cancellation
         upper = k >= self.mu
         mu, sd = self.mu, self.sigma
+        from scipy import stats
+
         p_up = stats.norm.sf(lo, mu, sd) - stats.norm.sf(k + 0.5, mu, sd)
         p_lo = stats.norm.cdf(k + 0.5, mu, sd) - stats.norm.cdf(lo, mu, sd)
         return np.maximum(np.where(upper, p_up, p_lo), 0.0)
@@ -500,6 +505,8 @@ class GaussianBaseline(AcceptanceLaw):
     def improper_mass(self, cap) -> dict:
         """Raw Gaussian mass below 0 and above ``cap`` (impossible accepted counts)."""
         cap = _cap(cap)
+        from scipy import stats
+
         return {
             "below_zero": float(stats.norm.cdf(0.0, self.mu, self.sigma)),
             "above_cap": float(stats.norm.sf(cap, self.mu, self.sigma)),
@@ -523,6 +530,8 @@ class GaussianBaseline(AcceptanceLaw):
 
 
 def _nelder_mead(fun, starts):
+    from scipy import optimize
+
     best = None
     for x0 in starts:
         res = optimize.minimize(fun, x0, method="Nelder-Mead",
@@ -617,6 +626,8 @@ def goodness_of_fit(law: AcceptanceLaw, data, caps=None, *, min_expected: float 
         groups += 1
     k = law.n_params if n_fitted_params is None else n_fitted_params
     df = cells - groups - k
+    from scipy import stats
+
     p = float(stats.chi2.sf(stat, df)) if df > 0 else float("nan")
     return GoodnessOfFit(statistic=stat, df=int(df), p_value=p, n_cells=cells,
                          min_expected=min_expected)
