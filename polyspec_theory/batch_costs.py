@@ -148,7 +148,7 @@ class RooflineCost(BatchCostCurve):
         self.kv_time = as_real(kv_time, f"{where}.kv_time", low=0.0)
         self.field = field
         knee = self.knee(1)
-        if knee > MAX_ROOFLINE_KNEE:
+        if self.compute_time > 0.0 and knee > MAX_ROOFLINE_KNEE:
             raise PolyspecInputError(
                 f"{where}.compute_time", f"the memory-bound range at batch 1 reaches "
                 f"{knee:.3g} positions (> {MAX_ROOFLINE_KNEE}): compute is negligible, "

@@ -83,19 +83,19 @@ def random_small_cascade(draw, st, n_max=3, theta_max=3, table_len=4):
     models = []
     for i in range(n):
         kind = draw(st.sampled_from(["roofline", "batch_table", "plain"]))
-        scale = 1.0 if i == 0 else draw(st.floats(0.0, 0.6))
+        scale = 1.0 if i == 0 else draw(st.one_of(st.just(0.0), st.floats(0.01, 0.6)))
         if kind == "roofline":
             cost = {"roofline": {
                 "overhead": scale * draw(st.floats(0.0, 0.3)),
                 "weight_time": scale * draw(st.floats(0.1, 1.0)) + (0.1 if i == 0 else 0.0),
-                "compute_time": scale * draw(st.floats(0.0, 0.2)),
+                "compute_time": scale * draw(st.one_of(st.just(0.0), st.floats(1e-3, 0.2))),
                 "kv_time": scale * draw(st.floats(0.0, 0.05))}}
         elif kind == "batch_table":
             rows = {}
-            for bb in (1, 2, 4):
+            for bb in (1, 2, 4, 1024):
                 row = np.cumsum(draw(st.lists(st.floats(0.0, 0.5), min_size=1,
                                               max_size=table_len)))
-                rows[str(bb)] = [float(scale * (1 + 0.3 * bb) + x * scale) +
+                rows[str(bb)] = [float(scale * (1 + 0.3 * min(bb, 8)) + x * scale) +
                                  (0.1 if i == 0 else 0.0) for x in row]
             cost = {"batch_table": rows}
         else:
