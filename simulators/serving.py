@@ -324,3 +324,26 @@ def simulate_serving(cascade, batch, tokens: int, seed: int = 0, *, chains: int 
     host = {k: to_host(getattr(state, k)) for k in
             ("tokens", "rounds", "max_block_sum", "block_sum", "emitted_sum", "model_time")}
     return _summarize(model, host, seed)
+
+
+# The cascades of the ``polyspec verify`` B rows (simulators/verify.py: check_b).
+VERIFY_TWO_MODEL = {
+    "name": "roofline-pair",
+    "models": [{"name": "target", "cost": {"roofline": {"overhead": 0.05, "weight_time": 1.0,
+                                                        "compute_time": 0.01}}},
+               {"name": "draft", "cost": {"roofline": {"weight_time": 0.05,
+                                                       "compute_time": 0.0005}}}],
+    "acceptance": [{"beta": [4.0, 1.5]}],
+    "thresholds": [5],
+}
+VERIFY_THREE_LEVEL = {
+    "name": "three-level-mixed-costs",
+    "models": [
+        {"name": "target", "cost": {"roofline": {"overhead": 0.1, "weight_time": 1.0,
+                                                 "compute_time": 0.05, "kv_time": 0.002}}},
+        {"name": "mid", "cost": {"batch_table": {"1": [0.2, 0.21, 0.22], "4": [0.25, 0.3],
+                                                 "16": [0.4, 0.6, 0.8]}}},
+        {"name": "ngram", "cost": 0.03}],
+    "acceptance": [{"alpha": 0.7}, {"positional": [0.8, 0.5]}],
+    "thresholds": [4, 2],
+}
