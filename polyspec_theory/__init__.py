@@ -281,3 +281,31 @@ from .regimes import HiddenRegimes, RegimeFit, RegimeLaw, fit_regimes  # noqa: E
 
 __all__ += ["HiddenRegimes", "RegimeFit", "RegimeLaw", "fit_regimes"]
 # --- end hidden-regime block ---
+
+# --- serving batches (batch_costs.py, serving.py, serving_plan.py; issue 19, B0-B6) ---
+from .batch_costs import BatchCostCurve, BatchTableCost, RooflineCost  # noqa: E402
+from .serving import (  # noqa: E402
+    BatchLevel,
+    BatchOptimum,
+    BatchPoint,
+    BatchPrediction,
+    Crossover,
+    batch_cascade,
+    batch_cost,
+    batch_sweep,
+    crossover_batch,
+    large_batch_limit,
+    max_block_law,
+    max_fill_bounds,
+    max_fill_mean,
+    optimize_batch_thresholds,
+    predict_batch,
+)
+from .serving_plan import BatchPlan, plan_batch, plan_batches  # noqa: E402
+
+__all__ += ["BatchCostCurve", "BatchTableCost", "RooflineCost", "BatchLevel", "BatchOptimum",
+            "BatchPoint", "BatchPrediction", "Crossover", "batch_cascade", "batch_cost",
+            "batch_sweep", "crossover_batch", "large_batch_limit", "max_block_law",
+            "max_fill_bounds", "max_fill_mean", "optimize_batch_thresholds", "predict_batch",
+            "BatchPlan", "plan_batch", "plan_batches"]
+# --- end serving block ---

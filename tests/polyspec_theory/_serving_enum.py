@@ -9,7 +9,7 @@ long-run throughput is ``E[tokens per cycle] / E[time per cycle]`` (renewal–re
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -30,7 +30,7 @@ def enumerate_batch(cascade, b: int) -> dict:
             pmf_cache[key] = cascade.laws[level].pmf_vector(cap)
         return pmf_cache[key]
 
-    @lru_cache(maxsize=None)
+    @cache
     def value(level: int, acc: tuple) -> tuple[float, float, float]:
         """(E[time], E[tokens], E[sum of max-block at level 0]) from this event to the end of
         the current top-level round; ``acc[i]`` = blocks of pair level i (i < m - 1)."""

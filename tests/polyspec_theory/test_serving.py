@@ -165,7 +165,7 @@ def test_b4_sync_never_beats_unsynchronised_and_worsens_with_b(cas, b):
 def test_b4_batch_independent_costs_speedup_falls_with_b():
     cas = Cascade.from_config(DEFAULT_CASCADE)
     s = [predict_batch(cas, b).speedup for b in (1, 2, 4, 16, 256)]
-    assert all(x > y for x, y in zip(s, s[1:]))
+    assert all(x > y for x, y in zip(s, s[1:], strict=False))
     assert predict_batch(cas, 4).batch_independent_costs == ("target", "mid", "small", "ngram")
 
 
@@ -213,12 +213,12 @@ def test_b5_cascade_limit_and_kv_bound_regime():
 def test_b6_search_equals_predict_on_every_vector(cas, b):
     tmax = 4
     tab = _speedup_table(cas, b, tmax)
-    best, arg = -np.inf, None
+    best = -np.inf
     for th in itertools.product(range(1, tmax + 1), repeat=cas.n - 1):
         s = predict_batch(cas.with_thresholds(th), b).speedup
         assert tab[tuple(t - 1 for t in th)] == pytest.approx(s, rel=1e-11)
         if s > best * (1 + 1e-12):
-            best, arg = s, th
+            best = s
     opt = optimize_batch_thresholds(cas, b, tmax)
     assert opt.speedup == pytest.approx(best, rel=1e-11)
     assert predict_batch(cas.with_thresholds(opt.thresholds), b).speedup == pytest.approx(
@@ -229,7 +229,7 @@ def test_b6_optimal_gamma_shrinks_and_crossover_two_model_roofline():
     cas = _roofline_pair(alpha=0.8, gamma=4, w=1.0, c=0.01, o=0.05, draft=0.05)
     pts = batch_sweep(cas, [1, 8, 32, 64, 128], max_threshold=16)
     gam = [p.thresholds_optimal[0] for p in pts]
-    assert all(x >= y for x, y in zip(gam, gam[1:])) and gam[0] > gam[-1]
+    assert all(x >= y for x, y in zip(gam, gam[1:], strict=False)) and gam[0] > gam[-1]
     cr = crossover_batch(cas, max_batch=4096)
     b = cr.batch
     assert b is not None and 1 < b < 4096

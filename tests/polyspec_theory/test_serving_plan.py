@@ -35,7 +35,7 @@ def _brute(pool: Pool, b: int):
     for k in range(1, len(names) + 1):
         for perm in itertools.permutations(names, k):
             chain = (pool.target, *perm)
-            if any((v, d) not in pool.pairs for v, d in zip(chain[:-1], chain[1:])):
+            if any((v, d) not in pool.pairs for v, d in zip(chain[:-1], chain[1:], strict=True)):
                 continue
             for th in itertools.product(range(1, pool.max_threshold + 1), repeat=len(perm)):
                 s = predict_batch(pool.cascade(chain, th), b).speedup
