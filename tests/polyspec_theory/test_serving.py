@@ -287,3 +287,24 @@ def test_bad_inputs_name_the_field():
         max_block_law([0.2, 0.2], 2)
     with pytest.raises(PolyspecInputError, match="^max_batch:"):
         crossover_batch(cas, max_batch=0)
+
+
+def test_cap_conditional_laws_search_equals_predict():
+    """Hidden-regime laws (a law of A per block length) go through the same search."""
+    from polyspec_theory.config import Model
+    from polyspec_theory.regimes import HiddenRegimes, RegimeLaw
+
+    sticky = HiddenRegimes([0.7, 0.3], [[0.97, 0.03], [0.02, 0.98]], [0.3, 0.95])
+    base = Cascade.from_config({
+        "models": [{"name": "t", "cost": {"roofline": {"weight_time": 1.0,
+                                                       "compute_time": 0.05}}},
+                   {"name": "m", "cost": 0.2}, {"name": "s", "cost": 0.02}],
+        "acceptance": [{"alpha": 0.7}, {"alpha": 0.6}], "thresholds": [3, 2]})
+    cas = Cascade(tuple(Model(m.name, m.cost) for m in base.models),
+                  (RegimeLaw(sticky, 64), base.laws[1]), (3, 2))
+    for b in (1, 4):
+        tab = _speedup_table(cas, b, 3)
+        for th in itertools.product(range(1, 4), repeat=2):
+            s = predict_batch(cas.with_thresholds(th), b).speedup
+            assert tab[th[0] - 1, th[1] - 1] == pytest.approx(s, rel=1e-11)
+    assert predict_batch(cas, 1).speedup == predict(cas).speedup
