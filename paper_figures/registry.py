@@ -24,6 +24,7 @@ FIGURES = {
     7: "fig07_predicted_vs_measured",
     8: "fig08_insertion",
     9: "fig09_mc_convergence",
+    10: "fig10_serving_batch",
 }
 
 

@@ -71,6 +71,14 @@ _MODULES = {
     "coupling": (
         "coupled_forwards", "fit_coupling", "group_rounds", "LevelCoupling", "select_coupling",
     ),
+    "batch_costs": ("BatchCostCurve", "BatchTableCost", "RooflineCost"),
+    "serving": (
+        "batch_cascade", "batch_cost", "batch_sweep", "BatchLevel", "BatchOptimum",
+        "BatchPoint", "BatchPrediction", "Crossover", "crossover_batch", "large_batch_limit",
+        "max_block_law", "max_fill_bounds", "max_fill_mean", "optimize_batch_thresholds",
+        "predict_batch",
+    ),
+    "serving_plan": ("BatchPlan", "plan_batch", "plan_batches"),
     "symbolic_cascade": (
         "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",
         "SymbolicCascade", "three_level_closed_form",

@@ -90,10 +90,16 @@ class CostCurve:
 
 
 def cost_from_config(spec, field: str = "cost") -> CostCurve:
-    """``c`` (constant), ``{"base": b, "per_token": k}`` or ``{"table": [T(1), ...]}``."""
+    """``c`` (constant), ``{"base": b, "per_token": k}`` or ``{"table": [T(1), ...]}``; or
+    a serving-batch cost ``{"batch_table": {...}}`` / ``{"roofline": {...}}``
+    (:mod:`.batch_costs`)."""
     if isinstance(spec, CostCurve):
         return spec
     if isinstance(spec, dict):
+        if "batch_table" in spec or "roofline" in spec:
+            from .batch_costs import batch_cost_from_config
+
+            return batch_cost_from_config(spec, field)
         if "table" in spec:
             require_keys(spec, field, required=["table"])
             return CostCurve(table=spec["table"], field=field)

@@ -1,4 +1,4 @@
-"""Monte-Carlo verification of every numbered result (D1, D2, P1–P7, Y1–Y5, F1, F2).
+"""Monte-Carlo verification of every numbered result (D1, D2, P1–P7, Y1–Y5, F1, F2, B1, B2).
 
 Each check runs a simulator (:mod:`simulators.length`, :mod:`simulators.token`,
 :mod:`simulators.yin_mc`) — the algorithm itself — and compares it with the theory module
@@ -515,6 +515,41 @@ def check_f(ctx: VerifyContext) -> list[CheckRecord]:
     return rows
 
 
+# --- B1, B2 (serving batches, docs/theory-serving.md) -----------------------------------------
+
+
+def check_b(ctx: VerifyContext) -> list[CheckRecord]:
+    from polyspec_theory.serving import predict_batch
+
+    from .serving import VERIFY_THREE_LEVEL, VERIFY_TWO_MODEL, simulate_serving
+
+    rows = []
+    specs = (("B1", VERIFY_TWO_MODEL, 32, "two models, roofline costs, b=32: P1 with T_i(b, .)"),
+             ("B2", VERIFY_THREE_LEVEL, 8, "3-level lockstep batch b=8 (roofline, batch_table, "
+              "plain costs): E[max_j N_j] and E[max_j G_j] synchronisation"),
+             ("B2", DEFAULT_CASCADE, 16, "4-level default cascade, lockstep batch b=16 "
+              "(batch-independent costs: the synchronisation alone)"))
+    for k, (id_, cfg, b, what) in enumerate(specs):
+        cas = Cascade.from_config(cfg)
+        pr = predict_batch(cas, b)
+        r = simulate_serving(cas, b, ctx.size(150_000, 3_000_000), seed=ctx.seed + 21 + k)
+        zs = [abs(r.levels[j].phi_batch.value - pr.levels[j].phi_batch) / r.levels[j].phi_batch.se
+              for j in range(1, cas.n - 1)]
+        zs += [abs(r.levels[j].mean_max_block.value - pr.levels[j].mean_max_block)
+               / r.levels[j].mean_max_block.se for j in range(cas.n - 1)
+               if r.levels[j].mean_max_block.se > 0]
+        zmax = max(zs, default=0.0)
+        # Bonferroni inside the row too: 1 + len(zs) comparisons share the row's level
+        z_row = float(stats.norm.isf(ROW_ALPHA / (2 * (1 + len(zs)))))
+        z_unsync = abs(r.speedup.value - pr.speedup_unsynchronised) / r.speedup.se
+        rows.append(_ci_row(
+            id_, f"exact batch speedup vs AR at the same batch, {what}", pr.speedup, r.speedup,
+            f"phi_batch/E[max G] |z| max {zmax:.2f} (limit {z_row:.2f}); unsynchronised P1 "
+            f"{_fmt(pr.speedup_unsynchronised)} (|z| {z_unsync:.1f}); {r.tokens} tokens",
+            extra_ok=zmax <= z_row, z=z_row))
+    return rows
+
+
 REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] = (
     ("D", check_d),
     ("P1", check_p1),
@@ -526,6 +561,7 @@ REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] =
     ("P7", check_p7),
     ("Y", check_y),
     ("F", check_f),
+    ("B", check_b),
 )
 
 

@@ -40,6 +40,9 @@ def add_arguments(p):
                         "the directory mixes sampling settings)")
     p.add_argument("--allow-truncated", action="store_true",
                    help="with --traces: skip a truncated last line instead of failing")
+    p.add_argument("--batch", metavar="B1,B2,...", default=None,
+                   help="serving batch sizes (e.g. 1,4,16,64): the best cascade at each batch "
+                        "under the synchronised batch theory (docs/theory-serving.md)")
     p.add_argument("--no-prune", action="store_true",
                    help="score every configuration (same answer, much slower; for checking)")
 
@@ -153,6 +156,10 @@ def run(args) -> int:
         if args.max_threshold is not None:
             cfg = dict(cfg, max_threshold=args.max_threshold)
         pool = Pool.from_config(cfg)
+    if args.batch is not None:
+        from . import _serving
+
+        return _serving.run_plan(args, pool)
     result = plan(pool, top, prune=not args.no_prune)
     if args.write_pool:
         atomic_write_text(args.write_pool, dump_json(pool.to_config()) + "\n")

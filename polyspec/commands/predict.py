@@ -8,6 +8,12 @@ HELP = "Predict the speedup of a cascade exactly (P1) and explain where the time
 def add_arguments(p):
     p.add_argument("config", help="cascade config (JSON or YAML)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--batch", metavar="B1,B2,...", default=None,
+                   help="serving batch sizes (e.g. 1,2,4,8,16): synchronised batch theory "
+                        "(docs/theory-serving.md): speedup, throughput and optimal thresholds "
+                        "per batch, and the crossover batch")
+    p.add_argument("--max-threshold", type=int, default=16,
+                   help="with --batch: largest threshold searched for the optimum (default 16)")
 
 
 def prediction_report(cascade) -> dict:
@@ -33,6 +39,10 @@ def run(args) -> int:
     from validation.files import dump_json
 
     cascade = load_cascade(args.config)
+    if args.batch is not None:
+        from . import _serving
+
+        return _serving.run_predict(args, cascade)
     if args.json:
         print(dump_json(prediction_report(cascade)))
     else:

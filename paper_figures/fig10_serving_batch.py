@@ -1,0 +1,129 @@
+"""Figure 10 — speculative and polybasic decoding under load (docs/theory-serving.md): the
+exact speedup against autoregressive decoding at the same batch size, and the optimal
+thresholds, as the serving batch grows (theory; measured points come with the batched
+decoder).
+
+Setting: the 70B target and drafters of ``configs/serving-pool.json`` (roofline costs of
+4 x H100: ``T(b, m) = o + max(w + k b, c b m)``). Curves: the two-model cascade
+``target <- m8b`` at its optimal ``gamma`` (B1, B6) and at the fixed ``gamma = 5`` of
+``configs/serving-70b.json``; the three-level cascade ``target <- m8b <- ngram`` at its
+optimal thresholds under the lockstep synchronisation (B2, B6), and the same without
+synchronisation (P1 with the batch costs, an upper bound by B4). The crossover batches
+(B6: first ``b`` with optimal speedup <= 1) are marked.
+Data: :func:`polyspec_theory.serving.optimize_batch_thresholds`,
+:func:`~polyspec_theory.serving.predict_batch`,
+:func:`~polyspec_theory.serving.crossover_batch`, :func:`polyspec_theory.grid.optimize_thresholds`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from polyspec_theory.grid import optimize_thresholds
+from polyspec_theory.planner import Pool
+from polyspec_theory.serving import (
+    batch_cascade,
+    crossover_batch,
+    optimize_batch_thresholds,
+    predict_batch,
+)
+
+from . import style
+
+NAME = "fig10_serving_batch"
+TITLE = "Speedup and optimal thresholds against the serving batch size (B1-B6)"
+SOURCES = ("polyspec_theory.serving", "polyspec_theory.grid")
+
+POOL_FILE = Path(__file__).resolve().parents[1] / "configs" / "serving-pool.json"
+TWO = ("target", "m8b")
+THREE = ("target", "m8b", "ngram")
+FIXED_GAMMA = 5
+
+
+def _pool() -> Pool:
+    return Pool.from_config(json.loads(POOL_FILE.read_text()))
+
+
+def compute(quick: bool = False) -> dict:
+    """Curves over the batch grid (powers of sqrt 2 up to 512; powers of 2 up to 256 when
+    ``quick``) and the crossover batches."""
+    pool = _pool()
+    mt = 8 if quick else 16
+    if quick:
+        batches = 2 ** np.arange(0, 9)
+    else:
+        batches = np.unique(np.round(2 ** (np.arange(0, 19) / 2)).astype(np.int64))
+    two = pool.cascade(TWO, (FIXED_GAMMA,))
+    three = pool.cascade(THREE, (4, 2))
+    rows = {k: [] for k in ("two_opt", "two_fixed", "three_opt", "three_unsync", "two_gamma",
+                            "three_theta1", "three_theta2")}
+    for b in batches:
+        b = int(b)
+        o2 = optimize_batch_thresholds(two, b, mt)
+        o3 = optimize_batch_thresholds(three, b, mt)
+        _, s3u = optimize_thresholds(batch_cascade(three, b), mt)
+        rows["two_opt"].append(o2.speedup)
+        rows["two_gamma"].append(o2.thresholds[0])
+        rows["two_fixed"].append(predict_batch(two, b).speedup)
+        rows["three_opt"].append(o3.speedup)
+        rows["three_theta1"].append(o3.thresholds[0])
+        rows["three_theta2"].append(o3.thresholds[1])
+        rows["three_unsync"].append(s3u)
+    out = {k: np.array(v) for k, v in rows.items()}
+    out.update({
+        "pool": pool.to_config(),
+        "batches": batches,
+        "max_threshold": mt,
+        "fixed_gamma": FIXED_GAMMA,
+        "crossover_two": crossover_batch(two, max_batch=4096, max_threshold=mt).batch,
+        "crossover_three": crossover_batch(three, max_batch=4096, max_threshold=mt).batch,
+        "crossover_two_fixed": crossover_batch(two, max_batch=4096, optimal=False).batch,
+    })
+    return out
+
+
+def draw(data: dict, out_dir) -> list[Path]:
+    b = data["batches"]
+    fig, (ax, axt) = style.figure(2, 1, height=4.2, sharex=True,
+                                  gridspec_kw={"height_ratios": [1.5, 1.0]})
+    c2, c3, cf = style.color(0), style.color(1), style.color(2)
+    ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle=":")
+    ax.plot(b, data["two_opt"], color=c2, marker="o", markersize=2.2,
+            label="target ← m8b, optimal γ (B1, B6)")
+    ax.plot(b, data["two_fixed"], color=cf, linestyle="--",
+            label=f"target ← m8b, γ = {data['fixed_gamma']}")
+    ax.plot(b, data["three_opt"], color=c3, marker="s", markersize=2.2,
+            label="target ← m8b ← ngram, optimal θ (B2, lockstep)")
+    ax.plot(b, data["three_unsync"], color=c3, linestyle=":", linewidth=1.0,
+            label="same, no synchronisation (P1 with T(b, ·))")
+    for key, col in (("crossover_two", c2), ("crossover_three", c3),
+                     ("crossover_two_fixed", cf)):
+        x = data[key]
+        if x is not None and b[0] <= x <= b[-1] * 2:
+            ax.axvline(x, color=col, linewidth=0.7, alpha=0.6)
+            ax.text(x, 0.98, f" b*={x}", color=col, fontsize=6, rotation=90, va="top",
+                    ha="right", transform=ax.get_xaxis_transform())
+    ax.set_xscale("log", base=2)
+    ax.set_ylabel("speedup vs autoregressive\nat the same batch")
+    ax.legend(loc="lower left")
+    style.panel_label(ax, "(a)")
+    axt.step(b, data["two_gamma"], where="mid", color=c2, label="γ (target ← m8b)")
+    axt.step(b, data["three_theta1"], where="mid", color=c3, label="θ₁ (3-level)")
+    axt.step(b, data["three_theta2"], where="mid", color=c3, linestyle="--",
+             label="θ₂ (3-level)")
+    axt.set_ylabel("optimal threshold")
+    axt.set_xlabel("serving batch size b (sequences decoded in lockstep)")
+    axt.legend(loc="upper right")
+    style.panel_label(axt, "(b)")
+    return style.save(fig, out_dir, NAME)
+
+
+def main(argv=None) -> int:
+    return style.script_main(TITLE, compute, draw, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
