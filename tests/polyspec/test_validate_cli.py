@@ -15,7 +15,8 @@ from validation.analysis.validate import validate
 from validation.synthetic import simulate_capture, write_trace
 from validation.traces import read_traces
 
-FIX = Path(__file__).parent / "fixtures" / "traces"
+FIXTURES = Path(__file__).resolve().parents[1] / "validation" / "fixtures"
+FIX = FIXTURES / "traces"
 
 
 def _run(capsys, *argv):
@@ -175,7 +176,7 @@ def test_missing_baseline_and_bad_arguments(capsys, tmp_path):
     assert rc == 2 and "--laws: unknown law family 'normal'" in err
 
 
-REAL = Path(__file__).parent / "fixtures" / "traces_cpu"
+REAL = FIXTURES / "traces_cpu"
 
 
 def test_validate_runs_on_the_committed_real_subset(tmp_path):

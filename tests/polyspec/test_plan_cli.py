@@ -13,7 +13,7 @@ from polyspec_theory.polybasic import predict
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL = ROOT / "configs" / "pool.json"
-TRACES = Path(__file__).parent / "fixtures" / "traces"
+TRACES = ROOT / "tests" / "validation" / "fixtures" / "traces"
 
 
 def _run(capsys, *argv):
