@@ -1,4 +1,4 @@
-"""Benchmark of the cascade planner (``polyspec_theory.planner.plan``, issue 8).
+"""Benchmark of the cascade planner (``polyspec_theory.planner.plan``).
 
 Exact optimum over every chain containing the target and every threshold tuple in
 ``1..16``; prints the wall time and how much of the space was scored vs pruned:

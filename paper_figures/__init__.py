@@ -1,4 +1,4 @@
-"""Paper figures, regenerated from the package (issue 9).
+"""Paper figures, regenerated from the package.
 
 Each ``figNN_*.py`` module exposes ``compute(quick=False) -> dict`` (the data, deterministic,
 computed only through the package's public functions), ``draw(data, out_dir) -> list[Path]``

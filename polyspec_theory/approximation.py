@@ -1,4 +1,4 @@
-"""P4: the polybasic paper's Lemma 3.1 in its two readings (THEORY.md §4).
+"""P4: the polybasic paper's Lemma 3.1 in its two readings (docs/theory.md §6).
 
 Lemma 3.1 (Polybasic, ICML'25): the time to generate ``N`` tokens is
 ``T = sum_{i=1}^{n-1} (N/L_i) T_i + beta (N/L_{n-1}) T_n``.
@@ -67,8 +67,8 @@ def lemma31_time(n_tokens, lengths, costs, beta) -> float:
 def identity_from_counts(n_tokens, forward_counts, forward_costs, beta=None) -> float:
     """Reading (a): Lemma 3.1 with ``L_i := N/F_i``. ``forward_counts`` is ``F_1..F_n``
     (then ``beta = F_n/F_{n-1}`` unless given) or ``F_1..F_{n-1}`` with ``beta`` given
-    (THEORY: ``beta = E[G_{n-1}]``); ``forward_costs`` is ``T_1..T_n``, the mean time of one
-    forward of each model. Equals ``sum_i F_i T_i``, the total time, when
+    (docs/theory.md P4: ``beta = E[G_{n-1}]``); ``forward_costs`` is ``T_1..T_n``, the mean
+    time of one forward of each model. Equals ``sum_i F_i T_i``, the total time, when
     ``F_n = beta F_{n-1}``."""
     n_tok = as_real(n_tokens, "n_tokens", low=0.0, low_open=True)
     f = as_int_array(forward_counts, "forward_counts", low=1)

@@ -1,4 +1,4 @@
-"""P2, P3: bounds on the forward count ``N`` of a renewal block fill (THEORY.md §4).
+"""P2, P3: bounds on the forward count ``N`` of a renewal block fill (docs/theory.md §6).
 
 Rounds emit iid lengths ``L >= 1`` (law ``l_pmf``, index = length) with ``mu = E[L]``,
 ``ell = max L``; ``S_k = L^(1) + ... + L^(k)`` and ``N = min{k : S_k >= theta}``,
@@ -7,14 +7,14 @@ Rounds emit iid lengths ``L >= 1`` (law ``l_pmf``, index = length) with ``mu = E
 **P2 (derivation of the form implemented).** ``N`` is a stopping time and ``E[N] <= theta``,
 so Wald's identity gives ``E[S_N] = mu phi``.
 *Lower:* ``S_N >= theta`` gives ``phi >= theta/mu``; also ``N >= 1``, so
-``phi >= max(1, theta/mu)`` (THEORY's ``theta/mu`` is valid but not sharp when
+``phi >= max(1, theta/mu)`` (the spec's ``theta/mu`` is valid but not sharp when
 ``theta < mu``; we report both).
 *Upper:* ``S_N >= theta`` is the same event as ``S_N > theta - 1`` (integer lengths), so ``N``
 is the first passage strictly above level ``t = theta - 1`` and ``S_N = theta - 1 + R_t``
 with ``R_t`` the overshoot. Lorden (1970): ``sup_{t>=0} E[R_t] <= E[L^2]/E[L]``. Hence
 ``phi <= (theta - 1 + E[L^2]/mu) / mu``. The trivial bound ``S_N <= theta - 1 + ell`` gives
-``phi <= (theta - 1 + ell)/mu``. THEORY's
-``(theta + min(ell - 1, E[L^2]/mu - 1))/mu`` is exactly the smaller of the two, so THEORY is
+``phi <= (theta - 1 + ell)/mu``. The spec's
+``(theta + min(ell - 1, E[L^2]/mu - 1))/mu`` is exactly the smaller of the two, so the spec is
 correct; note however that ``E[L^2] <= ell E[L]`` always (``L^2 <= ell L``), so the ``min``
 is always attained by the Lorden term: the trivial term never improves the bound.
 Both bounds are attained: the lower when there is no overshoot (``L = 1`` a.s.), the upper
@@ -22,7 +22,7 @@ for ``L = ell`` a.s. and ``theta = 1 (mod ell)`` (``R = ell = E[L^2]/mu``).
 
 **P3.** ``P(N > k) = P(S_k < theta) = P(S_k <= theta - 1)``. Hoeffding for ``L`` in
 ``[1, ell]``: ``P(S_k - k mu <= -(k mu - theta)) <= exp(-2k(mu - theta/k)^2/(ell - 1)^2)``
-for ``k > theta/mu`` (THEORY's statement). Because lengths are integers the event is also
+for ``k > theta/mu`` (the spec's statement). Because lengths are integers the event is also
 ``S_k <= theta - 1``, which gives the sharper valid bound with ``theta`` replaced by
 ``theta - 1`` (``lattice=True``, for ``k > (theta-1)/mu``). :func:`exact_tail` gives the exact
 ``P(N > k)`` by dynamic programming. CLT for renewal counting: the number of rounds needed for
@@ -78,7 +78,7 @@ class PhiBounds:
 
     theta: int
     mu: float
-    wald_lower: float  # theta / mu (THEORY)
+    wald_lower: float  # theta / mu (the spec's P2)
     lower: float  # max(1, theta / mu)
     lorden_upper: float  # (theta - 1 + E[L^2]/mu) / mu
     trivial_upper: float  # (theta - 1 + ell) / mu
@@ -123,7 +123,7 @@ def phi_bounds(l_pmf, theta) -> PhiBounds:
 def hoeffding_tail(l_pmf, theta, k, *, lattice: bool = False):
     """P3: Hoeffding bound on ``P(N > k)`` (``k`` int or int array).
 
-    ``exp(-2 k (mu - t/k)^2 / (ell - 1)^2)`` with ``t = theta`` (THEORY) or ``t = theta - 1``
+    ``exp(-2 k (mu - t/k)^2 / (ell - 1)^2)`` with ``t = theta`` (the spec) or ``t = theta - 1``
     (``lattice=True``, valid because lengths are integers). Where ``k <= t/mu`` Hoeffding does
     not apply and the trivial bound 1 is returned. ``ell = 1`` (``L = 1`` a.s.): ``N = theta``
     exactly, so the bound is 0 for ``k >= theta`` and 1 otherwise.

@@ -7,7 +7,7 @@
  "thresholds": [7]}
 ```
 Models target first; one acceptance law and one threshold per adjacent (verifier, drafter)
-pair. Optional: ``"policy"`` (``"accumulate"`` — THEORY §4, default — or ``"truncate"``),
+pair. Optional: ``"policy"`` (``"accumulate"`` — docs/theory.md §6, default — or ``"truncate"``),
 ``"name"``, ``"description"``.
 """
 

@@ -1,4 +1,4 @@
-"""Acceptance coupled across the levels of a cascade (an extension of P1; docs/theory.md E3).
+"""Acceptance coupled across the levels of a cascade (an extension of P1; docs/theory.md E5).
 
 P1 assumes the rounds of every pair independent. On real text the levels agree or disagree
 together: a block that grew long because the rounds below were fully accepted (easy text) is

@@ -1,4 +1,4 @@
-"""Dualistic speculative decoding, n = 2 (THEORY.md §3, D2; Leviathan et al. 2023).
+"""Dualistic speculative decoding, n = 2 (docs/theory.md D2; Leviathan et al. 2023).
 
 A round runs ``gamma`` draft forwards and one target forward over ``gamma + 1`` positions:
 ``S = T_1(1) E[L] / (gamma T_2(1) + T_1(gamma + 1))``.

@@ -1,7 +1,7 @@
 """P1 on a grid: exact speedups of one cascade (fixed models, laws, costs, policy) for many
 threshold vectors at once — for planners and threshold searches.
 
-Same mathematics as :func:`polyspec_theory.polybasic.predict` (renewal DP, THEORY.md §4),
+Same mathematics as :func:`polyspec_theory.polybasic.predict` (renewal DP, docs/theory.md §6),
 organised for reuse: level ``i`` depends only on the suffix ``(theta_i, ..., theta_{n-1})``,
 so every distinct suffix is computed once, and for a given lower suffix all requested
 ``theta_i`` are done together: the renewal masses ``f(s)`` are computed once up to the

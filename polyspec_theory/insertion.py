@@ -1,4 +1,4 @@
-"""P5: inserting a model ``M'`` between ``M_i`` and ``M_{i+1}`` (THEORY.md §4, paper Thm 3.2).
+"""P5: inserting a model ``M'`` between ``M_i`` and ``M_{i+1}`` (docs/theory.md §6, paper Thm 3.2).
 
 Positions are 0-based: ``position = p`` inserts ``M'`` between ``cascade.models[p]`` and
 ``cascade.models[p+1]``; the pair law ``laws[p]`` (and threshold ``theta_p``) is replaced by

@@ -1,4 +1,4 @@
-"""Acceptance-length laws (THEORY.md §2) as scipy.stats-like distribution objects.
+"""Acceptance-length laws (docs/theory.md §1.4) as scipy.stats-like distribution objects.
 
 A round checks a block of ``cap`` drafted tokens; ``A`` in {0..cap} is the number accepted
 before the first rejection and the round emits ``L = A + 1`` tokens. Every law is defined by
@@ -250,7 +250,7 @@ class AcceptanceLaw(ABC):
 
     @classmethod
     def fit(cls, data, caps=None, **options) -> FitResult:
-        """Maximum-likelihood fit with ``A = cap`` right-censored (THEORY §2) to observed
+        """Maximum-likelihood fit with ``A = cap`` right-censored (docs/theory.md §1.4) to observed
         rounds: an :class:`AcceptanceCounts` or arrays ``(accepted, caps)``. Returns the law
         with its log-likelihood, AIC and G-test (:class:`FitResult`)."""
         d = AcceptanceCounts.coerce(data, caps)

@@ -1,4 +1,4 @@
-"""Finite-state, non-stationary Markov "language models" (THEORY.md §5, Yin et al. setting).
+"""Finite-state, non-stationary Markov "language models" (docs/theory.md §7, Yin et al. setting).
 
 Tokens are states ``{0, .., K-1}``. A model with horizon ``T`` is a prompt law ``init``
 (shape ``(K,)``, the law of ``x_0``, which is given, not generated) and per-step transition

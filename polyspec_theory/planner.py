@@ -1,4 +1,4 @@
-"""Cascade planner (issue 8): the exact best chain and thresholds from a pool of models.
+"""Cascade planner (docs/theory.md E2): the exact best chain and thresholds from a pool of models.
 
 A *pool* lists models (target first) with cost curves, the acceptance law of every pair
 ``"verifier|drafter"`` that may be adjacent, and ``max_threshold``. A *configuration* is a
@@ -59,7 +59,7 @@ scored in full (the best two-model configuration is reported).
 rounds): ``P(A = a | G = g) = Q[g, a]``. The search is unchanged with ``M(g) = E[A | G = g]``
 and ``P(L_u = a + 1) = sum_g P(G = g) Q[g, a]`` (P1 does the same,
 :func:`.polybasic.emitted_law`); the bound uses the least concave majorant of ``M`` (for
-THEORY §2's laws ``M`` is already concave), for which Jensen's step above still holds, and
+docs/theory.md §1.4's laws ``M`` is already concave), for which Jensen's step above still holds, and
 each segment of the majorant is affine, so the minimum is still attained at an integer.
 """
 

@@ -1,4 +1,4 @@
-"""P1: exact long-run time per token of an n-level polybasic cascade (THEORY.md §4).
+"""P1: exact long-run time per token of an n-level polybasic cascade (docs/theory.md §6).
 
 System ``S_n`` is ``M_n`` alone (one token per forward). For ``i < n``, a round of ``S_i``
 runs rounds of ``S_{i+1}`` until at least ``theta_i`` new tokens have accumulated (the block,

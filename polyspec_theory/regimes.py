@@ -1,12 +1,11 @@
 """Hidden-regime acceptance: acceptance that persists across rounds, and the cap-conditional
-law it induces (an extension of THEORY §2 used by P1 and the planner).
+law it induces (docs/theory.md E1; used by P1 and the planner).
 
-THEORY §2's laws make the rounds of a pair independent, so the law of ``A`` given the cap is
-the same whatever the threshold. On the project's zoo with greedy decoding that is false:
-after a fully accepted round the next one is fully accepted 86-100 % of the time, after a
-rejection only 23 % of the rounds accept even one token, at every threshold 1..16 (the small
-models fall into repetition loops that the n-gram drafter copies exactly). No single iid
-law then fits two thresholds: the per-round law itself depends on ``theta``.
+The laws of docs/theory.md §1.4 make the rounds of a pair independent, so the law of ``A``
+given the cap is the same whatever the threshold. When acceptance persists (easy stretches
+of text, repetition loops a drafter copies exactly), a fully accepted round is followed by
+another far more often than a rejected one, no single iid law fits two thresholds, and the
+per-round law itself depends on ``theta``.
 
 **Token model.** Along the verifier's output, position ``t`` has a hidden regime ``s_t`` in
 ``0..K-1`` (a Markov chain: ``s_0 ~ init``, ``P(s_{t+1} = j | s_t = i) = trans[i, j]``) and
@@ -32,7 +31,7 @@ measured speedup is): exact for two models under the token model. In deeper casc
 block of ``g`` tokens uses ``Q(. | g)``; like P1 this ignores dependence between levels.
 
 **Fit.** :func:`fit_regimes` maximizes the likelihood of the observed rounds (grouped into
-sequences, e.g. one per prompt, rounds in order) by L-BFGS on logits, with the exact gradient
+sequences, e.g. one per prompt, rounds in order) by BFGS on logits, with the exact gradient
 from the E-step of the round-level forward-backward recursion (expected transition and
 emission counts, Fisher's identity). Its log-likelihood is that of the same observations
 ``(A, G)`` as the iid laws' censored likelihood, so AIC compares the two kinds directly.
@@ -247,7 +246,7 @@ class RegimeLaw(AcceptanceLaw):
     """The horizon law of a :class:`HiddenRegimes` model as an acceptance law:
     ``P(A = a | cap g) = Q(a | g)`` (module docstring).
 
-    Unlike THEORY §2's laws a cap does not merely censor one survival sequence:
+    Unlike docs/theory.md §1.4's laws a cap does not merely censor one survival sequence:
     ``survival(kmax)`` is the survival function *at cap* ``kmax``, so the per-cap methods
     (``pmf_vector``, ``mean``, ``sf``, ``mean_emitted``, ...) are exact, and
     ``cap_conditional`` tells P1 (:func:`polyspec_theory.polybasic.emitted_law`) and the

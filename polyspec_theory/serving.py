@@ -9,7 +9,7 @@ rounds of ``S_{i+1}`` until *every* sequence has accumulated at least ``theta_i`
 (a sequence whose block is full waits: its slot is padding in the remaining rounds, whatever
 it drafts there is discarded), then one forward of ``M_i`` verifies all blocks, scoring
 ``max_j G_ij + 1`` positions. Acceptance is independent across sequences and rounds, with
-the pair's law (THEORY §2) for each sequence.
+the pair's law (docs/theory.md §1.4) for each sequence.
 
 What is iid: batched rounds of ``S_{i+1}`` are iid random objects (fresh draws, the same
 program for every slot, whichever sequences are waiting), and within one batched round of

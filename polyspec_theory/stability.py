@@ -1,4 +1,4 @@
-"""P6 (stability, paper Thm 3.3 in formal form) and P7 (heterogeneity) — THEORY.md §4.
+"""P6 (stability, paper Thm 3.3 in formal form) and P7 (heterogeneity) — docs/theory.md §6.
 
 **P6, theorem.** For the capped geometric (iid acceptance ``alpha``, cap ``g >= 1``) the
 coefficient of variation of the *accepted count* ``A``, ``CV(A) = sd(A)/E[A]``, is strictly

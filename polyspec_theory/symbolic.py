@@ -1,4 +1,4 @@
-"""D1: the capped-geometric moments and pgf, derived with sympy (THEORY.md §2, D1).
+"""D1: the capped-geometric moments and pgf, derived with sympy (docs/theory.md D1).
 
 ``A`` = accepted drafted tokens in a round with cap ``g``, per-position acceptance ``alpha``:
 ``P(A=k) = alpha^k (1-alpha)`` for ``k < g`` and ``P(A=g) = alpha^g``; ``L = A + 1``.

@@ -1,4 +1,4 @@
-"""Symbolic P1 (sympy): the renewal DP of THEORY.md §4 carried out on symbols.
+"""Symbolic P1 (sympy): the renewal DP of docs/theory.md §6 carried out on symbols.
 
 - :func:`leviathan_derivation` — for n = 2 the DP reduces to Leviathan et al.'s Thm 3.8:
   the bottom system ``S_2`` emits ``L_2 = 1`` a.s., so the renewal masses solve

@@ -1,4 +1,4 @@
-"""Yin, Chen, Huang, Wang (NeurIPS'24) results Y1–Y5 (THEORY.md §5), exact on small chains.
+"""Yin, Chen, Huang, Wang (NeurIPS'24) results Y1–Y5 (docs/theory.md §7), exact on small chains.
 
 Setting (:mod:`polyspec_theory.markov`): prompt law ``init`` ``(K,)``, target and draft kernels
 ``(T, K, K)``; draft cost negligible, the draft proposes until the end of the horizon, so after
@@ -417,7 +417,7 @@ def y2_chain(init, target, draft, b) -> Y2Result:
 # against the residual left by the previous failures, see ``_rrs``); a rejection is counted
 # only when all M fail, and the token is then drawn from the last residual. This is lossless
 # (each stage is an SD step of the current residual against the draft).
-#  * ``mode="sequences"`` (THEORY.md §5, our reading of the paper's batch algorithm): each
+#  * ``mode="sequences"`` (docs/theory.md §7, our reading of the paper's batch algorithm): each
 #    round drafts M sequences to the end of the horizon; the M-way check happens at the
 #    round's first position; after an acceptance the accepted sequence is followed with plain
 #    SD until it is rejected, which starts a new round (M fresh sequences from the corrected

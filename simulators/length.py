@@ -1,4 +1,4 @@
-"""Length-level Monte Carlo of an n-level polybasic cascade (THEORY.md §4), in JAX.
+"""Length-level Monte Carlo of an n-level polybasic cascade (docs/theory.md §6), in JAX.
 
 The simulator runs the algorithm itself, event by event, not a formula: it is the independent
 check of P1. Pair level ``i`` (verifier ``M_i``, drafter ``M_{i+1}``, 0-based, ``m = n - 1``

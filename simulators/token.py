@@ -7,11 +7,11 @@ perturbation_j * noise`` (the drafters drift away from the target by a controlla
 Acceptance is therefore context dependent and correlated along the sequence — unlike P1's
 independence assumption, which this simulator measures (:func:`departure_from_p1`).
 
-The cascade runs the block policy of THEORY.md §4 with real tokens. One buffer per chain holds
+The cascade runs the block policy of docs/theory.md §6 with real tokens. One buffer per chain holds
 the committed context followed by the pending blocks of every pair level, contiguously (the
 "speculation stack"): pair level ``i`` verifies its block ``G_i`` (the accumulated output of
 ``S_{i+1}``) with ``M_i`` as verifier and ``Q = p_{i+1}`` as drafter law — the system
-``S_{i+1}`` is lossless, so its tokens follow ``M_{i+1}`` (THEORY §1). Every position ``j``
+``S_{i+1}`` is lossless, so its tokens follow ``M_{i+1}`` (docs/theory.md §4). Every position ``j``
 is checked in turn: accept ``d_j`` with probability ``min(1, P(d_j)/Q(d_j))``; at the first
 rejection emit a token from ``(P - Q)_+`` (normalized), or the bonus token from ``P`` after
 ``G`` acceptances. The ``L = A + 1`` tokens then extend the parent's block in place. At the

@@ -1,4 +1,4 @@
-"""Monte Carlo of Yin et al.'s setting (THEORY.md §5) with real token draws, in JAX.
+"""Monte Carlo of Yin et al.'s setting (docs/theory.md §7) with real token draws, in JAX.
 
 A sequence ``x_1..x_T`` continues a prompt ``x_0 ~ init``; at position ``n`` the previous token
 is ``s = x_{n-1}``, the target law ``target[n-1, s]`` and the draft law ``draft[n-1, s]`` (both

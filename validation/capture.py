@@ -89,26 +89,26 @@ def _now_fn(device):
     return time.perf_counter
 
 
-def cost_curve_records(level: DecoderModel, contexts, repeats: int, filler, phase: str,
+def cost_curve_records(model: DecoderModel, contexts, repeats: int, filler, phase: str,
                        ms=COST_M) -> list[dict]:
     """T(m) samples: for each context length c and m, ``repeats`` timed forwards scoring m
     new positions with c tokens in the cache (cache rolled back to c between repeats)."""
-    now = _now_fn(level.device)
+    now = _now_fn(model.device)
     out = []
     with torch.inference_mode():
         for c in contexts:
-            level.reset()
+            model.reset()
             seq = list(filler[: c + max(ms)])
             if c > 0:
-                level.logits(seq, c)
+                model.logits(seq, c)
             for m in ms:
                 times = []
                 for _ in range(repeats):
-                    level.rollback(c)
+                    model.rollback(c)
                     t0 = now()
-                    level.logits(seq, c + m)
+                    model.logits(seq, c + m)
                     times.append(now() - t0)
-                out.append({"type": "cost", "model": level.name, "phase": phase, "ctx": int(c),
+                out.append({"type": "cost", "model": model.name, "phase": phase, "ctx": int(c),
                             "m": int(m), "times_s": [round(t, 7) for t in times],
                             "median_s": round(float(np.median(times)), 7)})
     return out

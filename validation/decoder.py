@@ -1,4 +1,4 @@
-"""The n-level polybasic speculative decoder (THEORY §4 block policy) and the autoregressive
+"""The n-level polybasic speculative decoder (docs/theory.md §6 block policy) and the autoregressive
 reference decoder, both batch size 1, on CPU or CUDA.
 
 Models are ordered target first: ``models[0] = M_1`` … ``models[n-1] = M_n`` (smallest).
@@ -13,7 +13,7 @@ positions scores the block; speculative sampling accepts the first A_i tokens
 L_i = A_i + 1 tokens. Every emitted token's law under p_i is kept: it is the drafter law the
 level above uses (by F1 a lossless S_{i+1} emits tokens distributed as p_{i+1}). Greedy mode
 (temperature 0): accept iff the token equals argmax p_i, the correction is argmax p_i.
-Temperature and top-k are applied identically to every level's logits.
+Temperature and top-k are applied identically to every model's logits.
 
 Timing: ``now()`` synchronizes CUDA before reading ``time.perf_counter``. Prefill (feeding
 the prompt) is timed separately and excluded from decode times, for the cascade and the
@@ -275,28 +275,28 @@ class PolybasicDecoder:
                              forward_count=list(self._fwd_n), rounds=self.rounds)
 
 
-def autoregressive(level, prompt, max_new_tokens: int, *, temperature=0.0, top_k=0, seed=0,
+def autoregressive(model, prompt, max_new_tokens: int, *, temperature=0.0, top_k=0, seed=0,
                    sampler: Sampler | None = None) -> ARResult:
-    """Plain decoding of ``max_new_tokens`` tokens by one level (one forward per token)."""
+    """Plain decoding of ``max_new_tokens`` tokens by one model (one forward per token)."""
     prompt = [int(t) for t in prompt]
     max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
-    if level.max_len is not None and len(prompt) + max_new > level.max_len:
-        raise PolyspecInputError("max_new_tokens", f"prompt + tokens exceeds {level.name}'s "
-                                 f"context {level.max_len}")
+    if model.max_len is not None and len(prompt) + max_new > model.max_len:
+        raise PolyspecInputError("max_new_tokens", f"prompt + tokens exceeds {model.name}'s "
+                                 f"context {model.max_len}")
     s = sampler or Sampler(temperature, top_k, seed)
-    now = _now_fn(level.device)
+    now = _now_fn(model.device)
     seq = list(prompt)
     steps = []
     fwd = 0.0
     with torch.inference_mode():
         t0 = now()
-        level.reset()
+        model.reset()
         if len(prompt) > 1:
-            level.logits(seq, len(prompt) - 1)
+            model.logits(seq, len(prompt) - 1)
         t1 = now()
         for _ in range(max_new):
             a = now()
-            lg = level.logits(seq, len(seq))[-1]
+            lg = model.logits(seq, len(seq))[-1]
             b = now()
             tok = int(torch.argmax(lg).item()) if s.greedy else s.draw(s.probs(lg[None])[0])
             seq.append(tok)

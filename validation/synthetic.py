@@ -1,6 +1,6 @@
 """A synthetic decoder with known laws and costs, for testing the validation pipeline.
 
-:func:`simulate_capture` runs the THEORY §4 block policy round by round (numpy, seeded),
+:func:`simulate_capture` runs the docs/theory.md §6 block policy round by round (numpy, seeded),
 exactly like :class:`validation.decoder.PolybasicDecoder` does with real models, but each
 verify round draws ``A`` from a given acceptance law (capped at the block length) and each
 forward of ``M_i`` over ``m`` positions at context ``c`` takes ``T_i(m) + d_i c`` seconds

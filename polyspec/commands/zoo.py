@@ -15,7 +15,7 @@ def add_arguments(parser) -> None:
     t.add_argument("--steps-scale", type=float, default=1.0,
                    help="multiply every model's step count (e.g. 0.01 for a smoke test)")
     t.add_argument("--only", default=None, help="comma-separated model names to train")
-    i = sub.add_parser("info", help="list the zoo's levels: params, val bits/byte, cost")
+    i = sub.add_parser("info", help="list the zoo's models: params, val bits/byte, cost")
     i.add_argument("--dir", default=None, help="weights directory (default: committed zoo)")
     i.add_argument("--eval", action="store_true", help="recompute validation bits/byte")
     i.add_argument("--json", action="store_true", help="print JSON")
@@ -77,7 +77,7 @@ def _info(args) -> int:
         print(json.dumps(info, indent=2))
         return 0
     print(f"zoo: {info['dir']}  corpus {info['corpus_digest']}")
-    print(f"{'level':<8} {'params':>10} {'val bits/byte':>14} {'layers':>7} {'d_model':>8}")
+    print(f"{'model':<8} {'params':>10} {'val bits/byte':>14} {'layers':>7} {'d_model':>8}")
     for m in info["models"]:
         print(f"{m['name']:<8} {m['params']:>10} {m['val_bits_per_byte']:>14.4f} "
               f"{m.get('n_layer', '-'):>7} {m.get('d_model', '-'):>8}")

@@ -34,7 +34,7 @@ def random_law(rng):
 
 
 def theory_upper(p, theta):
-    """THEORY.md P2 as written: (theta + min(ell - 1, E[L^2]/mu - 1)) / mu."""
+    """P2 as the spec states it: (theta + min(ell - 1, E[L^2]/mu - 1)) / mu."""
     m = length_moments(p)
     return (theta + min(m["ell"] - 1, m["m2"] / m["mu"] - 1)) / m["mu"]
 
@@ -49,7 +49,7 @@ def test_phi_sandwich_on_3000_random_laws_and_tightness():
         b = phi_bounds(p, theta)
         assert b.contains(phi), (p, theta, phi, b)
         assert b.wald_lower <= phi * (1 + 1e-12)
-        # the implemented upper bound is exactly THEORY's, and the Lorden term is the min
+        # the implemented upper bound is exactly the spec's, and the Lorden term is the min
         assert b.upper == pytest.approx(theory_upper(p, theta), rel=1e-12)
         assert b.lorden_upper <= b.trivial_upper * (1 + 1e-12)
         if b.upper - b.lower > 1e-9:

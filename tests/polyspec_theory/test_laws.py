@@ -1,4 +1,5 @@
-"""Acceptance-length laws (THEORY §2): exact identities, sampling, fitting, model comparison.
+"""Acceptance-length laws (docs/theory.md §1.4): exact identities, sampling, fitting, model
+comparison.
 
 False-failure budget of the Monte-Carlo assertions in this file (all seeds fixed, so a run is
 deterministic; the rates say how often an arbitrary seed would fail a correct implementation):

@@ -1,6 +1,6 @@
 """P1 (exact polybasic time per token) against an independent Monte Carlo, D2, and bad input.
 
-The Monte Carlo here is written from THEORY §4 directly (plain numpy, no call into the code
+The Monte Carlo here is written from docs/theory.md §6 directly (plain numpy, no call into the code
 under test except to build the Cascade): a round of S_i runs rounds of S_{i+1} until at least
 theta_i tokens have accumulated, then accepted counts are drawn by per-position Bernoulli
 trials (iid / positional / Beta-per-round) or a rounded Gaussian, capped at the block, and

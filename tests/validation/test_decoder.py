@@ -12,8 +12,8 @@ import torch
 from scipy import stats
 
 from polyspec_theory._input import PolyspecInputError
+from tests.validation.tiny_zoo import tiny_family, tiny_ngram
 from validation.decoder import PolybasicDecoder, Sampler, autoregressive
-from validation.zoo.tiny import tiny_family, tiny_ngram
 
 torch.set_num_threads(1)
 

@@ -9,9 +9,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from tests.validation.tiny_zoo import tiny_family  # noqa: E402
 from validation.decoder import PolybasicDecoder, autoregressive  # noqa: E402
 from validation.models import HFModel, load_model  # noqa: E402
-from validation.zoo.tiny import tiny_family  # noqa: E402
 
 torch.set_num_threads(1)
 

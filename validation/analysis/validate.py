@@ -5,7 +5,7 @@ Per capture (:func:`validate`):
 1. **Laws.** Every law family is fitted by censored MLE per adjacent pair and ranked by
    AIC; "best" = each pair's AIC-best law outside the Gaussian baseline. By default each
    capture uses its own rounds (``laws="config"``); also reported: laws pooled per pair
-   ``(verifier, drafter, temperature, top_k)`` over every capture using it (THEORY §1: a
+   ``(verifier, drafter, temperature, top_k)`` over every capture using it (docs/theory.md §4: a
    pair's acceptance does not depend on how the drafter's tokens were produced), and
    "holdout": pooled over the OTHER captures only.
 2. **Costs.** Per model, ``T_i(m)`` and its context slope from the capture's baseline

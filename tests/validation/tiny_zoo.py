@@ -1,4 +1,4 @@
-"""Tiny random models for tests and demos: a random target and drafters that are noisy
+"""Tiny random models for the decoder tests: a random target and drafters that are noisy
 copies of it (noise grows with the level), so acceptance is neither 0 nor 1."""
 
 from __future__ import annotations
