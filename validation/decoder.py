@@ -168,16 +168,43 @@ class PolybasicDecoder:
         for j in range(from_level, self.n):
             self.models[j].rollback(length)
 
+    def _draft(self, i: int, lg, base: int) -> int:
+        """The bottom model's token at position ``base`` from its logits ``lg`` (1, V)."""
+        if self.greedy:
+            return int(torch.argmax(lg[0]).item())
+        p = self.sampler.probs(lg)[0]
+        self._laws[i][base] = p
+        return self.sampler.draw(p)
+
+    def _verify(self, i: int, lg, base: int, g: int) -> tuple[int, int]:
+        """Model ``i`` verifies the block ``seq[base:base+g]`` with its logits ``lg``
+        (g + 1, V): returns (accepted count A, the correction or bonus token)."""
+        block = self.seq[base : base + g]
+        if self.greedy:
+            am = torch.argmax(lg, dim=-1).tolist()
+            a = 0
+            while a < g and block[a] == am[a]:
+                a += 1
+            return a, am[a]
+        P = self.sampler.probs(lg)
+        Q = self._laws[i + 1][base : base + g]
+        ar = np.arange(g)
+        x = np.asarray(block)
+        ok = self.sampler.uniform(g) * Q[ar, x] < P[ar, x]
+        a = g if ok.all() else int(ok.argmin())
+        if a < g:
+            r = np.maximum(P[a] - Q[a], 0.0)
+            s = float(r.sum())
+            corr = self.sampler.draw(r / s if s > 0 else P[a])
+        else:
+            corr = self.sampler.draw(P[g])
+        self._laws[i][base : base + a + 1] = P[: a + 1]
+        return a, corr
+
     def _round(self, i: int, base: int) -> int:
         """One round of S_i on top of ``seq[:base]``; returns L (tokens appended)."""
         if i == self.n - 1:
-            lg = self._forward(i, base)[-1:]
-            if self.greedy:
-                tok = int(torch.argmax(lg[0]).item())
-            else:
-                p = self.sampler.probs(lg)[0]
-                self._laws[i][base] = p
-                tok = self.sampler.draw(p)
+            tok = self._draft(i, self._forward(i, base)[-1:], base)
             self._truncate(base, i)
             self.seq.append(tok)
             return 1
@@ -196,28 +223,7 @@ class PolybasicDecoder:
         m = base + g - self.models[i].pos
         lg = self._forward(i, base + g)
         verify_s = self._last_fwd
-        lg = lg[-(g + 1):]
-        block = self.seq[base : base + g]
-        if self.greedy:
-            am = torch.argmax(lg, dim=-1).tolist()
-            a = 0
-            while a < g and block[a] == am[a]:
-                a += 1
-            corr = am[a]
-        else:
-            P = self.sampler.probs(lg)
-            Q = self._laws[i + 1][base : base + g]
-            ar = np.arange(g)
-            x = np.asarray(block)
-            ok = self.sampler.uniform(g) * Q[ar, x] < P[ar, x]
-            a = g if ok.all() else int(ok.argmin())
-            if a < g:
-                r = np.maximum(P[a] - Q[a], 0.0)
-                s = float(r.sum())
-                corr = self.sampler.draw(r / s if s > 0 else P[a])
-            else:
-                corr = self.sampler.draw(P[g])
-            self._laws[i][base : base + a + 1] = P[: a + 1]
+        a, corr = self._verify(i, lg[-(g + 1):], base, g)
         self._truncate(base + a, i)
         self.seq.append(corr)
         t2 = self._now()
