@@ -251,14 +251,15 @@ def _chain_level(i, cascade, low: _Proc, sched, lay: _Layout, gmax_i, lmax_i) ->
     K = np.zeros((big, lmax_i + 1, big))
     R = np.zeros((big, lay.size))
     for si, th in enumerate(thetas):
-        exit_ = np.zeros((S, gmax_i + 1, S))
+        raw = np.zeros((S, th + Ll, S))  # accumulated G in th..th - 1 + Ll
         for a in range(th):
             for l in range(max(1, th - a), Ll + 1):
-                exit_[:, a + l, :] += F[a] @ K_low[:, l, :]
-        if cascade.policy == "truncate":
-            tr = np.zeros_like(exit_)
-            tr[:, th, :] = exit_.sum(axis=1)
-            exit_ = tr
+                raw[:, a + l, :] += F[a] @ K_low[:, l, :]
+        exit_ = np.zeros((S, gmax_i + 1, S))
+        if cascade.policy == "truncate":  # G = theta, the excess dropped
+            exit_[:, th, :] = raw.sum(axis=1)
+        else:
+            exit_[:, : th + Ll, :] = raw
         pg = exit_.sum(axis=2)  # [S, G]
         k_full = np.zeros((S, lmax_i + 1, S))
         k_full[:, 1: gmax_i + 2, :] = exit_ * dq[None, :, None]
