@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import integrate, optimize, special, stats
 
 from ._input import (
     PolyspecInputError,
@@ -139,6 +138,8 @@ def schedule_from_config(spec, field: str = "schedule"):
 
 
 def _log_sigmoid(x):
+    from scipy import special
+
     return special.log_expit(x)
 
 
@@ -168,6 +169,8 @@ class ConfidenceLaw(AcceptanceLaw):
 
     def accept_probability(self, c):
         """``P(accepted | C = c) = sigmoid(b0 + b1 logit c)`` (c = 0 or 1: the limits)."""
+        from scipy import special
+
         c = np.asarray(c, dtype=np.float64)
         with np.errstate(divide="ignore"):
             x = np.log(c) - np.log1p(-c)
@@ -176,6 +179,8 @@ class ConfidenceLaw(AcceptanceLaw):
 
     def draft_probability(self, eta) -> float:
         """``q(eta) = P(C >= eta)`` (a position is drafted under the cut-off)."""
+        from scipy import stats
+
         eta = as_probability(eta, "eta")
         return float(stats.beta.sf(eta, self.a, self.b))
 
@@ -183,6 +188,8 @@ class ConfidenceLaw(AcceptanceLaw):
         """``r(eta) = P(C >= eta, accepted) = int_{logit eta}^inf sigmoid(b0 + b1 x)
         sigmoid(x)^a sigmoid(-x)^b dx / B(a, b)`` (the Beta law in the logit domain: a smooth
         integrand with exponential tails, no endpoint singularity)."""
+        from scipy import integrate, special
+
         eta = as_probability(eta, "eta")
         if eta >= 1.0:
             return 0.0
@@ -249,6 +256,8 @@ class ConfidenceFit:
 
 
 def _beta_loglik(a, b, s1, s2, n, trunc):
+    from scipy import special, stats
+
     ll = (a - 1.0) * s1 + (b - 1.0) * s2 - n * special.betaln(a, b)
     if trunc > 0.0:
         ll -= n * math.log(max(float(stats.beta.sf(trunc, a, b)), 1e-300))
@@ -268,6 +277,8 @@ def fit_confidence_law(confidence, accepted, truncation: float = 0.0) -> Confide
     conditioning on being decided does not bias it). Confidences are clipped to
     ``[1e-9, 1 - 1e-9]``.
     """
+    from scipy import optimize, special
+
     c = as_real_array(confidence, "confidence", low=0.0, high=1.0, min_len=2)
     acc = np.asarray(accepted, dtype=np.float64)
     if acc.shape != c.shape:
@@ -348,33 +359,23 @@ def stationary_distribution(P, start: int, field: str = "schedule") -> np.ndarra
     """The long-run state frequencies of the Markov chain ``P`` started at ``start``: the
     stationary law of the one closed class it reaches (GTH on that class). Several closed
     classes reachable from ``start`` make the long-run average random: an error."""
-    from scipy.sparse.csgraph import connected_components
-
     P = np.asarray(P, dtype=np.float64)
     n = P.shape[0]
     start = as_int(start, "start", low=0, high=n - 1)
-    adj = P > 0
-    seen = np.zeros(n, dtype=bool)
-    seen[start] = True
-    stack = [start]
-    while stack:
-        v = stack.pop()
-        for w in np.flatnonzero(adj[v] & ~seen):
-            seen[w] = True
-            stack.append(w)
-    idx = np.flatnonzero(seen)
-    sub = adj[np.ix_(idx, idx)]
-    ncomp, lab = connected_components(sub, directed=True, connection="strong")
-    closed = []
-    for c in range(ncomp):
-        members = lab == c
-        if not sub[members][:, ~members].any():
-            closed.append(np.flatnonzero(members))
-    if len(closed) != 1:
+    # transitive closure of the transition graph by repeated squaring (boolean)
+    R = ((P > 0) | np.eye(n, dtype=bool)).astype(np.float64)
+    for _ in range(max(1, int(np.ceil(np.log2(max(n, 2)))))):
+        R = ((R @ R) > 0).astype(np.float64)
+    reach = R > 0
+    idx = np.flatnonzero(reach[start])
+    # i is in a closed class iff everything it reaches reaches it back
+    closed = [i for i in idx if np.all(reach[np.flatnonzero(reach[i]), i])]
+    classes = {tuple(np.flatnonzero(reach[i])) for i in closed}
+    if len(classes) != 1:
         raise PolyspecInputError(
-            field, f"the length chain reaches {len(closed)} closed classes from its start: the "
-            "long-run speedup depends on chance (change min/max/start or the law)")
-    cls = idx[closed[0]]
+            field, f"the length chain reaches {len(classes)} closed classes from its start: "
+            "the long-run speedup depends on chance (change min/max/start or the law)")
+    cls = np.asarray(sorted(next(iter(classes))))
     pi = np.zeros(n)
     pi[cls] = _gth(P[np.ix_(cls, cls)])
     return pi

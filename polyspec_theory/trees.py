@@ -640,6 +640,8 @@ def _rebuild(t0: int, n: int, best_j, choice) -> Tree:
         for x in reversed(sizes):
             parents.append(v)
             queue.append((len(parents) - 1, t + 1, x))
+    if len(parents) == 1:  # no child is ever accepted: every tree has E[L] = 1, and one
+        parents.append(0)  # drafted node is the cheapest (a tree drafts at least one)
     return Tree(parents)
 
 

@@ -343,6 +343,9 @@ def test_beam_and_width_trees():
 
 
 def test_optimal_tree_input_checks():
+    never = SiblingLaw([0.0])  # nothing is ever accepted: the cheapest tree, one node
+    assert optimal_tree(never, 4, 1.0, 0.1).tree == chain_tree(1)
+    assert max_expected_emitted(never, 4).mean_emitted == 1.0
     with pytest.raises(PolyspecInputError, match="max_nodes"):
         optimal_tree(SiblingLaw([0.5]), 0, 1.0, 0.0)
     with pytest.raises(PolyspecInputError, match="chain law"):
