@@ -359,8 +359,10 @@ def stationary_distribution(P, start: int, field: str = "schedule") -> np.ndarra
     """The long-run state frequencies of the Markov chain ``P`` started at ``start``: the
     stationary law of the one closed class it reaches (GTH on that class). Several closed
     classes reachable from ``start`` make the long-run average random: an error."""
-    P = np.asarray(P, dtype=np.float64)
+    P = as_real_array(P, "P", low=0.0, ndim=2)
     n = P.shape[0]
+    if P.shape != (n, n) or np.any(np.abs(P.sum(axis=1) - 1.0) > 1e-9):
+        raise PolyspecInputError("P", "must be a square stochastic matrix (rows sum to 1)")
     start = as_int(start, "start", low=0, high=n - 1)
     # transitive closure of the transition graph by repeated squaring (boolean)
     R = ((P > 0) | np.eye(n, dtype=bool)).astype(np.float64)

@@ -312,8 +312,12 @@ def residual_rank_probs(target, draft, kmax: int) -> np.ndarray:
     ``min(1, P_j(x_j) / Q(x_j))`` where ``P_1 = P`` and ``P_{j+1} = (P_j - Q)_+ / ||(P_j -
     Q)_+||_1``. Returns ``p_k = r_k prod_{j<k} (1 - r_j)``, ``r_j = sum_x min(P_j(x), Q(x))``,
     k = 1..kmax (``1 - r_j`` computed as ``||(P_j - Q)_+||_1``: no cancellation)."""
-    p = np.asarray(target, dtype=np.float64)
-    q = np.asarray(draft, dtype=np.float64)
+    p, nd_p = _prob_rows(target, "target")
+    q, nd_q = _prob_rows(draft, "draft")
+    if nd_p != 1 or nd_q != 1 or p.shape != q.shape:
+        raise PolyspecInputError("draft", "target and draft must be probability vectors of "
+                                 "one length")
+    p, q = p[0], q[0]
     kmax = as_int(kmax, "kmax", low=1)
     out = np.zeros(kmax)
     alive = 1.0
@@ -515,6 +519,8 @@ def _curve(c, field) -> CostCurve:
 def tree_draft_cost(tree: Tree, draft_cost) -> float:
     """Drafter time of one tree: ``sum_{d=1..D} T_draft(m_d)`` — one forward per depth,
     scoring the ``m_d`` nodes of depth ``d - 1`` that have children (a chain: ``G T(1)``)."""
+    if not isinstance(tree, Tree):
+        raise PolyspecInputError("tree", "must be a Tree")
     c = _curve(draft_cost, "draft_cost")
     return float(np.sum(c(tree.draft_positions())))
 

@@ -79,6 +79,15 @@ def test_gth_stationary_equals_eigenvector(k, seed):
     np.testing.assert_allclose(pi, ref / ref.sum(), rtol=1e-9, atol=1e-12)
 
 
+def test_stationary_rejects_bad_matrices():
+    with pytest.raises(PolyspecInputError, match="stochastic"):
+        stationary_distribution([[0.5, 0.4], [0.5, 0.5]], 0)
+    with pytest.raises(PolyspecInputError, match="NaN"):
+        stationary_distribution([[float("nan"), 1.0], [0.5, 0.5]], 0)
+    with pytest.raises(PolyspecInputError, match="start"):
+        stationary_distribution([[0.5, 0.5], [0.5, 0.5]], 2)
+
+
 def test_stationary_with_transient_states_and_two_closed_classes():
     P = np.array([[0.5, 0.5, 0.0], [0.0, 0.2, 0.8], [0.0, 0.6, 0.4]])  # 0 is transient
     pi = stationary_distribution(P, 0)

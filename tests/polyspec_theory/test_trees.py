@@ -259,6 +259,23 @@ def test_t2_residual_rank_law_and_losslessness_by_enumeration(pq, k):
     np.testing.assert_allclose(emitted, P, atol=1e-12)  # lossless
 
 
+def test_public_functions_reject_bad_input():
+    with pytest.raises(PolyspecInputError, match="target"):
+        residual_rank_probs([0.5, float("nan")], [0.5, 0.5], 2)
+    with pytest.raises(PolyspecInputError, match="draft"):
+        residual_rank_probs([0.5, 0.5], [0.2, 0.3, 0.5], 2)
+    with pytest.raises(PolyspecInputError, match="tree"):
+        tree_draft_cost([-1, 0], 1.0)
+    with pytest.raises(PolyspecInputError, match="tree"):
+        tree_speedup([-1, 0], SiblingLaw([0.5]), 1.0, 0.1)
+    with pytest.raises(PolyspecInputError, match="draft_cost"):
+        tree_speedup(chain_tree(2), SiblingLaw([0.5]), 1.0, -0.1)
+    with pytest.raises(PolyspecInputError, match="width"):
+        beam_tree(SiblingLaw([0.5]), 0, 3)
+    with pytest.raises(PolyspecInputError, match="law"):
+        path_probabilities(chain_tree(2), IIDGeometric(0.5))
+
+
 def test_residual_law_mixture_and_chain_behaviour():
     P = [[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]]
     Q = [[0.2, 0.3, 0.5], [0.3, 0.4, 0.3]]
