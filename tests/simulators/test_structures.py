@@ -123,28 +123,3 @@ def test_simulator_input_checks():
     with pytest.raises(PolyspecInputError, match="law"):
         simulate_residual_tree(c.trees[0], c.laws[0], 10)
 
-
-def test_cli_predict_and_simulate_trees_and_schedules(capsys, tmp_path):
-    import json
-
-    from polyspec.cli import main
-
-    for name, cfg in (("tree", TREE), ("hf", HF)):
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps(cfg))
-        assert main(["predict", str(path), "--json"]) == 0
-        out = json.loads(capsys.readouterr().out)
-        exact = predict_structured(Cascade.from_config(cfg)).speedup
-        assert out["speedup"] == pytest.approx(exact) and out["pairs"][0]["kind"] == name
-        assert main(["predict", str(path)]) == 0
-        assert "exact P1 with trees/schedules" in capsys.readouterr().out
-        assert main(["simulate", str(path), "--tokens", "30000", "--chains", "64", "--json",
-                     "--cpu-devices", "1"]) == 0
-        sim = json.loads(capsys.readouterr().out)
-        assert sim["prediction"]["speedup"] == pytest.approx(exact)
-        assert abs(sim["speedup"] - sim["prediction"]["finite_horizon_speedup"]) <= Z * sim["se"]
-    bad = dict(TREE, trees=[{"parents": [-1, 0, 2]}])
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(bad))
-    assert main(["predict", str(path)]) == 2
-    assert "trees[0].parents[2]" in capsys.readouterr().err
