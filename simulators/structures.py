@@ -377,7 +377,7 @@ class StructuredResult:
     chains: int
     rounds_per_chain: int
     burn_in: int
-    seed: int
+    seed: int | None  # None when a PRNG key was passed
     hist: np.ndarray = field(repr=False)  # [m, G, L]: measured rounds by block and emitted
     lengths: np.ndarray = field(repr=False)  # [m, theta]: measured rounds by current length
     chain_tokens: np.ndarray = field(default=None, repr=False)
@@ -399,12 +399,13 @@ def simulate_structured(cascade: Cascade, rounds: int, seed: int = 0, *, chains:
                         max_events: int | None = None) -> StructuredResult:
     """Monte Carlo of ``cascade`` (trees / schedules allowed; module docstring): ``chains``
     independent chains, each ``burn_in`` discarded top-level rounds (default
-    :data:`DEFAULT_BURN_IN` with a schedule, else 0) then ``rounds`` measured ones. Same seed
-    -> identical result."""
+    :data:`DEFAULT_BURN_IN` with a schedule, else 0) then ``rounds`` measured ones. ``seed``:
+    an int or a JAX PRNG key; same seed -> identical result."""
     if not isinstance(cascade, (Cascade, StructModel)):
         raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
     rounds = as_int(rounds, "rounds", low=1, high=10**9)
-    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
+    key = make_key(seed)  # an int seed or a typed PRNG key
+    seed = seed if isinstance(seed, int) else None
     chains = as_int(chains, "chains", low=2, high=2**20)
     chunk_len = as_int(chunk_len, "chunk_len", low=1, high=4096)
     model = cascade if isinstance(cascade, StructModel) else StructModel.from_cascade(cascade)
@@ -416,7 +417,6 @@ def simulate_structured(cascade: Cascade, rounds: int, seed: int = 0, *, chains:
         max_events = as_int(max_events, "max_events", low=1)
     m, n, w = static.m, cas.n, static.width
     state = jax.vmap(lambda d: _init(params, static, d))(jnp.zeros(chains, bool))
-    key = make_key(seed)
     hist = np.zeros((m, w + 1, w + 2), np.int64)
     lmax_theta = int(max(int(np.max(np.asarray(params.hf_max))), *cas.thresholds)) + 1
     lengths = np.zeros((m, lmax_theta), np.int64)
@@ -476,7 +476,7 @@ class ResidualTreeResult:
     token_counts: np.ndarray
     accepted_counts: np.ndarray
     rounds: int
-    seed: int
+    seed: int | None
 
     def mean_emitted(self) -> RatioEstimate:
         d = np.arange(self.accepted_counts.size)
@@ -503,7 +503,8 @@ def simulate_residual_tree(tree: Tree, law: ResidualLaw, rounds: int, seed: int 
     if not isinstance(law, ResidualLaw):
         raise PolyspecInputError("law", "must be a ResidualLaw")
     rounds = as_int(rounds, "rounds", low=1, high=10**9)
-    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
+    key = make_key(seed)  # an int seed or a typed PRNG key
+    seed = seed if isinstance(seed, int) else None
     batch = as_int(batch, "batch", low=1, high=2**22)
     P = jnp.asarray(law.target)
     Q = jnp.asarray(law.draft)
@@ -546,7 +547,6 @@ def simulate_residual_tree(tree: Tree, law: ResidualLaw, rounds: int, seed: int 
         return outs
 
     run = jax.jit(jax.vmap(one_round))
-    key = make_key(seed)
     rank_counts = np.zeros((K + 1, K + 1), np.int64)
     token_counts = np.zeros((Z, V), np.int64)
     acc_counts = np.zeros(D + 1, np.int64)

@@ -87,6 +87,10 @@ def test_same_seed_same_numbers():
     d = simulate_structured(c, 20, seed=10, chains=256)
     assert a.speedup == b.speedup and np.array_equal(a.hist, b.hist)
     assert a.speedup != d.speedup
+    import jax
+
+    k = simulate_structured(c, 20, seed=jax.random.key(9), chains=256)
+    assert k.speedup == a.speedup and k.seed is None  # make_key(9) is that key
 
 
 def test_residual_tree_token_level():
