@@ -2,7 +2,7 @@
 
 A config may carry, per adjacent pair, ``"trees": [null | {"parents": [...]}, ...]`` and
 ``"schedules": [null | {"kind": "hf", ...} | {"kind": "confidence", ...}, ...]``; ``null`` is
-the plain chain of THEORY §4. A pair with a tree or a schedule ignores its threshold (except
+the plain chain of docs/theory.md §6. A pair with a tree or a schedule ignores its threshold (except
 that a confidence cut-off without ``max`` uses it as its cap). Where they may sit:
 
 * a tree only at the bottom pair (its drafter ``M_n`` is one model running one forward per
