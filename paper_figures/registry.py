@@ -25,6 +25,7 @@ FIGURES = {
     8: "fig08_insertion",
     9: "fig09_mc_convergence",
     10: "fig10_serving_batch",
+    11: "fig11_trees",
 }
 
 

@@ -79,6 +79,20 @@ _MODULES = {
         "predict_batch",
     ),
     "serving_plan": ("BatchPlan", "plan_batch", "plan_batches"),
+    "trees": (
+        "beam_tree", "best_width_tree", "chain_tree", "expected_emitted_tree",
+        "fit_sibling_law", "kary_tree", "max_expected_emitted", "optimal_tree", "OptimalTree",
+        "ResidualLaw", "SiblingLaw", "Tree", "tree_round", "tree_speedup", "TreeLaw",
+        "TreeRound",
+    ),
+    "schedule": (
+        "ConfidenceFit", "ConfidenceLaw", "ConfidenceSchedule", "confidence_two_model",
+        "fit_confidence_law", "hf_two_model", "HFPrediction", "HFSchedule",
+        "stationary_distribution",
+    ),
+    "structured": (
+        "predict_structured", "StructuredPrediction",
+    ),
     "symbolic_cascade": (
         "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",
         "SymbolicCascade", "three_level_closed_form",

@@ -8,7 +8,9 @@
 ```
 Models target first; one acceptance law and one threshold per adjacent (verifier, drafter)
 pair. Optional: ``"policy"`` (``"accumulate"`` — docs/theory.md §6, default — or ``"truncate"``),
-``"name"``, ``"description"``.
+``"name"``, ``"description"``, and per pair ``"trees"`` (``null`` or ``{"parents": [...]}``) and
+``"schedules"`` (``null``, ``{"kind": "hf", ...}`` or ``{"kind": "confidence", ...}``): see
+:mod:`polyspec_theory.structured`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class Cascade:
     thresholds: tuple[int, ...]
     policy: str = "accumulate"
     name: str = "cascade"
+    trees: tuple | None = None  # per pair: None (chain) or a trees.Tree (structured.py)
+    schedules: tuple | None = None  # per pair: None or an HF / confidence schedule
 
     def __post_init__(self):
         n = len(self.models)
@@ -90,6 +94,12 @@ class Cascade:
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise PolyspecInputError("models", f"model names must be unique, got {names}")
+        if self.trees is not None or self.schedules is not None:
+            from .structured import check_structures
+
+            trees, schedules = check_structures(self)
+            object.__setattr__(self, "trees", trees)
+            object.__setattr__(self, "schedules", schedules)
 
     @property
     def n(self) -> int:
@@ -106,7 +116,7 @@ class Cascade:
             kind = type(cfg).__name__
             raise PolyspecInputError("config", f"must be an object/mapping, got {kind}")
         require_keys(cfg, "", required=["models", "acceptance", "thresholds"],
-                   optional=["policy", "name", "description"])
+                   optional=["policy", "name", "description", "trees", "schedules"])
         models_cfg = cfg["models"]
         if not isinstance(models_cfg, list):
             raise PolyspecInputError("models", "must be a list of {name, cost} objects")
@@ -126,7 +136,8 @@ class Cascade:
         name = cfg.get("name", "cascade")
         if not isinstance(name, str):
             raise PolyspecInputError("name", "must be a string")
-        return cls(tuple(models), laws, tuple(th), cfg.get("policy", "accumulate"), name)
+        return cls(tuple(models), laws, tuple(th), cfg.get("policy", "accumulate"), name,
+                   cfg.get("trees"), cfg.get("schedules"))
 
     def to_config(self) -> dict:
         out = {
@@ -137,7 +148,12 @@ class Cascade:
         }
         if self.policy != "accumulate":
             out["policy"] = self.policy
+        for key in ("trees", "schedules"):
+            items = getattr(self, key)
+            if items is not None:
+                out[key] = [None if x is None else x.to_config() for x in items]
         return out
 
     def with_thresholds(self, thresholds) -> Cascade:
-        return Cascade(self.models, self.laws, tuple(thresholds), self.policy, self.name)
+        return Cascade(self.models, self.laws, tuple(thresholds), self.policy, self.name,
+                       self.trees, self.schedules)

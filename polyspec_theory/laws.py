@@ -561,6 +561,10 @@ def law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
         from .regimes import RegimeLaw
 
         return RegimeLaw.from_config(spec["regime"], f"{field}.regime")
+    if isinstance(spec, dict) and list(spec) in (["sibling"], ["residual"], ["confidence"]):
+        from .structured import structure_law_from_config  # trees / schedules (issue 20)
+
+        return structure_law_from_config(spec, field)
     if not isinstance(spec, dict) or len(spec) != 1:
         raise PolyspecInputError(
             field,

@@ -129,6 +129,11 @@ def predict(cascade: Cascade) -> Prediction:
     """P1: exact speedup and per-level accounting of ``cascade`` (see module docstring)."""
     if not isinstance(cascade, Cascade):
         raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+    if cascade.trees is not None or cascade.schedules is not None:  # trees / schedules
+        from .structured import has_structures, predict_structured
+
+        if has_structures(cascade):
+            return predict_structured(cascade).prediction
     n = cascade.n
     costs = cascade.costs
     # bottom level: M_n alone

@@ -161,6 +161,10 @@ class LengthModel:
                      width: int | None = None) -> LengthModel:
         if not isinstance(cascade, Cascade):
             raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+        if any(x is not None for x in (cascade.trees or ()) + (cascade.schedules or ())):
+            raise PolyspecInputError(
+                "cascade", "has trees or schedules: simulate it with "
+                "simulators.structures.simulate_structured")
         m = cascade.n - 1
         gmax = block_bounds(cascade.thresholds, cascade.policy)
         need = max(gmax)

@@ -1,4 +1,5 @@
-"""Monte-Carlo verification of every numbered result (D1, D2, P1–P7, Y1–Y5, F1, F2, B1, B2).
+"""Monte-Carlo verification of every numbered result (D1, D2, P1–P7, Y1–Y5, F1, F2, B1, B2;
+token trees T1–T5 and adaptive draft length A1, A2, A4 in :mod:`simulators.verify_structures`).
 
 Each check runs a simulator (:mod:`simulators.length`, :mod:`simulators.token`,
 :mod:`simulators.yin_mc`) — the algorithm itself — and compares it with the theory module
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 FAMILY_ALPHA = 1e-3
-MAX_ROWS = 30
+MAX_ROWS = 40
 ROW_ALPHA = FAMILY_ALPHA / MAX_ROWS
 ROW_Z = float(stats.norm.isf(ROW_ALPHA / 2))
 
@@ -548,6 +549,18 @@ def check_b(ctx: VerifyContext) -> list[CheckRecord]:
             f"{_fmt(pr.speedup_unsynchronised)} (|z| {z_unsync:.1f}); {r.tokens} tokens",
             extra_ok=zmax <= z_row, z=z_row))
     return rows
+def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
+    """T1–T5 (token trees): :func:`simulators.verify_structures.check_trees`."""
+    from .verify_structures import check_trees as rows
+
+    return rows(ctx)
+
+
+def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
+    """A1, A2, A4 (adaptive draft length): :func:`simulators.verify_structures.check_schedules`."""
+    from .verify_structures import check_schedules as rows
+
+    return rows(ctx)
 
 
 REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] = (
@@ -562,6 +575,8 @@ REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] =
     ("Y", check_y),
     ("F", check_f),
     ("B", check_b),
+    ("T", check_trees),
+    ("A", check_schedules),
 )
 
 

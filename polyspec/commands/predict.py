@@ -21,7 +21,10 @@ def prediction_report(cascade) -> dict:
     from polyspec_theory.approximation import paper_approximation
     from polyspec_theory.bounds import phi_bounds
     from polyspec_theory.polybasic import predict
+    from polyspec_theory.structured import has_structures, structured_report
 
+    if has_structures(cascade):  # trees / schedules: no threshold bounds or Lemma 3.1
+        return structured_report(cascade)
     pred = predict(cascade)
     out = {"config": cascade.to_config(), **pred.to_dict()}
     for i in range(1, cascade.n):
@@ -29,6 +32,16 @@ def prediction_report(cascade) -> dict:
         out["levels"][i]["phi_bounds"] = phi_bounds(below, cascade.thresholds[i - 1]).to_dict()
     out["approximation"] = paper_approximation(cascade, pred).to_dict()
     return out
+
+
+def _structured_text(cascade) -> bool:
+    """Trees, schedules or tree/confidence laws: explained by polyspec_theory.structured."""
+    from polyspec_theory.schedule import ConfidenceLaw
+    from polyspec_theory.structured import has_structures
+    from polyspec_theory.trees import TreeLaw
+
+    return has_structures(cascade) or any(
+        isinstance(law, TreeLaw | ConfidenceLaw) for law in cascade.laws)
 
 
 def run(args) -> int:
@@ -45,6 +58,10 @@ def run(args) -> int:
         return _serving.run_predict(args, cascade)
     if args.json:
         print(dump_json(prediction_report(cascade)))
+    elif _structured_text(cascade):
+        from polyspec_theory.structured import explain_structured, predict_structured
+
+        print(explain_structured(cascade, predict_structured(cascade)))
     else:
         pred = predict(cascade)
         print(explain_prediction(cascade, pred, paper_approximation(cascade, pred)))

@@ -87,6 +87,12 @@ def run(args) -> int:
     from simulators.length import simulate_lengths
 
     use_cpu_cores(args.cpu_devices)
+    from polyspec_theory.structured import has_structures
+
+    if has_structures(cascade):  # trees / schedules: simulators.structures
+        from ._structured import run_structured
+
+        return run_structured(cascade, tokens, seed, chains, args.json)
 
     bar = None
     progress = None
