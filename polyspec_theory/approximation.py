@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._input import PolyspecInputError, as_int, as_int_array, as_real, as_real_array
-from .config import Cascade
+from .config import Cascade, as_cascade
 from .laws import IIDGeometric
 from .polybasic import Prediction, predict
 
@@ -135,18 +135,12 @@ class PaperApproximation:
         }
 
 
-def _check_cascade(cascade) -> Cascade:
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    return cascade
-
-
 def paper_approximation(cascade: Cascade, prediction: Prediction | None = None, *,
                         costs: str = "block") -> PaperApproximation:
     """Reading (b) of Lemma 3.1 for ``cascade`` and its error against P1 (``prediction``
     is recomputed when not given). ``costs``: ``"block"`` uses ``T_i(theta_i + 1)`` (fixed
     blocks), ``"unit"`` uses ``T_i(1)``; ``M_n`` always ``T_n(1)``."""
-    cascade = _check_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="the paper approximation (P4)")
     if costs not in COST_READINGS:
         raise PolyspecInputError("costs", f"must be one of {COST_READINGS}, got {costs!r}")
     if prediction is None:
@@ -192,7 +186,7 @@ def error_curve(cascade: Cascade, level, *, thresholds=None, alphas=None,
     ``(M_level, M_level+1)``) varies: either its threshold over ``thresholds`` or, with
     ``alphas``, its law replaced by iid ``alpha``. Returns ``{"x", "relative_error",
     "speedup_relative_error", "exact_speedup", "approx_speedup"}`` arrays (plot-ready)."""
-    cascade = _check_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="the paper approximation (P4)")
     level = as_int(level, "level", low=0, high=cascade.n - 2)
     if (thresholds is None) == (alphas is None):
         raise PolyspecInputError("thresholds", "give exactly one of thresholds or alphas")

@@ -21,7 +21,7 @@ from ._input import PolyspecInputError, as_int, require_keys
 from .costs import CostCurve, cost_from_config
 from .laws import AcceptanceLaw, law_from_config
 
-__all__ = ["Model", "Cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE"]
+__all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE"]
 
 POLICIES = ("accumulate", "truncate")
 MAX_THRESHOLD = 4096
@@ -157,3 +157,21 @@ class Cascade:
     def with_thresholds(self, thresholds) -> Cascade:
         return Cascade(self.models, self.laws, tuple(thresholds), self.policy, self.name,
                        self.trees, self.schedules)
+
+
+def as_cascade(cascade, field: str = "cascade", *, chain_only: str | None = None) -> Cascade:
+    """``cascade`` checked to be a :class:`Cascade`; with ``chain_only`` (the name of the
+    computation) trees and schedules are refused, because that computation models chains
+    only and would silently drop them."""
+    if not isinstance(cascade, Cascade):
+        raise PolyspecInputError(field, "must be a Cascade (use Cascade.from_config)")
+    if chain_only is not None:
+        from .structured import has_structures
+
+        if has_structures(cascade):
+            raise PolyspecInputError(
+                f"{field}.trees" if cascade.trees and any(t is not None for t in cascade.trees)
+                else f"{field}.schedules",
+                f"{chain_only} models chain cascades only; this cascade drafts a tree or "
+                "follows a draft-length schedule")
+    return cascade

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._input import PolyspecInputError
-from .config import Cascade
+from .config import Cascade, as_cascade
 
 __all__ = ["LevelCoupling", "group_rounds", "fit_coupling", "select_coupling",
            "coupled_forwards"]
@@ -135,6 +135,7 @@ def coupled_forwards(cascade: Cascade, mix: LevelCoupling) -> tuple[np.ndarray, 
     from .laws import IIDGeometric
     from .polybasic import predict
 
+    cascade = as_cascade(cascade, chain_only="the level coupling")
     num = np.zeros(cascade.n)
     den = cost = 0.0
     for w, a in zip(mix.weights, mix.alphas, strict=True):

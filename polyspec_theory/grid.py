@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._input import PolyspecInputError, as_int, as_int_array
-from .config import MAX_THRESHOLD, Cascade
+from .config import MAX_THRESHOLD, Cascade, as_cascade
 from .costs import CostCurve
 from .laws import AcceptanceLaw
 
@@ -97,17 +97,11 @@ def _level(l_pmf, round_cost, thetas, law: AcceptanceLaw, cost: CostCurve, polic
     return phi, rc, lp
 
 
-def _check_cascade(cascade) -> Cascade:
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    return cascade
-
-
 def predict_many(cascade: Cascade, thresholds) -> GridPrediction:
     """Exact P1 for ``cascade`` with each row of ``thresholds`` (shape ``(m, n-1)``, ints in
     ``1..MAX_THRESHOLD``) substituted for ``cascade.thresholds``. Models, laws, costs and
     policy are those of ``cascade``."""
-    cascade = _check_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="P1 on a grid of thresholds")
     n = cascade.n
     th = np.asarray(thresholds)
     if th.ndim == 1 and n == 2:
@@ -169,7 +163,7 @@ def predict_grid(cascade: Cascade, grids) -> dict:
     """Exact P1 on the Cartesian product ``grids[0] x ... x grids[n-2]`` of per-pair
     thresholds. Returns ``{"grids", "speedup", "time_per_token", "mean_emitted"}``; the
     arrays have shape ``(len(grids[0]), ..., len(grids[n-2]))``."""
-    cascade = _check_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="P1 on a grid of thresholds")
     if not isinstance(grids, (list, tuple)) or len(grids) != cascade.n - 1:
         raise PolyspecInputError(
             "grids", f"need one list of thresholds per pair ({cascade.n - 1})"
@@ -193,7 +187,7 @@ def optimize_thresholds(cascade: Cascade, max_threshold=16) -> tuple[tuple[int, 
     """Exhaustive search of every pair's threshold over ``1..max_threshold``; returns the
     threshold vector with the largest exact speedup (first in lexicographic order on ties)
     and that speedup."""
-    cascade = _check_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="P1 on a grid of thresholds")
     mt = as_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
     grid = [np.arange(1, mt + 1)] * (cascade.n - 1)
     res = predict_grid(cascade, grid)

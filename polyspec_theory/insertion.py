@@ -36,7 +36,7 @@ import numpy as np
 from scipy import special, stats
 
 from ._input import PolyspecInputError, as_int, as_real, as_real_array
-from .config import Cascade, Model
+from .config import Cascade, Model, as_cascade
 from .grid import optimize_thresholds
 from .laws import AcceptanceLaw, BetaMixed, GaussianBaseline, IIDGeometric, Positional
 from .polybasic import predict
@@ -52,14 +52,8 @@ __all__ = [
 ]
 
 
-def _check_cascade(cascade) -> Cascade:
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    return cascade
-
-
 def _check_inputs(cascade, position, model, upper_law, lower_law):
-    cascade = _check_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="model insertion (P5)")
     p = as_int(position, "position", low=0, high=cascade.n - 2)
     if not isinstance(model, Model):
         raise PolyspecInputError("model", "must be a Model(name, CostCurve)")

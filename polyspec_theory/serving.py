@@ -39,7 +39,7 @@ import numpy as np
 from ._input import PolyspecInputError, as_int
 from .batch_costs import MAX_BATCH_SIZE, BatchCostCurve, BatchTableCost, RooflineCost
 from .bounds import exact_tail
-from .config import MAX_THRESHOLD, Cascade, Model
+from .config import MAX_THRESHOLD, Cascade, Model, as_cascade
 from .costs import CostCurve
 from .laws import AcceptanceLaw
 from .polybasic import emitted_law, predict, renewal_fill
@@ -71,12 +71,6 @@ def _as_batch(batch, field: str = "batch") -> int:
     return as_int(batch, field, low=1, high=MAX_BATCH_SIZE)
 
 
-def _as_cascade(cascade) -> Cascade:
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    return cascade
-
-
 # --------------------------------------------------------------------------------------------
 # costs at a batch size
 # --------------------------------------------------------------------------------------------
@@ -94,7 +88,7 @@ def batch_cost(curve, batch) -> CostCurve:
 def batch_cascade(cascade, batch) -> Cascade:
     """``cascade`` with every model's cost replaced by ``T_i(batch, .)`` (plain table/affine
     curves): P1 on it is the *unsynchronised* batch prediction."""
-    cascade = _as_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
     b = _as_batch(batch)
     models = []
     for i, m in enumerate(cascade.models):
@@ -248,7 +242,7 @@ class BatchPrediction:
 def predict_batch(cascade, batch) -> BatchPrediction:
     """B2: exact speedup, throughput and per-sequence time per token of ``cascade`` decoded
     in a lockstep batch of ``batch`` sequences (model B0, see module docstring)."""
-    cascade = _as_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
     b = _as_batch(batch)
     bc = batch_cascade(cascade, b)
     costs = bc.costs
@@ -408,7 +402,7 @@ def _speedup_table(cascade: Cascade, b: int, tmax: int) -> np.ndarray:
 def optimize_batch_thresholds(cascade, batch, max_threshold=16) -> BatchOptimum:
     """B6: the threshold vector (each ``theta_i`` in ``1..max_threshold``) with the largest
     exact B2 speedup at ``batch``, by exhaustive search."""
-    cascade = _as_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
     b = _as_batch(batch)
     mt = as_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
     configs = mt ** (cascade.n - 1)
@@ -460,7 +454,7 @@ def _as_batches(batches) -> list[int]:
 
 def batch_sweep(cascade, batches, max_threshold=16) -> tuple[BatchPoint, ...]:
     """B2 at the cascade's thresholds and B6's optimum, for each batch size in ``batches``."""
-    cascade = _as_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
     bs = _as_batches(batches)
     mt = as_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
     out = []
@@ -505,7 +499,7 @@ def _default_max_batch(cascade: Cascade) -> int:
 def crossover_batch(cascade, *, max_batch=None, max_threshold=16, optimal=True) -> Crossover:
     """B6: the batch size beyond which speculation stops paying (see :class:`Crossover`).
     ``optimal``: compare the optimal thresholds at each batch (else the cascade's own)."""
-    cascade = _as_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
     mb = _default_max_batch(cascade) if max_batch is None else _as_batch(max_batch,
                                                                           "max_batch")
     mt = as_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
@@ -545,7 +539,7 @@ def large_batch_limit(cascade) -> dict:
     ``C_n = r_n(1)``, ``C_i = N_max,i+1 C_{i+1} + r_i(G_max,i + 1)``, limit
     ``r_1(1) E[L_1] / C_1``. When every ``kv_time_i <= compute_time_i`` the limit is
     ``<= E[L_1] / (G_max,1 + 1) <= 1``. Returns ``{"speedup", "bound", "rates"}``."""
-    cascade = _as_cascade(cascade)
+    cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
     rates = []
     for i, m in enumerate(cascade.models):
         if isinstance(m.cost, RooflineCost):
