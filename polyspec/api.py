@@ -15,7 +15,7 @@ from polyspec_theory.config import Cascade
 from polyspec_theory.polybasic import Prediction
 
 __all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",
-           "load_pool", "plan", "figures"]
+           "load_pool", "plan", "figures", "resolve_fit_files", "law_config_from_fit"]
 
 
 def load_cascade(source) -> Cascade:
@@ -23,13 +23,14 @@ def load_cascade(source) -> Cascade:
     if isinstance(source, Cascade):
         return source
     if isinstance(source, dict):
-        return Cascade.from_config(source)
+        return Cascade.from_config(resolve_fit_files(source, Path.cwd()))
     if not isinstance(source, (str, Path)):
         raise PolyspecInputError("config", "must be a file path, a mapping or a Cascade, got "
                                  f"{type(source).__name__}")
     from validation.files import read_mapping
 
-    return Cascade.from_config(read_mapping(Path(source)))
+    path = Path(source)
+    return Cascade.from_config(resolve_fit_files(read_mapping(path), path.parent))
 
 
 def predict(cascade) -> Prediction:
@@ -86,10 +87,11 @@ def load_pool(source):
     if isinstance(source, Pool):
         return source
     if isinstance(source, dict):
-        return Pool.from_config(source)
+        return Pool.from_config(resolve_fit_files(source, Path.cwd()))
     from validation.files import read_mapping
 
-    return Pool.from_config(read_mapping(Path(source)))
+    path = Path(source)
+    return Pool.from_config(resolve_fit_files(read_mapping(path), path.parent))
 
 
 def plan(pool, top: int = 5, **options):
@@ -107,3 +109,59 @@ def figures(out_dir, only=None, *, quick: bool = False, progress: bool = False):
     from paper_figures.registry import build_all
 
     return build_all(out_dir, subset=only, progress=progress, quick=quick)
+
+
+def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit") -> dict:
+    """The law (config form) in a ``polyspec fit --json`` object: its ``best`` law, or the
+    fitted law of ``family`` (``iid``, ``positional``, ``beta``, ``gaussian``)."""
+    if not isinstance(fit, dict) or "format" not in fit or "best" not in fit:
+        raise PolyspecInputError(field, "is not the output of `polyspec fit --json` "
+                                 "(no 'format' and 'best' keys)")
+    if family is None:
+        if fit["best"] is None:
+            why = "; ".join(fit.get("warnings") or []) or "no law was fitted"
+            raise PolyspecInputError(field, f"has no fitted law ({why})")
+        return fit["best"]
+    for entry in fit.get("laws") or []:
+        if entry.get("law") == family:
+            return entry["params"]
+    have = ", ".join(e.get("law", "?") for e in fit.get("laws") or []) or "none"
+    raise PolyspecInputError(f"{field}.law", f"no {family!r} law in the fit (have: {have})")
+
+
+def _resolve_one(spec, base: Path, field: str):
+    if not (isinstance(spec, dict) and "fit" in spec):
+        return spec
+    from polyspec_theory._input import require_keys
+    from validation.files import read_mapping
+
+    require_keys(spec, field, required=["fit"], optional=["law"])
+    name = spec["fit"]
+    if not isinstance(name, str) or not name:
+        raise PolyspecInputError(f"{field}.fit", "must be a file name (a `polyspec fit --json` "
+                                 "output)")
+    path = Path(name) if Path(name).is_absolute() else base / name
+    if not path.is_file():
+        raise PolyspecInputError(f"{field}.fit", f"file not found: {path}")
+    try:
+        fit = read_mapping(path)
+    except PolyspecInputError as e:
+        raise PolyspecInputError(f"{field}.fit", str(e)) from None
+    return law_config_from_fit(fit, spec.get("law"), f"{field}.fit")
+
+
+def resolve_fit_files(cfg, base_dir) -> dict:
+    """``cfg`` with every acceptance entry ``{"fit": FILE}`` / ``{"fit": FILE, "law": F}``
+    replaced by the law it names (FILE relative to ``base_dir``). Works on cascade configs
+    (acceptance a list) and pools (acceptance keyed ``"verifier|drafter"``)."""
+    if not isinstance(cfg, dict) or "acceptance" not in cfg:
+        return cfg
+    base = Path(base_dir)
+    acc = cfg["acceptance"]
+    if isinstance(acc, list):
+        new = [_resolve_one(a, base, f"acceptance[{i}]") for i, a in enumerate(acc)]
+    elif isinstance(acc, dict):
+        new = {k: _resolve_one(a, base, f"acceptance.{k}") for k, a in acc.items()}
+    else:
+        return cfg
+    return {**cfg, "acceptance": new}

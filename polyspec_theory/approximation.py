@@ -94,7 +94,7 @@ def identity_from_prediction(prediction: Prediction) -> float:
         raise PolyspecInputError("prediction", "must be a Prediction (from predict)")
     lv = prediction.levels
     lengths = [1.0 / x.forwards_per_token for x in lv[:-1]]
-    costs = [x.forward_cost for x in lv]
+    costs = [x.forward_cost + x.overhead for x in lv]  # a verification round's time
     return lemma31_time(1.0, lengths, costs, lv[-2].mean_block)
 
 
