@@ -15,7 +15,8 @@ from polyspec_theory.config import Cascade
 from polyspec_theory.polybasic import Prediction
 
 __all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",
-           "load_pool", "plan", "figures", "resolve_fit_files", "law_config_from_fit"]
+           "load_pool", "plan", "figures", "resolve_fit_files", "law_config_from_fit",
+           "load_calibration_runs"]
 
 
 def load_cascade(source) -> Cascade:
@@ -165,3 +166,52 @@ def resolve_fit_files(cfg, base_dir) -> dict:
     else:
         return cfg
     return {**cfg, "acceptance": new}
+
+
+def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> dict:
+    """A ``polyspec calibrate`` runs mapping from a runs file (JSON / YAML; acceptance entries
+    ``{"fit": FILE}`` read relative to it) or a sweep table (text: mean acceptance length and
+    time per token per K; ``method`` picks its column). ``fit_on``: names of the runs (for a
+    sweep: the Ks) to fit on, the others held out."""
+    from validation.engines import load_sweep, read_engine_text, sweep_runs
+    from validation.files import read_mapping
+
+    path = Path(source)
+    text, _ = read_engine_text(path)
+    if text.lstrip()[:1] in ("{", "[") or path.suffix.lower() in (".json", ".yaml", ".yml"):
+        if method is not None:
+            raise PolyspecInputError("--method", "only applies to a sweep table")
+        cfg = read_mapping(path)
+        runs = cfg.get("runs")
+        if isinstance(runs, list):
+            new = []
+            for i, r in enumerate(runs):
+                if isinstance(r, dict) and isinstance(r.get("acceptance"), list):
+                    r = {**r, "acceptance": [_resolve_one(a, path.parent,
+                                                          f"runs[{i}].acceptance[{k}]")
+                                             for k, a in enumerate(r["acceptance"])]}
+                new.append(r)
+            cfg = {**cfg, "runs": new}
+        cfg = resolve_fit_files(cfg, path.parent)
+        if fit_on is not None:
+            names = [r.get("name") for r in cfg.get("runs", []) if isinstance(r, dict)]
+            want = [str(x) for x in fit_on]
+            for w in want:
+                if w not in names:
+                    raise PolyspecInputError("--fit-on", f"no run named {w!r} (runs: "
+                                             f"{', '.join(map(str, names))})")
+            cfg["runs"] = [{**r, "holdout": r.get("name") not in want} for r in cfg["runs"]]
+        return cfg
+    table = load_sweep(path)
+    if method is None:
+        raise PolyspecInputError("--method", "this sweep table has methods "
+                                 f"{', '.join(table.methods)}: choose one with --method")
+    ks = None
+    if fit_on is not None:
+        ks = []
+        for x in fit_on:
+            try:
+                ks.append(int(str(x).removeprefix("K=")))
+            except ValueError:
+                raise PolyspecInputError("--fit-on", f"{x!r} is not a K of the sweep") from None
+    return sweep_runs(table, method, ks)

@@ -434,9 +434,10 @@ class RunPrediction:
 @dataclass(frozen=True)
 class ThresholdChoice:
     """The best threshold vector with its predicted time per token and speedup;
-    ``probability_best``: share of draws of the fitted parameters (normal, their covariance)
-    in which it stays the best; ``runner_up`` and the predicted gap ``tau_runner_up /
-    tau_best - 1`` with its standard deviation."""
+    ``probability_best``: share of draws of the fitted cost parameters (normal, their
+    covariance; the acceptance at each candidate held fixed) in which it stays the best;
+    ``runner_up`` and the predicted gap ``tau_runner_up / tau_best - 1`` with its standard
+    deviation."""
 
     thresholds: tuple[int, ...]
     time_per_token: float

@@ -1482,16 +1482,17 @@ def acceptance_report(out: EngineOutput) -> dict:
 
     warnings = list(out.warnings)
     pooled = out.pooled
-    if len(out.snapshots) > 1 and len({s.cap for s in out.snapshots}) > 1:
-        pooled = replace(pooled, cap=None)
+    caps = {s.cap for s in out.snapshots}
+    # several known draft lengths with histograms: one law, each snapshot censored at its own
+    mixed = len(caps) > 1 and None not in caps and pooled.counts is not None
     laws, best, method = [], None, None
-    short = pooled.short_slots
-    slots = (pooled.cap or 0) * pooled.rounds
+    short = sum(s.short_slots for s in out.snapshots)
+    slots = sum((s.cap or 0) * s.rounds for s in out.snapshots)
     for s in out.snapshots:
         note = _short_draft_note(s)
         if note:
             warnings.append(note)
-    if pooled.cap is None:
+    if pooled.cap is None and not mixed:
         if not any("varies" in w or "differ in draft length" in w for w in warnings):
             warnings.append("the draft length is not the same in every round: no law fitted")
     elif slots and short > SHORT_DRAFT_TOLERANCE * slots:
@@ -1504,7 +1505,8 @@ def acceptance_report(out: EngineOutput) -> dict:
             d = f.to_dict()
             laws.append({k: _finite(v) if isinstance(v, float) else v for k, v in d.items()})
         best = best_fit(fits).law.to_config()
-        method = "censored maximum likelihood on the acceptance histogram"
+        method = "censored maximum likelihood on the acceptance histogram" + (
+            f" (draft lengths {sorted(caps)}, each round censored at its own)" if mixed else "")
     else:
         law = IIDGeometric.from_mean(pooled.mean_accepted, pooled.cap)
         laws.append({"law": "iid", "params": law.to_config(), "loglik": None, "aic": None,
@@ -1541,6 +1543,7 @@ def acceptance_report(out: EngineOutput) -> dict:
         "engine_mean_acceptance_length": engine_mal,
         "histogram": (None if pooled.counts is None or pooled.cap is None
                       else [int(x) for x in pooled.counts.histogram(pooled.cap)]),
+        "caps": sorted(c for c in caps if c is not None),
         "histogram_source": pooled.histogram_source,
         "fit_method": method,
         "laws": laws,
