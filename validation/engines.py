@@ -322,8 +322,8 @@ def detect_format(text: str) -> str:
         return "vllm-v1-log"
     if "Decode batch." in text and "accept len" in text:
         return "sglang-log"
-    if re.search(r"^\s*n_drafted\s*=", text, re.M) and re.search(r"^\s*n_accept\s*=", text,
-                                                                 re.M):
+    if re.search(r"^\s*n_predict\s*=", text, re.M) and re.search(
+            r"^\s*n_(drafted|accept|draft)\s*=", text, re.M):
         return "llamacpp-speculative"
     if "#gen drafts" in text or "draft acceptance =" in text:
         return "llamacpp-server"
