@@ -618,9 +618,16 @@ def _check_identifiable(problem, X, labels) -> None:
 
 
 def _solve(X, y, w):
+    """Weighted least squares with every parameter >= 0 (costs and overheads are times):
+    the unconstrained solution when it is non-negative, else bounded-variable least squares
+    (exact, active set)."""
     sw = np.sqrt(w)
-    beta, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
-    return beta
+    a, b = X * sw[:, None], y * sw
+    beta, *_ = np.linalg.lstsq(a, b, rcond=None)
+    if (beta >= 0).all():
+        return beta
+    res = optimize.lsq_linear(a, b, bounds=(0.0, np.inf), method="bvls", tol=1e-15)
+    return np.maximum(res.x, 0.0)
 
 
 def calibrate(problem: CalibrationProblem) -> Calibration:
@@ -645,7 +652,17 @@ def calibrate(problem: CalibrationProblem) -> Calibration:
     dof = m - p
     warnings = []
     cov, chi2, scale = None, None, 1.0
-    xtwx_inv = np.linalg.inv((X * w[:, None]).T @ X)
+    free = beta > 0
+    if not free.all():
+        free_beta, *_ = np.linalg.lstsq(X * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)
+        for j in np.flatnonzero(~free):
+            warnings.append(f"{labels[j]}: unconstrained least squares gives "
+                            f"{free_beta[j]:.4g} < 0; the runs do not support a positive value, "
+                            "so it is fixed at 0 (bounded least squares; no interval)")
+    xtwx_inv = np.zeros((p, p))
+    if free.any():
+        xf = X[:, free]
+        xtwx_inv[np.ix_(free, free)] = np.linalg.inv((xf * w[:, None]).T @ xf)
     if known_sd:
         chi2 = float(np.sum(w * resid**2))
         cov = xtwx_inv
@@ -691,10 +708,6 @@ def calibrate(problem: CalibrationProblem) -> Calibration:
             cov = cov + np.outer(j, j) * st * st
         if jac:
             uncertainty += "; plus the rounding of the tau inputs (resolution / sqrt(12))"
-    for lab, b in zip(labels, beta, strict=True):
-        if b < 0:
-            warnings.append(f"{lab} fitted < 0 ({b:.4g}): the runs do not support a positive "
-                            "value; it is taken as 0 in predictions and written configs")
     acc_model, acc_src = _acceptance_model(problem)
     cal = Calibration(problem, labels, beta, cov, dof, chi2, scale, uncertainty, (), (), (),
                       acc_model, acc_src, tuple(warnings), cov_y, tuple(effects))

@@ -313,3 +313,17 @@ def test_tokens_per_s_in_the_time_unit():
     # a round emits 2.5 tokens in 6.25 ms * 2.5 = 3 drafts * 1 + 10 + o
     assert cal.estimates[0] == pytest.approx(6.25 * 2.5 - 13.0, rel=1e-9)
     assert not cal.warnings[1:]  # only the no-uncertainty note (dof = 0, no resolution)
+
+
+def test_negative_least_squares_solution_is_bounded_at_zero():
+    runs = [{"name": f"K={k}", "thresholds": [k], "acceptance": [{"alpha": 0.78}],
+             "time_per_token": t} for k, t in ((1, 6.0), (2, 5.0), (3, 4.9))]
+    cal = calibrate(problem_from_config({
+        "models": [{"name": "t", "cost": 9.0, "overhead": "fit"}, {"name": "d", "cost": "fit"}],
+        "runs": runs}))
+    assert cal.estimates[0] == 0.0 and cal.estimates[1] > 0
+    assert any("t.overhead" in w and "fixed at 0" in w for w in cal.warnings)
+    # predictions and the written models agree (both use the bounded estimates)
+    ch = choose_threshold(cal)
+    assert ch.time_per_token == pytest.approx(predict(cal.cascade(ch.thresholds)).time_per_token,
+                                              rel=1e-12)
