@@ -9,7 +9,7 @@ config syntax (``{"name", "cost": {"table": [...]}}``) in ``time_unit`` (default
 to paste into a cascade config or a pool, or to give ``polyspec calibrate`` known costs.
 
 The level loading and the timed forwards are those of the capture
-(:func:`validation.levels.load_level`, :func:`validation.capture.cost_curve_records`); this
+(:func:`validation.models.load_model`, :func:`validation.capture.cost_curve_records`); this
 module is the only place that uses them for profiling.
 """
 
@@ -62,7 +62,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
     import torch
 
     from .capture import cost_curve_records
-    from .levels import load_level
+    from .models import load_model
 
     if isinstance(specs, str) or not specs:
         raise PolyspecInputError("models", "give at least one model")
@@ -84,7 +84,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
     out = []
     for spec in specs:
         t0 = time.perf_counter()
-        level = load_level(spec, device=device, dtype=dtypes[dtype], zoo_dir=zoo_dir)
+        level = load_model(spec, device=device, dtype=dtypes[dtype], zoo_dir=zoo_dir)
         if level.max_len is not None and context + max_m > level.max_len:
             raise PolyspecInputError("--context", f"{spec}: context + max_m = "
                                      f"{context + max_m} exceeds the model's {level.max_len} "

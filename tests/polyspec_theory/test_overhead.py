@@ -206,3 +206,26 @@ def test_tau_with_its_own_threshold_in_a_pool():
                              "acceptance": {"t|d": {"tau": 2.47, "threshold": 7}},
                              "time_unit": "ms"})
     assert pool.time_unit == "ms" and pool.cascade(("t", "d"), (3,)).time_unit == "ms"
+
+
+@settings(max_examples=40, deadline=None)
+@given(cascades(max_n=3), st.integers(1, 4))
+def test_serving_batch_theory_carries_the_overhead(cfg, batch):
+    """B2 with per-round overheads: once per batched verification round, so b = 1 is P1 and
+    for any b the overheads add sum_i F_i^b o_i (F^b: batched forwards per token, which do
+    not depend on costs)."""
+    from polyspec_theory.serving import optimize_batch_thresholds, predict_batch
+
+    c = Cascade.from_config(cfg)
+    c0 = Cascade.from_config(_without_overhead(cfg))
+    if batch == 1:
+        assert predict_batch(c, 1).time_per_token == pytest.approx(
+            predict(c).time_per_token, rel=1e-11)
+    pb, pb0 = predict_batch(c, batch), predict_batch(c0, batch)
+    extra = sum(lv.forwards_per_token * m.get("overhead", 0.0)
+                for lv, m in zip(pb0.levels, cfg["models"], strict=True))
+    assert pb.time_per_token == pytest.approx(pb0.time_per_token + extra, rel=1e-11)
+    assert sum(lv.time_share for lv in pb.levels) == pytest.approx(1.0, rel=1e-11)
+    opt = optimize_batch_thresholds(c, batch, 4)
+    assert opt.speedup == pytest.approx(predict_batch(c.with_thresholds(opt.thresholds),
+                                                      batch).speedup, rel=1e-10)
