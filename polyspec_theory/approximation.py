@@ -159,6 +159,8 @@ def paper_approximation(cascade: Cascade, prediction: Prediction | None = None, 
         ts = [cascade.costs[i](th[i] + 1) for i in range(cascade.n - 1)]
     else:
         ts = [c.t1 for c in cascade.costs[:-1]]
+    # a verifier's T_i is the time of one verification round: forward + per-round overhead
+    ts = [t + m.overhead for t, m in zip(ts, cascade.models, strict=False)]
     ts.append(cascade.costs[-1].t1)
     beta = float(th[-1])
     tau = lemma31_time(1.0, el, ts, beta)

@@ -229,3 +229,16 @@ def test_profile_errors(capsys, argv, needle):
         needle = "--context"
     rc, out, err = _run(capsys, "profile", *argv)
     assert rc == 2 and needle in err and err.count("\n") == 1
+
+
+def test_committed_runs_file_is_the_sweep(capsys):
+    """configs/calibration-eagle1.json (the runs-file format of docs/engines.md) is the EAGLE-1
+    column of the shared sweep: same fit, same choice."""
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    a = _calibrate_json(capsys, root / "configs" / "calibration-eagle1.json")
+    b = _calibrate_json(capsys, sample("vllm_eagle_sweep_issue20780.txt"), "--method",
+                        "EAGLE 1", "--fit-on", "2,7")
+    assert [p["estimate"] for p in a["parameters"]] == pytest.approx(
+        [p["estimate"] for p in b["parameters"]], rel=1e-12)
+    assert a["best_threshold"]["thresholds"] == b["best_threshold"]["thresholds"] == [3]
+    assert a["engine_best"] == 3

@@ -79,6 +79,12 @@ def test_overhead_adds_forwards_times_overhead(cfg):
     assert sum(lv.time_share for lv in with_o.levels) == pytest.approx(1.0, rel=1e-11)
     # P4's accounting identity counts a verification round as forward + overhead
     assert identity_from_prediction(with_o) == pytest.approx(with_o.time_per_token, rel=1e-10)
+    # for two models the paper's formula (T_i read as forward + overhead) is still exact
+    if len(cfg["models"]) == 2 and cfg["policy"] == "accumulate":
+        from polyspec_theory.approximation import paper_approximation
+
+        assert paper_approximation(Cascade.from_config(cfg)).relative_error == pytest.approx(
+            0.0, abs=1e-10)
     # the grid of thresholds agrees with predict
     c = Cascade.from_config(cfg)
     g = predict_many(c, np.array([c.thresholds]))
