@@ -672,6 +672,10 @@ def calibrate(problem: CalibrationProblem) -> Calibration:
             scale = chi2 / dof
             cov = cov * scale
             uncertainty += f", scaled by chi2/dof = {scale:.3g} (residuals exceed them)"
+        if dof == 0:
+            warnings.append("as many fit runs as unknowns: the intervals cover the measurement "
+                            "rounding only, not the model's misfit (fit more runs for a "
+                            "residual check and leave-one-out)")
     elif dof > 0:
         s2 = float(np.sum(resid**2)) / dof
         cov = s2 * xtwx_inv
