@@ -15,8 +15,8 @@ from polyspec_theory.config import Cascade
 from polyspec_theory.polybasic import Prediction
 
 __all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",
-           "load_pool", "plan", "figures", "resolve_fit_files", "law_config_from_fit",
-           "load_calibration_runs"]
+           "load_pool", "plan", "figures", "fit", "calibrate", "profile",
+           "resolve_fit_files", "law_config_from_fit", "load_calibration_runs"]
 
 
 def load_cascade(source) -> Cascade:
@@ -110,6 +110,36 @@ def figures(out_dir, only=None, *, quick: bool = False, progress: bool = False):
     from paper_figures.registry import build_all
 
     return build_all(out_dir, subset=only, progress=progress, quick=quick)
+
+
+def fit(path, *, fmt: str | None = None, gamma: int | None = None,
+        snapshot: int | None = None) -> dict:
+    """A serving engine's output file -> acceptance data and fitted laws: the object that
+    ``polyspec fit --json`` prints (:func:`validation.engines.acceptance_report`)."""
+    from validation.engines import acceptance_report, load_engine_output
+
+    out = load_engine_output(path, fmt, gamma)
+    return acceptance_report(out if snapshot is None else out.select(snapshot))
+
+
+def calibrate(runs, *, method: str | None = None, fit_on=None):
+    """Fit the unknown cost parameters to measured runs (a runs file, a runs mapping or a sweep
+    table; see :func:`load_calibration_runs`): a
+    :class:`polyspec_theory.calibration.Calibration`."""
+    from polyspec_theory.calibration import calibrate as _calibrate
+    from polyspec_theory.calibration import problem_from_config
+
+    cfg = runs if isinstance(runs, dict) else load_calibration_runs(runs, method=method,
+                                                                    fit_on=fit_on)
+    return _calibrate(problem_from_config(cfg))
+
+
+def profile(models, **options) -> dict:
+    """Measured ``T(m)`` tables of ``models`` on this device (:func:`validation.profile.
+    profile_models`; options ``max_m``, ``repeats``, ``context``, ``device``, ...)."""
+    from validation.profile import profile_models
+
+    return profile_models(list(models) if not isinstance(models, str) else [models], **options)
 
 
 def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit") -> dict:

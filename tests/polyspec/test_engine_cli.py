@@ -242,3 +242,15 @@ def test_committed_runs_file_is_the_sweep(capsys):
         [p["estimate"] for p in b["parameters"]], rel=1e-12)
     assert a["best_threshold"]["thresholds"] == b["best_threshold"]["thresholds"] == [3]
     assert a["engine_best"] == 3
+
+
+def test_python_api_verbs():
+    import polyspec as ps
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    assert ps.fit(sample("vllm_v0_log_issue9539.txt"))["rounds"] == 13311 // 3
+    cal = ps.calibrate(root / "configs" / "calibration-eagle1.json")
+    assert cal.labels == ("llama-3.1-8b.overhead", "eagle1.base")
+    same = ps.calibrate(sample("vllm_eagle_sweep_issue20780.txt"), method="EAGLE 1",
+                        fit_on=[2, 7])
+    assert list(same.estimates) == pytest.approx(list(cal.estimates), rel=1e-12)
