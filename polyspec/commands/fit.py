@@ -11,11 +11,14 @@ HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llam
 
 
 def add_arguments(p):
-    from validation.engines import FORMATS
-
+    # the format names live in validation.engines.FORMATS (not imported here: --help and the
+    # other commands stay fast); an unknown name is rejected with the list
     p.add_argument("file", help="the engine output (log, metrics dump, JSON)")
-    p.add_argument("--format", default=None, choices=sorted(FORMATS), metavar="F",
-                   help="override the detected format: " + ", ".join(sorted(FORMATS)))
+    p.add_argument("--format", default=None, metavar="F",
+                   help="override the detected format (vllm-v0-log, vllm-v1-log, "
+                        "vllm-offline-example, prometheus-text, prometheus-ui, vllm-json, "
+                        "vllm-per-request, sglang-log, sglang-meta, llamacpp-speculative, "
+                        "llamacpp-server, trtllm-bench)")
     p.add_argument("--gamma", type=int, default=None,
                    help="draft length per round (num_speculative_tokens) where the output "
                         "does not state it")

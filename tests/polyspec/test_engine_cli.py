@@ -254,3 +254,17 @@ def test_python_api_verbs():
     same = ps.calibrate(sample("vllm_eagle_sweep_issue20780.txt"), method="EAGLE 1",
                         fit_on=[2, 7])
     assert list(same.estimates) == pytest.approx(list(cal.estimates), rel=1e-12)
+
+
+def test_fit_help_lists_every_parser_format():
+    from polyspec.cli import build_parser
+    from validation.engines import FORMATS
+
+    sub = build_parser()._subparsers._group_actions[0].choices["fit"]
+    text = "".join(sub.format_help().split())  # argparse wraps at hyphens
+    for name in FORMATS:
+        if name != "vllm-sweep":  # calibration data, read by `polyspec calibrate`
+            assert name in text, name
+    rc = __import__("polyspec.cli", fromlist=["main"]).main(
+        ["fit", sample("vllm_v0_log_issue9539.txt"), "--format", "nope"])
+    assert rc == 2
