@@ -331,9 +331,17 @@ def cost_coefficients(costs: CostModel, laws, thresholds, policy: str = "accumul
     """``(known, x)``: P1's time per token of the cascade with ``laws`` and ``thresholds`` is
     ``known + x . beta`` for the unknown parameters ``beta`` of ``costs`` (exact: P1 is
     linear in the costs and overheads given the laws and thresholds)."""
+    if not isinstance(costs, CostModel):
+        raise PolyspecInputError("costs", "must be a CostModel (problem_from_config(...).costs)")
     n = costs.n
+    if isinstance(laws, (str, bytes)) or not hasattr(laws, "__len__") or len(laws) != n - 1:
+        raise PolyspecInputError("laws", f"must be {n - 1} acceptance law(s), one per pair")
+    laws = tuple(law if isinstance(law, AcceptanceLaw) else law_from_config(law, f"laws[{k}]")
+                 for k, law in enumerate(laws))
+    if isinstance(thresholds, (str, bytes)) or not hasattr(thresholds, "__len__"):
+        raise PolyspecInputError("thresholds", f"must be a list of {n - 1} integer(s)")
     unit = Cascade(tuple(Model(nm, CostCurve.constant(1.0)) for nm in costs.names),
-                   tuple(laws), tuple(thresholds), policy)
+                   laws, tuple(thresholds), policy)
     pred = predict(unit)
     lv = pred.levels
     vals = costs.values
@@ -375,8 +383,15 @@ def acceptance_from_taus(points, field: str = "tau") -> AcceptanceLaw:
     ``alpha_1..alpha_{r-1}`` for positions ``1..r-1`` and ``alpha_r`` for every later
     position, by least squares on the capped means (exact when a law fits; hazards in
     ``[0, 1]``)."""
-    pts = [(as_int(g, f"{field}.threshold", low=1), as_real(t, f"{field}", low=1.0))
-           for g, t in points]
+    if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
+        raise PolyspecInputError(field, "must be a list of (threshold, tau) pairs")
+    pts = []
+    for j, pt in enumerate(points):
+        if isinstance(pt, (str, bytes)) or not hasattr(pt, "__len__") or len(pt) != 2:
+            raise PolyspecInputError(f"{field}[{j}]", f"must be a (threshold, tau) pair, got "
+                                     f"{pt!r}")
+        pts.append((as_int(pt[0], f"{field}[{j}].threshold", low=1, high=MAX_THRESHOLD),
+                    as_real(pt[1], f"{field}[{j}].tau", low=1.0)))
     if not pts:
         raise PolyspecInputError(field, "no mean acceptance length to fit")
     for g, t in pts:
@@ -793,8 +808,18 @@ def choose_threshold(cal: Calibration, candidates=None, laws_for=None, *, within
     the calibration's acceptance model). How sure: ``draws`` normal draws of the fitted
     parameters (their covariance; fixed ``seed``) give the probability that the choice stays
     the best and that its time is within ``within`` of the best draw's."""
-    cands = (_candidates(cal.problem.costs.n, cal.problem.max_threshold)
-             if candidates is None else [tuple(int(x) for x in t) for t in candidates])
+    if not isinstance(cal, Calibration):
+        raise PolyspecInputError("calibration", "must be a Calibration (from calibrate)")
+    n1 = cal.problem.costs.n - 1
+    if candidates is None:
+        cands = _candidates(n1 + 1, cal.problem.max_threshold)
+    else:
+        cands = []
+        for j, t in enumerate(candidates):
+            if isinstance(t, (str, bytes)) or not hasattr(t, "__len__") or len(t) != n1:
+                raise PolyspecInputError(f"candidates[{j}]", f"must be {n1} threshold(s)")
+            cands.append(tuple(as_int(x, f"candidates[{j}]", low=1, high=MAX_THRESHOLD)
+                               for x in t))
     if not cands:
         raise PolyspecInputError("candidates", "no threshold vector to choose from")
     within = as_real(within, "within", low=0.0)

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError, as_int
+from polyspec_theory._input import PolyspecInputError, as_int, as_real_array
 from polyspec_theory.counts import AcceptanceCounts
 
 __all__ = [
@@ -414,9 +414,12 @@ def survival_from_rates(rates, rounds: int, accepted: int | None = None,
     ``[(r_k - h_k) N, (r_k + h_k) N]``, non-increasing, summing to ``accepted`` (when given),
     and closest to ``r_k N`` in squared distance among the one-step moves (greedy). When
     ``h_k N < 1/2`` the counts are exact. One-line error when no counts fit."""
-    r = np.asarray(rates, dtype=np.float64)
+    r = as_real_array(rates, field, low=0.0, high=1.0)
     n = as_int(rounds, "rounds", low=1)
-    h = np.full(r.size, 0.0) if half_units is None else np.asarray(half_units, np.float64)
+    h = (np.zeros(r.size) if half_units is None
+         else as_real_array(half_units, "half_units", low=0.0))
+    if h.shape != r.shape:
+        raise PolyspecInputError("half_units", f"must have one value per rate ({r.size})")
     t = r * n
     lo = np.maximum(np.ceil((r - h) * n - 1e-9), 0).astype(np.int64)
     hi = np.minimum(np.floor((r + h) * n + 1e-9), n).astype(np.int64)
@@ -1480,6 +1483,8 @@ def acceptance_report(out: EngineOutput) -> dict:
     or unknown caps): no law, and a warning saying why."""
     from polyspec_theory.laws import IIDGeometric, best_fit, fit_laws
 
+    if not isinstance(out, EngineOutput):
+        raise PolyspecInputError("output", "must be an EngineOutput (load_engine_output)")
     warnings = list(out.warnings)
     pooled = out.pooled
     caps = {s.cap for s in out.snapshots}
@@ -1650,6 +1655,10 @@ def sweep_runs(table: SweepTable, method: str, fit_on=None) -> dict:
     drafter), per-round overhead of the target and the drafter's cost per forward unknown, the
     target's ``T_1(1)`` = the autoregressive TPOT; one run per K with acceptance ``{"tau":
     AL(K)}``; runs not in ``fit_on`` (Ks) are held out (predicted, then compared)."""
+    if not isinstance(table, SweepTable):
+        raise PolyspecInputError("table", "must be a SweepTable (load_sweep)")
+    if not isinstance(method, str):
+        raise PolyspecInputError("--method", f"must be a method name, got {method!r}")
     names = {_norm(m): m for m in table.methods}
     key = names.get(_norm(method))
     if key is None:

@@ -327,3 +327,23 @@ def test_negative_least_squares_solution_is_bounded_at_zero():
     ch = choose_threshold(cal)
     assert ch.time_per_token == pytest.approx(predict(cal.cascade(ch.thresholds)).time_per_token,
                                               rel=1e-12)
+
+
+def test_public_functions_reject_bad_input():
+    prob = _eagle("EAGLE 1")
+    cal = calibrate(prob)
+    for call, field in [
+        (lambda: cost_coefficients("x", [], [2]), "costs"),
+        (lambda: cost_coefficients(prob.costs, [], [2]), "laws"),
+        (lambda: cost_coefficients(prob.costs, [{"alpha": 2.0}], [2]), "laws[0].alpha"),
+        (lambda: cost_coefficients(prob.costs, [{"alpha": 0.5}], "2"), "thresholds"),
+        (lambda: acceptance_from_taus("x"), "tau"),
+        (lambda: acceptance_from_taus([(2,)]), "tau[0]"),
+        (lambda: acceptance_from_taus([(0, 1.5)]), "tau[0].threshold"),
+        (lambda: choose_threshold("x"), "calibration"),
+        (lambda: choose_threshold(cal, candidates=[(2, 3)]), "candidates[0]"),
+        (lambda: choose_threshold(cal, draws=0), "draws"),
+    ]:
+        with pytest.raises(PolyspecInputError) as e:
+            call()
+        assert e.value.field == field

@@ -526,3 +526,18 @@ def test_format_override_and_gamma_checks(tmp_path):
     with pytest.raises(PolyspecInputError, match="directory"):
         load_engine_output(tmp_path)
     assert set(FORMATS) >= {"vllm-v0-log", "sglang-meta", "trtllm-bench"}
+
+
+def test_report_and_sweep_reject_bad_input():
+    with pytest.raises(PolyspecInputError) as e:
+        acceptance_report({"rounds": 3})
+    assert e.value.field == "output"
+    with pytest.raises(PolyspecInputError) as e:
+        sweep_runs("table", "EAGLE 1")
+    assert e.value.field == "table"
+    with pytest.raises(PolyspecInputError) as e:
+        survival_from_rates([0.5, 1.5], 10)
+    assert "1.5" in str(e.value)
+    with pytest.raises(PolyspecInputError) as e:
+        survival_from_rates([0.5, 0.2], 10, None, [0.005])
+    assert e.value.field == "half_units"
