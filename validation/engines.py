@@ -1244,7 +1244,8 @@ def _parse_sglang_log(text: str, gamma) -> EngineOutput:
         engine = {"accept len": d["al"]}
         if d["rate"] is not None:
             engine["accept rate"] = d["rate"]
-        s = Snapshot(label, n, acc, n * k, k, None, "none (interval means only)", engine)
+        s = Snapshot(label, n, acc, n * k, k, None, "none (interval means only)", engine,
+                     ("drafted = gamma x rounds: the log does not print drafted tokens",))
         snaps.append(s)
         checks.append(_check(label, "mean acceptance length (accept len)",
                              s.mean_acceptance_length, d["al"]))
