@@ -515,7 +515,7 @@ class Calibration:
         """The calibrated cascade at ``thresholds`` (acceptance: ``laws`` or the model)."""
         laws = self.acceptance_model if laws is None else tuple(laws)
         return Cascade(self.models(), laws, tuple(thresholds), self.problem.policy,
-                       self.problem.name, self.problem.time_unit)
+                       self.problem.name, time_unit=self.problem.time_unit)
 
     def predict_run(self, laws, thresholds, taus=(), *, model_acceptance: bool = False
                     ) -> tuple[float, float | None]:

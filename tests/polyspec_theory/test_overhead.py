@@ -235,3 +235,33 @@ def test_serving_batch_theory_carries_the_overhead(cfg, batch):
     opt = optimize_batch_thresholds(c, batch, 4)
     assert opt.speedup == pytest.approx(predict_batch(c.with_thresholds(opt.thresholds),
                                                       batch).speedup, rel=1e-10)
+
+
+def test_structured_cascades_carry_the_overhead():
+    """Trees and schedules (polyspec_theory.structured): the overhead is paid once per
+    verification round, so it adds (verification rounds of M_i per token) x o_i, and a plain
+    chain through the structured engine equals P1 with overheads."""
+    from polyspec_theory.structured import predict_structured
+
+    two = {"models": [{"name": "t", "cost": {"base": 1.0, "per_token": 0.02}, "overhead": 0.3},
+                      {"name": "d", "cost": 0.05}],
+           "acceptance": [{"alpha": 0.75}], "thresholds": [4]}
+    variants = [
+        two,
+        {**two, "acceptance": [{"sibling": [0.6, 0.2, 0.1]}],
+         "trees": [{"parents": [-1, 0, 0, 0, 1, 1, 2, 4]}]},
+        {**two, "schedules": [{"kind": "hf", "start": 5, "min": 1, "max": 12}]},
+        {**two, "acceptance": [{"confidence": {"beta": [3.0, 1.2], "logistic": [0.3, 1.1]}}],
+         "schedules": [{"kind": "confidence", "eta": 0.6, "max": 8}]},
+    ]
+    for cfg in variants:
+        c, c0 = Cascade.from_config(cfg), Cascade.from_config(_without_overhead(cfg))
+        p, p0 = predict_structured(c).prediction, predict_structured(c0).prediction
+        rounds = p0.levels[0].forwards_per_token
+        assert p.time_per_token == pytest.approx(p0.time_per_token + 0.3 * rounds, rel=1e-11)
+        assert predict(c).time_per_token == pytest.approx(p.time_per_token, rel=1e-12)
+        assert p.levels[0].overhead == 0.3
+        assert p.levels[0].forward_cost == pytest.approx(p0.levels[0].forward_cost, rel=1e-11)
+    plain = Cascade.from_config(two)
+    assert predict_structured(plain).prediction.time_per_token == pytest.approx(
+        predict(plain).time_per_token, rel=1e-11)
