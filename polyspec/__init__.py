@@ -6,6 +6,8 @@
     ps.simulate(cascade, tokens=10**6)   # Monte Carlo with a 95 % CI
     ps.validate("data/traces/cpu")       # predicted vs measured on captures
     ps.plan("configs/pool.json").best    # the best cascade from a pool of models
+    ps.fit("vllm.log")["best"]           # acceptance law from a serving engine's output
+    ps.calibrate("configs/calibration-eagle1.json").estimates  # unknown costs from runs
 
 The mathematics is stated in docs/theory.md; the command line is ``polyspec --help``.
 """
@@ -14,11 +16,14 @@ from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade
 
 from .api import (
+    calibrate,
     figures,
+    fit,
     load_cascade,
     load_pool,
     plan,
     predict,
+    profile,
     read_traces,
     simulate,
     validate,
@@ -37,4 +42,7 @@ __all__ = [
     "validate",
     "plan",
     "figures",
+    "fit",
+    "calibrate",
+    "profile",
 ]

@@ -15,7 +15,8 @@ from polyspec_theory.config import Cascade
 from polyspec_theory.polybasic import Prediction
 
 __all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",
-           "load_pool", "plan", "figures"]
+           "load_pool", "plan", "figures", "fit", "calibrate", "profile",
+           "resolve_fit_files", "law_config_from_fit", "load_calibration_runs"]
 
 
 def load_cascade(source) -> Cascade:
@@ -23,13 +24,14 @@ def load_cascade(source) -> Cascade:
     if isinstance(source, Cascade):
         return source
     if isinstance(source, dict):
-        return Cascade.from_config(source)
+        return Cascade.from_config(resolve_fit_files(source, Path.cwd()))
     if not isinstance(source, (str, Path)):
         raise PolyspecInputError("config", "must be a file path, a mapping or a Cascade, got "
                                  f"{type(source).__name__}")
     from validation.files import read_mapping
 
-    return Cascade.from_config(read_mapping(Path(source)))
+    path = Path(source)
+    return Cascade.from_config(resolve_fit_files(read_mapping(path), path.parent))
 
 
 def predict(cascade) -> Prediction:
@@ -86,10 +88,11 @@ def load_pool(source):
     if isinstance(source, Pool):
         return source
     if isinstance(source, dict):
-        return Pool.from_config(source)
+        return Pool.from_config(resolve_fit_files(source, Path.cwd()))
     from validation.files import read_mapping
 
-    return Pool.from_config(read_mapping(Path(source)))
+    path = Path(source)
+    return Pool.from_config(resolve_fit_files(read_mapping(path), path.parent))
 
 
 def plan(pool, top: int = 5, **options):
@@ -107,3 +110,138 @@ def figures(out_dir, only=None, *, quick: bool = False, progress: bool = False):
     from paper_figures.registry import build_all
 
     return build_all(out_dir, subset=only, progress=progress, quick=quick)
+
+
+def fit(path, *, fmt: str | None = None, gamma: int | None = None,
+        snapshot: int | None = None) -> dict:
+    """A serving engine's output file -> acceptance data and fitted laws: the object that
+    ``polyspec fit --json`` prints (:func:`validation.engines.acceptance_report`)."""
+    from validation.engines import acceptance_report, load_engine_output
+
+    out = load_engine_output(path, fmt, gamma)
+    return acceptance_report(out if snapshot is None else out.select(snapshot))
+
+
+def calibrate(runs, *, method: str | None = None, fit_on=None):
+    """Fit the unknown cost parameters to measured runs (a runs file, a runs mapping or a sweep
+    table; see :func:`load_calibration_runs`): a
+    :class:`polyspec_theory.calibration.Calibration`."""
+    from polyspec_theory.calibration import calibrate as _calibrate
+    from polyspec_theory.calibration import problem_from_config
+
+    cfg = runs if isinstance(runs, dict) else load_calibration_runs(runs, method=method,
+                                                                    fit_on=fit_on)
+    return _calibrate(problem_from_config(cfg))
+
+
+def profile(models, **options) -> dict:
+    """Measured ``T(m)`` tables of ``models`` on this device (:func:`validation.profile.
+    profile_models`; options ``max_m``, ``repeats``, ``context``, ``device``, ...)."""
+    from validation.profile import profile_models
+
+    return profile_models(list(models) if not isinstance(models, str) else [models], **options)
+
+
+def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit") -> dict:
+    """The law (config form) in a ``polyspec fit --json`` object: its ``best`` law, or the
+    fitted law of ``family`` (``iid``, ``positional``, ``beta``, ``gaussian``)."""
+    if not isinstance(fit, dict) or "format" not in fit or "best" not in fit:
+        raise PolyspecInputError(field, "is not the output of `polyspec fit --json` "
+                                 "(no 'format' and 'best' keys)")
+    if family is None:
+        if fit["best"] is None:
+            why = "; ".join(fit.get("warnings") or []) or "no law was fitted"
+            raise PolyspecInputError(field, f"has no fitted law ({why})")
+        return fit["best"]
+    for entry in fit.get("laws") or []:
+        if entry.get("law") == family:
+            return entry["params"]
+    have = ", ".join(e.get("law", "?") for e in fit.get("laws") or []) or "none"
+    raise PolyspecInputError(f"{field}.law", f"no {family!r} law in the fit (have: {have})")
+
+
+def _resolve_one(spec, base: Path, field: str):
+    if not (isinstance(spec, dict) and "fit" in spec):
+        return spec
+    from polyspec_theory._input import require_keys
+    from validation.files import read_mapping
+
+    require_keys(spec, field, required=["fit"], optional=["law"])
+    name = spec["fit"]
+    if not isinstance(name, str) or not name:
+        raise PolyspecInputError(f"{field}.fit", "must be a file name (a `polyspec fit --json` "
+                                 "output)")
+    path = Path(name) if Path(name).is_absolute() else base / name
+    if not path.is_file():
+        raise PolyspecInputError(f"{field}.fit", f"file not found: {path}")
+    try:
+        fit = read_mapping(path)
+    except PolyspecInputError as e:
+        raise PolyspecInputError(f"{field}.fit", str(e)) from None
+    return law_config_from_fit(fit, spec.get("law"), f"{field}.fit")
+
+
+def resolve_fit_files(cfg, base_dir) -> dict:
+    """``cfg`` with every acceptance entry ``{"fit": FILE}`` / ``{"fit": FILE, "law": F}``
+    replaced by the law it names (FILE relative to ``base_dir``). Works on cascade configs
+    (acceptance a list) and pools (acceptance keyed ``"verifier|drafter"``)."""
+    if not isinstance(cfg, dict) or "acceptance" not in cfg:
+        return cfg
+    base = Path(base_dir)
+    acc = cfg["acceptance"]
+    if isinstance(acc, list):
+        new = [_resolve_one(a, base, f"acceptance[{i}]") for i, a in enumerate(acc)]
+    elif isinstance(acc, dict):
+        new = {k: _resolve_one(a, base, f"acceptance.{k}") for k, a in acc.items()}
+    else:
+        return cfg
+    return {**cfg, "acceptance": new}
+
+
+def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> dict:
+    """A ``polyspec calibrate`` runs mapping from a runs file (JSON / YAML; acceptance entries
+    ``{"fit": FILE}`` read relative to it) or a sweep table (text: mean acceptance length and
+    time per token per K; ``method`` picks its column). ``fit_on``: names of the runs (for a
+    sweep: the Ks) to fit on, the others held out."""
+    from validation.engines import load_sweep, read_engine_text, sweep_runs
+    from validation.files import read_mapping
+
+    path = Path(source)
+    text, _ = read_engine_text(path)
+    if text.lstrip()[:1] in ("{", "[") or path.suffix.lower() in (".json", ".yaml", ".yml"):
+        if method is not None:
+            raise PolyspecInputError("--method", "only applies to a sweep table")
+        cfg = read_mapping(path)
+        runs = cfg.get("runs")
+        if isinstance(runs, list):
+            new = []
+            for i, r in enumerate(runs):
+                if isinstance(r, dict) and isinstance(r.get("acceptance"), list):
+                    r = {**r, "acceptance": [_resolve_one(a, path.parent,
+                                                          f"runs[{i}].acceptance[{k}]")
+                                             for k, a in enumerate(r["acceptance"])]}
+                new.append(r)
+            cfg = {**cfg, "runs": new}
+        cfg = resolve_fit_files(cfg, path.parent)
+        if fit_on is not None:
+            names = [r.get("name") for r in cfg.get("runs", []) if isinstance(r, dict)]
+            want = [str(x) for x in fit_on]
+            for w in want:
+                if w not in names:
+                    raise PolyspecInputError("--fit-on", f"no run named {w!r} (runs: "
+                                             f"{', '.join(map(str, names))})")
+            cfg["runs"] = [{**r, "holdout": r.get("name") not in want} for r in cfg["runs"]]
+        return cfg
+    table = load_sweep(path)
+    if method is None:
+        raise PolyspecInputError("--method", "this sweep table has methods "
+                                 f"{', '.join(table.methods)}: choose one with --method")
+    ks = None
+    if fit_on is not None:
+        ks = []
+        for x in fit_on:
+            try:
+                ks.append(int(str(x).removeprefix("K=")))
+            except ValueError:
+                raise PolyspecInputError("--fit-on", f"{x!r} is not a K of the sweep") from None
+    return sweep_runs(table, method, ks)

@@ -23,6 +23,9 @@ COMMANDS = (
     "validate",
     "plan",
     "figures",
+    "fit",
+    "calibrate",
+    "profile",
 )
 
 

@@ -16,7 +16,7 @@ _MODULES = {
         "PolyspecInputError",
     ),
     "config": (
-        "Cascade", "Model",
+        "acceptance_from_config", "as_cascade", "Cascade", "Model", "model_from_config",
     ),
     "costs": (
         "cost_from_config", "CostCurve", "CostFit", "fit_cost_curve",
@@ -92,6 +92,10 @@ _MODULES = {
     ),
     "structured": (
         "predict_structured", "StructuredPrediction",
+    ),
+    "calibration": (
+        "acceptance_from_taus", "calibrate", "Calibration", "CalibrationProblem",
+        "choose_threshold", "cost_coefficients", "problem_from_config", "ThresholdChoice",
     ),
     "symbolic_cascade": (
         "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",

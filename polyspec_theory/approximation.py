@@ -94,7 +94,7 @@ def identity_from_prediction(prediction: Prediction) -> float:
         raise PolyspecInputError("prediction", "must be a Prediction (from predict)")
     lv = prediction.levels
     lengths = [1.0 / x.forwards_per_token for x in lv[:-1]]
-    costs = [x.forward_cost for x in lv]
+    costs = [x.forward_cost + x.overhead for x in lv]  # a verification round's time
     return lemma31_time(1.0, lengths, costs, lv[-2].mean_block)
 
 
@@ -153,6 +153,8 @@ def paper_approximation(cascade: Cascade, prediction: Prediction | None = None, 
         ts = [cascade.costs[i](th[i] + 1) for i in range(cascade.n - 1)]
     else:
         ts = [c.t1 for c in cascade.costs[:-1]]
+    # a verifier's T_i is the time of one verification round: forward + per-round overhead
+    ts = [t + m.overhead for t, m in zip(ts, cascade.models, strict=False)]
     ts.append(cascade.costs[-1].t1)
     beta = float(th[-1])
     tau = lemma31_time(1.0, el, ts, beta)

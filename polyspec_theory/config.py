@@ -8,20 +8,27 @@
 ```
 Models target first; one acceptance law and one threshold per adjacent (verifier, drafter)
 pair. Optional: ``"policy"`` (``"accumulate"`` — docs/theory.md §6, default — or ``"truncate"``),
-``"name"``, ``"description"``, and per pair ``"trees"`` (``null`` or ``{"parents": [...]}``) and
+``"name"``, ``"description"``, ``"time_unit"`` (the unit of every cost, e.g. ``"ms"``; printed
+as the time base), per model ``"overhead"``: a fixed time per verification round of that
+model (added to ``E[C_i]`` in P1, never to the autoregressive baseline ``T_1(1)``; see
+docs/theory-overhead.md), and per pair ``"trees"`` (``null`` or ``{"parents": [...]}``) and
 ``"schedules"`` (``null``, ``{"kind": "hf", ...}`` or ``{"kind": "confidence", ...}``): see
-:mod:`polyspec_theory.structured`.
+:mod:`polyspec_theory.structured`. Acceptance may also be ``{"tau": x}``: the mean acceptance
+length ``E[L]`` (bonus token included) measured at this pair's threshold, converted to the iid
+law with that capped mean (:func:`acceptance_from_config`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from ._input import PolyspecInputError, as_int, require_keys
+from ._input import PolyspecInputError, as_int, as_real, require_keys
 from .costs import CostCurve, cost_from_config
-from .laws import AcceptanceLaw, law_from_config
+from .laws import AcceptanceLaw, IIDGeometric, law_from_config
 
-__all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE"]
+__all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE",
+           "acceptance_from_config", "model_from_config"]
 
 POLICIES = ("accumulate", "truncate")
 MAX_THRESHOLD = 4096
@@ -43,8 +50,49 @@ DEFAULT_CASCADE = {
 
 @dataclass(frozen=True)
 class Model:
+    """A model: ``cost`` is ``T(m)``; ``overhead`` a fixed time per verification round this
+    model performs (kernel launches, synchronisation, sampling), >= 0. A model that verifies
+    nothing (the last of a cascade) never incurs it."""
+
     name: str
     cost: CostCurve
+    overhead: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "overhead", as_real(self.overhead, "overhead", low=0.0))
+
+
+def model_from_config(m, field: str) -> Model:
+    """``{"name": ..., "cost": ..., "overhead": o (optional, default 0)}``."""
+    require_keys(m, field, required=["name", "cost"], optional=["overhead"])
+    if not isinstance(m["name"], str) or not m["name"]:
+        raise PolyspecInputError(f"{field}.name", "must be a non-empty string")
+    overhead = as_real(m.get("overhead", 0.0), f"{field}.overhead", low=0.0)
+    return Model(m["name"], cost_from_config(m["cost"], f"{field}.cost"), overhead)
+
+
+def acceptance_from_config(spec, threshold=None, field: str = "acceptance") -> AcceptanceLaw:
+    """A law from a config entry: any :func:`law_from_config` form, or ``{"tau": x}`` /
+    ``{"tau": x, "threshold": g}``: the mean acceptance length ``E[L]`` (bonus token
+    included, the engines' convention) measured with blocks of ``g`` drafted tokens (default
+    ``threshold``, the pair's threshold), converted to the iid law whose capped mean is
+    ``E[A | g] = x - 1`` (:meth:`IIDGeometric.from_mean`). ``{"fit": FILE}`` must have been
+    resolved by the loader (``polyspec.api``) before this point."""
+    if isinstance(spec, dict) and "fit" in spec:
+        raise PolyspecInputError(f"{field}.fit", "a fit file is read by the loader "
+                                 "(polyspec.api.load_cascade), not by the theory")
+    if not (isinstance(spec, dict) and "tau" in spec):
+        return law_from_config(spec, field)
+    require_keys(spec, field, required=["tau"], optional=["threshold"])
+    if "threshold" in spec:
+        g = as_int(spec["threshold"], f"{field}.threshold", low=1, high=MAX_THRESHOLD)
+    elif threshold is None:
+        raise PolyspecInputError(f"{field}.threshold", "required with tau here (the draft "
+                                 "length at which tau was measured)")
+    else:
+        g = as_int(threshold, f"{field}.threshold", low=1, high=MAX_THRESHOLD)
+    tau = as_real(spec["tau"], f"{field}.tau", low=1.0, high=g + 1.0)
+    return IIDGeometric.from_mean(tau - 1.0, g)
 
 
 @dataclass(frozen=True)
@@ -59,6 +107,7 @@ class Cascade:
     name: str = "cascade"
     trees: tuple | None = None  # per pair: None (chain) or a trees.Tree (structured.py)
     schedules: tuple | None = None  # per pair: None or an HF / confidence schedule
+    time_unit: str | None = None  # unit of every cost (None: model-cost units)
 
     def __post_init__(self):
         n = len(self.models)
@@ -116,33 +165,40 @@ class Cascade:
             kind = type(cfg).__name__
             raise PolyspecInputError("config", f"must be an object/mapping, got {kind}")
         require_keys(cfg, "", required=["models", "acceptance", "thresholds"],
-                   optional=["policy", "name", "description", "trees", "schedules"])
+                   optional=["policy", "name", "description", "trees", "schedules",
+                             "time_unit"])
         models_cfg = cfg["models"]
         if not isinstance(models_cfg, list):
             raise PolyspecInputError("models", "must be a list of {name, cost} objects")
-        models = []
-        for i, m in enumerate(models_cfg):
-            require_keys(m, f"models[{i}]", required=["name", "cost"])
-            if not isinstance(m["name"], str) or not m["name"]:
-                raise PolyspecInputError(f"models[{i}].name", "must be a non-empty string")
-            models.append(Model(m["name"], cost_from_config(m["cost"], f"models[{i}].cost")))
-        acc = cfg["acceptance"]
-        if not isinstance(acc, list):
-            raise PolyspecInputError("acceptance", "must be a list with one law per adjacent pair")
-        laws = tuple(law_from_config(a, f"acceptance[{i}]") for i, a in enumerate(acc))
+        models = [model_from_config(m, f"models[{i}]") for i, m in enumerate(models_cfg)]
+        if models and models[-1].overhead:
+            raise PolyspecInputError(
+                f"models[{len(models) - 1}].overhead", "the last model verifies nothing, so it "
+                "has no verification rounds; fold a per-forward overhead into its cost")
         th = cfg["thresholds"]
         if not isinstance(th, list):
             raise PolyspecInputError("thresholds", "must be a list of integers >= 1")
+        th = [as_int(t, f"thresholds[{i}]", low=1, high=MAX_THRESHOLD) for i, t in enumerate(th)]
+        acc = cfg["acceptance"]
+        if not isinstance(acc, list):
+            raise PolyspecInputError("acceptance", "must be a list with one law per adjacent pair")
+        laws = tuple(acceptance_from_config(a, th[i] if i < len(th) else None,
+                                            f"acceptance[{i}]") for i, a in enumerate(acc))
         name = cfg.get("name", "cascade")
         if not isinstance(name, str):
             raise PolyspecInputError("name", "must be a string")
+        unit = cfg.get("time_unit")
+        if unit is not None and (not isinstance(unit, str) or not unit.strip()):
+            raise PolyspecInputError("time_unit", f"must be a non-empty string, got {unit!r}")
         return cls(tuple(models), laws, tuple(th), cfg.get("policy", "accumulate"), name,
-                   cfg.get("trees"), cfg.get("schedules"))
+                   cfg.get("trees"), cfg.get("schedules"), unit)
 
     def to_config(self) -> dict:
         out = {
             "name": self.name,
-            "models": [{"name": m.name, "cost": m.cost.to_config()} for m in self.models],
+            "models": [{"name": m.name, "cost": m.cost.to_config(),
+                        **({"overhead": m.overhead} if m.overhead else {})}
+                       for m in self.models],
             "acceptance": [law.to_config() for law in self.laws],
             "thresholds": list(self.thresholds),
         }
@@ -152,11 +208,12 @@ class Cascade:
             items = getattr(self, key)
             if items is not None:
                 out[key] = [None if x is None else x.to_config() for x in items]
+        if self.time_unit is not None:
+            out["time_unit"] = self.time_unit
         return out
 
     def with_thresholds(self, thresholds) -> Cascade:
-        return Cascade(self.models, self.laws, tuple(thresholds), self.policy, self.name,
-                       self.trees, self.schedules)
+        return dataclasses.replace(self, thresholds=tuple(thresholds))
 
 
 def as_cascade(cascade, field: str = "cascade", *, chain_only: str | None = None) -> Cascade:

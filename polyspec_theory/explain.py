@@ -22,11 +22,12 @@ def explain_prediction(cascade: Cascade, pred: Prediction, approximation=None) -
     """Where the time goes in ``cascade`` according to P1 (and, if given, how far the
     polybasic paper's Lemma 3.1 approximation is from it)."""
     names = [m.name for m in cascade.models]
+    unit = cascade.time_unit or "model-cost units"
     lines = [
         f"Cascade {cascade.name!r}: " + " <- ".join(names)
         + f"  ({cascade.n} levels, block policy: {pred.policy})",
         f"Predicted speedup over autoregressive {names[0]}: {pred.speedup:.3f}x "
-        f"(exact P1, renewal-reward; time base: model-cost units)",
+        f"(exact P1, renewal-reward; time base: {unit}; baseline T_1(1))",
         f"Time per token: {pred.time_per_token:.4g} vs {pred.autoregressive_time_per_token:.4g} "
         "autoregressive",
         "",
@@ -47,6 +48,10 @@ def explain_prediction(cascade: Cascade, pred: Prediction, approximation=None) -
             f"  {lv.name:<12}{phi:>8}{lv.forwards_per_token:>11.3f}{lv.forward_cost:>10.4g}"
             f"{lv.time_per_token:>12.4g}{100 * lv.time_share:>7.1f}%"
         )
+    over = [lv for lv in pred.levels if lv.overhead]
+    if over:
+        lines.append("  per-round overhead (in time/token, not in cost/fwd): " + ", ".join(
+            f"{lv.name} {lv.overhead:.4g} per verification" for lv in over))
     top = max(pred.levels, key=lambda lv: lv.time_share)
     lines += [
         "",

@@ -82,12 +82,13 @@ def _capped_matrix(law: AcceptanceLaw, gmax: int) -> np.ndarray:
 
 
 def _level(l_pmf, round_cost, thetas, law: AcceptanceLaw, cost: CostCurve, policy: str,
-           top: bool):
-    """One level for all ``thetas`` given the lower system's length law and round cost."""
+           top: bool, overhead: float = 0.0):
+    """One level for all ``thetas`` given the lower system's length law and round cost
+    (``overhead``: fixed time per verification round of this level)."""
     phi, w = _fill_all(l_pmf, thetas, policy)
     gmax = w.shape[1] - 1
     fwd_cost = w @ cost(np.arange(1, gmax + 2))
-    rc = phi * round_cost + fwd_cost
+    rc = phi * round_cost + fwd_cost + overhead
     if top:
         mean_l = w @ np.cumsum(law.survival(gmax))  # E[L | cap g] = sum_{k<=g} S_k
         return phi, rc, mean_l
@@ -130,7 +131,8 @@ def predict_many(cascade: Cascade, thresholds) -> GridPrediction:
         for rest, ts in groups.items():
             pmf, rc_low = lower[rest]
             t_arr = np.asarray(sorted(ts), dtype=np.int64)
-            _, rc, lp = _level(pmf, rc_low, t_arr, laws[i], costs[i], policy, top=False)
+            _, rc, lp = _level(pmf, rc_low, t_arr, laws[i], costs[i], policy, top=False,
+                               overhead=cascade.models[i].overhead)
             for j, t in enumerate(t_arr):
                 row_pmf = np.trim_zeros(lp[j], "b")
                 new[(int(t),) + rest] = (row_pmf, float(rc[j]))
@@ -148,7 +150,8 @@ def predict_many(cascade: Cascade, thresholds) -> GridPrediction:
         rows_arr = np.asarray(rows)
         t_all = th[rows_arr, 0]
         t_arr, inv = np.unique(t_all, return_inverse=True)
-        phi, rc, ml = _level(pmf, rc_low, t_arr, laws[0], costs[0], policy, top=True)
+        phi, rc, ml = _level(pmf, rc_low, t_arr, laws[0], costs[0], policy, top=True,
+                             overhead=cascade.models[0].overhead)
         tau[rows_arr] = (rc / ml)[inv]
         mean_l[rows_arr] = ml[inv]
         phi_top[rows_arr] = phi[inv]

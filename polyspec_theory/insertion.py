@@ -295,10 +295,11 @@ def decision_confidence(cascade: Cascade, position, model: Model, upper_law: Acc
     helps = bool(delta0 < 0)
 
     def build(new_laws, new_costs):
-        models = tuple(Model(m.name, c) for m, c in zip(cascade.models, new_costs[:n],
-                                                           strict=True))
+        models = tuple(Model(m.name, c, m.overhead)
+                       for m, c in zip(cascade.models, new_costs[:n], strict=True))
         c0 = Cascade(models, tuple(new_laws[: n - 1]), cascade.thresholds, cascade.policy)
-        c1 = insert_model(c0, p, Model(model.name, new_costs[n]), new_laws[n - 1],
+        c1 = insert_model(c0, p, Model(model.name, new_costs[n], model.overhead),
+                          new_laws[n - 1],
                           new_laws[n], (with_.thresholds[p], with_.thresholds[p + 1]))
         return predict(c1).time_per_token - predict(c0).time_per_token
 

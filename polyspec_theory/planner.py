@@ -72,9 +72,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._input import PolyspecInputError, as_int, require_keys
-from .config import POLICIES, Cascade, Model
-from .costs import cost_from_config
-from .laws import AcceptanceLaw, law_from_config
+from .config import POLICIES, Cascade, Model, acceptance_from_config, model_from_config
+from .laws import AcceptanceLaw
 from .polybasic import predict
 
 __all__ = [
@@ -110,6 +109,7 @@ class Pool:
     max_threshold: int = DEFAULT_MAX_THRESHOLD
     policy: str = "accumulate"
     name: str = "pool"
+    time_unit: str | None = None  # unit of every cost (None: model-cost units)
 
     def __post_init__(self):
         models = tuple(self.models)
@@ -170,6 +170,10 @@ class Pool:
             raise PolyspecInputError("policy", f"must be one of {POLICIES}, got {self.policy!r}")
         if not isinstance(self.name, str):
             raise PolyspecInputError("name", "must be a string")
+        if self.time_unit is not None and (not isinstance(self.time_unit, str)
+                                           or not self.time_unit.strip()):
+            raise PolyspecInputError("time_unit",
+                                     f"must be a non-empty string, got {self.time_unit!r}")
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -220,6 +224,7 @@ class Pool:
             tuple(thresholds),
             self.policy,
             name=" <- ".join(chain),
+            time_unit=self.time_unit,
         )
 
     @classmethod
@@ -231,16 +236,16 @@ class Pool:
              "max_threshold": 16, "policy": "accumulate"}
         """
         require_keys(cfg, "", required=["models", "acceptance"],
-                   optional=["max_threshold", "policy", "name", "description"])
+                   optional=["max_threshold", "policy", "name", "description", "time_unit"])
         mcfg = cfg["models"]
         if not isinstance(mcfg, list):
             raise PolyspecInputError("models", "must be a list of {name, cost} objects, "
                                      "target first")
         models = []
         for i, m in enumerate(mcfg):
-            require_keys(m, f"models[{i}]", required=["name", "cost"])
+            require_keys(m, f"models[{i}]", required=["name", "cost"], optional=["overhead"])
             _check_name(m["name"], f"models[{i}].name")
-            models.append(Model(m["name"], cost_from_config(m["cost"], f"models[{i}].cost")))
+            models.append(model_from_config(m, f"models[{i}]"))
         if len(models) < 2:
             raise PolyspecInputError(
                 "models", f"need the target and at least one drafter, got {len(models)} model(s)"
@@ -279,24 +284,29 @@ class Pool:
                     raise PolyspecInputError(
                         where, f"unknown {role} {nm!r}; models are: {', '.join(names)}"
                     )
-            pairs[(v, d)] = law_from_config(spec, where)
+            pairs[(v, d)] = acceptance_from_config(spec, None, where)
         return cls(
             tuple(models),
             pairs,
             cfg.get("max_threshold", DEFAULT_MAX_THRESHOLD),
             cfg.get("policy", "accumulate"),
             cfg.get("name", "pool"),
+            cfg.get("time_unit"),
         )
 
     def to_config(self) -> dict:
         out = {
             "name": self.name,
-            "models": [{"name": m.name, "cost": m.cost.to_config()} for m in self.models],
+            "models": [{"name": m.name, "cost": m.cost.to_config(),
+                        **({"overhead": m.overhead} if m.overhead else {})}
+                       for m in self.models],
             "acceptance": {f"{v}|{d}": law.to_config() for (v, d), law in self.pairs.items()},
             "max_threshold": self.max_threshold,
         }
         if self.policy != "accumulate":
             out["policy"] = self.policy
+        if self.time_unit is not None:
+            out["time_unit"] = self.time_unit
         return out
 
 
@@ -486,8 +496,9 @@ class _Tables:
         self.gamma = (self.k - 1) * self.theta_max  # any block G is <= Gamma
         width = self.gamma + 2
         g = np.arange(width)
-        # Tg[u][g] = T_u(g + 1); Tc = its greatest convex minorant (for the bound)
-        self.tg = [m.cost(g + 1) for m in pool.models]
+        # Tg[u][g] = T_u(g + 1) + o_u (a verification round of u, per-round overhead
+        # included); Tc = its greatest convex minorant (for the bound)
+        self.tg = [m.cost(g + 1) + m.overhead for m in pool.models]
         self.tc = [_convex_minorant(t) for t in self.tg]
         self.t1 = [m.cost.t1 for m in pool.models]
         index = {nm: i for i, nm in enumerate(pool.names)}

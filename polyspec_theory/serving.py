@@ -93,7 +93,7 @@ def batch_cascade(cascade, batch) -> Cascade:
     models = []
     for i, m in enumerate(cascade.models):
         try:
-            models.append(Model(m.name, batch_cost(m.cost, b)))
+            models.append(Model(m.name, batch_cost(m.cost, b), m.overhead))
         except PolyspecInputError as e:
             raise PolyspecInputError(f"models[{i}].cost", str(e)) from None
     return Cascade(tuple(models), cascade.laws, cascade.thresholds, cascade.policy,
@@ -262,10 +262,11 @@ def predict_batch(cascade, batch) -> BatchPrediction:
             g_pmf = np.trim_zeros(g_pmf, "b")
         below["phi"], below["phib"] = phi, phib
         _, fc = _max_forward_cost(g_pmf, costs[i], b)
-        rc = phib * below["rc"] + fc
+        o = cascade.models[i].overhead  # per-round overhead: once per batched verification
+        rc = phib * below["rc"] + fc + o
         gm = max_block_law(g_pmf, b)
         below = dict(l_pmf=emitted_law(g_pmf, cascade.laws[i]), rc=rc, fc=fc, g=g_pmf,
-                     phi=None, phib=None, gmax=float(np.dot(np.arange(gm.size), gm)))
+                     phi=None, phib=None, gmax=float(np.dot(np.arange(gm.size), gm)), o=o)
         rev.append(below)
     lv_raw = rev[::-1]
     top = lv_raw[0]
@@ -276,7 +277,7 @@ def predict_batch(cascade, batch) -> BatchPrediction:
     for i, lv in enumerate(lv_raw):
         lp = lv["l_pmf"]
         g = lv["g"]
-        tpt = fwd * lv["fc"]
+        tpt = fwd * (lv["fc"] + lv.get("o", 0.0))
         levels.append(BatchLevel(
             name=cascade.models[i].name,
             phi=lv["phi"], phi_batch=lv["phib"],
@@ -314,7 +315,7 @@ def _capped_matrix(law: AcceptanceLaw, gmax: int) -> np.ndarray:
 
 
 def _level_all(p: np.ndarray, rc_low: float, tmax: int, law: AcceptanceLaw, cost: CostCurve,
-               policy: str, b: int, top: bool):
+               policy: str, b: int, top: bool, overhead: float = 0.0):
     """One level for every threshold ``1..tmax`` above a system with length law ``p`` and
     round cost ``rc_low``: returns ``(rc[theta-1], mean_l or l_pmf rows)``."""
     lmax = p.size - 1
@@ -344,7 +345,7 @@ def _level_all(p: np.ndarray, rc_low: float, tmax: int, law: AcceptanceLaw, cost
     sf = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]
     sf = np.concatenate([sf[:, 1:], np.zeros((tmax, 1))], axis=1)  # P(G > g)
     fc = w @ t[: gmax + 1] + max_excess(sf, b) @ np.diff(t)[: gmax + 1]
-    rc = phib * rc_low + fc
+    rc = phib * rc_low + fc + overhead
     if top:
         if getattr(law, "cap_conditional", False):
             mean_l = 1.0 + w @ (_capped_matrix(law, gmax) @ np.arange(gmax + 1))
@@ -385,7 +386,7 @@ def _speedup_table(cascade: Cascade, b: int, tmax: int) -> np.ndarray:
         new = {}
         for rest, (pmf, rc_low) in lower.items():
             rc, lp = _level_all(pmf, rc_low, tmax, cascade.laws[i], costs[i], cascade.policy,
-                                b, top=False)
+                                b, top=False, overhead=cascade.models[i].overhead)
             for j in range(tmax):
                 new[(j + 1,) + rest] = (np.trim_zeros(lp[j], "b"), float(rc[j]))
         lower = new
@@ -393,7 +394,7 @@ def _speedup_table(cascade: Cascade, b: int, tmax: int) -> np.ndarray:
     t_ar = costs[0].t1
     for rest, (pmf, rc_low) in lower.items():
         rc, ml = _level_all(pmf, rc_low, tmax, cascade.laws[0], costs[0], cascade.policy, b,
-                            top=True)
+                            top=True, overhead=cascade.models[0].overhead)
         idx = (slice(None),) + tuple(r - 1 for r in rest)
         out[idx] = t_ar * ml / rc
     return out

@@ -68,10 +68,11 @@ def _pool_at(pool: Pool, b: int) -> Pool:
     models = []
     for i, m in enumerate(pool.models):
         try:
-            models.append(Model(m.name, batch_cost(m.cost, b)))
+            models.append(Model(m.name, batch_cost(m.cost, b), m.overhead))
         except PolyspecInputError as e:
             raise PolyspecInputError(f"models[{i}].cost", str(e)) from None
-    return Pool(tuple(models), pool.pairs, pool.max_threshold, pool.policy, pool.name)
+    return Pool(tuple(models), pool.pairs, pool.max_threshold, pool.policy, pool.name,
+                pool.time_unit)
 
 
 def _monotone(pool_b: Pool) -> bool:

@@ -275,7 +275,7 @@ def _chain_level(i, cascade, low: _Proc, sched, lay: _Layout, gmax_i, lmax_i) ->
         K[rows, :, dn * S:(dn + 1) * S] += k_not
         pl = (k_full + k_not).sum(axis=2)  # [S, L]
         r = W[th] @ R_low
-        r[:, lay.col("time", i)] += pg @ tcost
+        r[:, lay.col("time", i)] += pg @ tcost + cascade.models[i].overhead  # O1: per round
         r[:, lay.col("fwd", i)] += 1.0
         r[:, lay.col("rounds", i)] += 1.0
         r[:, lay.col("gsum", i)] += pg @ gs
@@ -299,7 +299,7 @@ def _tree_level(i, cascade, tree: Tree, lay: _Layout) -> _Proc:
     R = np.zeros((1, lay.size))
     R[0, lay.col("time", n - 1)] = tree_draft_cost(tree, cascade.costs[n - 1])
     R[0, lay.col("fwd", n - 1)] = D
-    R[0, lay.col("time", i)] = cascade.costs[i](N + 1)
+    R[0, lay.col("time", i)] = cascade.costs[i](N + 1) + cascade.models[i].overhead
     R[0, lay.col("fwd", i)] = 1.0
     R[0, lay.col("rounds", i)] = 1.0
     R[0, lay.col("gsum", i)] = N
@@ -319,7 +319,8 @@ def _confidence_level(i, cascade, sched: ConfidenceSchedule, lay: _Layout) -> _P
     R = np.zeros((1, lay.size))
     R[0, lay.col("time", n - 1)] = rd.draft_forwards * cascade.costs[n - 1].t1
     R[0, lay.col("fwd", n - 1)] = rd.draft_forwards
-    R[0, lay.col("time", i)] = float(rd.block_pmf @ cascade.costs[i](np.arange(cap + 1) + 1))
+    R[0, lay.col("time", i)] = (float(rd.block_pmf @ cascade.costs[i](np.arange(cap + 1) + 1))
+                                + cascade.models[i].overhead)
     R[0, lay.col("fwd", i)] = 1.0
     R[0, lay.col("rounds", i)] = 1.0
     R[0, lay.col("gsum", i)] = rd.mean_block
@@ -431,8 +432,10 @@ def predict_structured(cascade) -> StructuredPrediction:
             phi=None if j == 0 else float(rj / rounds_of(j - 1)),
             block_pmf=bp, mean_block=mb, emitted_pmf=ep, mean_emitted=me,
             round_cost=rc, tau=rc / me, forwards_per_token=float(fwds[j]),
-            forward_cost=float(times[j] / fwds[j]), time_per_token=float(times[j]),
-            time_share=float(times[j] / total)))
+            forward_cost=float(times[j] / fwds[j]) - (cascade.models[j].overhead if j < m
+                                                      else 0.0),
+            time_per_token=float(times[j]), time_share=float(times[j] / total),
+            overhead=cascade.models[j].overhead if j < m else 0.0))
     t_ar = cascade.costs[0].t1
     pred = Prediction(speedup=t_ar / total, time_per_token=total,
                       autoregressive_time_per_token=t_ar, levels=tuple(levels),

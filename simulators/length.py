@@ -9,7 +9,8 @@ verification round:
   at the bottom, ``M_n`` first runs ``theta_{m-1}`` forwards (one token each, no randomness),
   so ``G_{m-1} = theta_{m-1}``; at level ``i < m - 1`` the block is the accumulated
   ``G_i = acc[i] >= theta_i`` (policy ``"truncate"``: ``G_i = theta_i``, the excess dropped);
-* ``M_i`` scores ``G_i + 1`` positions at cost ``T_i(G_i + 1)``; the accepted count ``A_i``
+* ``M_i`` scores ``G_i + 1`` positions at cost ``T_i(G_i + 1)`` plus the model's fixed
+  per-round overhead ``o_i`` (``Model.overhead``, counted in ``M_i``'s time); ``A_i``
   follows the pair's law capped at ``G_i``, drawn with ONE uniform ``u`` by inverse CDF:
   ``A = min(#{k >= 1 : S_k > u}, G)`` with ``S_k = P(A >= k)`` the law's survival vector
   (iid: closed form ``floor(log u / log alpha)``). For the Beta-mixed law ``S_k`` is the
@@ -111,8 +112,8 @@ class LengthParams(NamedTuple):
     survival: jax.Array  # f64[m, width]: S_k = P(A >= k), k = 1..width
     inv_log_alpha: jax.Array  # f64[m]: 1/log(alpha) (iid closed form)
     alpha_one: jax.Array  # bool[m]: alpha == 1 (always accept)
-    verify_cost: jax.Array  # f64[m, width + 1]: T_i(g + 1), g = 0..width
-    cost_base: jax.Array  # f64[m]: T_i(1) (affine costs)
+    verify_cost: jax.Array  # f64[m, width + 1]: T_i(g + 1) + o_i, g = 0..width
+    cost_base: jax.Array  # f64[m]: T_i(1) + o_i (affine costs, per-round overhead included)
     cost_slope: jax.Array  # f64[m]: T_i(g + 2) - T_i(g + 1) (affine costs)
     bottom_cost: jax.Array  # f64: theta_{m-1} * T_n(1), the drafter's forwards per bottom block
 
@@ -181,7 +182,9 @@ class LengthModel:
         with np.errstate(divide="ignore"):
             inv = np.where(alphas >= 1.0, 0.0, 1.0 / np.log(alphas))
         g = np.arange(w + 1)
-        vcost = np.stack([np.asarray(cascade.costs[i](g + 1), dtype=np.float64)
+        # a verification round of M_i costs T_i(G + 1) plus its fixed per-round overhead o_i
+        over = [cascade.models[i].overhead for i in range(m)]
+        vcost = np.stack([np.asarray(cascade.costs[i](g + 1), dtype=np.float64) + over[i]
                           for i in range(m)])
         bottom = cascade.thresholds[-1] * cascade.costs[-1].t1
         affine = all(cascade.costs[i].table is None for i in range(m))
@@ -191,7 +194,8 @@ class LengthModel:
             inv_log_alpha=jnp.asarray(inv, dtype=jnp.float64),
             alpha_one=jnp.asarray(alphas >= 1.0),
             verify_cost=jnp.asarray(vcost, dtype=jnp.float64),
-            cost_base=jnp.asarray([cascade.costs[i].base for i in range(m)], jnp.float64),
+            cost_base=jnp.asarray([cascade.costs[i].base + over[i] for i in range(m)],
+                                  jnp.float64),
             cost_slope=jnp.asarray([cascade.costs[i].per_token for i in range(m)],
                                    jnp.float64),
             bottom_cost=jnp.asarray(bottom, dtype=jnp.float64),

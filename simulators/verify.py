@@ -213,6 +213,29 @@ def check_p1(ctx: VerifyContext) -> list[CheckRecord]:
     return rows
 
 
+# per-round overheads o_i (docs/theory-overhead.md, O1): a 3-level cascade with an overhead
+# on both verifiers, a measured-table cost for the middle model and mixed laws
+OVERHEAD_CASCADE = {
+    "name": "overhead-3-level",
+    "models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.04}, "overhead": 0.15},
+               {"name": "mid", "cost": {"table": [0.2, 0.21, 0.23, 0.26]}, "overhead": 0.05},
+               {"name": "draft", "cost": 0.02}],
+    "acceptance": [{"beta": [5.0, 1.5]}, {"positional": [0.85, 0.7, 0.6]}],
+    "thresholds": [5, 3],
+}
+
+
+def check_p1_overhead(ctx: VerifyContext) -> list[CheckRecord]:
+    from polyspec_theory.polybasic import predict
+
+    cas = Cascade.from_config(OVERHEAD_CASCADE)
+    res = _length_run(ctx, "P1o", cas, 300_000, 8_000_000)
+    pred = predict(cas)
+    return [_ci_row(
+        "P1", "exact speedup with per-round overheads o_i (3 levels, table + affine costs)",
+        pred.speedup, res.speedup, f"o = 0.15, 0.05; {res.tokens} tokens")]
+
+
 def check_p2(ctx: VerifyContext) -> list[CheckRecord]:
     from polyspec_theory.bounds import phi_bounds
     from polyspec_theory.polybasic import predict
@@ -566,6 +589,7 @@ def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
 REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] = (
     ("D", check_d),
     ("P1", check_p1),
+    ("P1o", check_p1_overhead),
     ("P2", check_p2),
     ("P3", check_p3),
     ("P4", check_p4),

@@ -61,6 +61,7 @@ def plan_report(result, pool, info: dict | None = None) -> dict:
         "name": pool.name,
         "models": list(pool.names),
         "n_pairs": len(pool.pairs),
+        "time_unit": pool.time_unit,
         **({"source": "file"} if info is None else info),
     }
     return out
@@ -118,7 +119,9 @@ def explain_plan(result, pool, info: dict | None = None) -> str:
         f"pruned by a bound that provably cannot reach the kept ones"
         + ("" if st.pruning else " (pruning off)") + "."
     )
-    lines.append("Time base: the pool's cost units; speedup = T_1(1) / tau_1 (P1).")
+    unit = pool.time_unit or "the pool's cost units"
+    lines.append(f"Time base: {unit}; speedup = T_1(1) / tau_1 (P1; the baseline T_1(1) has "
+                 "no per-round overhead).")
     return "\n".join(lines)
 
 
@@ -152,7 +155,9 @@ def run(args) -> int:
                          ("--allow-truncated", args.allow_truncated)):
             if val:
                 raise PolyspecInputError(opt, "only applies with --traces")
-        cfg = read_mapping(args.pool)
+        from polyspec.api import resolve_fit_files
+
+        cfg = resolve_fit_files(read_mapping(args.pool), Path(args.pool).parent)
         if args.max_threshold is not None:
             cfg = dict(cfg, max_threshold=args.max_threshold)
         pool = Pool.from_config(cfg)

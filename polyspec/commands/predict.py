@@ -26,7 +26,9 @@ def prediction_report(cascade) -> dict:
     if has_structures(cascade):  # trees / schedules: no threshold bounds or Lemma 3.1
         return structured_report(cascade)
     pred = predict(cascade)
-    out = {"config": cascade.to_config(), **pred.to_dict()}
+    out = {"config": cascade.to_config(), **pred.to_dict(),
+           "time_base": cascade.time_unit or "model-cost units",
+           "baseline": "autoregressive target: T_1(1) per token (no per-round overhead)"}
     for i in range(1, cascade.n):
         below = pred.levels[i].emitted_pmf
         out["levels"][i]["phi_bounds"] = phi_bounds(below, cascade.thresholds[i - 1]).to_dict()

@@ -1,0 +1,116 @@
+"""``polyspec fit FILE``: a serving engine's speculative-decoding output -> acceptance data ->
+fitted laws (:mod:`validation.engines`)."""
+
+from __future__ import annotations
+
+from ._common import dump_strict_json
+
+HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llama.cpp, "
+        "TensorRT-LLM logs, metrics or per-request JSON), count rounds and accepted tokens, "
+        "and fit the acceptance laws.")
+
+
+def add_arguments(p):
+    # the format names live in validation.engines.FORMATS (not imported here: --help and the
+    # other commands stay fast); an unknown name is rejected with the list
+    p.add_argument("file", help="the engine output (log, metrics dump, JSON)")
+    p.add_argument("--format", default=None, metavar="F",
+                   help="override the detected format (vllm-v0-log, vllm-v1-log, "
+                        "vllm-offline-example, prometheus-text, prometheus-ui, vllm-json, "
+                        "vllm-per-request, sglang-log, sglang-meta, llamacpp-speculative, "
+                        "llamacpp-server, trtllm-bench)")
+    p.add_argument("--gamma", type=int, default=None,
+                   help="draft length per round (num_speculative_tokens) where the output "
+                        "does not state it")
+    p.add_argument("--snapshot", type=int, default=None, metavar="N",
+                   help="fit only snapshot N (1-based interval / request / run) instead of "
+                        "all of them pooled")
+    p.add_argument("--out", default=None, metavar="FILE.json",
+                   help="also write the JSON report (a config can then use "
+                        "{\"fit\": \"FILE.json\"} as a pair's acceptance)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _fmt_law(entry) -> str:
+    (k, v), = entry["params"].items()
+    if isinstance(v, list):
+        v = "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
+    else:
+        v = f"{v:.4g}"
+    out = f"{entry['law']:<11} {k}={v}"
+    if entry.get("loglik") is not None:
+        out += f"   loglik {entry['loglik']:.2f}  AIC {entry['aic']:.2f}"
+        if entry.get("gof_p_value") is not None:
+            out += f"  G-test p {entry['gof_p_value']:.3g}"
+    else:
+        out += "   (method of moments: no likelihood from totals)"
+    return out
+
+
+def explain_fit(rep: dict, path: str) -> str:
+    lines = [f"{path}: {rep['format_description']} [{rep['format']}]"]
+    if rep.get("source"):
+        lines.append(f"  {rep['source'][:160]}")
+    snaps = rep["snapshots"]
+    cap = rep["cap"]
+    gam = (f"gamma = {cap}" if cap is not None else
+           f"gamma = {', '.join(map(str, rep['caps']))} by snapshot" if rep["caps"] else
+           "draft length varying by round")
+    what = {"per-interval": "interval", "cumulative": "interval (cumulative counters "
+            "differenced)", "per-request": "request", "per-run": "run",
+            "single": "snapshot"}[rep["counters"]]
+    if len(snaps) != 1:
+        what = what.replace("interval", "intervals", 1) if what.startswith("interval") else (
+            what + "s")
+    lines.append(f"  {len(snaps)} {what}; pooled: {rep['rounds']} rounds ({gam}), "
+                 f"{rep['accepted']} accepted drafts"
+                 + (f", {rep['drafted']} drafted ({rep['drafted_per_round']:.3f} per round)"
+                    if rep["drafted"] is not None else ""))
+    eng = rep["engine_mean_acceptance_length"]
+    lines.append(f"  mean acceptance length {rep['mean_acceptance_length']:.4f} (1 + accepted / "
+                 "rounds, bonus token included)" + (f"; the engine printed {eng}" if eng else ""))
+    if len(snaps) > 1:
+        for s in snaps:
+            e = s["engine"]
+            printed = ", ".join(f"{k} {v}" for k, v in e.items())
+            lines.append(f"    {s['label']}: {s['rounds']} rounds, mean acceptance length "
+                         f"{s['mean_acceptance_length']:.4f}" + (f" (engine: {printed})"
+                                                                 if printed else ""))
+    bad = [c for c in rep["checks"] if not c["agree"]]
+    if rep["checks"]:
+        lines.append(f"  engine figures recomputed: {len(rep['checks']) - len(bad)}/"
+                     f"{len(rep['checks'])} agree at the printed precision")
+    if rep["histogram"] is not None:
+        lines.append(f"  histogram of accepted drafts (0..{cap}): {rep['histogram']}  "
+                     f"[{rep['histogram_source']}]")
+    if rep["laws"]:
+        lines.append(f"  laws ({rep['fit_method']}):")
+        for entry in rep["laws"]:
+            lines.append("    " + _fmt_law(entry))
+        import json
+
+        lines.append(f"  best (config syntax): {json.dumps(rep['best'])}")
+    else:
+        lines.append("  no law fitted (see warnings)")
+    if rep["concurrency"] is not None:
+        lines.append(f"  concurrent requests: up to {rep['concurrency']:g}")
+    for w in rep["warnings"]:
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    from validation.engines import acceptance_report, load_engine_output
+    from validation.files import atomic_write_text
+
+    out = load_engine_output(args.file, args.format, args.gamma)
+    if args.snapshot is not None:
+        out = out.select(args.snapshot)
+    rep = acceptance_report(out)
+    if args.out:
+        atomic_write_text(args.out, dump_strict_json(rep) + "\n")
+    if args.json:
+        print(dump_strict_json(rep))
+    else:
+        print(explain_fit(rep, args.file))
+    return 0
