@@ -7,17 +7,19 @@ Data: every captured configuration of the committed traces
 on the configuration's own rounds or pooled, as ``validate`` does; cost curves fitted per
 capture, measured speedup = autoregressive target time
 per token / cascade time per token, with its delta-method standard error over prompts).
-Predictions: **P1 with the AIC-best law per pair** (``ConfigResult.predicted_speedup``), and
+Predictions: the **headline predictive forecast** (``ConfigResult.predicted_speedup``:
+acceptance from the other captures, costs from the cascade's composition profile in
+``<traces>/profiles/``; where a capture has no profile, the ``slowdown_costs`` diagnostic —
+baseline costs × in-cascade slowdown learned on the other captures — is shown instead and the
+row says so), the in-sample **P1 with the AIC-best law per pair** (diagnostic ``p1_best``), and
 the **classic iid formula**: the fitted iid α per pair in the paper's Lemma 3.1 with pairwise
 ``E[L]``, fixed blocks and unit forward costs ``T_i(1)``
 (:func:`polyspec_theory.approximation.paper_approximation` with ``costs="unit"`` on the
-cascade built by :func:`validation.analysis.fits.capture_cascade`) — for two models this is exactly
+cascade built by :func:`validation.analysis.fits.capture_cascade`) — for two models exactly
 Leviathan's ``E[L]/(γc + 1)``. Panel (b) adds P1 with the fitted iid law, which separates
 the error of the iid *law* from that of the classic *formula* (fixed blocks, unit costs);
-these three use the same cost curves (``fit_costs``). Where the pipeline provides it, the
-fully predictive variant (``ConfigResult.predictive_speedup``: costs scaled by in-cascade
-factors and overhead learned leave-one-configuration-out) is shown too: on a shared CPU the
-forward costs inside the cascade, not the acceptance model, dominate the plain residual.
+these three use the same cost curves (``fit_costs``). On a shared CPU the forward costs
+inside the cascade, not the acceptance model, dominate the in-sample residual.
 Time base: measured seconds on both sides.
 """
 
@@ -49,10 +51,13 @@ def _short(models, thresholds, temperature) -> str:
 
 
 def _device_rows(device: str, directory, quick: bool = False) -> tuple[list[dict], list[str]]:
+    from validation.composition import load_profiles
+
     captures, notes = _traces.load(directory)
     if quick and len(captures) > 6:
         captures = captures[::3]  # every third configuration (file order)
-    res = validate(captures, insertions=False, holdout=False)
+    res = validate(captures, insertions=False, holdout=False,
+                   profiles=load_profiles(Path(directory) / "profiles", captures))
     # the laws validate() predicts with: fitted on each configuration's own rounds ("config")
     # or pooled per pair over configurations ("pooled")
     mode = res.law_scope
@@ -72,11 +77,13 @@ def _device_rows(device: str, directory, quick: bool = False) -> tuple[list[dict
             "temperature": float(cap.temperature),
             "measured": cr.measured_speedup,
             "measured_se": cr.measured_speedup_se,
-            "p1_best": cr.predicted_speedup,
-            "p1_iid": cr.predicted["iid"],
+            "p1_best": cr.diagnostics["p1_best"],
+            "p1_iid": cr.diagnostics["p1_iid"],
             # validate's fully predictive variant (costs x in-cascade factors and overhead
             # learned leave-one-configuration-out); NaN where the pipeline has none
-            "p1_predictive": float(getattr(cr, "predictive_speedup", np.nan)),
+            "p1_predictive": (cr.predicted_speedup if cr.forecast is not None
+                              else cr.diagnostics["slowdown_costs"]),
+            "predictive_kind": "headline" if cr.forecast is not None else "slowdown_costs",
             "best_law": cr.best_family,
             "classic_iid": classic,
             "iid_alphas": [law.alpha for law in laws],

@@ -26,6 +26,7 @@ COMMANDS = (
     "fit",
     "calibrate",
     "profile",
+    "forecast",
 )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,7 +36,8 @@ from polyspec_theory.polybasic import block_bounds
 
 from .decoder import PolybasicDecoder, autoregressive
 
-__all__ = ["ReplayDecoder", "CompositionProfile", "profile_cascade", "PROFILE_FORMAT"]
+__all__ = ["ReplayDecoder", "CompositionProfile", "profile_cascade", "load_profiles",
+           "PROFILE_FORMAT"]
 
 PROFILE_FORMAT = "polyspec-composition-profile-1"
 
@@ -124,7 +126,7 @@ class CompositionProfile:
             "format": PROFILE_FORMAT,
             "models": list(self.models),
             "thresholds": list(self.thresholds),
-            "verify": [{str(g): [round(t, 7) for t in v] for g, v in sorted(d.items())}
+            "verify": [{str(g): [float(t) for t in v] for g, v in sorted(d.items())}
                        for d in self.verify],
             "draft_s": self.draft_s, "draft_forwards": self.draft_forwards,
             "ar_s": self.ar_s, "ar_tokens": self.ar_tokens,
@@ -209,3 +211,21 @@ def profile_cascade(models, thresholds, laws, prompts, max_new_tokens: int, *, s
                   "laws": [law.to_config() for law in laws],
                   "threads": torch.get_num_threads(),
                   "elapsed_s": round(time.perf_counter() - t_start, 3)})
+
+
+def load_profiles(directory, captures) -> dict:
+    """``{capture name: CompositionProfile}`` from the files ``<name>.json`` of
+    ``directory`` (an absent directory gives ``{}``)."""
+    d = Path(directory)
+    if not d.is_dir():
+        return {}
+    out = {}
+    for c in captures:
+        f = d / f"{c.name}.json"
+        if f.is_file():
+            try:
+                data = json.loads(f.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise PolyspecInputError("profiles", f"{f}: not JSON ({e})") from None
+            out[c.name] = CompositionProfile.from_dict(data, f"profiles: {f}")
+    return out

@@ -44,88 +44,69 @@ def _pct(x) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:+.2f} %"
 
 
+def _stat_text(st) -> str:
+    if not st or not st["n_configs"]:
+        return "n/a"
+    return (f"median |error| {100 * st['median_abs_error']:.2f} %, max "
+            f"{100 * st['max_abs_error']:.2f} % ({st['n_configs']} configurations)")
+
+
 def markdown(result: ValidationResult, title: str = "Validation report",
              plots: dict | None = None, notes=()) -> str:
-    """The Markdown report text."""
+    """The Markdown report text: the predictive headline first, then the diagnostics."""
+    from .analysis.validate import DIAGNOSTICS
+
     s = result.summary()
-    fams = list(result.families)
     lines = [f"# {title}", ""]
-    ok = s["median_abs_error"] <= TARGET_MEDIAN and s["max_abs_error"] <= TARGET_MAX
-    ext = s["extended"]
-    ext_ok = ext["median_abs_error"] <= TARGET_MEDIAN and ext["max_abs_error"] <= TARGET_MAX
-    lines += [
-        f"{s['n_configs']} configurations. Plain P1 with the best fitted law per pair: "
-        f"median |error| **{100 * s['median_abs_error']:.2f} %**, max "
-        f"**{100 * s['max_abs_error']:.2f} %** (target ≤ {100 * TARGET_MEDIAN:.0f} % / "
-        f"≤ {100 * TARGET_MAX:.0f} %: {'met' if ok else 'missed'}).",
-        f"Extended model (P1 counts with acceptance regimes shared by the levels of a "
-        f"top-level round × the capture's measured per-level forward times + decoder overhead "
-        f"fitted leave-one-configuration-out): "
-        f"median |error| "
-        f"**{100 * ext['median_abs_error']:.2f} %**, max **{100 * ext['max_abs_error']:.2f} %** "
-        f"(target: {'met' if ext_ok else 'missed'}).",
-    ]
-    pl = s["pooled_laws"]
-    scope = ("each configuration's own rounds" if s["law_scope"] == "config"
-             else "the rounds of every configuration using the pair")
-    lines.append(f"Laws fitted on {scope}. With laws pooled over all configurations per pair: "
-                 f"median |error| {100 * pl['median_abs_error']:.2f} %, max "
-                 f"{100 * pl['max_abs_error']:.2f} %.")
-    dp, di = s["predictive"], s["predictive_iid"]
-    lines.append(
-        f"Fully predictive (baseline costs at the capture's context × in-cascade slowdown and "
-        f"overhead learned on the other configurations): median |error| "
-        f"{100 * dp['median_abs_error']:.2f} %, max {100 * dp['max_abs_error']:.2f} % with "
-        f"acceptance regimes; {100 * di['median_abs_error']:.2f} % / "
-        f"{100 * di['max_abs_error']:.2f} % with P1's independent acceptance.")
-    ir, mb = s["inrun_costs"], s["microbenchmark_costs"]
-    lines.append(
-        f"In-run costs with P1's independent acceptance (P1 forward counts × measured "
-        f"per-level forward times + the leave-one-out overhead): median |error| "
-        f"{100 * ir['median_abs_error']:.2f} %, max {100 * ir['max_abs_error']:.2f} %. "
-        f"Plain P1 with uncalibrated microbenchmark costs: median "
-        f"{100 * mb['median_abs_error']:.2f} %, max {100 * mb['max_abs_error']:.2f} %.")
-    h = s["holdout"]
-    if h["n_configs"]:
+    n_pred = s["n_predicted"]
+    if n_pred:
+        ok = (s["median_abs_error"] <= TARGET_MEDIAN and s["max_abs_error"] <= TARGET_MAX)
         lines.append(
-            f"Laws fitted only on the other configurations ({h['n_configs']} configurations "
-            f"with every pair captured elsewhere): median |error| "
-            f"{100 * h['median_abs_error']:.2f} %, max {100 * h['max_abs_error']:.2f} %.")
-    lines.append(f"Dominant residual source (most configurations): "
+            f"**Headline (predictive: nothing of a capture goes into its prediction)** on "
+            f"{n_pred} of {s['n_configs']} configurations: median |error| "
+            f"**{100 * s['median_abs_error']:.2f} %**, max **{100 * s['max_abs_error']:.2f} %** "
+            f"(target ≤ {100 * TARGET_MEDIAN:.0f} % / ≤ {100 * TARGET_MAX:.0f} %: "
+            f"{'met' if ok else 'missed'}); the prediction falls inside the measured 95 % "
+            f"interval for {s['inside_ci']} of {n_pred}.")
+    else:
+        lines.append("**No headline prediction**: no configuration has a composition "
+                     "profile of its cascade (`polyspec profile --cascade`); only the "
+                     "diagnostics below, which use each capture's own data.")
+    lines += ["", "Diagnostics (each uses the capture's own rounds or timings; they explain "
+              "the residual, they do not predict):", ""]
+    for k, st in s["diagnostics"].items():
+        what = DIAGNOSTICS.get(k) or f"P1 with the capture's own {k[3:]} law"
+        lines.append(f"- `{k}` — {what}: {_stat_text(st)}.")
+    lines.append("")
+    lines.append(f"Dominant residual source of p1_best (most configurations): "
                  f"**{s['dominant_residual']}**; median |share| of measured time per token: "
                  + ", ".join(f"{k} {100 * v:.2f} %"
                              for k, v in s["median_abs_residual_share"].items()) + ".")
     lines += ["", "Error = (predicted − measured) / measured speedup. Measured speedup = the "
               "capture's autoregressive target time per token / cascade decode time per "
-              "token. Plain = P1 exactly (T_1(1)/τ_1 from the fitted, AR-calibrated cost "
-              "curves).", ""]
+              "token; its 95 % interval is a paired bootstrap over prompts.", ""]
     for n in notes:
         lines.append(f"> {n}")
     if notes:
         lines.append("")
     lines += ["## Per configuration", ""]
-    head = ["config", "models", "θ", "T", "measured", "best law", "pred (best)", "error"]
-    head += [f"err {f}" for f in fams] + ["extended", "err ext", "err in-run (iid)",
-                                          "err predictive", "err predictive (iid)",
-                                          "err micro", "err holdout", "dominant"]
+    diag_names = list(s["diagnostics"])
+    head = ["config", "models", "θ", "T", "measured (95 % CI)", "predicted", "error",
+            "inside CI", "best law"] + [f"err {k}" for k in diag_names] + ["dominant"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for c in result.configs:
-        e = c.errors()
-        se = c.measured_speedup_se
-        meas = f"{c.measured_speedup:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}")
+        lo, hi = c.measured_ci95
+        meas = f"{c.measured_speedup:.3f}" + (
+            "" if math.isnan(lo) else f" [{lo:.3f}, {hi:.3f}]")
+        pred = "—" if c.forecast is None else f"{c.predicted_speedup:.3f}"
+        inside = "—" if c.inside_ci is None else ("yes" if c.inside_ci else "no")
         row = [c.name, "→".join(c.models), ",".join(map(str, c.thresholds)),
-               f"{c.temperature:g}", meas, c.best_family, f"{c.predicted_speedup:.3f}",
-               _pct(c.error)]
-        row += [_pct(e[f]) for f in fams]
-        row += [f"{c.extended_speedup:.3f}", _pct(c.extended_error), _pct(c.inrun_error),
-                _pct(c.predictive_error), _pct(c.predictive_iid_error),
-                _pct(c.microbenchmark_error), _pct(c.holdout_error), c.decomposition["dominant"]]
+               f"{c.temperature:g}", meas, pred,
+               "—" if c.forecast is None else _pct(c.error), inside, c.best_family]
+        row += [_pct(c.diagnostic_error(k)) for k in diag_names]
+        row.append(c.decomposition["dominant"])
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "## By law", "", "| law | median |error| | max |error| |", "|---|---|---|"]
-    for f, v in s["by_law"].items():
-        lines.append(f"| {f} | {100 * v['median_abs_error']:.2f} % | "
-                     f"{100 * v['max_abs_error']:.2f} % |")
     lines += ["", "## Residual decomposition (share of measured time per token)", "",
               "τ_meas − τ_pred = Σ (F_meas − F_pred)·t_meas [forward counts: acceptance "
               "model incl. correlation] + Σ F_pred·(t_meas − T_pred) [forward cost: in-cascade "
@@ -237,15 +218,22 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
     fig, ax = plt.subplots(figsize=(5.5, 5))
     meas = np.array([c.measured_speedup for c in result.configs])
     pred = np.array([c.predicted_speedup for c in result.configs])
-    ext = np.array([c.extended_speedup for c in result.configs])
-    lo, hi = min(meas.min(), pred.min(), ext.min()) * 0.95, max(meas.max(), pred.max(),
-                                                                 ext.max()) * 1.05
+    plain = np.array([c.diagnostics["p1_best"] for c in result.configs])
+    ext = np.array([c.diagnostics["extended"] for c in result.configs])
+    allv = np.concatenate([meas, plain, ext, pred[np.isfinite(pred)]])
+    lo, hi = allv.min() * 0.95, allv.max() * 1.05
     xs = np.linspace(lo, hi, 2)
     ax.plot(xs, xs, "k-", lw=1, label="predicted = measured")
     ax.fill_between(xs, xs * (1 - TARGET_MEDIAN), xs * (1 + TARGET_MEDIAN), color="0.85",
                     label=f"±{100 * TARGET_MEDIAN:.0f} %")
-    ax.scatter(meas, pred, label="P1, best law (plain)", zorder=3)
-    ax.scatter(meas, ext, marker="x", label="extended", zorder=3)
+    ci = np.array([c.measured_ci95 for c in result.configs])
+    has = np.isfinite(pred)
+    if has.any():
+        ax.errorbar(meas[has], pred[has], xerr=[meas[has] - ci[has, 0], ci[has, 1] - meas[has]],
+                    fmt="o", ms=5, elinewidth=0.8, label="predictive (headline)", zorder=4)
+    ax.scatter(meas, plain, marker="s", s=12, alpha=0.6, label="diagnostic: p1_best",
+               zorder=3)
+    ax.scatter(meas, ext, marker="x", label="diagnostic: extended", zorder=3)
     ax.set_xlabel("measured speedup")
     ax.set_ylabel("predicted speedup")
     ax.legend(fontsize=8)
@@ -255,11 +243,12 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
     plots["predicted vs measured"] = "scatter.png"
     # errors by law
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(result.configs) + 2), 4))
-    fams = list(result.families) + ["best"]
+    fams = [f"p1_{f}" for f in result.families] + ["p1_best"]
     width = 0.8 / len(fams)
     x = np.arange(len(result.configs))
     for j, f in enumerate(fams):
-        ax.bar(x + j * width, [100 * c.errors()[f] for c in result.configs], width, label=f)
+        ax.bar(x + j * width, [100 * c.errors()[f] for c in result.configs], width,
+               label=f[3:])
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(x + 0.4 - width / 2)
     ax.set_xticklabels([c.name for c in result.configs], rotation=60, ha="right", fontsize=7)

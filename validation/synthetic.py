@@ -32,7 +32,7 @@ from polyspec_theory.polybasic import block_bounds
 from .dataset import Capture
 from .schema import Round
 
-__all__ = ["simulate_capture", "trace_header", "write_trace"]
+__all__ = ["simulate_capture", "trace_header", "write_trace", "synthetic_profile"]
 
 
 def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_prompt=256,
@@ -217,3 +217,32 @@ def write_trace(path, capture: Capture, trace_records, digits: int = 7):
         for rec in trace_records:
             w.write({k: _rounded(v, digits) for k, v in rec.items()})
     return path
+
+
+def synthetic_profile(models, costs, thresholds, *, context: float, ar_context: float,
+                      context_slope=None, load=None, cascade_load=None):
+    """The composition profile the synthetic decoder's cost model implies (what
+    :func:`validation.composition.profile_cascade` would measure on it without noise): verify
+    time of a block ``G`` = ``(T_i(G + 1) + d_i context) load_i cascade_load_i`` for every
+    block length the accumulate policy allows, the bottom model's forward likewise at
+    ``m = 1``, and the target's autoregressive time per token at ``ar_context`` (no cascade
+    load)."""
+    from polyspec_theory.polybasic import block_bounds
+
+    from .composition import CompositionProfile
+
+    n = len(models)
+    theta = [as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]
+    slope = np.zeros(n) if context_slope is None else np.asarray(context_slope, float)
+    ld = np.ones(n) if load is None else np.asarray(load, float)
+    cl = np.ones(n) if cascade_load is None else np.asarray(cascade_load, float)
+    c = as_real(context, "context", low=0.0)
+    gmax = block_bounds(theta)
+    verify = [{g: [float((costs[i](g + 1) + slope[i] * c) * ld[i] * cl[i])]
+               for g in range(theta[i], gmax[i] + 1)} for i in range(n - 1)]
+    ar = float((costs[0](1) + slope[0] * as_real(ar_context, "ar_context", low=0.0)) * ld[0])
+    return CompositionProfile(
+        models=list(models), thresholds=theta, verify=verify,
+        draft_s=float((costs[-1](1) + slope[-1] * c) * ld[-1] * cl[-1]), draft_forwards=0,
+        ar_s=ar, ar_tokens=0, replay_wall_s=0.0, replay_forward_s=0.0, replay_tokens=0,
+        settings={"source": "synthetic cost model"})

@@ -1,5 +1,7 @@
 """``polyspec profile MODEL...``: measure each model's forward time ``T(m)`` on this device and
-write cost tables that configs (and ``polyspec calibrate``) can use (:mod:`validation.profile`)."""
+write cost tables that configs (and ``polyspec calibrate``) can use (:mod:`validation.profile`).
+With ``--cascade`` the models are profiled together, inside the calling pattern of the cascade
+they form (:mod:`validation.composition`): the in-cascade costs a forecast needs."""
 
 from __future__ import annotations
 
@@ -24,11 +26,98 @@ def add_arguments(p):
                    help="time unit of the tables (default ms)")
     p.add_argument("--zoo-dir", default=None, help="zoo weights dir (default: committed)")
     p.add_argument("--out", default=None, metavar="FILE.json", help="also write the JSON")
+    c = p.add_argument_group("composition profile (--cascade)")
+    c.add_argument("--cascade", action="store_true",
+                   help="profile the models as one cascade (target first), replaying its "
+                        "calling pattern with acceptance drawn from laws fitted on --traces")
+    c.add_argument("--thresholds", default=None, help="comma-separated θ per adjacent pair")
+    c.add_argument("--traces", default=None, metavar="DIR",
+                   help="captures whose rounds give each pair's acceptance law (pooled iid)")
+    c.add_argument("--exclude", default=None, metavar="NAME",
+                   help="leave this capture's rounds out of the laws (the one to predict)")
+    c.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling setting whose acceptance the replay draws (default 0)")
+    c.add_argument("--prompts", type=int, default=6, help="prompts replayed (default 6)")
+    c.add_argument("--prompt-len", type=int, default=64, help="prompt length (default 64)")
+    c.add_argument("--tokens", type=int, default=128, help="tokens per prompt (default 128)")
+    c.add_argument("--seed", type=int, default=1,
+                   help="prompt and acceptance seed (default 1: not the captures' prompts)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _run_cascade(args) -> int:
+    import sys
+
+    import torch
+
+    from polyspec_theory._input import PolyspecInputError, as_int, as_real
+    from polyspec_theory.laws import IIDGeometric
+    from validation.analysis.forecast import pair_rounds
+    from validation.capture import make_prompts
+    from validation.composition import profile_cascade
+    from validation.files import atomic_write_text
+    from validation.models import load_model
+    from validation.traces import read_traces
+
+    from ._common import dump_strict_json
+
+    if args.thresholds is None or args.traces is None:
+        raise PolyspecInputError("--cascade", "needs --thresholds and --traces")
+    try:
+        th = [int(x) for x in args.thresholds.split(",") if x.strip()]
+    except ValueError:
+        raise PolyspecInputError("--thresholds", f"expected comma-separated integers, got "
+                                 f"{args.thresholds!r}") from None
+    if len(th) != len(args.models) - 1:
+        raise PolyspecInputError("--thresholds", f"need {len(args.models) - 1} (one per "
+                                 f"adjacent pair), got {len(th)}")
+    temp = as_real(args.temperature, "--temperature", low=0.0)
+    n_prompts = as_int(args.prompts, "--prompts", low=1, high=1000)
+    tokens = as_int(args.tokens, "--tokens", low=1, high=100_000)
+    caps = [c for c in read_traces(args.traces) if c.name != args.exclude]
+    laws = []
+    for i in range(len(args.models) - 1):
+        key = (args.models[i], args.models[i + 1], temp, 0)
+        d = pair_rounds(caps, key)
+        if d is None:
+            raise PolyspecInputError("--traces", f"no capture has the pair {key[0]} <- {key[1]} "
+                                     f"at temperature {temp:g}")
+        laws.append(IIDGeometric.fit(d).law)
+    if args.threads is not None:
+        torch.set_num_threads(as_int(args.threads, "--threads", low=1, high=1024))
+    else:
+        torch.set_num_threads(1)
+    loaded = [load_model(m, zoo_dir=args.zoo_dir) for m in args.models]
+    prompts, _ = make_prompts(n_prompts, args.prompt_len, args.seed)
+    prof = profile_cascade(loaded, th, laws, prompts, tokens, seed=args.seed)
+    prof.settings.update({"traces": str(args.traces), "excluded": args.exclude,
+                          "temperature": temp})
+    text = dump_strict_json(prof.to_dict())
+    if args.out:
+        atomic_write_text(args.out, text + "\n")
+    if args.json:
+        print(text)
+        return 0
+    print(f"composition profile of {' <- '.join(prof.models)} θ={th} "
+          f"({n_prompts} prompts x {tokens} tokens, {prof.settings['elapsed_s']:.1f} s):",
+          file=sys.stdout)
+    print(f"  target autoregressive: {1e3 * prof.ar_s:.4f} ms/token")
+    for i, name in enumerate(prof.models[:-1]):
+        mv = prof.mean_verify(i)
+        print(f"  {name:<10} verify ms by block G: "
+              + ", ".join(f"{g}: {1e3 * t:.4f}" for g, t in mv.items()))
+    print(f"  {prof.models[-1]:<10} drafting forward: {1e3 * prof.draft_s:.4f} ms "
+          f"({prof.draft_forwards} forwards)")
+    if args.out:
+        print(f"written to {args.out}")
+    return 0
 
 
 def run(args) -> int:
     import sys
+
+    if args.cascade:
+        return _run_cascade(args)
 
     from validation.files import atomic_write_text
     from validation.profile import profile_models

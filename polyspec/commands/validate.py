@@ -1,10 +1,13 @@
-"""``polyspec validate TRACES_DIR``: predicted (P1 with fitted laws and costs) vs measured
-speedup on captured traces, with the residual explained; writes Markdown + PNG + JSON."""
+"""``polyspec validate TRACES_DIR``: predicted vs measured speedup on captured traces. The
+headline is predictive (acceptance from the other captures, costs from the cascade's
+composition profile, nothing of the capture itself); in-sample fits are reported as
+diagnostics, with the residual explained. Writes Markdown + PNG + JSON."""
 
 from __future__ import annotations
 
-HELP = ("Fit laws and cost curves to captured traces, predict every configuration with P1 "
-        "and compare with the measured speedup (report: Markdown, PNG plots, JSON).")
+HELP = ("Predict every captured configuration without using it (acceptance from the other "
+        "captures, costs from a composition profile) and compare with its measured speedup; "
+        "in-sample diagnostics explain the residual (report: Markdown, PNG plots, JSON).")
 
 
 def add_arguments(p):
@@ -13,8 +16,12 @@ def add_arguments(p):
     p.add_argument("--out", default=None,
                    help="report directory (default: out/validate/<name of TRACES_DIR>)")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object: configs (name, measured_speedup, "
-                        "predicted_speedup, error), median_abs_error, max_abs_error")
+                   help="print one JSON object: headline, configs (name, measured_speedup, "
+                        "measured_ci95, predicted_speedup, error, inside_ci, diagnostics), "
+                        "median_abs_error, max_abs_error, summary")
+    p.add_argument("--profiles", default=None, metavar="DIR",
+                   help="composition profiles, one <capture name>.json per capture "
+                        "(default: TRACES_DIR/profiles if it exists)")
     p.add_argument("--allow-truncated", action="store_true",
                    help="skip (and report) a truncated last line instead of failing")
     p.add_argument("--laws", default="iid,positional,beta,gaussian",
@@ -52,9 +59,19 @@ def run(args) -> int:
     tdir = Path(args.traces_dir)
     captures = read_traces(tdir, allow_truncated=args.allow_truncated)
     notes = [n for c in captures for n in c.notes]
+    from validation.composition import load_profiles
+
+    if args.profiles and not Path(args.profiles).is_dir():
+        raise PolyspecInputError("--profiles", f"not a directory: {args.profiles}")
+    profiles = load_profiles(Path(args.profiles) if args.profiles else tdir / "profiles",
+                             captures)
+    missing = [c.name for c in captures if c.name not in profiles]
+    if missing and profiles:
+        notes.append(f"no composition profile for {len(missing)} capture(s) "
+                     f"({', '.join(missing)}): no headline prediction for them")
     result = validate(captures, fams, laws="pooled" if args.pool_laws else "config",
                       insertions=not args.no_insertions,
-                      confidence=args.confidence, n_boot=n_boot)
+                      confidence=args.confidence, n_boot=n_boot, profiles=profiles)
     out = Path(args.out) if args.out else Path("out") / "validate" / (tdir.resolve().name or "x")
     paths = write_report(result, captures, out, title=f"Validation: {tdir}", notes=notes,
                          plots=not args.no_plots)
@@ -69,22 +86,29 @@ def run(args) -> int:
     s = result.summary()
     print(f"{s['n_configs']} configurations from {tdir}")
     w = max(len(c.name) for c in result.configs)
-    print(f"{'config':<{w}}  measured  predicted   error  extended   error  best law")
+    print(f"{'config':<{w}}  measured [95 % CI]        predicted   error  inside  "
+          f"p1_best   error  extended   error")
     for c in result.configs:
-        print(f"{c.name:<{w}}  {c.measured_speedup:8.3f}  {c.predicted_speedup:9.3f}  "
-              f"{100 * c.error:+6.2f}%  {c.extended_speedup:8.3f}  {100 * c.extended_error:+6.2f}%"
-              f"  {c.best_family}")
-    print(f"plain P1 (best law): median |error| {100 * s['median_abs_error']:.2f} %, "
-          f"max {100 * s['max_abs_error']:.2f} %")
-    e = s["extended"]
-    print(f"extended model:      median |error| {100 * e['median_abs_error']:.2f} %, "
-          f"max {100 * e['max_abs_error']:.2f} %")
-    for key, label in (("inrun_costs", "in-run costs (iid)"), ("predictive", "predictive"),
-                       ("predictive_iid", "predictive (iid)")):
-        e = s[key]
-        print(f"{label + ':':<21}median |error| {100 * e['median_abs_error']:.2f} %, "
-              f"max {100 * e['max_abs_error']:.2f} %")
-    print(f"dominant residual: {s['dominant_residual']}")
+        lo, hi = c.measured_ci95
+        pred = "        —       —      —" if c.forecast is None else (
+            f"{c.predicted_speedup:9.3f} {100 * c.error:+6.2f}%  "
+            f"{'yes' if c.inside_ci else 'no':>5}")
+        print(f"{c.name:<{w}}  {c.measured_speedup:8.3f} [{lo:.3f}, {hi:.3f}]  {pred}  "
+              f"{c.diagnostics['p1_best']:7.3f} {100 * c.diagnostic_error('p1_best'):+6.2f}%"
+              f"  {c.diagnostics['extended']:7.3f} "
+              f"{100 * c.diagnostic_error('extended'):+6.2f}%")
+    if s["n_predicted"]:
+        print(f"headline (predictive, {s['n_predicted']} configurations): median |error| "
+              f"{100 * s['median_abs_error']:.2f} %, max {100 * s['max_abs_error']:.2f} %, "
+              f"inside the measured 95 % CI: {s['inside_ci']}/{s['n_predicted']}")
+    else:
+        print("no headline prediction: no composition profiles (polyspec profile --cascade)")
+    for key in ("p1_best", "holdout_laws", "slowdown_costs", "inrun", "extended"):
+        e = s["diagnostics"].get(key)
+        if e and e["n_configs"]:
+            print(f"diagnostic {key + ':':<16}median |error| {100 * e['median_abs_error']:.2f} %,"
+                  f" max {100 * e['max_abs_error']:.2f} %")
+    print(f"dominant residual (p1_best): {s['dominant_residual']}")
     for n in notes:
         print(f"note: {n}")
     print(f"report: {paths['markdown']}")

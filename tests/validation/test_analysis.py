@@ -42,7 +42,7 @@ def test_two_level_positional_prediction_equals_measured_exactly():
     cap = _two_level("c", "t", "mid", BetaMixed(5.0, 2.0), 5, seed=1, prompts=4)
     res = validate([cap], insertions=False, holdout=False)
     c = res.configs[0]
-    assert c.errors()["positional"] == pytest.approx(0.0, abs=1e-12)
+    assert c.errors()["p1_positional"] == pytest.approx(0.0, abs=1e-12)
     assert c.decomposition["forward_counts_beyond_positional_law"] == pytest.approx(0, abs=1e-15)
     assert c.decomposition["overhead"] == pytest.approx(0.0, abs=1e-15)
     # the AR baseline equals T_1(1) exactly without noise or context slope
@@ -59,10 +59,10 @@ def test_costs_calibrated_to_the_interleaved_ar_baseline():
     assert cf["mid"].scale == pytest.approx(1.0, rel=1e-12)
     assert fit_costs(cap, calibrate=False)["t"].scale == 1.0
     c = validate([cap], insertions=False, holdout=False).configs[0]
-    assert c.errors()["positional"] == pytest.approx(0.0, abs=1e-12)
-    assert c.microbenchmark_error < -0.05  # the uncalibrated target looks cheaper
+    assert c.errors()["p1_positional"] == pytest.approx(0.0, abs=1e-12)
+    assert c.diagnostic_error("microbenchmark") < -0.05  # the uncalibrated target looks cheaper
     # in-run costs (best law's counts x measured per-level forward times) are load-immune too
-    assert abs(c.inrun_error) < 0.5 * abs(c.microbenchmark_error)
+    assert abs(c.diagnostic_error("inrun")) < 0.5 * abs(c.diagnostic_error("microbenchmark"))
 
 
 def test_three_level_true_model_within_measured_ci():
@@ -84,7 +84,7 @@ def test_three_level_true_model_within_measured_ci():
     # widened by the fit's own sampling error (the laws are fitted on these rounds; bound 2Z)
     res = validate([cap], insertions=False, holdout=False)
     rel_se = se / cap.time_per_token
-    assert abs(res.configs[0].error) < 2 * Z * rel_se
+    assert abs(res.configs[0].diagnostic_error("p1_best")) < 2 * Z * rel_se
 
 
 def test_fitting_recovers_known_laws_from_synthetic_rounds():
@@ -132,11 +132,12 @@ def test_overhead_is_recovered_leave_one_out_and_explains_the_residual():
         pred = predict_config(c, res.pairs, fit_costs(c), "positional")
         tau = pred.time_per_token + overhead_model(caps, exclude=c.name).per_token(pred)
         assert tau == pytest.approx(c.time_per_token, rel=1e-6)
-        assert r.errors()["positional"] == pytest.approx(1 / (1 - share) - 1, rel=1e-6)
+        assert r.errors()["p1_positional"] == pytest.approx(1 / (1 - share) - 1, rel=1e-6)
         # extended (two models: the best law's counts) x measured per-level forward times +
         # leave-one-out overhead: the overhead is explained, only the law's fit error remains
-        assert r.extended_error == pytest.approx(r.inrun_error, abs=1e-12)
-        assert abs(r.extended_error) < 0.2 * share
+        assert r.diagnostic_error("extended") == pytest.approx(r.diagnostic_error("inrun"),
+                                                               abs=1e-12)
+        assert abs(r.diagnostic_error("extended")) < 0.2 * share
 
 
 def test_in_cascade_slowdown_is_learned_from_the_other_configurations():
@@ -161,11 +162,12 @@ def test_in_cascade_slowdown_is_learned_from_the_other_configurations():
         verifier, drafter = r.models
         assert f[verifier] == pytest.approx(1.25, rel=1e-9)
         assert f[drafter] == pytest.approx(1.6, rel=1e-9)
-        assert r.error > 0.08  # plain P1 does not know the slowdown
+        assert r.diagnostic_error("p1_best") > 0.08  # plain P1 does not know the slowdown
         # predictive variant: slowdown factors from the other configurations only
-        assert abs(r.predictive_iid_error) < 0.1 * r.error
+        assert (abs(r.diagnostic_error("slowdown_costs_iid"))
+                < 0.1 * r.diagnostic_error("p1_best"))
         # extended: this capture's measured per-level forward times
-        assert abs(r.extended_error) < 0.1 * r.error
+        assert abs(r.diagnostic_error("extended")) < 0.1 * r.diagnostic_error("p1_best")
 
 
 def test_context_dependent_costs_extended_model():
@@ -185,7 +187,7 @@ def test_context_dependent_costs_extended_model():
     ctxs = [cap.mean_context(i) for i in range(cap.n)]
     pred = predict_config(cap, res.pairs, cf, "positional", contexts=ctxs)
     assert pred.time_per_token == pytest.approx(cap.time_per_token, rel=1e-9)
-    assert abs(r.extended_error) < 0.2 * abs(r.error)
+    assert abs(r.diagnostic_error("extended")) < 0.2 * abs(r.diagnostic_error("p1_best"))
 
 
 @pytest.mark.parametrize("noise", [0.0, 0.05])  # table (no replicate error) / affine curves
@@ -319,3 +321,60 @@ def test_coupling_recovers_shared_acceptance_and_predicts_the_time():
     one = fit_coupling(cap.rounds, cap.n, 1)
     f1, t1 = coupled_forwards(casc, one)
     assert t1 == pytest.approx(iid.time_per_token, rel=1e-6)
+
+
+# --- the predictive headline: forecasts from other captures and a composition profile ------
+def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
+    from validation.analysis.forecast import forecast, measured_ci95
+    from validation.synthetic import synthetic_profile
+
+    laws = {("t", "mid"): IIDGeometric(0.8), ("mid", "ng"): IIDGeometric(0.6),
+            ("t", "ng"): IIDGeometric(0.5)}
+    costs = {"t": T, "mid": MID, "ng": NG}
+    configs = [(("t", "mid"), (3,)), (("t", "mid"), (5,)), (("t", "mid", "ng"), (4, 2)),
+               (("t", "ng"), (2,)), (("mid", "ng"), (3,)), (("t", "mid", "ng"), (6, 3))]
+    kw = dict(prompts=12, tokens_per_prompt=200, prompt_len=32, overhead_per_forward=1e-4)
+    caps = []
+    for k, (models, th) in enumerate(configs):
+        name = "-".join(models) + "_" + "-".join(map(str, th))
+        caps.append(simulate_capture(name, list(models), [costs[m] for m in models],
+                                     [laws[(models[i], models[i + 1])]
+                                      for i in range(len(models) - 1)], list(th),
+                                     seed=200 + k, **kw)[0])
+    target = caps[-1]  # t <- mid <- ng at (6, 3): that threshold pair was captured nowhere
+    prof = synthetic_profile(list(target.models), [costs[m] for m in target.models],
+                             list(target.thresholds), context=32 + 100, ar_context=32 + 64)
+    fc = forecast(target.models, target.thresholds, 0.0, caps, prof.cost_curves(), prof.ar_s,
+                  exclude=target.name, prompts=[s["prompt"] for s in target.summaries])
+    assert target.name not in fc.acceptance_from and len(fc.acceptance_from) == 4
+    # the exact speedup of the true model: P1 with the true laws and costs + the overhead
+    true = predict(Cascade(tuple(Model(m, costs[m]) for m in target.models),
+                           (laws[("t", "mid")], laws[("mid", "ng")]), target.thresholds))
+    assert fc.overhead_per_token == pytest.approx(
+        1e-4 * sum(lv.forwards_per_token for lv in true.levels), rel=0.05)
+    lo, hi = measured_ci95(target)
+    assert lo < target.measured_speedup < hi
+    # the forecast lies inside the measured interval (the acceptance fits carry their own
+    # sampling error: 12 prompts x 200 tokens per capture; fixed seeds)
+    assert lo <= fc.speedup <= hi
+    assert abs(fc.speedup / target.measured_speedup - 1) < 0.03
+
+
+def test_forecast_refuses_a_pair_captured_nowhere_else():
+    from validation.analysis.forecast import NoHoldoutData, forecast
+
+    cap = _two_level("a", "t", "mid", IIDGeometric(0.7), 3, seed=5, prompts=2)
+    with pytest.raises(NoHoldoutData, match="no other capture has the pair t <- mid"):
+        forecast(cap.models, cap.thresholds, 0.0, [cap], [T, MID], 0.006, exclude="a")
+
+
+def test_error_quantile_is_the_conformal_order_statistic():
+    from validation.analysis.forecast import error_quantile
+
+    e = [0.01, -0.05, 0.02, 0.03, -0.04, 0.005, 0.07, -0.02, 0.015]
+    # n = 9: ceil(0.95 * 10) = 10 > 9 -> the largest |error|
+    assert error_quantile(e) == 0.07
+    # ceil(0.5 * 10) = 5 -> the 5th smallest |error| (0.005, 0.01, 0.015, 0.02, 0.02)
+    assert error_quantile(e, 0.5) == 0.02
+    with pytest.raises(PolyspecInputError, match="errors: need at least one"):
+        error_quantile([])

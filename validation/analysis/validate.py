@@ -1,6 +1,13 @@
 """Predicted vs measured speedup on captured configurations (``polyspec validate``).
 
-Per capture (:func:`validate`):
+**Headline: predictive.** Each capture's speedup is forecast with nothing of that capture
+(:mod:`validation.analysis.forecast`: acceptance per prompt from the other captures, costs
+from the cascade's composition profile, decoder overhead from the other captures), and
+compared with the measured speedup and its paired-bootstrap 95 % interval. Everything else
+below uses the capture's own rounds or timings: diagnostics that explain the residual, not
+predictions.
+
+Diagnostics per capture:
 
 1. **Laws.** Every law family is fitted by censored MLE per adjacent pair and ranked by
    AIC; "best" = each pair's AIC-best law outside the Gaussian baseline. By default each
@@ -40,6 +47,7 @@ from polyspec_theory.laws import FAMILIES
 from polyspec_theory.polybasic import predict
 
 from .fits import capture_cascade, fit_costs, fit_pairs, predict_config
+from .forecast import NoHoldoutData, forecast_capture, measured_ci95
 from .insertion import insertion_analysis
 from .residuals import (
     decompose,
@@ -50,80 +58,74 @@ from .residuals import (
     slowdown_ratios,
 )
 
-__all__ = ["ConfigResult", "ValidationResult", "validate"]
+__all__ = ["ConfigResult", "ValidationResult", "validate", "DIAGNOSTICS", "HEADLINE"]
+
+HEADLINE = "predictive"
+# diagnostic variants (name -> what it is); "p1_<family>" for each fitted law family too
+DIAGNOSTICS = {
+    "p1_best": "P1 with the capture's own AIC-best laws and its calibrated baseline costs",
+    "holdout_laws": "p1_best with laws fitted on the other captures only",
+    "pooled_laws": "p1_best with laws pooled over every capture using the pair",
+    "microbenchmark": "p1_best with uncalibrated cost-curve microbenchmarks",
+    "slowdown_costs": "baseline costs x in-cascade slowdown (other captures) + overhead, "
+                      "own rounds with level coupling",
+    "slowdown_costs_iid": "slowdown_costs with independent acceptance",
+    "inrun": "P1 forward counts x this capture's measured forward times + overhead",
+    "extended": "coupled forward counts x this capture's measured forward times + overhead",
+}
+
 
 
 @dataclass(frozen=True)
 class ConfigResult:
-    """Everything computed for one configuration."""
+    """Everything computed for one captured configuration: the measurement, the headline
+    forecast (``None`` without a profile of its cascade) and the diagnostics
+    (:data:`DIAGNOSTICS`: name -> speedup)."""
 
     name: str
     models: tuple[str, ...]
     thresholds: tuple[int, ...]
     temperature: float
     measured_speedup: float
+    measured_ci95: tuple[float, float]
+    measured_speedup_se: float
     measured_time_per_token: float
     ar_time_per_token: float
-    predicted: dict  # family -> plain P1 speedup ("best" included)
+    forecast: dict | None
+    diagnostics: dict
     best_family: str
-    extended_speedup: float
-    extended_time_per_token: float
     decomposition: dict
     correlations: list
-    forwards_per_token: dict  # measured / predicted per model
+    forwards_per_token: dict  # measured / predicted (p1_best) per model
     costs: dict  # model -> CostFit.to_dict()
     context_effect: dict  # model -> relative T(1) change between reference and capture ctx
-    holdout_speedup: float | None = None  # best laws fitted on the OTHER configurations only
-    measured_speedup_se: float = math.nan
-    microbenchmark_speedup: float = math.nan  # costs from the cost-curve timings alone
-    pooled_speedup: float = math.nan  # laws pooled over every configuration using the pair
-    # baseline costs x in-cascade factors (leave one out), contexts, extra positions,
-    # overhead (leave one out), with block-dependent / independent acceptance
-    predictive_speedup: float = math.nan
-    predictive_iid_speedup: float = math.nan
-
-    @property
-    def predictive_error(self) -> float:
-        return self.predictive_speedup / self.measured_speedup - 1.0
-
-    @property
-    def predictive_iid_error(self) -> float:
-        return self.predictive_iid_speedup / self.measured_speedup - 1.0
-
-    @property
-    def pooled_error(self) -> float:
-        return self.pooled_speedup / self.measured_speedup - 1.0
-    inrun_speedup: float = math.nan  # P1 (iid) counts x this capture's per-level forward times
-
-    @property
-    def inrun_error(self) -> float:
-        return self.inrun_speedup / self.measured_speedup - 1.0
-
-    @property
-    def microbenchmark_error(self) -> float:
-        return self.microbenchmark_speedup / self.measured_speedup - 1.0
 
     @property
     def predicted_speedup(self) -> float:
-        return self.predicted["best"]
+        """The headline (predictive) speedup; NaN without a forecast."""
+        return math.nan if self.forecast is None else float(self.forecast["speedup"])
 
     @property
     def error(self) -> float:
-        """Relative error of the best-law plain prediction: (pred - meas) / meas."""
+        """Relative error of the headline prediction: (pred - meas) / meas."""
         return self.predicted_speedup / self.measured_speedup - 1.0
 
     @property
-    def extended_error(self) -> float:
-        return self.extended_speedup / self.measured_speedup - 1.0
-
-    @property
-    def holdout_error(self) -> float | None:
-        if self.holdout_speedup is None:
+    def inside_ci(self) -> bool | None:
+        """Whether the headline prediction falls inside the measured 95 % interval."""
+        if self.forecast is None or not all(map(math.isfinite, self.measured_ci95)):
             return None
-        return self.holdout_speedup / self.measured_speedup - 1.0
+        lo, hi = self.measured_ci95
+        return bool(lo <= self.predicted_speedup <= hi)
+
+    def diagnostic_error(self, name: str) -> float | None:
+        v = self.diagnostics.get(name)
+        return None if v is None else v / self.measured_speedup - 1.0
 
     def errors(self) -> dict:
-        return {f: s / self.measured_speedup - 1.0 for f, s in self.predicted.items()}
+        """Relative error of every diagnostic variant."""
+        return {k: v / self.measured_speedup - 1.0 for k, v in self.diagnostics.items()
+                if v is not None}
 
     def to_dict(self) -> dict:
         return {
@@ -132,28 +134,16 @@ class ConfigResult:
             "thresholds": list(self.thresholds),
             "temperature": self.temperature,
             "measured_speedup": self.measured_speedup,
-            "predicted_speedup": self.predicted_speedup,
-            "error": self.error,
-            "best_family": self.best_family,
-            "predicted_by_law": dict(self.predicted),
-            "error_by_law": self.errors(),
-            "extended_speedup": self.extended_speedup,
-            "extended_error": self.extended_error,
-            "holdout_speedup": self.holdout_speedup,
-            "holdout_error": self.holdout_error,
-            "microbenchmark_speedup": self.microbenchmark_speedup,
-            "microbenchmark_error": self.microbenchmark_error,
-            "predictive_speedup": self.predictive_speedup,
-            "predictive_error": self.predictive_error,
-            "predictive_iid_speedup": self.predictive_iid_speedup,
-            "predictive_iid_error": self.predictive_iid_error,
-            "pooled_speedup": self.pooled_speedup,
-            "pooled_error": self.pooled_error,
-            "inrun_speedup": self.inrun_speedup,
-            "inrun_error": self.inrun_error,
+            "measured_ci95": list(self.measured_ci95),
             "measured_speedup_se": self.measured_speedup_se,
+            "predicted_speedup": None if self.forecast is None else self.predicted_speedup,
+            "error": None if self.forecast is None else self.error,
+            "inside_ci": self.inside_ci,
+            "forecast": self.forecast,
+            "best_family": self.best_family,
+            "diagnostics": {k: {"speedup": v, "error": self.diagnostic_error(k)}
+                            for k, v in self.diagnostics.items()},
             "measured_time_per_token": self.measured_time_per_token,
-            "extended_time_per_token": self.extended_time_per_token,
             "ar_time_per_token": self.ar_time_per_token,
             "decomposition": self.decomposition,
             "lag1_correlation": self.correlations,
@@ -161,7 +151,6 @@ class ConfigResult:
             "context_effect": self.context_effect,
             "costs": self.costs,
         }
-
 
 
 def _holdout_speedup(capture, captures, families, costs) -> float | None:
@@ -176,16 +165,35 @@ def _holdout_speedup(capture, captures, families, costs) -> float | None:
     return predict_config(capture, fits, costs, None).speedup
 
 
+def _forecast(capture, captures, profile) -> dict | None:
+    if profile is None:
+        return None
+    if tuple(profile.models) != capture.models or tuple(profile.thresholds) != \
+            capture.thresholds:
+        raise PolyspecInputError(
+            f"profiles.{capture.name}", f"profile is of {profile.models} {profile.thresholds}, "
+            f"not of the capture's {list(capture.models)} {list(capture.thresholds)}")
+    try:
+        fc = forecast_capture(capture, captures, profile)
+    except NoHoldoutData:
+        return None
+    return fc.to_dict()
 
-def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
-             ratios) -> ConfigResult:
+
+def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratios,
+             profile) -> ConfigResult:
     costs = fit_costs(capture)
-    micro = predict_config(capture, pair_fits, fit_costs(capture, calibrate=False), None)
-    predicted = {}
+    diag = {}
     for fam in families:
-        predicted[fam] = predict_config(capture, pair_fits, costs, fam).speedup
+        diag[f"p1_{fam}"] = predict_config(capture, pair_fits, costs, fam).speedup
     best = predict_config(capture, pair_fits, costs, None)
-    predicted["best"] = best.speedup
+    diag["p1_best"] = best.speedup
+    hold = _holdout_speedup(capture, captures, families, costs) if holdout else None
+    if hold is not None:  # every pair captured elsewhere
+        diag["holdout_laws"] = hold
+    diag["pooled_laws"] = predict_config(capture, pooled_fits, costs, None).speedup
+    diag["microbenchmark"] = predict_config(capture, pair_fits,
+                                            fit_costs(capture, calibrate=False), None).speedup
     best_fams = sorted({pair_fits[capture.pair_key(i)].best.law.family
                         for i in range(capture.n - 1)})
     # ---- baseline costs at the capture's contexts x in-cascade slowdown (learned elsewhere)
@@ -198,8 +206,8 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
     ov = overhead_model(captures, exclude=capture.name, like=capture)
     ext_casc = capture_cascade(capture, pair_fits, ext_costs, None, ctxs, extra)
     pred_iid = predict(ext_casc)
-    predictive_iid = capture.ar_time_per_token / (pred_iid.time_per_token
-                                                  + ov.per_token(pred_iid))
+    diag["slowdown_costs_iid"] = capture.ar_time_per_token / (pred_iid.time_per_token
+                                                              + ov.per_token(pred_iid))
     # ---- acceptance coupled across the levels of a top-level round (n >= 3)
     coupling = None
     if capture.n >= 3:
@@ -212,11 +220,15 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
     else:
         fw = np.array([lv.forwards_per_token for lv in pred_iid.levels])
         tau_mix = pred_iid.time_per_token
-    predictive = capture.ar_time_per_token / (tau_mix + ov.per_token_from_forwards(fw))
-    # ---- extended: those counts x this capture's measured per-level forward times
+    diag["slowdown_costs"] = capture.ar_time_per_token / (tau_mix
+                                                          + ov.per_token_from_forwards(fw))
+    # ---- in-run / extended: forward counts x this capture's measured per-level forward times
     t_in = np.array(capture.forward_s) / np.maximum(np.array(capture.forward_count), 1)
-    tau_ext = float(np.dot(fw, t_in)) + ov.per_token_from_forwards(fw)
-    ext_speed = capture.ar_time_per_token / tau_ext
+    f_pred = np.array([lv.forwards_per_token for lv in best.levels])
+    diag["inrun"] = capture.ar_time_per_token / (float(np.dot(f_pred, t_in))
+                                                 + ov.per_token(best))
+    diag["extended"] = capture.ar_time_per_token / (float(np.dot(fw, t_in))
+                                                    + ov.per_token_from_forwards(fw))
     decomposition, fwd = decompose(capture, pair_fits, costs, best, families)
     decomposition["overhead_model"] = {"per_forward": ov.per_forward,
                                        "per_round": ov.per_round}
@@ -231,27 +243,27 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout,
                      "pairs": k})
     ctx_eff = {name: float(costs[name].context_effect(costs[name].reference_context, ctxs[i]))
                for i, name in enumerate(capture.models)}
-    f_pred = np.array([lv.forwards_per_token for lv in best.levels])
     return ConfigResult(
         name=capture.name, models=capture.models, thresholds=capture.thresholds,
         temperature=capture.temperature, measured_speedup=capture.measured_speedup,
-        measured_time_per_token=capture.time_per_token,
-        ar_time_per_token=capture.ar_time_per_token,
-        predicted=predicted, best_family="+".join(best_fams), extended_speedup=ext_speed,
-        extended_time_per_token=tau_ext, decomposition=decomposition, correlations=corr,
-        forwards_per_token=fwd, costs={k: v.to_dict() for k, v in costs.items()},
-        context_effect=ctx_eff,
-        holdout_speedup=_holdout_speedup(capture, captures, families, costs) if holdout
-        else None,
-        pooled_speedup=predict_config(capture, pooled_fits, costs, None).speedup,
-        predictive_speedup=predictive,
-        predictive_iid_speedup=predictive_iid,
-        microbenchmark_speedup=micro.speedup,
-        inrun_speedup=capture.ar_time_per_token / (float(np.dot(f_pred, t_in))
-                                                   + ov.per_token(best)),
+        measured_ci95=measured_ci95(capture),
         measured_speedup_se=capture.measured_speedup * capture.time_per_token_se()
         / capture.time_per_token,
+        measured_time_per_token=capture.time_per_token,
+        ar_time_per_token=capture.ar_time_per_token,
+        forecast=_forecast(capture, captures, profile), diagnostics=diag,
+        best_family="+".join(best_fams), decomposition=decomposition, correlations=corr,
+        forwards_per_token=fwd, costs={k: v.to_dict() for k, v in costs.items()},
+        context_effect=ctx_eff,
     )
+
+
+def _stats(errors) -> dict:
+    e = np.abs([x for x in errors if x is not None and math.isfinite(x)])
+    if e.size == 0:
+        return {"n_configs": 0, "median_abs_error": None, "max_abs_error": None}
+    return {"n_configs": int(e.size), "median_abs_error": float(np.median(e)),
+            "max_abs_error": float(np.max(e))}
 
 
 @dataclass(frozen=True)
@@ -262,69 +274,55 @@ class ValidationResult:
     families: tuple[str, ...]
     law_scope: str = "config"
 
-    def _abs_errors(self, attr="error") -> np.ndarray:
-        return np.array([abs(getattr(c, attr)) for c in self.configs])
+    @property
+    def predicted(self) -> tuple[ConfigResult, ...]:
+        """The configurations with a headline forecast."""
+        return tuple(c for c in self.configs if c.forecast is not None)
 
     @property
-    def median_abs_error(self) -> float:
-        return float(np.median(self._abs_errors()))
+    def median_abs_error(self) -> float | None:
+        return _stats(c.error for c in self.predicted)["median_abs_error"]
 
     @property
-    def max_abs_error(self) -> float:
-        return float(np.max(self._abs_errors()))
+    def max_abs_error(self) -> float | None:
+        return _stats(c.error for c in self.predicted)["max_abs_error"]
 
     def summary(self) -> dict:
-        ext = self._abs_errors("extended_error")
-        by_law = {}
-        for fam in list(self.families) + ["best"]:
-            e = np.array([abs(c.errors()[fam]) for c in self.configs])
-            by_law[fam] = {"median_abs_error": float(np.median(e)),
-                           "max_abs_error": float(np.max(e))}
-        hold = [abs(c.holdout_error) for c in self.configs if c.holdout_error is not None]
         doms = [c.decomposition["dominant"] for c in self.configs]
         shares = {k: float(np.median([abs(c.decomposition["relative"][k]) for c in self.configs]))
                   for k in self.configs[0].decomposition["relative"]}
+        names = list(dict.fromkeys(k for c in self.configs for k in c.diagnostics))
+        inside = [c.inside_ci for c in self.predicted]
         return {
+            "headline": HEADLINE,
             "n_configs": len(self.configs),
+            "n_predicted": len(self.predicted),
             "median_abs_error": self.median_abs_error,
             "max_abs_error": self.max_abs_error,
-            "extended": {"median_abs_error": float(np.median(ext)),
-                         "max_abs_error": float(np.max(ext))},
+            "inside_ci": int(sum(bool(x) for x in inside)),
             "law_scope": self.law_scope,
-            "predictive": {
-                "median_abs_error": float(np.median(self._abs_errors("predictive_error"))),
-                "max_abs_error": float(np.max(self._abs_errors("predictive_error")))},
-            "predictive_iid": {
-                "median_abs_error": float(np.median(self._abs_errors("predictive_iid_error"))),
-                "max_abs_error": float(np.max(self._abs_errors("predictive_iid_error")))},
-            "pooled_laws": {
-                "median_abs_error": float(np.median(self._abs_errors("pooled_error"))),
-                "max_abs_error": float(np.max(self._abs_errors("pooled_error")))},
-            "inrun_costs": {
-                "median_abs_error": float(np.median(self._abs_errors("inrun_error"))),
-                "max_abs_error": float(np.max(self._abs_errors("inrun_error")))},
-            "microbenchmark_costs": {
-                "median_abs_error": float(np.median(self._abs_errors("microbenchmark_error"))),
-                "max_abs_error": float(np.max(self._abs_errors("microbenchmark_error")))},
-            "holdout": {"n_configs": len(hold),
-                        "median_abs_error": float(np.median(hold)) if hold else None,
-                        "max_abs_error": float(np.max(hold)) if hold else None},
-            "by_law": by_law,
+            "diagnostics": {k: _stats(c.diagnostic_error(k) for c in self.configs)
+                            for k in names},
             "dominant_residual": max(set(doms), key=doms.count),
             "median_abs_residual_share": shares,
         }
 
     def to_json(self) -> dict:
-        """The ``polyspec validate --json`` object."""
+        """The ``polyspec validate --json`` object: the headline is predictive (nothing of a
+        capture goes into its prediction); diagnostics are labelled as such."""
         return {
+            "headline": HEADLINE,
             "configs": [{"name": c.name, "measured_speedup": c.measured_speedup,
-                         "predicted_speedup": c.predicted_speedup, "error": c.error,
+                         "measured_ci95": list(c.measured_ci95),
+                         "predicted_speedup": None if c.forecast is None
+                         else c.predicted_speedup,
+                         "error": None if c.forecast is None else c.error,
+                         "inside_ci": c.inside_ci,
+                         "cost_source": None if c.forecast is None
+                         else c.forecast["cost_source"],
                          "best_law": c.best_family,
-                         "extended_speedup": c.extended_speedup,
-                         "extended_error": c.extended_error,
-                         "predictive_error": c.predictive_error,
-                         "inrun_error": c.inrun_error,
-                         "holdout_error": c.holdout_error}
+                         "diagnostics": {k: {"speedup": v, "error": c.diagnostic_error(k)}
+                                         for k, v in c.diagnostics.items()}}
                         for c in self.configs],
             "median_abs_error": self.median_abs_error,
             "max_abs_error": self.max_abs_error,
@@ -336,8 +334,11 @@ class ValidationResult:
 
 def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: bool = True,
              holdout: bool = True, confidence: str = "delta", n_boot: int = 200,
-             seed: int = 0) -> ValidationResult:
-    """Run the whole pipeline (module docstring) on a list of :class:`ConfigCapture`."""
+             seed: int = 0, profiles=None) -> ValidationResult:
+    """Run the whole pipeline (module docstring) on a list of captures. ``profiles``: capture
+    name -> composition profile of its cascade (anything with ``cost_curves()``, ``ar_s``,
+    ``models`` and ``thresholds``, e.g. :class:`validation.composition.CompositionProfile`);
+    captures without one get no headline forecast."""
     captures = list(captures)
     if not captures:
         raise PolyspecInputError("traces", "no captured configurations")
@@ -348,14 +349,16 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     families = tuple(families)
     if laws not in ("config", "pooled"):
         raise PolyspecInputError("laws", f"must be 'config' or 'pooled', got {laws!r}")
+    profiles = dict(profiles or {})
+    unknown = sorted(set(profiles) - set(names))
+    if unknown:
+        raise PolyspecInputError("profiles", f"no capture named {unknown[0]!r}")
     pair_fits = fit_pairs(captures, families)
     own = {c.name: (fit_pairs([c], families) if laws == "config" else pair_fits)
            for c in captures}
     ratios = {c.name: slowdown_ratios(c, own[c.name]) for c in captures}
-    results = tuple(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios)
-                    for c in captures)
+    results = tuple(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios,
+                             profiles.get(c.name)) for c in captures)
     ins = tuple(insertion_analysis(captures, pair_fits, method=confidence, n_boot=n_boot,
                                    seed=seed, ratios=ratios)) if insertions else ()
     return ValidationResult(results, pair_fits, ins, families, laws)
-
-

@@ -1,0 +1,76 @@
+"""``polyspec forecast``: predict the speedup a capture of a configuration will measure, before
+capturing it (acceptance from the committed captures, costs from a composition profile), with
+a prediction interval calibrated on the leave-one-out errors of the committed captures."""
+
+from __future__ import annotations
+
+HELP = ("Predict the measured speedup of a configuration before capturing it: acceptance per "
+        "prompt from the captures in --traces, in-cascade costs from a composition profile "
+        "(polyspec profile --cascade), with a calibrated 95 % prediction interval.")
+
+
+def add_arguments(p):
+    p.add_argument("--traces", required=True, metavar="DIR",
+                   help="committed captures (the same prompts as the capture to predict)")
+    p.add_argument("--models", required=True, help="comma-separated models, target first")
+    p.add_argument("--thresholds", required=True, help="comma-separated θ per adjacent pair")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--profile", required=True, metavar="FILE.json",
+                   help="composition profile of this cascade (polyspec profile --cascade)")
+    p.add_argument("--profiles", default=None, metavar="DIR",
+                   help="profiles of the committed captures, for the interval (default: "
+                        "DIR/profiles)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from polyspec_theory._input import PolyspecInputError, as_real
+    from validation.analysis.forecast import error_quantile, forecast, loo_errors
+    from validation.composition import CompositionProfile, load_profiles
+    from validation.files import read_mapping
+    from validation.traces import read_traces
+
+    from ._common import dump_strict_json
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    try:
+        th = [int(x) for x in args.thresholds.split(",") if x.strip()]
+    except ValueError:
+        raise PolyspecInputError("--thresholds", f"expected comma-separated integers, got "
+                                 f"{args.thresholds!r}") from None
+    temp = as_real(args.temperature, "--temperature", low=0.0)
+    prof = CompositionProfile.from_dict(read_mapping(Path(args.profile)), "--profile")
+    if prof.models != models or prof.thresholds != th:
+        raise PolyspecInputError("--profile", f"is of {prof.models} {prof.thresholds}, not of "
+                                 f"{models} {th}")
+    caps = read_traces(args.traces)
+    if any(c.models == tuple(models) and c.thresholds == tuple(th) and c.temperature == temp
+           for c in caps):
+        raise PolyspecInputError("--models", "this configuration is already captured in "
+                                 f"{args.traces}: forecast a new one (validate predicts the "
+                                 "committed ones)")
+    fc = forecast(models, th, temp, caps, prof.cost_curves(), prof.ar_s)
+    pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
+    errs = loo_errors(caps, load_profiles(pdir, caps), temperature=temp)
+    q = error_quantile(list(errs.values())) if errs else None
+    out = {**fc.to_dict(),
+           "interval95": None if q is None else [fc.speedup * (1 - q), fc.speedup * (1 + q)],
+           "interval_from": {"loo_errors": len(errs), "quantile": q,
+                             "method": "split-conformal order statistic of the leave-one-out "
+                                       "|relative errors| of the captures at this temperature"},
+           "profile": str(args.profile), "traces": str(args.traces)}
+    if args.json:
+        print(dump_strict_json(out))
+        return 0
+    iv = out["interval95"]
+    print(f"{' <- '.join(models)} θ={th} T={temp:g}: forecast speedup {fc.speedup:.3f}"
+          + ("" if iv is None else f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}] "
+             f"(from {len(errs)} leave-one-out errors)"))
+    print(f"  time per token {1e3 * fc.time_per_token:.4f} ms (forwards "
+          f"{1e3 * fc.forward_time_per_token:.4f} + overhead "
+          f"{1e3 * fc.overhead_per_token:.4f}); autoregressive {1e3 * fc.ar_time_per_token:.4f}")
+    print(f"  acceptance from {len(fc.acceptance_from)} capture(s): "
+          + ", ".join(fc.acceptance_from))
+    return 0

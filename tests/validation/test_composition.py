@@ -1,0 +1,77 @@
+"""Composition profiles: the replay runs the decoder's block policy with acceptance drawn
+from given laws (checked against P1's exact forward counts), and its profile turns into the
+cost tables a forecast uses."""
+
+import math
+
+import numpy as np
+import pytest
+
+from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.config import Cascade, Model
+from polyspec_theory.costs import CostCurve
+from polyspec_theory.laws import IIDGeometric, Positional
+from polyspec_theory.polybasic import predict
+from tests.validation.tiny_zoo import tiny_family
+from validation.composition import CompositionProfile, ReplayDecoder, profile_cascade
+
+Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
+
+MODELS = tiny_family(3, vocab=16, d=8, seed=11)
+
+
+def _prompts(k, n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return [[int(x) for x in rng.integers(0, 16, n)] for _ in range(k)]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_replay_draws_extreme_laws_exactly(alpha):
+    rep = ReplayDecoder(MODELS, [3, 2], [IIDGeometric(alpha)] * 2, seed=1)
+    res = rep.generate(_prompts(1)[0], 40)
+    assert res.rounds
+    for r in res.rounds:
+        assert r.A == (r.G if alpha == 1.0 else 0) and r.L == r.A + 1
+        assert r.G >= [3, 2][r.level - 1]
+    assert all(r.G == 2 for r in res.rounds if r.level == 2)
+
+
+def test_replay_forward_counts_follow_p1():
+    laws = (IIDGeometric(0.7), Positional([0.8, 0.5]))
+    th = (3, 2)
+    rep = ReplayDecoder(MODELS, list(th), list(laws), seed=3)
+    tokens, fwd = [], []
+    for k, p in enumerate(_prompts(30, seed=4)):
+        rep.reseed(100 + k)
+        res = rep.generate(p, 60)
+        tokens.append(res.n_generated)
+        fwd.append(res.forward_count)
+    tokens, fwd = np.asarray(tokens, float), np.asarray(fwd, float)
+    exact = predict(Cascade(tuple(Model(f"m{i}", CostCurve.constant(1.0)) for i in range(3)),
+                            laws, th))
+    for i in range(3):
+        # ratio estimator over prompts (the last round of a prompt may overshoot its budget)
+        est = fwd[:, i].sum() / tokens.sum()
+        resid = fwd[:, i] - est * tokens
+        se = math.sqrt(np.sum(resid**2) / (len(tokens) - 1) * len(tokens)) / tokens.sum()
+        assert abs(est - exact.levels[i].forwards_per_token) < Z * se + 0.02 * est, i
+
+
+def test_profile_and_its_cost_tables():
+    prof = profile_cascade(MODELS, [3, 2], [IIDGeometric(0.6), IIDGeometric(0.5)],
+                           _prompts(3, seed=9), 30, seed=2, warmup=0)
+    assert prof.models == [m.name for m in MODELS] and prof.thresholds == [3, 2]
+    assert set(prof.verify[1]) == {2}  # the last pair verifies exactly theta
+    assert min(prof.verify[0]) >= 3 and prof.draft_forwards > 0 and prof.ar_s > 0
+    curves = prof.cost_curves()
+    mv = prof.mean_verify(0)
+    for g, t in mv.items():  # the table holds the mean verify time of a block of G at G + 1
+        assert curves[0](g + 1) == pytest.approx(t, rel=1e-12)
+    assert curves[0](1) == pytest.approx(prof.ar_s, rel=1e-12)  # T_1(1): the AR time
+    assert curves[2](1) == pytest.approx(prof.draft_s, rel=1e-12)
+    back = CompositionProfile.from_dict(prof.to_dict())
+    assert back.mean_verify(0) == pytest.approx(prof.mean_verify(0), rel=1e-12)
+    with pytest.raises(PolyspecInputError, match="not a composition profile"):
+        CompositionProfile.from_dict({"format": "other"})
+    with pytest.raises(PolyspecInputError, match=r"laws: need one law per pair \(2\)"):
+        ReplayDecoder(MODELS, [3, 2], [IIDGeometric(0.5)])

@@ -1,0 +1,205 @@
+"""A capture's speedup predicted before it is measured (``validate``'s headline,
+``polyspec forecast``, pre-registration).
+
+Nothing of the capture being predicted goes in:
+
+- **Acceptance** from other captures of the same pairs and sampling setting, per prompt: every
+  capture decodes the same prompts (same seed), and acceptance varies far more between
+  prompts (repetition loops, boilerplate) than between thresholds, so each prompt gets its
+  own iid law per pair, fitted on that prompt's rounds in the other captures (the pair's
+  pooled law where a prompt has none). P1 is evaluated per prompt and the prompts are
+  combined as the measurement combines them: ``tau = Σ_p tokens_p tau_p / Σ_p tokens_p``.
+- **Costs** from a composition-aware profile of the cascade
+  (:class:`validation.composition.CompositionProfile`: in-cascade forward times of each model,
+  the target's autoregressive time per token), measured in a separate run.
+- **Decoder overhead** (time outside forwards, per forward and per verify round) fitted on the
+  other captures of the same sampling mode.
+
+The forecast's interval is calibrated on the leave-one-out errors of the committed captures
+(:func:`error_quantile`): a prediction interval, not a sampling CI of the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+
+from polyspec_theory._input import PolyspecInputError, as_int, as_real
+from polyspec_theory.config import Cascade, Model
+from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.laws import IIDGeometric
+from polyspec_theory.polybasic import predict
+
+from .residuals import overhead_model
+
+__all__ = ["Forecast", "forecast", "forecast_capture", "loo_errors", "pair_rounds",
+           "measured_ci95", "error_quantile", "NoHoldoutData"]
+
+
+class NoHoldoutData(PolyspecInputError):
+    """A pair of the configuration was captured nowhere else: no acceptance to predict with."""
+
+
+def pair_rounds(captures, key, prompt: int | None = None) -> AcceptanceCounts | None:
+    """The rounds of pair ``key`` = (verifier, drafter, temperature, top_k) over
+    ``captures`` (only prompt ``prompt`` if given), or ``None`` if there are none."""
+    a, g = [], []
+    for c in captures:
+        for i in range(c.n - 1):
+            if c.pair_key(i) == key:
+                r = c.rounds[i]
+                sel = slice(None) if prompt is None else r.prompt == prompt
+                a.append(r.A[sel])
+                g.append(r.G[sel])
+    if not a:
+        return None
+    a, g = np.concatenate(a), np.concatenate(g)
+    return AcceptanceCounts.from_samples(a, g) if a.size else None
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Predicted speedup of one configuration (time base: the profile's seconds)."""
+
+    models: tuple[str, ...]
+    thresholds: tuple[int, ...]
+    temperature: float
+    speedup: float
+    time_per_token: float
+    forward_time_per_token: float
+    overhead_per_token: float
+    ar_time_per_token: float
+    forwards_per_token: tuple[float, ...]
+    prompts: tuple[int, ...]
+    acceptance_from: tuple[str, ...]
+    cost_source: str
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        return {
+            "models": list(self.models), "thresholds": list(self.thresholds),
+            "temperature": self.temperature, "speedup": self.speedup,
+            "time_per_token": self.time_per_token,
+            "forward_time_per_token": self.forward_time_per_token,
+            "overhead_per_token": self.overhead_per_token,
+            "ar_time_per_token": self.ar_time_per_token,
+            "forwards_per_token": list(self.forwards_per_token),
+            "prompts": list(self.prompts), "acceptance_from": list(self.acceptance_from),
+            "cost_source": self.cost_source, "notes": list(self.notes),
+        }
+
+
+def forecast(models, thresholds, temperature, captures, cost_curves, ar_time_per_token: float,
+             *, top_k: int = 0, prompts=None, tokens_per_prompt=None, exclude: str | None = None,
+             cost_source: str = "profile", policy: str = "accumulate") -> Forecast:
+    """Predict the measured speedup of the configuration (``models`` target first,
+    ``thresholds``) at ``temperature`` (module docstring). ``captures``: the committed
+    captures (``exclude``: the name of one to leave out, the capture being predicted);
+    ``cost_curves``: one :class:`CostCurve` per model (in-cascade costs);
+    ``ar_time_per_token``: the target's autoregressive time per token on the same time base;
+    ``prompts``/``tokens_per_prompt``: the prompts to predict and tokens decoded on each
+    (default: the prompts of the other captures, equal weights)."""
+    models = tuple(str(m) for m in models)
+    thresholds = tuple(as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds))
+    temperature = as_real(temperature, "temperature", low=0.0)
+    ar = as_real(ar_time_per_token, "ar_time_per_token", low=0.0, low_open=True)
+    if len(cost_curves) != len(models):
+        raise PolyspecInputError("cost_curves", f"need one per model ({len(models)})")
+    others = [c for c in captures if c.name != exclude and c.temperature == temperature
+              and c.top_k == top_k]
+    keys = [(models[i], models[i + 1], temperature, int(top_k)) for i in range(len(models) - 1)]
+    pooled = {}
+    for k in keys:
+        d = pair_rounds(others, k)
+        if d is None:
+            raise NoHoldoutData(
+                "acceptance", f"no other capture has the pair {k[0]} <- {k[1]} at "
+                f"temperature {temperature:g}: capture a configuration with it first")
+        pooled[k] = d
+    used = sorted({c.name for c in others for i in range(c.n - 1) if c.pair_key(i) in keys})
+    if prompts is None:
+        prompts = sorted({int(s["prompt"]) for c in others for s in c.summaries})
+    prompts = tuple(int(p) for p in prompts)
+    if not prompts:
+        raise PolyspecInputError("prompts", "no prompt to predict")
+    weights = (np.ones(len(prompts)) if tokens_per_prompt is None
+               else np.asarray(tokens_per_prompt, dtype=np.float64))
+    ms = tuple(Model(m, c) for m, c in zip(models, cost_curves, strict=True))
+    notes = []
+    taus, fwds = [], []
+    for p in prompts:
+        laws = []
+        for k in keys:
+            d = pair_rounds(others, k, p)
+            if d is None:
+                notes.append(f"prompt {p}: no rounds of {k[0]} <- {k[1]}; pooled law used")
+                d = pooled[k]
+            laws.append(IIDGeometric.fit(d).law)
+        pred = predict(Cascade(ms, tuple(laws), thresholds, policy))
+        taus.append(pred.time_per_token)
+        fwds.append([lv.forwards_per_token for lv in pred.levels])
+    w = weights / weights.sum()
+    tau_fwd = float(np.dot(w, taus))
+    f = np.asarray(w @ np.asarray(fwds))
+    ov = overhead_model(others, like=SimpleNamespace(temperature=temperature))
+    ov_tok = ov.per_token_from_forwards(f)
+    tau = tau_fwd + ov_tok
+    return Forecast(models=models, thresholds=thresholds, temperature=temperature,
+                    speedup=ar / tau, time_per_token=tau, forward_time_per_token=tau_fwd,
+                    overhead_per_token=ov_tok, ar_time_per_token=ar,
+                    forwards_per_token=tuple(float(x) for x in f), prompts=prompts,
+                    acceptance_from=tuple(used), cost_source=cost_source,
+                    notes=tuple(notes))
+
+
+def forecast_capture(capture, captures, profile) -> Forecast:
+    """:func:`forecast` of one capture from the others, with its composition profile."""
+    return forecast(capture.models, capture.thresholds, capture.temperature, captures,
+                    profile.cost_curves(), profile.ar_s, top_k=capture.top_k,
+                    prompts=[int(s["prompt"]) for s in capture.summaries],
+                    exclude=capture.name, policy=capture.policy)
+
+
+def loo_errors(captures, profiles, temperature: float | None = None) -> dict[str, float]:
+    """``{capture name: forecast / measured - 1}`` for every capture that has a profile (and
+    every pair captured elsewhere), each forecast from the other captures only; only captures
+    at ``temperature`` if given."""
+    out = {}
+    for c in captures:
+        if c.name not in profiles or (temperature is not None and c.temperature != temperature):
+            continue
+        try:
+            f = forecast_capture(c, captures, profiles[c.name])
+        except NoHoldoutData:
+            continue
+        out[c.name] = f.speedup / c.measured_speedup - 1.0
+    return out
+
+
+def measured_ci95(capture, n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile interval of the measured speedup by a paired bootstrap over prompts
+    (each resampled prompt brings its target AR run and its cascade run together)."""
+    t = capture.paired_table()
+    k = len(t)
+    if k < 2:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(as_int(seed, "seed", low=0))
+    idx = rng.integers(0, k, size=(as_int(n_boot, "n_boot", low=100), k))
+    ar = t[idx, 1].sum(1) / t[idx, 2].sum(1)
+    cas = t[idx, 3].sum(1) / t[idx, 4].sum(1)
+    lo, hi = np.quantile(ar / cas, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def error_quantile(errors, level: float = 0.95) -> float:
+    """The ``level`` quantile of absolute relative errors (a calibrated half-width for
+    prediction intervals ``speedup * (1 ± q)``); conservative for small samples (the
+    ``ceil(level (n + 1))``-th order statistic, split-conformal style)."""
+    e = np.sort(np.abs(np.asarray(errors, dtype=np.float64)))
+    if e.size == 0:
+        raise PolyspecInputError("errors", "need at least one leave-one-out error")
+    k = math.ceil(as_real(level, "level", low=0.0, high=1.0, low_open=True) * (e.size + 1))
+    return float(e[min(k, e.size) - 1])
