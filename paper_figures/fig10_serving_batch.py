@@ -1,4 +1,4 @@
-"""Figure 10 — speculative and polybasic decoding under load (docs/theory-serving.md): the
+"""Figure 10 — speculative and polybasic decoding under load (docs/theory.md Part III-C): the
 exact speedup against autoregressive decoding at the same batch size, and the optimal
 thresholds, as the serving batch grows (theory; measured points come with the batched
 decoder).

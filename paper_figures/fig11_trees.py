@@ -1,4 +1,4 @@
-"""Figure 11 — token trees against the node budget (docs/theory-trees.md T1, T3, T4): the
+"""Figure 11 — token trees against the node budget (docs/theory.md Part III-D T1, T3, T4): the
 expected accepted length and the speedup of the chain, the best fixed-width tree and the
 optimal tree (Sequoia's DP), theory with simulator points (measured points come with the tree
 decoder).

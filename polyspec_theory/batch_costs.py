@@ -1,5 +1,5 @@
 """Cost curves of a serving batch, ``T(b, m)``: wall time of one forward pass that scores ``m``
-new positions for each of ``b`` sequences (docs/theory-serving.md, B0).
+new positions for each of ``b`` sequences (docs/theory.md Part III-C, B0).
 
 Two config forms, both accepted by :func:`polyspec_theory.costs.cost_from_config`:
 

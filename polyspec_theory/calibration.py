@@ -1,6 +1,6 @@
 """Calibration of unknown cost parameters from measured runs (pure numerics, no I/O).
 
-**Model (docs/theory-overhead.md, O2).** P1 with per-round overheads gives the time per
+**Model (docs/theory.md Part III-B, O2).** P1 with per-round overheads gives the time per
 token of a cascade as ``tau_1 = sum_{i<n} F_i (E[T_i(G_i + 1)] + o_i) + F_n T_n(1)`` where
 ``F_i`` (forwards of ``M_i`` per generated token) and the block laws ``G_i`` depend only on
 the acceptance laws and thresholds, not on the costs. With affine costs ``T_i(m) = b_i +

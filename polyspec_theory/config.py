@@ -11,7 +11,7 @@ pair. Optional: ``"policy"`` (``"accumulate"`` — docs/theory.md §6, default �
 ``"name"``, ``"description"``, ``"time_unit"`` (the unit of every cost, e.g. ``"ms"``; printed
 as the time base), per model ``"overhead"``: a fixed time per verification round of that
 model (added to ``E[C_i]`` in P1, never to the autoregressive baseline ``T_1(1)``; see
-docs/theory-overhead.md), and per pair ``"trees"`` (``null`` or ``{"parents": [...]}``) and
+docs/theory.md Part III-B), and per pair ``"trees"`` (``null`` or ``{"parents": [...]}``) and
 ``"schedules"`` (``null``, ``{"kind": "hf", ...}`` or ``{"kind": "confidence", ...}``): see
 :mod:`polyspec_theory.structured`. Acceptance may also be ``{"tau": x}``: the mean acceptance
 length ``E[L]`` (bonus token included) measured at this pair's threshold, converted to the iid

@@ -9,7 +9,7 @@ Renewal–reward with Wald's identity: ``E[C_n] = T_n(1)``,
 ``E[C_i] = phi_{i+1} E[C_{i+1}] + E[T_i(G_i + 1)] + o_i`` and ``tau_i = E[C_i] / E[L_i]``;
 speedup ``T_1(1) / tau_1``. ``o_i`` (``models[i].overhead``, default 0) is a fixed time per
 verification round of level i; the autoregressive baseline ``T_1(1)`` does not include it
-(docs/theory-overhead.md). ``phi`` and the law of ``G`` come from a dynamic programme over the
+(docs/theory.md Part III-B). ``phi`` and the law of ``G`` come from a dynamic programme over the
 accumulated length (no sampling). Assumes acceptance independent across rounds.
 """
 

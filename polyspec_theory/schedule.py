@@ -1,4 +1,4 @@
-"""Adaptive draft length (docs/theory-trees.md, A1–A4).
+"""Adaptive draft length (docs/theory.md Part III-D, A1–A4).
 
 * :class:`HFSchedule` ``{"kind": "hf", "start": 5, "min": 1, "max": 16}`` — Hugging Face
   assisted generation's heuristic: after a round whose block was fully accepted (``A = G``)

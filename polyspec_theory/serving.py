@@ -1,5 +1,5 @@
 """B1–B6: speculative and polybasic decoding in a synchronous serving batch
-(docs/theory-serving.md is the statement of record; numbering B0–B6).
+(docs/theory.md Part III-C is the statement of record; numbering B0–B6).
 
 **Model (B0).** ``b`` sequences are decoded together in *lockstep*: every forward of ``M_i`` is
 one batched forward over all ``b`` slots scoring the same number ``m`` of new positions per

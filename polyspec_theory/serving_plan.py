@@ -1,5 +1,5 @@
 """B6 for pools: the best cascade (chain and thresholds) at each serving batch size, under
-the synchronised lockstep model (docs/theory-serving.md).
+the synchronised lockstep model (docs/theory.md Part III-C).
 
 **Exact by a certificate (B4).** When every cost ``T_i(b, .)`` is nondecreasing in ``m``, the
 synchronised speedup of any configuration is <= its unsynchronised one (P1 with the costs

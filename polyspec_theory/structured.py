@@ -1,4 +1,4 @@
-"""P1 for cascades with token trees and adaptive draft lengths (docs/theory-trees.md, T5, A4).
+"""P1 for cascades with token trees and adaptive draft lengths (docs/theory.md Part III-D, T5, A4).
 
 A config may carry, per adjacent pair, ``"trees": [null | {"parents": [...]}, ...]`` and
 ``"schedules": [null | {"kind": "hf", ...} | {"kind": "confidence", ...}, ...]``; ``null`` is

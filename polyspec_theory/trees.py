@@ -1,4 +1,4 @@
-"""Token trees (docs/theory-trees.md, T1–T4): structure, acceptance by sibling rank, the
+"""Token trees (docs/theory.md Part III-D, T1–T4): structure, acceptance by sibling rank, the
 SpecInfer residual rule, the exact law of the accepted path, the time of a tree round and
 the optimal tree for a node budget (Sequoia's dynamic programme, written here from scratch).
 
@@ -8,7 +8,7 @@ are ranked 1, 2, ... by their order in the list. ``N = len(parents) - 1`` drafte
 depth ``D`` = the largest node depth.
 
 Acceptance models (which one is exact for which verification rule: T2 and
-docs/theory-trees.md):
+docs/theory.md Part III-D):
 
 * :class:`SiblingLaw` ``{"sibling": [p1, p2, ...]}`` — Sequoia's positional assumption: at an
   accepted node at depth ``d - 1`` the verifier accepts its rank-k child with probability

@@ -1,4 +1,4 @@
-"""Monte Carlo of a cascade decoded in a synchronous serving batch (docs/theory-serving.md,
+"""Monte Carlo of a cascade decoded in a synchronous serving batch (docs/theory.md Part III-C,
 model B0), in JAX: the independent check of B1/B2.
 
 The simulator runs the lockstep algorithm itself, event by event. A *chain* is one batch of

@@ -1,6 +1,6 @@
 """Monte Carlo of cascades with token trees and adaptive draft lengths, in JAX (the independent
 check of :mod:`polyspec_theory.structured`, :mod:`polyspec_theory.trees` and
-:mod:`polyspec_theory.schedule`; docs/theory-trees.md).
+:mod:`polyspec_theory.schedule`; docs/theory.md Part III-D).
 
 Length level (:func:`simulate_structured`): the algorithm itself, event by event, one event =
 one verification round at some pair level, as in :mod:`simulators.length`:

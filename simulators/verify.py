@@ -213,7 +213,7 @@ def check_p1(ctx: VerifyContext) -> list[CheckRecord]:
     return rows
 
 
-# per-round overheads o_i (docs/theory-overhead.md, O1): a 3-level cascade with an overhead
+# per-round overheads o_i (docs/theory.md Part III-B, O1): a 3-level cascade with an overhead
 # on both verifiers, a measured-table cost for the middle model and mixed laws
 OVERHEAD_CASCADE = {
     "name": "overhead-3-level",
@@ -539,7 +539,7 @@ def check_f(ctx: VerifyContext) -> list[CheckRecord]:
     return rows
 
 
-# --- B1, B2 (serving batches, docs/theory-serving.md) -----------------------------------------
+# --- B1, B2 (serving batches, docs/theory.md Part III-C) -----------------------------------------
 
 
 def check_b(ctx: VerifyContext) -> list[CheckRecord]:

@@ -1,4 +1,4 @@
-"""Verification rows for token trees and adaptive draft length (docs/theory-trees.md T1–T5,
+"""Verification rows for token trees and adaptive draft length (docs/theory.md Part III-D T1–T5,
 A1, A2, A4): theory against :mod:`simulators.structures`, same conventions as
 :mod:`simulators.verify` (row level ``1 - ROW_ALPHA``, Bonferroni over ``MAX_ROWS``).
 

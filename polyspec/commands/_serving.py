@@ -1,5 +1,5 @@
 """``--batch`` for ``polyspec predict`` and ``polyspec plan``: the synchronised serving-batch
-theory (B0–B6, docs/theory-serving.md) as reports and plain text."""
+theory (B0–B6, docs/theory.md Part III-C) as reports and plain text."""
 
 from __future__ import annotations
 

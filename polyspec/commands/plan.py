@@ -42,7 +42,7 @@ def add_arguments(p):
                    help="with --traces: skip a truncated last line instead of failing")
     p.add_argument("--batch", metavar="B1,B2,...", default=None,
                    help="serving batch sizes (e.g. 1,4,16,64): the best cascade at each batch "
-                        "under the synchronised batch theory (docs/theory-serving.md)")
+                        "under the synchronised batch theory (docs/theory.md Part III-C)")
     p.add_argument("--no-prune", action="store_true",
                    help="score every configuration (same answer, much slower; for checking)")
 

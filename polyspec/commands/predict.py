@@ -10,7 +10,7 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--batch", metavar="B1,B2,...", default=None,
                    help="serving batch sizes (e.g. 1,2,4,8,16): synchronised batch theory "
-                        "(docs/theory-serving.md): speedup, throughput and optimal thresholds "
+                        "(docs/theory.md Part III-C): speedup, throughput and optimal thresholds "
                         "per batch, and the crossover batch")
     p.add_argument("--max-threshold", type=int, default=16,
                    help="with --batch: largest threshold searched for the optimum (default 16)")

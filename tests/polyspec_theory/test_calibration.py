@@ -1,4 +1,4 @@
-"""Calibration of cost parameters (polyspec_theory.calibration; docs/theory-overhead.md, O2).
+"""Calibration of cost parameters (polyspec_theory.calibration; docs/theory.md Part III-B, O2).
 
 - the linear design ``known + x . beta`` equals P1 (predict) on random cascades, for any
   subset of unknown parameters (independent: predict sums the costs level by level);

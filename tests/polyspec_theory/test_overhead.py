@@ -1,4 +1,4 @@
-"""Per-round overhead o_i (docs/theory-overhead.md, O1): exact in P1, the threshold grid, the
+"""Per-round overhead o_i (docs/theory.md Part III-B, O1): exact in P1, the threshold grid, the
 planner and the length simulator; config fields (models[i].overhead, {"tau": x}, time_unit).
 
 Independent checks: (a) overheads enter tau_1 as sum_{i<n} F_i o_i with F_i the forwards per

@@ -1,4 +1,4 @@
-"""Adaptive draft length (docs/theory-trees.md A1–A3): the HF length chain against an
+"""Adaptive draft length (docs/theory.md Part III-D A1–A3): the HF length chain against an
 independently built chain solved by eigen-decomposition, the stationary law (GTH) against
 numpy, the confidence cut-off against enumeration of per-position outcomes, the joint law's
 integrals against quadrature in the confidence domain, and the fit's recovery of known laws."""

@@ -1,4 +1,4 @@
-"""B1–B6 (docs/theory-serving.md): the synchronised batch theory against independent exact
+"""B1–B6 (docs/theory.md Part III-C): the synchronised batch theory against independent exact
 computations — the lockstep event machine enumerated over every joint outcome
 (``_serving_enum``), brute-force maxima of b iid variables, P1 itself — over many
 hypothesis-drawn cascades (all deterministic: no Monte Carlo in this file)."""

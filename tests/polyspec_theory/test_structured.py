@@ -1,4 +1,4 @@
-"""P1 with trees and schedules (docs/theory-trees.md T5, A4): the engine equals P1 on every
+"""P1 with trees and schedules (docs/theory.md Part III-D T5, A4): the engine equals P1 on every
 plain chain, every structure reduces to the chain it generalizes (path tree, fixed-length HF
 schedule at any level, confidence cut-off at eta = 0), two-model structures equal their
 closed forms, and configs round-trip and reject bad input naming the field."""

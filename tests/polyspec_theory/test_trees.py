@@ -1,4 +1,4 @@
-"""Token trees (docs/theory-trees.md T1–T4): structure checks, the exact law of the accepted
+"""Token trees (docs/theory.md Part III-D T1–T4): structure checks, the exact law of the accepted
 path against a recursive enumeration, the SpecInfer rank law against brute-force enumeration
 of the drafted tokens, the chain special case against D2, and the optimal-tree DP against
 brute force over every ordered tree."""

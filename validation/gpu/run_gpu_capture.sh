@@ -26,7 +26,7 @@ fi
 cp "$ZOO/TRAINING.md" "$OUT/ZOO_TRAINING.md"
 cp "$ZOO/zoo.json" "$OUT/zoo.json"
 cap() {  # models thresholds temperature
-  "$PY" -m validation capture --device cuda --zoo-dir "$ZOO" --models "$1" \
+  "$PY" -m polyspec capture --device cuda --zoo-dir "$ZOO" --models "$1" \
     --thresholds "$2" --temperature "$3" --prompts "$PROMPTS" --tokens "$TOKENS" \
     --prompt-len 64 --threads 1 --seed 0 --out "$OUT" --resume --no-progress
 }
