@@ -232,7 +232,7 @@ def test_profile_errors(capsys, argv, needle):
 
 
 def test_committed_runs_file_is_the_sweep(capsys):
-    """configs/calibration-eagle1.json (the runs-file format of docs/engines.md) is the EAGLE-1
+    """configs/calibration-eagle1.json (the runs-file format of the README) is the EAGLE-1
     column of the shared sweep: same fit, same choice."""
     root = __import__("pathlib").Path(__file__).resolve().parents[2]
     a = _calibrate_json(capsys, root / "configs" / "calibration-eagle1.json")
