@@ -13,8 +13,9 @@ HELP = ("Fit the unknown cost parameters (drafter cost, per-round overhead, veri
 
 
 def add_arguments(p):
-    p.add_argument("runs", help="runs file (JSON/YAML, see the README's engine section) or a sweep table "
-                                "(text: mean acceptance length and time per token per K)")
+    p.add_argument("runs", help="runs file (JSON/YAML, see the README's engine section) or a "
+                                "sweep table (text: mean acceptance length and time per "
+                                "token per K)")
     p.add_argument("--method", default=None,
                    help="the method (column) of a sweep table, e.g. 'EAGLE 1'")
     p.add_argument("--fit-on", default=None, metavar="A,B,...",
