@@ -191,3 +191,72 @@ def test_bad_input():
         target_forwards_clt([0.0, 1.0], 0)
     with pytest.raises(PolyspecInputError, match="^kmax"):
         exact_tail([0.0, 1.0], 3, -2)
+
+
+# --- values pinned independently (exact rationals / mpmath), and P2 by hypothesis -----------
+
+def _hoeffding_by_hand(weights, theta, k, lattice=False):
+    """Hoeffding for k iid lengths in [1, ell]: exp(-2 eps^2 / (k (ell - 1)^2)) with
+    eps = k mu - t, t = theta (or theta - 1); mu, eps exact rationals, exp in mpmath."""
+    import mpmath
+    from fractions import Fraction
+
+    w = [Fraction(x) for x in weights]
+    mu = sum(ln * x for ln, x in enumerate(w)) / sum(w)
+    ell = max(ln for ln, x in enumerate(w) if x > 0)
+    t = theta - 1 if lattice else theta
+    eps = k * mu - t
+    if eps <= 0:
+        return 1.0
+    expo = Fraction(-2) * eps * eps / (k * (ell - 1) ** 2)
+    with mpmath.workdps(40):
+        return float(mpmath.exp(mpmath.mpf(expo.numerator) / expo.denominator))
+
+
+@pytest.mark.parametrize(("weights", "theta", "k"), [
+    ([0, 3, 4, 3], 400, 260),  # mu = 2, ell = 3: exponent -2 * 120^2 / (260 * 4)
+    ([0, 1, 1, 0, 2], 10, 7),  # mu = 11/4, ell = 4
+    ([0, 5, 0, 0, 0, 0, 1], 20, 12),  # mu = 11/6, ell = 6
+    ([0, 2, 7, 1], 9, 5),  # mu = 19/10, ell = 3
+])
+def test_hoeffding_tail_values_pinned_by_hand(weights, theta, k):
+    p = np.asarray(weights, dtype=np.float64) / sum(weights)
+    for lattice in (False, True):
+        want = _hoeffding_by_hand(weights, theta, k, lattice)
+        assert want < 1.0  # every case is inside Hoeffding's range
+        got = hoeffding_tail(p, theta, k, lattice=lattice)
+        assert got == pytest.approx(want, rel=1e-12)
+    # the first case by hand: exp(-2 * 120^2 / 1040) = exp(-360/13)
+    if weights == [0, 3, 4, 3]:
+        assert hoeffding_tail(p, theta, k) == pytest.approx(math.exp(-360 / 13), rel=1e-13)
+    # outside Hoeffding's range (k mu <= theta) the trivial bound 1
+    k_small = int(theta * sum(weights) // sum(ln * x for ln, x in enumerate(weights)))
+    assert hoeffding_tail(p, theta, k_small) == 1.0
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(weights=st.lists(st.integers(0, 12), min_size=1, max_size=9).filter(
+    lambda w: sum(w) > 0), theta=st.integers(1, 70))
+def test_p2_bounds_equal_their_formulas_and_hold_against_the_exact_dp(weights, theta):
+    """P2 on random integer laws: the bounds are exactly max(1, theta/mu) and
+    (theta - 1 + E[L^2]/mu)/mu (exact rationals, written here), the trivial upper bound
+    (theta - 1 + ell)/mu, and the exact phi (renewal DP) lies between them."""
+    from fractions import Fraction
+
+    w = [0, *weights]
+    tot = sum(w)
+    mu = Fraction(sum(ln * x for ln, x in enumerate(w)), tot)
+    m2 = Fraction(sum(ln * ln * x for ln, x in enumerate(w)), tot)
+    ell = max(ln for ln, x in enumerate(w) if x > 0)
+    p = np.asarray(w, dtype=np.float64) / tot
+    b = phi_bounds(p, theta)
+    assert b.wald_lower == pytest.approx(float(theta / mu), rel=1e-13)
+    assert b.lower == pytest.approx(float(max(Fraction(1), theta / mu)), rel=1e-13)
+    assert b.upper == pytest.approx(float((theta - 1 + m2 / mu) / mu), rel=1e-12)
+    assert b.trivial_upper == pytest.approx(float((theta - 1 + ell) / mu), rel=1e-12)
+    phi, _ = renewal_fill(p, theta)
+    assert b.lower * (1 - 1e-12) <= phi <= b.upper * (1 + 1e-12)
+    # the Hoeffding tail bound dominates the exact tail at every k
+    tail = exact_tail(p, theta)
+    kk = np.arange(tail.size)
+    assert np.all(tail <= hoeffding_tail(p, theta, kk) + 1e-12)

@@ -13,6 +13,7 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 from polyspec_theory import (
     BetaMixed,
@@ -177,3 +178,89 @@ def test_bad_input():
         paper_insertion_condition(0.1, 1.0, float("nan"), 2.0, 3.0)
     assert np.isfinite(decision_confidence(BASE, 0, MID, up, low, rounds=50,
                                            method="delta").probability)
+
+
+# --- P5 by hypothesis: the exact decision is P1 with and without the model, built by hand ---
+
+def _law_strategy():
+    from hypothesis import strategies as st
+
+    iid = st.floats(0.05, 0.95).map(IIDGeometric)
+    pos = st.lists(st.floats(0.05, 0.95), min_size=1, max_size=3).map(Positional)
+    beta = st.tuples(st.floats(0.5, 8.0), st.floats(0.5, 4.0)).map(lambda ab: BetaMixed(*ab))
+    return st.one_of(iid, pos, beta)
+
+
+def _cost_strategy(scale):
+    from hypothesis import strategies as st
+
+    const = st.floats(0.0, 1.0).map(lambda x: CostCurve.constant(scale * x))
+    affine = st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 0.1)).map(
+        lambda bk: CostCurve.affine(scale * bk[0], scale * bk[1]))
+    return st.one_of(const, affine)
+
+
+def _insertion_case():
+    from hypothesis import strategies as st
+
+    @st.composite
+    def case(draw):
+        n = draw(st.integers(2, 4))
+        costs = [CostCurve.affine(1.0, draw(st.floats(0.0, 0.1)))]
+        costs += [draw(_cost_strategy(0.5 ** i)) for i in range(1, n)]
+        models = [Model(f"m{i}", c) for i, c in enumerate(costs)]
+        laws = [draw(_law_strategy()) for _ in range(n - 1)]
+        th = [draw(st.integers(1, 6)) for _ in range(n - 1)]
+        policy = draw(st.sampled_from(["accumulate", "truncate"]))
+        pos = draw(st.integers(0, n - 2))
+        new = Model("new", draw(_cost_strategy(0.5 ** (pos + 1))))
+        up, low = draw(_law_strategy()), draw(_law_strategy())
+        t_new = (draw(st.integers(1, 6)), draw(st.integers(1, 6)))
+        return models, laws, th, policy, pos, new, up, low, t_new
+
+    return case()
+
+
+def _by_hand(models, laws, th, policy, pos, new, up, low, t_new):
+    """The cascade with ``new`` between models[pos] and models[pos + 1], written out."""
+    m2 = list(models[: pos + 1]) + [new] + list(models[pos + 1:])
+    l2 = list(laws[:pos]) + [up, low] + list(laws[pos + 1:])
+    t2 = list(th[:pos]) + list(t_new) + list(th[pos + 1:])
+    return Cascade(tuple(m2), tuple(l2), tuple(t2), policy, "by-hand")
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(case=_insertion_case())
+def test_p5_exact_decision_equals_p1_with_and_without_the_model(case):
+    models, laws, th, policy, pos, new, up, low, t_new = case
+    base = Cascade(tuple(models), tuple(laws), tuple(th), policy, "base")
+    with_ = _by_hand(*case)
+    tau0, tau1 = predict(base).time_per_token, predict(with_).time_per_token
+    d = insertion_decision(base, pos, new, up, low, t_new)
+    assert d.tau_without == pytest.approx(tau0, rel=1e-12)
+    assert d.tau_with == pytest.approx(tau1, rel=1e-12)
+    assert d.relative_gain == pytest.approx(tau0 / tau1 - 1.0, rel=1e-9, abs=1e-12)
+    if abs(tau0 / tau1 - 1.0) > 1e-9:
+        assert d.helps is (tau1 < tau0)
+    assert d.cascade_with.thresholds == with_.thresholds
+    assert [m.name for m in d.cascade_with.models] == [m.name for m in with_.models]
+    assert d.cascade_with.laws == with_.laws and d.cascade_with.policy == policy
+
+
+@settings(derandomize=True, deadline=None, max_examples=12)
+@given(case=_insertion_case())
+def test_p5_optimized_decision_is_the_brute_force_optimum(case):
+    models, laws, th, policy, pos, new, up, low, t_new = case
+    base = Cascade(tuple(models), tuple(laws), tuple(th), policy, "base")
+    top = 3
+    best0 = min(predict(base.with_thresholds(t)).time_per_token
+                for t in itertools.product(range(1, top + 1), repeat=len(th)))
+    # _by_hand replaces th[pos] by the pair t[pos:pos + 2]: pass t without that pair
+    best1 = min(predict(_by_hand(models, laws, t[:pos] + (0,) + t[pos + 2:], policy, pos, new,
+                                 up, low, t[pos:pos + 2])).time_per_token
+                for t in itertools.product(range(1, top + 1), repeat=len(th) + 1))
+    d = insertion_decision(base, pos, new, up, low, t_new, optimize=True, max_threshold=top)
+    assert d.tau_without == pytest.approx(best0, rel=1e-12)
+    assert d.tau_with == pytest.approx(best1, rel=1e-12)
+    if abs(best0 / best1 - 1.0) > 1e-9:
+        assert d.helps is (best1 < best0)
