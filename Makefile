@@ -18,9 +18,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/polyspec demo --out out/demo
 
+# POLYSPEC_STRICT=1: a test that would skip (a missing optional dependency) fails instead
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -n 2 --durations=15
+	POLYSPEC_STRICT=1 $(PY) -m pytest -n 2 --durations=15
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -33,6 +33,7 @@ from polyspec_theory.laws import (
     goodness_of_fit,
     law_from_config,
 )
+from tests._optional import optional_import
 
 LEVEL = 1e-4  # per chi-square test
 Z = 4.5  # two-sided normal tail 6.8e-6 per interval check
@@ -268,7 +269,7 @@ def test_numpy_sampling_with_mixed_caps(law):
 
 @pytest.mark.parametrize("law", SAMPLING_LAWS, ids=repr)
 def test_jax_sampling_agrees_with_pmf(law):
-    jax = pytest.importorskip("jax")
+    jax = optional_import("jax")
     with jax.enable_x64(True):
         x = np.asarray(law.rvs_jax(jax.random.PRNGKey(5), 8, (N_SAMPLES,)))
         again = np.asarray(law.rvs_jax(jax.random.PRNGKey(5), 8, (N_SAMPLES,)))

@@ -30,6 +30,7 @@ from polyspec_theory.planner import (
     plan_thresholds,
 )
 from polyspec_theory.polybasic import predict
+from tests._optional import optional_import
 
 POOL_FILE = Path(__file__).resolve().parents[2] / "configs" / "pool.json"
 
@@ -390,7 +391,7 @@ def test_simulator_confirms_the_planned_speedup(example):
 
     False-failure rate: z = 3.29 (two-sided 1e-3) for the first comparison; the second holds
     unless both estimates err by > 7 standard errors (the gap is ~17 %, se ~0.4 %)."""
-    pytest.importorskip("jax")
+    optional_import("jax")
     from simulators.length import simulate_lengths
 
     pool, res = example

@@ -620,6 +620,24 @@ def test_over_acceptance_check():
 # --- demo ----------------------------------------------------------------------------------
 
 
+def _tv_sum_exact(pair):
+    """Y1's TV sum with fractions.Fraction: mu_0 = init, mu_{n+1} = mu_n target_n,
+    E[N_rej] = sum_n sum_s mu_n(s) (1/2) sum_x |target_n(s, x) - draft_n(s, x)|."""
+    from fractions import Fraction
+
+    k = pair.init.size
+    mu = [Fraction(float(v)) for v in pair.init]
+    total = Fraction(0)
+    for n in range(pair.target.shape[0]):
+        tn = [[Fraction(float(v)) for v in row] for row in pair.target[n]]
+        dn = [[Fraction(float(v)) for v in row] for row in pair.draft[n]]
+        for s in range(k):
+            tv = sum(abs(a - b) for a, b in zip(tn[s], dn[s], strict=True)) / 2
+            total += mu[s] * tv
+        mu = [sum(mu[s] * tn[s][x] for s in range(k)) for x in range(k)]
+    return total
+
+
 def test_yin_demo_chain_exact_values():
     pair = yin_demo_chain(0)
     assert (pair.K, pair.T) == (7, 50)
@@ -629,7 +647,13 @@ def test_yin_demo_chain_exact_values():
     demo = yin_demo(0, Ms=(1, 2, 4, 8))
     e = demo["expected_rejections_dp"]
     assert abs(e - demo["expected_rejections_tv"]) <= 1e-11
-    assert 0 < e < 50
+    # Y1 on the demo chain in exact rational arithmetic, written here from the statement
+    # (the chain's float entries are exact dyadic rationals): propagate the target's law of
+    # x_n and sum E[TV(draft_n, target_n)] over the 50 positions
+    exact = _tv_sum_exact(pair)
+    assert e == pytest.approx(float(exact), rel=1e-13, abs=0)
+    # the seeded chain itself is pinned: its value, to 12 digits
+    assert e == pytest.approx(11.7863022992406, abs=1e-12)
     for mode, row in demo["batch"].items():
         r = np.asarray(row["rejections"])
         assert r[0] == pytest.approx(e, abs=1e-11)

@@ -7,7 +7,9 @@ import random
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from tests._optional import optional_import
+
+transformers = optional_import("transformers")
 
 from tests.validation.tiny_zoo import tiny_family  # noqa: E402
 from validation.decoder import PolybasicDecoder, autoregressive  # noqa: E402
