@@ -15,7 +15,8 @@ level above uses (by F1 a lossless S_{i+1} emits tokens distributed as p_{i+1}).
 (temperature 0): accept iff the token equals argmax p_i, the correction is argmax p_i.
 Temperature and top-k are applied identically to every model's logits.
 
-Timing: ``now()`` synchronizes CUDA before reading ``time.perf_counter``. Prefill (feeding
+Timing: ``now()`` synchronizes CUDA before reading ``time.perf_counter`` (or is the
+``clock`` given to :class:`PolybasicDecoder`). Prefill (feeding
 the prompt) is timed separately and excluded from decode times, for the cascade and the
 autoregressive baseline alike. Time spent in the ``on_round`` callback (trace writing) is
 measured and subtracted from ``wall_s``, ``draft_s`` and ``round_s``.
@@ -127,7 +128,8 @@ class PolybasicDecoder:
     """Polybasic cascade over ``models`` (target first) with ``thresholds`` (one per pair)."""
 
     def __init__(self, models, thresholds, *, temperature=0.0, top_k=0, seed=0,
-                 on_round: Callable[[Round], None] | None = None):
+                 on_round: Callable[[Round], None] | None = None,
+                 clock: Callable[[], float] | None = None):
         n = len(models)
         if n < 2:
             raise PolyspecInputError("models", f"need at least 2 models, got {n}")
@@ -147,7 +149,9 @@ class PolybasicDecoder:
         self.sampler = Sampler(temperature, top_k, seed)
         self.greedy = self.sampler.greedy
         self.on_round = on_round
-        self._now = _now_fn(self.device)
+        # seconds, read around every forward and round; ``clock`` replaces the wall clock
+        # (tests: a scripted clock makes every recorded time exact)
+        self._now = clock if clock is not None else _now_fn(self.device)
 
     def headroom(self) -> int:
         """Extra positions beyond the committed text a round may feed (Σ θ)."""

@@ -66,16 +66,48 @@ def test_block_policy_invariants():
     assert sum(x.G for x in by[1]) <= sum(x.L for x in by[2])
 
 
-def _first_two_law(target, prompt, sampler):
-    """Exact law of the first two tokens of the target (after temperature/top-k)."""
+def _reference_probs(logits, temperature, top_k):
+    """Next-token law written independently of :class:`Sampler`: float64 softmax of
+    ``logits / temperature`` over the ``top_k`` largest logits, found by sorting (all when
+    ``top_k`` is 0 or at least the vocabulary)."""
+    x = np.array(torch.as_tensor(logits).detach().cpu().double().numpy(), dtype=np.float64)
+    x = np.atleast_2d(x) / temperature
+    out = np.zeros_like(x)
+    for r, row in enumerate(x):
+        keep = np.argsort(-row, kind="stable")
+        if 0 < top_k < row.size:
+            keep = keep[:top_k]
+        e = np.exp(row[keep] - row[keep].max())
+        out[r, keep] = e / e.sum()
+    return out
+
+
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 2.5])
+@pytest.mark.parametrize("top_k", [0, 1, 2, 3, 7, 8, 12])
+def test_sampler_law_equals_an_independent_softmax_with_top_k(temperature, top_k):
+    logits = np.random.default_rng(17).normal(0.0, 3.0, size=(5, 8))  # no ties
+    p = Sampler(temperature, top_k).probs(logits)
+    ref = _reference_probs(logits, temperature, top_k)
+    np.testing.assert_allclose(p, ref, rtol=1e-12, atol=1e-15)
+    kept = min(top_k, 8) if top_k else 8
+    assert (np.count_nonzero(p, axis=1) == kept).all()
+    # torch float32 logits give the law of their float32 values
+    t = torch.tensor(logits, dtype=torch.float32)
+    np.testing.assert_allclose(Sampler(temperature, top_k).probs(t),
+                               _reference_probs(t, temperature, top_k), rtol=1e-12, atol=1e-15)
+
+
+def _first_two_law(target, prompt, temperature, top_k):
+    """Exact law of the first two tokens of the target (after temperature/top-k), from the
+    independent reference law (not the decoder's sampler)."""
     v = target.vocab_size
     target.reset()
-    p1 = sampler.probs(target.logits(list(prompt), len(prompt)))[-1]
+    p1 = _reference_probs(target.logits(list(prompt), len(prompt)), temperature, top_k)[-1]
     law = np.zeros((v, v))
     for x in range(v):
         target.reset()
         seq = list(prompt) + [x]
-        p2 = sampler.probs(target.logits(seq, len(seq)))[-1]
+        p2 = _reference_probs(target.logits(seq, len(seq)), temperature, top_k)[-1]
         law[x] = p1[x] * p2
     return law.ravel()
 
@@ -90,7 +122,7 @@ def test_sampling_law_matches_target(n, th, temperature, top_k):
     # rate is 1e-4 per case (3e-4 for the 3 cases); the seed is fixed, so runs repeat.
     levels = tiny_family(n, vocab=4, d=8, noise=0.3, scale=2.0, seed=5)
     prompt = [1, 2, 0]
-    exact = _first_two_law(levels[0], prompt, Sampler(temperature, top_k))
+    exact = _first_two_law(levels[0], prompt, temperature, top_k)
     dec = PolybasicDecoder(levels, th, temperature=temperature, top_k=top_k, seed=11)
     draws = 1000
     counts = np.zeros(16)
