@@ -198,8 +198,9 @@ def test_bad_input():
 def _hoeffding_by_hand(weights, theta, k, lattice=False):
     """Hoeffding for k iid lengths in [1, ell]: exp(-2 eps^2 / (k (ell - 1)^2)) with
     eps = k mu - t, t = theta (or theta - 1); mu, eps exact rationals, exp in mpmath."""
-    import mpmath
     from fractions import Fraction
+
+    import mpmath
 
     w = [Fraction(x) for x in weights]
     mu = sum(ln * x for ln, x in enumerate(w)) / sum(w)
