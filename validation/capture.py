@@ -26,9 +26,10 @@ from polyspec_theory._input import PolyspecInputError, as_int, as_real
 
 from .decoder import POLICY, PolybasicDecoder, autoregressive
 from .models import DecoderModel, load_model
-from .traces import TraceWriter, read_records
+from .traces import TraceRecords, TraceWriter, read_records
 
-__all__ = ["capture", "make_prompts", "cost_curve_records", "default_name", "COST_M"]
+__all__ = ["capture", "make_prompts", "cost_curve_records", "default_name", "resume_point",
+           "COST_M"]
 
 COST_M = tuple(range(1, 17))
 _FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "device",
@@ -78,6 +79,17 @@ def make_prompts(n_prompts: int, prompt_len: int, seed: int, tokenizer=None):
         offsets.append(s)
         prompts.append(toks)
     return prompts, offsets
+
+
+def resume_point(records: TraceRecords) -> tuple[int, bool]:
+    """Where ``capture --resume`` continues an interrupted trace (its records as
+    :func:`validation.traces.read_records` keeps them): the first prompt without a
+    ``summary`` record (prompts run in order, each ends with its summary, so this is the
+    number of summaries; that prompt's partial records are discarded by the ``resume``
+    record), and whether the start-phase cost curves were recorded."""
+    start_prompt = len(records.of_type("summary"))
+    have_start_costs = any(c.get("phase") == "start" for c in records.of_type("cost"))
+    return start_prompt, have_start_costs
 
 
 def _now_fn(device):
@@ -219,8 +231,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
                                      "--name")
         if old.complete:
             return path
-        start_prompt = len(old.of_type("summary"))
-        have_start_costs = any(c.get("phase") == "start" for c in old.of_type("cost"))
+        start_prompt, have_start_costs = resume_point(old)
         writer = TraceWriter(path, append=True)
         writer.write({"type": "resume", "next_prompt": start_prompt,
                       "at": datetime.now(UTC).isoformat(timespec="seconds")})
