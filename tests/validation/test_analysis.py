@@ -378,3 +378,94 @@ def test_error_quantile_is_the_conformal_order_statistic():
     assert error_quantile(e, 0.5) == 0.02
     with pytest.raises(PolyspecInputError, match="errors: need at least one"):
         error_quantile([])
+
+
+# --- leave-one-out fits on configurations that differ --------------------------------------
+# (overhead and in-cascade slowdown differ per configuration, so a fit that includes the
+# configuration it predicts gives a different value from the leave-one-out fit)
+LOO_SPECS = {  # name: (verifier, drafter, law, theta, (o_fwd, o_round), cascade_load)
+    "a": ("t", "mid", BetaMixed(5.0, 2.0), 6, (2e-4, 5e-4), (1.1, 1.5)),
+    "b": ("t", "ng", IIDGeometric(0.5), 1, (2.6e-4, 6.5e-4), (1.3, 1.2)),
+    "c": ("t", "mid", BetaMixed(5.0, 2.0), 3, (1.6e-4, 4e-4), (1.8, 1.9)),
+    "d": ("mid", "ng", Positional([0.6, 0.5]), 2, (2.3e-4, 5.75e-4), (1.4, 1.7)),
+    "e": ("mid", "ng", Positional([0.6, 0.5]), 5, (1.8e-4, 4.5e-4), (1.05, 2.0)),
+}
+
+
+@pytest.fixture(scope="module")
+def loo_captures():
+    caps = []
+    for k, (name, (v, d, law, th, (o_f, o_r), load)) in enumerate(LOO_SPECS.items()):
+        caps.append(_two_level(name, v, d, law, th, seed=90 + k, prompts=3,
+                               overhead_per_forward=o_f, overhead_per_round=o_r,
+                               cascade_load=list(load)))
+    return caps
+
+
+def _loo_overhead_by_hand(caps, name):
+    """Non-negative weighted least squares (weights 1/wall) of the TRUE overhead
+    o_f F + o_r R of the other configurations on (F, R), from the fixture's knobs, by
+    scipy's bounded-variable least squares (not the nnls the code uses)."""
+    from scipy.optimize import lsq_linear
+
+    rows, ys = [], []
+    for c in caps:
+        if c.name == name:
+            continue
+        o_f, o_r = LOO_SPECS[c.name][4]
+        fwd, rnd = float(sum(c.forward_count)), float(sum(r.n for r in c.rounds))
+        rows.append([fwd / c.wall_s, rnd / c.wall_s])
+        ys.append((o_f * fwd + o_r * rnd) / c.wall_s)
+    sol = lsq_linear(np.array(rows), np.array(ys), bounds=(0.0, np.inf), method="bvls",
+                     tol=1e-14)
+    return sol.x
+
+
+def _loo_slowdown_by_hand(name, model, role_):
+    """Median of the fixture's cascade_load of (model, role) over the other configurations."""
+    vals = []
+    for other, (v, d, *_rest, load) in LOO_SPECS.items():
+        if other == name:
+            continue
+        if role_ == "verify" and v == model:
+            vals.append(load[0])
+        if role_ == "bottom" and d == model:
+            vals.append(load[1])
+    return float(np.median(vals))
+
+
+def test_leave_one_out_overhead_and_slowdown_on_differing_configurations(loo_captures):
+    from validation.analysis.residuals import role, slowdown_factor, slowdown_ratios
+
+    caps = loo_captures
+    for c in caps:  # the fixture's overhead is exactly the knobs
+        o_f, o_r = LOO_SPECS[c.name][4]
+        assert c.overhead_s == pytest.approx(
+            o_f * sum(c.forward_count) + o_r * sum(r.n for r in c.rounds), rel=1e-9)
+    res = validate(caps, insertions=False, holdout=False)
+    fits = {c.name: fit_pairs([c]) for c in caps}
+    ratios = {c.name: slowdown_ratios(c, fits[c.name]) for c in caps}
+    for c, r in zip(caps, res.configs, strict=True):
+        want = _loo_overhead_by_hand(caps, c.name)
+        ov = overhead_model(caps, exclude=c.name, like=c)
+        assert c.name not in ov.fitted_on and len(ov.fitted_on) == 4
+        assert (ov.per_forward, ov.per_round) == pytest.approx(tuple(want), rel=1e-7,
+                                                               abs=1e-12)
+        got = r.decomposition["overhead_model"]
+        assert (got["per_forward"], got["per_round"]) == pytest.approx(tuple(want), rel=1e-7,
+                                                                       abs=1e-12)
+        # the in-sample fit is different here: leaving the configuration out matters
+        ins = overhead_model(caps)
+        assert max(abs(ins.per_forward - want[0]), abs(ins.per_round - want[1])) > 1e-3 * want.max()
+        for i, model in enumerate(c.models):
+            rl = role(c, i)
+            # this configuration's own ratio is its cascade load (noiseless costs)
+            assert ratios[c.name][(model, rl)] == pytest.approx(
+                LOO_SPECS[c.name][5][0 if rl == "verify" else 1], rel=1e-9)
+            loo = _loo_slowdown_by_hand(c.name, model, rl)
+            assert slowdown_factor(ratios, model, rl, c.name, c, caps) == pytest.approx(
+                loo, rel=1e-9)
+            assert r.decomposition["slowdown_factors"][model] == pytest.approx(loo, rel=1e-9)
+    # in-sample medians differ from the leave-one-out ones for these configurations
+    assert slowdown_factor(ratios, "t", "verify", None, caps[0], caps) == pytest.approx(1.3)
+    assert _loo_slowdown_by_hand("a", "t", "verify") == pytest.approx(1.55)
