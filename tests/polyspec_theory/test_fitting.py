@@ -203,3 +203,25 @@ def test_affine_or_table_by_lack_of_fit():
     assert step.lack_of_fit_p < 1e-6 and step.preferred_kind == "table"
     assert step.curve()(12) == pytest.approx(step.curve(kind="table")(12))
     assert affine.curve()(12) == pytest.approx(affine.base + 11 * affine.per_token)
+
+
+def test_cost_fit_takes_the_median_of_each_cell_under_heavy_tailed_noise():
+    """Each (m, context) cell holds 9 timings: 6 at the true time and 3 slow outliers (x3,
+    x5, x20: a preempted forward). The median of every cell is the true time exactly (the
+    mean is 34/9 = 3.8x it), so the fit is exact: table, affine summary, context slope."""
+    ms = np.arange(1, 9)
+    ctx = np.array([64.0, 256.0])
+    factors = np.array([1, 1, 3, 1, 5, 1, 1, 20, 1], dtype=np.float64)  # median 1, mean 3.8
+    m = np.repeat(np.tile(ms, ctx.size), factors.size)
+    c = np.repeat(np.repeat(ctx, ms.size), factors.size)
+    true = 1e-3 + 1e-4 * (m - 1) + 2e-6 * c
+    t = true * np.tile(factors, ms.size * ctx.size)
+    fit = fit_cost_curve(m, t, c, reference_context=128.0)
+    assert fit.base == pytest.approx(1e-3 + 2e-6 * 128, rel=1e-10)
+    assert fit.per_token == pytest.approx(1e-4, rel=1e-9)
+    assert fit.context_slope == pytest.approx(2e-6, rel=1e-9)
+    np.testing.assert_allclose(fit.table, 1e-3 + 1e-4 * (ms - 1) + 2e-6 * 128, rtol=1e-10)
+    for mv, cv, med, n in fit.cells:
+        assert n == 9
+        assert med == pytest.approx(1e-3 + 1e-4 * (mv - 1) + 2e-6 * cv, rel=1e-12)
+    assert fit.at(3, context=64.0) == pytest.approx(1e-3 + 2e-4 + 2e-6 * 64, rel=1e-9)
