@@ -586,30 +586,32 @@ def test_beta_fit_on_iid_like_data_stays_at_the_iid_limit():
 
 
 def test_goodness_of_fit_cells_and_df_counted_by_hand():
-    """iid alpha = 1/2 on three caps, cells pooled until the expected count is >= 5:
+    """iid alpha = 1/2 on four caps, cells pooled until the expected count is >= 5:
     cap 1, 6 rounds: expected (3, 3) -> one cell; cap 2, 40 rounds: (20, 10, 10) -> three;
-    cap 3, 12 rounds: (6, 3, 1.5, 1.5) -> (6) and (3 + 1.5 + 1.5) -> two.
-    Six cells in three caps: df = 6 - 3 - fitted parameters."""
+    cap 3, 12 rounds: (6, 3, 1.5, 1.5) -> (6) and (3 + 1.5 + 1.5) -> two;
+    cap 4, 12 rounds: (6, 3, 1.5, .75, .75) -> (6), (3 + 1.5 + .75) and a short remainder
+    (.75) that joins the last cell -> two.
+    Eight cells in four caps: df = 8 - 4 - fitted parameters."""
     from polyspec_theory.counts import AcceptanceCounts
 
-    obs = {1: [4, 2], 2: [18, 12, 10], 3: [7, 2, 1, 2]}
-    exp_pooled = {1: [6.0], 2: [20.0, 10.0, 10.0], 3: [6.0, 6.0]}
-    obs_pooled = {1: [6], 2: [18, 12, 10], 3: [7, 5]}
+    obs = {1: [4, 2], 2: [18, 12, 10], 3: [7, 2, 1, 2], 4: [5, 4, 2, 0, 1]}
+    exp_pooled = {1: [6.0], 2: [20.0, 10.0, 10.0], 3: [6.0, 6.0], 4: [6.0, 6.0]}
+    obs_pooled = {1: [6], 2: [18, 12, 10], 3: [7, 5], 4: [5, 7]}
     a = np.concatenate([np.repeat(np.arange(len(v)), v) for v in obs.values()])
     g = np.concatenate([np.full(sum(v), cap) for cap, v in obs.items()])
     law = IIDGeometric(0.5)
     stat = 2 * sum(o * math.log(o / e) for cap in obs
                    for o, e in zip(obs_pooled[cap], exp_pooled[cap], strict=True))
-    for k, df in ((0, 3), (None, 2), (2, 1)):
+    for k, df in ((0, 4), (None, 3), (2, 2)):
         gof = goodness_of_fit(law, a, g, n_fitted_params=k)
-        assert gof.n_cells == 6
+        assert gof.n_cells == 8
         assert gof.df == df
         assert gof.statistic == pytest.approx(stat, rel=1e-12)
         assert gof.p_value == pytest.approx(float(stats.chi2.sf(stat, df)), rel=1e-12)
-    assert math.isnan(goodness_of_fit(law, a, g, n_fitted_params=3).p_value)
+    assert math.isnan(goodness_of_fit(law, a, g, n_fitted_params=4).p_value)
     # the same from a histogram-form data set
     counts = AcceptanceCounts(a, g, np.ones(a.size, dtype=np.int64))
-    assert goodness_of_fit(law, counts).df == 2
+    assert goodness_of_fit(law, counts).df == 3
 
 
 @pytest.mark.parametrize("fitted", [False, True], ids=["known", "fitted"])

@@ -389,6 +389,7 @@ LOO_SPECS = {  # name: (verifier, drafter, law, theta, (o_fwd, o_round), cascade
     "c": ("t", "mid", BetaMixed(5.0, 2.0), 3, (1.6e-4, 4e-4), (1.8, 1.9)),
     "d": ("mid", "ng", Positional([0.6, 0.5]), 2, (2.3e-4, 5.75e-4), (1.4, 1.7)),
     "e": ("mid", "ng", Positional([0.6, 0.5]), 5, (1.8e-4, 4.5e-4), (1.05, 2.0)),
+    "f": ("t", "ng", IIDGeometric(0.7), 4, (1.2e-4, 6e-4), (1.6, 1.35)),
 }
 
 
@@ -448,7 +449,7 @@ def test_leave_one_out_overhead_and_slowdown_on_differing_configurations(loo_cap
     for c, r in zip(caps, res.configs, strict=True):
         want = _loo_overhead_by_hand(caps, c.name)
         ov = overhead_model(caps, exclude=c.name, like=c)
-        assert c.name not in ov.fitted_on and len(ov.fitted_on) == 4
+        assert c.name not in ov.fitted_on and len(ov.fitted_on) == len(caps) - 1
         assert (ov.per_forward, ov.per_round) == pytest.approx(tuple(want), rel=1e-7,
                                                                abs=1e-12)
         got = r.decomposition["overhead_model"]
@@ -466,6 +467,6 @@ def test_leave_one_out_overhead_and_slowdown_on_differing_configurations(loo_cap
             assert slowdown_factor(ratios, model, rl, c.name, c, caps) == pytest.approx(
                 loo, rel=1e-9)
             assert r.decomposition["slowdown_factors"][model] == pytest.approx(loo, rel=1e-9)
-    # in-sample medians differ from the leave-one-out ones for these configurations
-    assert slowdown_factor(ratios, "t", "verify", None, caps[0], caps) == pytest.approx(1.3)
-    assert _loo_slowdown_by_hand("a", "t", "verify") == pytest.approx(1.55)
+    # in-sample medians differ from the leave-one-out ones, and medians from means, here
+    assert slowdown_factor(ratios, "t", "verify", None, caps[0], caps) == pytest.approx(1.45)
+    assert _loo_slowdown_by_hand("a", "t", "verify") == pytest.approx(1.6)  # mean 1.567
