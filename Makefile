@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.polyspec-installed
 
-.PHONY: demo test lint figures bench install clean
+.PHONY: demo test lint figures bench install clean mutation
 
 install: $(STAMP)
 
@@ -22,6 +22,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	POLYSPEC_STRICT=1 $(PY) -m pytest -n 2 --durations=15
+
+# planted bugs (mutation/mutants.toml) each run against their tests in a temporary copy of
+# the repository; not part of `make test` (minutes); last line `killed N/M`
+mutation: $(STAMP)
+	$(PY) mutation/run.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

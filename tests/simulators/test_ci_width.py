@@ -124,9 +124,9 @@ def test_length_simulator_se_equals_the_exact_sd(cas):
                                rtol=1e-12)
     band = _se_band(res.chain_tokens - mu * res.chain_forwards[:, 0], chains)
     assert abs(res.speedup.se / exact - 1.0) <= Z_WIDTH * band, (res.speedup.se, exact, band)
-    # the reported 95 % interval is value +- 1.96 se
-    assert res.speedup.high - res.speedup.low == pytest.approx(2 * Z95 * res.speedup.se,
-                                                               rel=1e-12)
+    # the reported 95 % intervals are value +- 1.96 se
+    for est in (res.speedup, res.time_per_token):
+        assert est.high - est.low == pytest.approx(2 * Z95 * est.se, rel=1e-12)
     # time per token: the same residual, sd = (C/mu^2) sigma / sqrt(K E[N])
     tau_exact = exact * (_round_cost(cas) / cas.costs[0].t1) ** 2 / mu**2
     assert abs(res.time_per_token.se / tau_exact - 1.0) <= Z_WIDTH * band
