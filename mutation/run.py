@@ -4,6 +4,7 @@ run its test selection, and report which tests kill it.
     python mutation/run.py                 # every mutant (what ``make mutation`` runs)
     python mutation/run.py --only M01,M07  # some of them
     python mutation/run.py --list          # the list, without running anything
+    python mutation/run.py --check         # every snippet still found exactly once?
 
 The working tree (tracked files and untracked files that git does not ignore) is copied once
 to a temporary directory; the user's checkout is never edited. The unmutated copy must pass
@@ -133,6 +134,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated mutant ids")
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every snippet is found exactly once, then exit")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the run of every selection on the unmutated copy")
@@ -164,6 +167,9 @@ def main(argv=None) -> int:
             if count != 1:
                 raise SystemExit(f"{m.id}: the original snippet occurs {count} times in "
                                  f"{m.file} (must be exactly once): update mutation/mutants.toml")
+        if args.check:
+            print(f"{len(mutants)} mutants: every original snippet found exactly once")
+            return 0
         if not args.no_baseline:
             selections = sorted({t for m in mutants for t in m.tests})
             status, detail, dt = run_tests(work, selections, args.timeout * 4)

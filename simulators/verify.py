@@ -329,10 +329,11 @@ def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
     n = cas.n
     # (a) Lemma 3.1 with the Monte Carlo's forward counts F_1..F_{n-1} per chain, beta =
     # theta_{n-1} from the configuration and T_i = P1's expected forward time E[T_i(G_i + 1)]
-    # (not the simulated times): by Wald, E[formula] = E[simulated total time] exactly, so the
-    # ratio of the sums is 1 within its Monte-Carlo interval.
+    # (plus the per-round overhead o_i, counted in M_i's time; not the simulated times): by
+    # Wald, E[formula] = E[simulated total time] exactly, so the ratio of the sums is 1 within
+    # its Monte-Carlo interval.
     pred = predict(cas)
-    t_p1 = [lv.forward_cost for lv in pred.levels]
+    t_p1 = [lv.forward_cost + lv.overhead for lv in pred.levels]
     beta = cas.thresholds[-1]
     fw = acc.chain_forwards
     ident = np.array([identity_from_counts(max(int(tok), 1), f[: n - 1], t_p1, beta=beta)
