@@ -1,0 +1,1 @@
+"""The mutation check (``make mutation``): ``mutants.toml`` and its runner ``run.py``."""
