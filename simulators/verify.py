@@ -293,7 +293,8 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     ell = int(lengths_support[-1])
     mu_law = float(np.dot(np.arange(len(l_pmf)), l_pmf) / np.sum(l_pmf))
     eps = k * mu_law - theta
-    hoeffding = math.exp(-2.0 * eps * eps / (k * (ell - 1) ** 2))
+    hoeffding = (math.exp(-2.0 * eps * eps / (k * (ell - 1) ** 2)) if ell > 1
+                 else float(k < theta))  # ell = 1: N = theta exactly
     sharp = abs(bound / hoeffding - 1.0) <= 1e-9
     v, lo, hi = _widen(_Est(p_mc, se))
     rows = [CheckRecord(
