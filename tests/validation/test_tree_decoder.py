@@ -393,3 +393,61 @@ def test_input_errors():
     dec = StructuredDecoder(lv[:2], [2], tree=[-1] + [0] * 10)
     with pytest.raises(PolyspecInputError, match="^max_new_tokens"):
         dec.generate([1, 2], 116)  # + 11 slots of the tree exceed the context (128)
+
+
+# --- theory = decoder: context-free laws make the theory exact ---------------------------------
+
+P4 = [0.4, 0.3, 0.2, 0.1]
+Q4 = [0.1, 0.2, 0.3, 0.4]
+
+
+def _constant_pair():
+    from tests.validation.tiny_zoo import ConstantModel
+
+    t, d = ConstantModel(P4, "t"), ConstantModel(Q4, "d")
+    s = Sampler(1.0)
+    return [t, d], s.probs(t.row[None])[0], s.probs(d.row[None])[0]
+
+
+@pytest.mark.parametrize("sampling", ["iid", "distinct"])
+def test_tree_decoder_matches_t1_t2_exactly(sampling):
+    # with context-free laws the accepted path length A of every round has exactly the law
+    # of T1 with T2's rank law (iid children) or the enumerated law of Sequoia's rule
+    # (distinct children): χ² of the A histogram over ~1500 rounds and a z-test of E[L]
+    from polyspec_theory.trees import ResidualLaw, SiblingLaw, accepted_pmf, expected_emitted_tree
+
+    levels, p, q = _constant_pair()
+    tree = Tree([-1, 0, 0, 0, 1, 1, 2, 4, 4, 7])
+    if sampling == "iid":
+        law = ResidualLaw(p, q)
+    else:
+        law = SiblingLaw(_rank_law_without_replacement(p, q, 3)[1:].tolist())
+    dec = StructuredDecoder(levels, [1], tree=tree, tree_sampling=sampling, temperature=1.0,
+                            seed=7)
+    a = np.array([x.A for x in dec.generate([0], 3000).rounds])
+    pmf = accepted_pmf(tree, law)
+    counts = np.bincount(a, minlength=pmf.size).astype(float)
+    pv, chi2 = _chi2_ok(counts, pmf, a.size)
+    assert pv > 1e-4, (chi2, counts, pmf * a.size)
+    el = expected_emitted_tree(tree, law)
+    z = (a.mean() + 1 - el) / (a.std(ddof=1) / np.sqrt(a.size))
+    assert abs(z) < 4.5, (a.mean() + 1, el)
+
+
+def test_hf_schedule_occupancy_matches_a1():
+    # HF lengths form the Markov chain of A1 (iid alpha = 1 - TV(P, Q)): the mean length over
+    # ~2500 rounds against the stationary mean (batch-means standard error)
+    from polyspec_theory.schedule import hf_two_model
+
+    levels, p, q = _constant_pair()
+    alpha = float(np.minimum(p, q).sum())
+    sch = {"kind": "hf", "start": 3, "min": 1, "max": 6}
+    pred = hf_two_model({"alpha": alpha}, sch, 1.0, 0.1)
+    dec = StructuredDecoder(levels, [1], schedules=[sch], temperature=1.0, seed=9)
+    r = dec.generate([0], 5000)
+    g = np.array([e["theta"] for e in r.extras], dtype=float)[20:]
+    b = g[: g.size // 50 * 50].reshape(50, -1).mean(axis=1)
+    z = (b.mean() - pred.mean_length) / (b.std(ddof=1) / np.sqrt(b.size))
+    assert abs(z) < 4.5, (b.mean(), pred.mean_length)
+    occ = np.bincount(g.astype(int) - 1, minlength=6) / g.size
+    assert np.abs(occ - pred.stationary).max() < 0.06, (occ, pred.stationary)
