@@ -231,7 +231,10 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
     prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
     sha = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
     maxlen = min((lv.max_len for lv in loaded if lv.max_len is not None), default=None)
-    contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(COST_M) <= maxlen]
+    # a tree's verifier scores N + 1 positions: time T(m) up to there when it exceeds 16
+    cost_m = (COST_M if tree_obj is None or tree_obj.n_nodes + 1 <= max(COST_M)
+              else tuple(range(1, tree_obj.n_nodes + 2)))
+    contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(cost_m) <= maxlen]
     from .zoo.data import corpus_digest
 
     header = {
@@ -249,7 +252,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
                     "stdlib validation split, HF tokenizer", "n_prompts": n_prompts,
                     "prompt_len": prompt_len, "max_new_tokens": max_new,
                     "offsets": offsets, "sha256": sha, "corpus_digest": corpus_digest()},
-        "cost_curve": {"m": list(COST_M), "contexts": contexts, "repeats": cost_repeats},
+        "cost_curve": {"m": list(cost_m), "contexts": contexts, "repeats": cost_repeats},
         "ar_models": ar_models, "time_base": "seconds", "prefill": "excluded",
     }
     if structured:
@@ -302,7 +305,8 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
         neural = [lv for lv in loaded]
         if not have_start_costs:
             for lv in neural:
-                for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "start"):
+                for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "start",
+                                              cost_m):
                     writer.write(rec)
         bar = _progress(range(start_prompt, n_prompts), progress, name)
         ar_tt, cas_tt = [0.0, 0], [0.0, 0]
@@ -352,7 +356,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
             if hasattr(bar, "set_postfix"):
                 bar.set_postfix(speedup=f"{(ar_tt[0] / ar_tt[1]) / (cas_tt[0] / cas_tt[1]):.2f}")
         for lv in neural:
-            for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "end"):
+            for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "end", cost_m):
                 writer.write(rec)
         writer.write({"type": "end", "n_prompts": n_prompts,
                       "wall_s": round(time.perf_counter() - t_start, 3)})
