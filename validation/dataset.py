@@ -144,6 +144,19 @@ class StructureRecords:
     def __len__(self) -> int:
         return len(self.theta)
 
+    @classmethod
+    def concat(cls, items) -> StructureRecords:
+        """The rounds of several levels' records, in order (for pooled fits)."""
+        items = list(items)
+        if not items:
+            raise PolyspecInputError("structures", "nothing to pool")
+        return cls(level=items[0].level,
+                   **{k: (np.concatenate([getattr(x, k) for x in items])
+                          if isinstance(getattr(items[0], k), np.ndarray)
+                          else tuple(v for x in items for v in getattr(x, k)))
+                      for k in ("theta", "conf", "conf_stop", "nodes", "depth", "ranks",
+                                "visits", "draft_m", "draft_fwd_s")})
+
     def sibling_data(self) -> tuple[np.ndarray, np.ndarray]:
         """``(accepted_rank, n_children)`` of every visited node: the data of
         :func:`polyspec_theory.trees.fit_sibling_law`."""
@@ -371,7 +384,7 @@ class Capture:
         """(verifier, drafter, temperature, top_k) of pair ``i``."""
         return (self.models[i], self.models[i + 1], self.temperature, self.top_k)
 
-    # --- draft structures (docs/theory-trees.md) --------------------------------------------
+    # --- draft structures (docs/theory.md Part III-D) --------------------------------------------
     @property
     def trees(self) -> tuple | None:
         """Per pair: a :class:`~polyspec_theory.trees.Tree` or ``None`` (chain); ``None`` if

@@ -1501,7 +1501,7 @@ def _solve_geometric_mean(mean: float, cap: int) -> float:
 
 def variable_length_model(snap: Snapshot, cap: int, eta: float | None = None) -> dict:
     """Drafts of varying length (llama.cpp stops drafting when the drafter's top probability
-    falls below ``p_min``) as the confidence cut-off of docs/theory-trees.md A2: per position
+    falls below ``p_min``) as the confidence cut-off of docs/theory.md Part III-D A2: per position
     the drafter stops with probability ``1 - q``, drafts a token that is accepted with
     probability ``r`` and one that is rejected with ``q - r``, at most ``cap`` tokens.
 
@@ -1562,7 +1562,7 @@ def variable_length_model(snap: Snapshot, cap: int, eta: float | None = None) ->
                      "slots; no cut-off law represents it")
     g_pmf = np.concatenate([q ** np.arange(cap) * (1 - q), [q ** cap]])
     return {
-        "model": "confidence cut-off (docs/theory-trees.md A2)",
+        "model": "confidence cut-off (docs/theory.md Part III-D A2)",
         "cap": cap, "rounds": n, "mean_drafted": mean_g, "mean_accepted": mean_a,
         "q": q, "r": r, "method": method,
         "drafter_forwards_per_round": mean_g + float(1.0 - g_pmf[-1]),

@@ -15,7 +15,7 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     corpus_digest}``, ``cost_curve``: ``{m: [1..16], contexts: [...], repeats}``,
     ``time_base`` = "seconds", ``prefill`` = "excluded".
     Optional (structured captures): ``cascade.trees`` / ``cascade.schedules`` (one entry per
-    pair, ``null`` = chain; the config format of docs/theory-trees.md), ``tree_sampling``
+    pair, ``null`` = chain; the config format of docs/theory.md Part III-D), ``tree_sampling``
     ("distinct": a node's children are its drafter's top-k tokens at temperature 0, drawn
     without replacement otherwise, Sequoia; "iid": drawn with replacement, SpecInfer) and
     ``schedule_restart`` ("prompt": an HF schedule restarts from ``start`` on every prompt).

@@ -1,4 +1,4 @@
-"""The polybasic decoder with draft structures (docs/theory-trees.md): a token tree at the
+"""The polybasic decoder with draft structures (docs/theory.md Part III-D): a token tree at the
 bottom pair (T1–T5), Hugging Face's adaptive draft length at any pair (A1, A4) and the
 confidence cut-off at the bottom pair (A2). Chains are :class:`PolybasicDecoder`'s rounds,
 unchanged; this module only adds the structured rounds.

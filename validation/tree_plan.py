@@ -1,7 +1,7 @@
 """The structures behind figure 11's measured points: from a pilot tree capture of one pair,
 fit the sibling-rank law (:func:`validation.analysis.structured.sibling_law_by_depth`) and the
 AR-calibrated cost curves, then, for each node budget ``N``, the trees the figure compares
-(docs/theory-trees.md T4):
+(docs/theory.md Part III-D T4):
 
 * panel ``el`` (largest ``E[A]`` within ``N`` nodes): the chain of ``N`` tokens, the
   fixed-width tree with the largest ``E[L]`` (:func:`~polyspec_theory.trees.beam_tree` over

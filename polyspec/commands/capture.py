@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tree", default=None, metavar="PARENTS",
                         help="draft a token tree at the bottom pair: comma-separated parent "
                         "indices, node 0 = the last committed token (-1), e.g. -1,0,0,1,1 "
-                        "(that pair's threshold is ignored; docs/theory-trees.md)")
+                        "(that pair's threshold is ignored; docs/theory.md Part III-D)")
     parser.add_argument("--tree-sampling", default="distinct", choices=["distinct", "iid"],
                         help="children at temperature > 0: drawn without replacement "
                         "(Sequoia, default) or iid (SpecInfer); at 0 always the top-k")

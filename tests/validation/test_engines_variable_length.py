@@ -1,5 +1,5 @@
 """``polyspec fit`` on drafts of varying length (llama.cpp's confidence cut-off): the cut-off
-model of docs/theory-trees.md A2 fitted to the drafted / accepted counts, what it identifies,
+model of docs/theory.md Part III-D A2 fitted to the drafted / accepted counts, what it identifies,
 and its prediction through ``predict_structured``."""
 
 from __future__ import annotations

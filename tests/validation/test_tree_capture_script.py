@@ -66,6 +66,14 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
         assert z[f"{e['panel']}_{e['family']}"][e["budget"] - 1] == pytest.approx(
             e["theory"], rel=1e-9)
     assert np.all(z["el_chain"] <= z["el_optimal"] * (1 + 1e-12))
+    # validate: every planned tree also gets a prediction with laws from the other captures
+    from validation.analysis.validate import validate
+    from validation.traces import read_traces
+
+    res = validate(read_traces(out))
+    assert not res.configs and len(res.structured) == len(names) + 1  # + the pilot
+    assert all(c.holdout_speedup is not None and np.isfinite(c.holdout_speedup)
+               for c in res.structured)
     paths = fig.draw(data, tmp_path / "fig")
     assert all(p.is_file() for p in paths)
     empty = fig.compute(quick=True, traces_dir=tmp_path / "none")

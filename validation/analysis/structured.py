@@ -1,5 +1,5 @@
 """Predicted vs measured for captures with token trees and adaptive draft lengths
-(docs/theory-trees.md; :mod:`validation.tree_decoder` records them, schema in
+(docs/theory.md Part III-D; :mod:`validation.tree_decoder` records them, schema in
 :mod:`validation.schema`).
 
 Per structured capture (:func:`analyse_structured`):
@@ -23,9 +23,14 @@ Per structured capture (:func:`analyse_structured`):
 3. **Predicted** = :func:`~polyspec_theory.structured.predict_structured` of the cascade
    with those laws, costs, the capture's tree and schedules (stationary; with an HF schedule
    that restarts every prompt also the exact finite-horizon value over the mean number of
-   top-level rounds per prompt). **In-run** = the predicted forwards per token of each model
-   × its measured mean forward time in the capture (isolates the count model from costs).
-   **Measured** = AR target time per token / cascade time per token, as for chains.
+   top-level rounds per prompt): in-sample, a diagnostic like ``p1_best`` for chains.
+   **Holdout** = the same with every pair's law fitted on the OTHER captures only (same
+   verifier, drafter, temperature, top-k; trees: also the same child sampling; any tree
+   shape, any cut-off ``eta``, chain and HF rounds pooled), the capture's own baseline costs
+   (``None`` when some pair was captured nowhere else). **In-run** = the predicted forwards
+   per token of each model × its measured mean forward time in the capture (isolates the
+   count model from the costs). **Measured** = AR target time per token / cascade time per
+   token, as for chains.
 
 4. Per pair, measured against predicted: ``E[L]`` per verification, ``E[G]``, the fraction
    of fully accepted blocks; trees: the law of the accepted path length ``A``; HF: the
@@ -48,6 +53,7 @@ from polyspec_theory.schedule import fit_confidence_law
 from polyspec_theory.structured import predict_structured
 from polyspec_theory.trees import SiblingLaw, accepted_pmf, fit_sibling_law
 
+from ..dataset import StructureRecords
 from .fits import fit_costs
 
 __all__ = ["MIN_VISITS", "StructuredConfigResult", "fit_structured_laws", "structured_cascade",
@@ -86,14 +92,31 @@ def confidence_qr(capture, i: int) -> tuple[float, float]:
     return q, (q * acc / decided if decided else 0.0)
 
 
-def fit_structured_laws(capture, families=FAMILIES) -> tuple[list, list]:
-    """Per pair: the law for the prediction and a dict describing the fit."""
+def _same_pair(c, j, capture, i) -> bool:
+    if c.pair_key(j) != capture.pair_key(i):
+        return False
+    kind, other = capture.pair_kind(i), c.pair_kind(j)
+    if kind == "tree":
+        return other == "tree" and c.tree_sampling == capture.tree_sampling
+    if kind == "confidence":
+        return other == "confidence"
+    return other in ("chain", "hf")
+
+
+def fit_structured_laws(capture, families=FAMILIES, sources=None) -> tuple[list, list]:
+    """Per pair: the law for the prediction and a dict describing the fit. ``sources``: the
+    captures whose rounds are used (default: the capture itself); a pair of ``capture`` is
+    fitted on the matching pairs of the sources (module docstring); ``None`` is returned when
+    one has no data there."""
+    sources = [capture] if sources is None else list(sources)
     laws, info = [], []
     for i in range(capture.n - 1):
         kind = capture.pair_kind(i)
-        r = capture.rounds[i]
+        match = [(c, j) for c in sources for j in range(c.n - 1) if _same_pair(c, j, capture, i)]
+        if not match:
+            return None, None
         if kind == "tree":
-            st = capture.structure(i)
+            st = StructureRecords.concat(c.structure(j) for c, j in match)
             law = sibling_law_by_depth(st)
             rk, ch = st.sibling_data()
             one = fit_sibling_law(rk, ch)
@@ -101,13 +124,21 @@ def fit_structured_laws(capture, families=FAMILIES) -> tuple[list, list]:
             info.append({"kind": kind, "law": law.to_config(), "one_row": one.to_config(),
                          "visits": int(rk.size)})
         elif kind == "confidence":
-            st = capture.structure(i)
-            c, y = st.confidence_data(r.G, r.A)
-            fit = fit_confidence_law(c, y, truncation=0.0)
+            cs, ys = [], []
+            for c, j in match:
+                r = c.rounds[j]
+                x, y = c.structure(j).confidence_data(r.G, r.A)
+                cs.append(x)
+                ys.append(y)
+            fit = fit_confidence_law(np.concatenate(cs), np.concatenate(ys), truncation=0.0)
             laws.append(fit.law)
             info.append({"kind": kind, "law": fit.law.to_config(), "fit": fit.to_dict()})
         else:
-            counts = AcceptanceCounts.from_samples(r.A, r.G)
+            counts = None
+            for c, j in match:
+                r = c.rounds[j]
+                d = AcceptanceCounts.from_samples(r.A, r.G)
+                counts = d if counts is None else counts.merge(d)
             fits = fit_laws(counts, families=families)
             best = best_fit(fits)
             laws.append(best.law)
@@ -141,6 +172,7 @@ class StructuredConfigResult:
     transient_speedup: float | None
     inrun_speedup: float
     one_row_speedup: float | None
+    holdout_speedup: float | None
     pairs: tuple[dict, ...]
     forwards_per_token: dict
     config: dict
@@ -152,6 +184,12 @@ class StructuredConfigResult:
     @property
     def inrun_error(self) -> float:
         return self.inrun_speedup / self.measured_speedup - 1.0
+
+    @property
+    def holdout_error(self) -> float | None:
+        if self.holdout_speedup is None:
+            return None
+        return self.holdout_speedup / self.measured_speedup - 1.0
 
     @property
     def transient_error(self) -> float | None:
@@ -170,7 +208,9 @@ class StructuredConfigResult:
                 "transient_speedup": self.transient_speedup,
                 "transient_error": self.transient_error,
                 "inrun_speedup": self.inrun_speedup, "inrun_error": self.inrun_error,
-                "one_row_speedup": self.one_row_speedup, "pairs": list(self.pairs),
+                "one_row_speedup": self.one_row_speedup,
+                "holdout_speedup": self.holdout_speedup, "holdout_error": self.holdout_error,
+                "pairs": list(self.pairs),
                 "forwards_per_token": self.forwards_per_token, "config": self.config}
 
 
@@ -179,13 +219,18 @@ def _hist(x, size) -> np.ndarray:
     return h / h.sum() if h.sum() else h
 
 
-def analyse_structured(capture, families=FAMILIES) -> StructuredConfigResult:
-    """Fit, predict and compare one structured capture (module docstring)."""
+def analyse_structured(capture, families=FAMILIES, others=()) -> StructuredConfigResult:
+    """Fit, predict and compare one structured capture (module docstring); ``others``: the
+    captures the holdout laws may come from (this one is left out)."""
     if not capture.structured:
         raise PolyspecInputError(f"{capture.name}.cascade", "has no tree or schedule")
     laws, fit_info = fit_structured_laws(capture, families)
     costs = fit_costs(capture)
     casc = structured_cascade(capture, laws, costs)
+    hold_laws, _ = fit_structured_laws(capture, families,
+                                       [c for c in others if c.name != capture.name])
+    holdout = (None if hold_laws is None else
+               predict_structured(structured_cascade(capture, hold_laws, costs)).speedup)
     sp = predict_structured(casc)
     pred = sp.prediction
     transient = None
@@ -253,7 +298,7 @@ def analyse_structured(capture, families=FAMILIES) -> StructuredConfigResult:
         measured_time_per_token=capture.time_per_token,
         ar_time_per_token=capture.ar_time_per_token,
         predicted_speedup=pred.speedup, transient_speedup=transient, inrun_speedup=inrun,
-        one_row_speedup=one_row, pairs=tuple(pairs),
+        one_row_speedup=one_row, holdout_speedup=holdout, pairs=tuple(pairs),
         forwards_per_token={name: {"measured": float(fwd_meas[j]),
                                    "predicted": float(fwd_pred[j])}
                             for j, name in enumerate(capture.models)},

@@ -298,7 +298,12 @@ class ValidationResult:
         fitted laws, and in-run: predicted forwards x measured forward times)."""
         e = np.array([abs(c.error) for c in self.structured])
         ei = np.array([abs(c.inrun_error) for c in self.structured])
+        eh = np.array([abs(c.holdout_error) for c in self.structured
+                       if c.holdout_error is not None])
         return {"n_configs": len(self.structured),
+                "holdout_n_configs": int(eh.size),
+                "holdout_median_abs_error": float(np.median(eh)) if eh.size else None,
+                "holdout_max_abs_error": float(np.max(eh)) if eh.size else None,
                 "median_abs_error": float(np.median(e)) if e.size else None,
                 "max_abs_error": float(np.max(e)) if e.size else None,
                 "inrun_median_abs_error": float(np.median(ei)) if ei.size else None,
@@ -376,7 +381,8 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     unknown = sorted(set(profiles) - set(names))
     if unknown:
         raise PolyspecInputError("profiles", f"no capture named {unknown[0]!r}")
-    structured = tuple(analyse_structured(c, families) for c in captures if c.structured)
+    structured = tuple(analyse_structured(c, families, captures) for c in captures
+                       if c.structured)
     captures = [c for c in captures if not c.structured]
     if not captures:
         return ValidationResult((), {}, (), families, laws, structured)

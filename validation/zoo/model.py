@@ -5,7 +5,7 @@ new tokens at position ``start`` writes keys/values into ``[start, start+m)`` an
 ``[0, start+m)``; rolling back is only a change of the caller's length index (stale entries
 beyond it are overwritten later), so rejection costs nothing.
 
-Token trees (docs/theory-trees.md, T3): :meth:`GPT.forward_cached` also takes explicit
+Token trees (docs/theory.md Part III-D, T3): :meth:`GPT.forward_cached` also takes explicit
 position ids and an attention mask among the new tokens (a tree attention mask: each drafted
 node sees the committed prefix, its ancestors and itself); :meth:`KVCache.keep` then moves the
 entries of the accepted path to the front of the speculative area, so that the committed
