@@ -259,7 +259,8 @@ def draw(data: dict, out_dir) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    return style.script_main(TITLE, compute, draw, argv, traces=True)
+    return style.script_main(TITLE, compute, draw, argv, traces=True,
+                             traces_default="data/traces/trees when it holds plans")
 
 
 if __name__ == "__main__":
