@@ -16,6 +16,15 @@ drafter ``T = 0.03`` per forward (one forward per depth). For a budget of ``N`` 
 
 Points: :func:`simulators.structures.simulate_structured` on the plotted structures at a few
 budgets (95 % CIs).
+
+Measured points on the zoo (when present): if the traces folder (default
+``data/traces/trees``, written by ``data/traces/trees/capture_trees.sh``) holds plans
+``*_plan.json`` (:mod:`validation.tree_plan`), one more column per plan (pair, temperature):
+lines = the theory from the plan's pilot capture (sibling-rank law by depth and AR-calibrated
+cost curves fitted on the pilot only), points = the captures of the planned trees (mean
+accepted length per round and measured speedup, ± 1.96 standard errors over rounds / prompts).
+The figure's footnote says which: measured points and their folder, or theory and simulator
+only.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ from polyspec_theory.trees import (
 from simulators.structures import simulate_structured
 
 from . import style
+
+__all__ = ["compute", "draw", "main", "structures", "zoo_panels"]
 
 NAME = "fig11_trees"
 TITLE = "Token trees against the node budget: chain, best fixed-width tree, optimal tree"
@@ -86,8 +97,10 @@ def _cascade(tree) -> Cascade:
         "acceptance": [LAW], "thresholds": [1], "trees": [{"parents": list(tree.parents)}]})
 
 
-def compute(quick: bool = False) -> dict:
-    """Theory curves for budgets 1..N_max and simulator points at a few budgets."""
+def compute(quick: bool = False, traces_dir=None) -> dict:
+    """Theory curves for budgets 1..N_max and simulator points at a few budgets; plus the
+    measured zoo panels from ``traces_dir`` (default ``data/traces/trees``) when it holds
+    plans (module docstring)."""
     nmax = 16 if quick else 48
     budgets = np.arange(1, nmax + 1)
     curves = {(p, f): np.empty(budgets.size) for p in ("el", "speedup") for f in FAMILIES}
@@ -112,30 +125,107 @@ def compute(quick: bool = False) -> dict:
             points.append({"panel": panel, "family": fam, "budget": n, "parents":
                            list(tree.parents), "theory": float(theory), "mc": float(v),
                            "low": float(lo), "high": float(hi), "se": float((hi - lo) / 3.92)})
+    tdir = _trees_dir(traces_dir)
+    zoo = zoo_panels(tdir) if tdir is not None else []
+    if zoo:
+        n_pts = sum(len(z["points"]) for z in zoo)
+        last = chr(ord("b") + 2 * len(zoo))
+        caption = (f"Zoo panels (c)–({last}): lines = theory from each pair's pilot capture "
+                   f"(fitted sibling-rank law and costs), points = measured captures of the "
+                   f"planned trees ({n_pts} points, traces in {tdir}).")
+    else:
+        caption = ("Theory and simulator only: no measured tree captures"
+                   + (f" in {tdir}" if tdir is not None else "") + ".")
     return {"budgets": budgets, "law": LAW, "target": TARGET, "draft": DRAFT,
             **{f"{p}_{f}": curves[(p, f)] for p, f in curves}, "points": points,
-            "rounds": rounds, "chains": chains}
+            "rounds": rounds, "chains": chains, "zoo": zoo, "caption": caption,
+            "traces_dir": None if tdir is None else str(tdir)}
+
+
+def _trees_dir(traces_dir):
+    if traces_dir is not None:
+        return Path(traces_dir)
+    try:
+        from validation.paths import traces_dir as default
+
+        d = default("trees")
+    except Exception:  # no data folder in this checkout: theory only
+        return None
+    return d if d.is_dir() else None
+
+
+def zoo_panels(directory) -> list[dict]:
+    """One panel pair per plan in ``directory``: theory curves from the plan's pilot fits
+    (:func:`validation.tree_plan.family_structures`) and the measured points of the planned
+    trees that were captured (missing traces are skipped)."""
+    import json
+
+    from validation.traces import read_trace
+    from validation.tree_plan import family_structures, plan_law_costs
+
+    out = []
+    for pf in sorted(Path(directory).glob("*_plan.json")):
+        plan = json.loads(pf.read_text())
+        law, tc, dc = plan_law_costs(plan)
+        nmax = max(plan["budgets"])
+        b = np.arange(1, nmax + 1)
+        curves = {f"{p}_{f}": np.empty(b.size) for p in ("el", "speedup") for f in FAMILIES}
+        for j, n in enumerate(b):
+            for (p, f), (_, v) in family_structures(law, tc, dc, int(n)).items():
+                curves[f"{p}_{f}"][j] = v
+        pts, seen = [], {}
+        for e in plan["entries"]:
+            path = Path(directory) / f"{e['name']}.jsonl"
+            if not path.is_file():
+                continue
+            if e["name"] not in seen:
+                seen[e["name"]] = read_trace(path)
+            cap = seen[e["name"]]
+            if e["panel"] == "el":
+                a = cap.rounds[0].A.astype(float)
+                v = float(a.mean())
+                se = float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else float("nan")
+            else:
+                v = cap.measured_speedup
+                se = v * cap.time_per_token_se() / cap.time_per_token
+            pts.append({**e, "measured": v, "se": se, "trace": path.name})
+        out.append({"plan": pf.name, "models": plan["models"],
+                    "temperature": plan["temperature"], "law": plan["law"],
+                    "budgets": b, **curves, "points": pts})
+    return out
 
 
 LABELS = {"chain": "chain", "width": "best fixed-width tree", "optimal": "optimal tree (DP)"}
 
 
-def draw(data: dict, out_dir) -> list[Path]:
-    b = data["budgets"]
-    fig, (ax, axs) = style.figure(2, 1, height=4.0, sharex=True)
+def _draw_column(ax, axs, b, data, pts_of):
     for k, fam in enumerate(FAMILIES):
         col, ls = style.color(k), style.LINESTYLES[k]
         ax.plot(b, data[f"el_{fam}"], color=col, linestyle=ls, label=LABELS[fam])
         axs.plot(b, data[f"speedup_{fam}"], color=col, linestyle=ls, label=LABELS[fam])
         for panel, axis in (("el", ax), ("speedup", axs)):
-            pts = [p for p in data["points"] if p["panel"] == panel and p["family"] == fam]
+            pts = pts_of(panel, fam)
             if pts:
-                x = np.array([p["budget"] for p in pts], dtype=float) + (k - 1) * 0.35
-                y = np.array([p["mc"] for p in pts])
-                err = np.array([[p["mc"] - p["low"] for p in pts],
-                                [p["high"] - p["mc"] for p in pts]])
+                x = np.array([p[0] for p in pts], dtype=float) + (k - 1) * 0.35
+                y = np.array([p[1] for p in pts])
+                err = np.array([[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]])
                 axis.errorbar(x, y, yerr=err, fmt=style.MARKERS[k], color=col, markersize=2.5,
                               capsize=1.5, linewidth=0.8)
+
+
+def draw(data: dict, out_dir) -> list[Path]:
+    b = data["budgets"]
+    zoo = data.get("zoo") or []
+    ncol = 1 + len(zoo)
+    fig, axes = style.figure(2, ncol, height=4.0, width=style.COLUMN_WIDTH * (
+        1.0 if ncol == 1 else 0.75 * ncol), sharex="col", squeeze=False)
+    ax, axs = axes[0, 0], axes[1, 0]
+
+    def sim_pts(panel, fam):
+        return [(p["budget"], p["mc"], p["low"], p["high"]) for p in data["points"]
+                if p["panel"] == panel and p["family"] == fam]
+
+    _draw_column(ax, axs, b, data, sim_pts)
     ax.set_ylabel("E[A] = E[L] − 1\n(accepted per round)")
     ax.legend(loc="upper left", title="lines: theory; points: simulator (95 % CI)")
     style.panel_label(ax, "(a)")
@@ -146,11 +236,31 @@ def draw(data: dict, out_dir) -> list[Path]:
              f"{data['target']['per_token']:g}(m−1), T₂ = {data['draft']:g}",
              transform=axs.transAxes, ha="right", va="bottom", fontsize=6)
     style.panel_label(axs, "(b)")
+    for j, z in enumerate(zoo, start=1):
+        za, zs = axes[0, j], axes[1, j]
+
+        def zoo_pts(panel, fam, z=z):
+            return [(q["budget"], q["measured"], q["measured"] - 1.96 * q["se"],
+                     q["measured"] + 1.96 * q["se"]) for q in z["points"]
+                    if q["panel"] == panel and q["family"] == fam
+                    and np.isfinite(q["measured"])]
+
+        _draw_column(za, zs, z["budgets"], z, zoo_pts)
+        name = " ← ".join(z["models"]) + f", T = {z['temperature']:g}"
+        za.set_title(f"zoo: {name}", fontsize=7, pad=2)
+        zs.set_xlabel("node budget N")
+        style.panel_label(za, f"({chr(ord('a') + 2 * j)})")
+        style.panel_label(zs, f"({chr(ord('b') + 2 * j)})")
+        if j == 1:
+            za.legend(loc="upper left", fontsize=5,
+                      title="lines: pilot fit; points: measured (±1.96 se)", title_fontsize=5)
+    fig.suptitle(data.get("caption", ""), fontsize=5)
     return style.save(fig, out_dir, NAME)
 
 
 def main(argv=None) -> int:
-    return style.script_main(TITLE, compute, draw, argv)
+    return style.script_main(TITLE, compute, draw, argv, traces=True,
+                             traces_default="data/traces/trees when it holds plans")
 
 
 if __name__ == "__main__":

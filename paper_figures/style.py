@@ -116,7 +116,8 @@ def save(fig, out_dir, name: str) -> list[Path]:
     return paths
 
 
-def script_main(title: str, compute, draw, argv=None, traces: bool = False) -> int:
+def script_main(title: str, compute, draw, argv=None, traces: bool = False,
+                traces_default: str = "committed CPU") -> int:
     """Command-line entry shared by every figure script: ``--out``, ``--quick`` (and
     ``--traces`` for the figures drawn from captured traces)."""
     import argparse
@@ -125,7 +126,8 @@ def script_main(title: str, compute, draw, argv=None, traces: bool = False) -> i
     p.add_argument("--out", default="out/figures", help="output directory")
     p.add_argument("--quick", action="store_true", help="reduced-size data (for tests)")
     if traces:
-        p.add_argument("--traces", default=None, help="trace directory (default: committed CPU)")
+        p.add_argument("--traces", default=None,
+                       help=f"trace directory (default: {traces_default})")
     args = p.parse_args(argv)
     kwargs = {"traces_dir": args.traces} if traces else {}
     for path in draw(compute(quick=args.quick, **kwargs), args.out):

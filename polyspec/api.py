@@ -113,13 +113,15 @@ def figures(out_dir, only=None, *, quick: bool = False, progress: bool = False):
 
 
 def fit(path, *, fmt: str | None = None, gamma: int | None = None,
-        snapshot: int | None = None) -> dict:
+        snapshot: int | None = None, eta: float | None = None) -> dict:
     """A serving engine's output file -> acceptance data and fitted laws: the object that
-    ``polyspec fit --json`` prints (:func:`validation.engines.acceptance_report`)."""
+    ``polyspec fit --json`` prints (:func:`validation.engines.acceptance_report`; drafts of
+    varying length come back as ``variable_length``, a confidence cut-off whose
+    representative law is written at ``eta``)."""
     from validation.engines import acceptance_report, load_engine_output
 
     out = load_engine_output(path, fmt, gamma)
-    return acceptance_report(out if snapshot is None else out.select(snapshot))
+    return acceptance_report(out if snapshot is None else out.select(snapshot), eta=eta)
 
 
 def calibrate(runs, *, method: str | None = None, fit_on=None):

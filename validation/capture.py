@@ -33,15 +33,33 @@ __all__ = ["capture", "make_prompts", "cost_curve_records", "default_name", "res
 
 COST_M = tuple(range(1, 17))
 _FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "device",
-                "threads", "cost_curve")
+                "threads", "cost_curve", "tree_sampling")
 
 
-def default_name(models, thresholds, temperature, top_k=0) -> str:
+def default_name(models, thresholds, temperature, top_k=0, tree=None, schedules=None,
+                 tree_sampling="distinct") -> str:
+    """``<models>_th<thresholds>_T<temperature>[_k<top_k>]`` plus, for structured captures,
+    ``_tree<N>n<D>d<digest>[iid]`` and ``_hf<start>-<min>-<max>`` / ``_conf<eta>[-<max>]`` per
+    scheduled pair (``p<i>`` before it when not the bottom pair)."""
     names = [Path(m).stem if ("/" in m or m.endswith(".safetensors")) else m.replace(":", "")
              for m in models]
     t = f"{temperature:g}".replace(".", "p")
     s = f"{'-'.join(names)}_th{'-'.join(str(x) for x in thresholds)}_T{t}"
-    return s + (f"_k{top_k}" if top_k else "")
+    s += f"_k{top_k}" if top_k else ""
+    if tree is not None:
+        dig = hashlib.sha256(",".join(map(str, tree.parents)).encode()).hexdigest()[:6]
+        s += f"_tree{tree.n_nodes}n{tree.max_depth}d{dig}" + ("iid" if tree_sampling == "iid"
+                                                              else "")
+    for i, sc in enumerate(schedules or ()):
+        if sc is None:
+            continue
+        pre = "" if i == len(thresholds) - 1 else f"p{i}"
+        if sc.kind == "hf":
+            s += f"_{pre}hf{sc.start}-{sc.min}-{sc.max}"
+        else:
+            s += f"_{pre}conf{sc.eta:g}".replace(".", "p") + (
+                f"-{sc.max}" if sc.max is not None else "")
+    return s
 
 
 def make_prompts(n_prompts: int, prompt_len: int, seed: int, tokenizer=None):
@@ -157,8 +175,16 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
             prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
             force=False, threads=1, device="cpu", dtype="float32", warmup=2,
             cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
-            ar_models="all", argv=None) -> Path:
-    """Run one capture and return the trace path ``<out>/<name>.jsonl``."""
+            ar_models="all", argv=None, tree=None, schedules=None,
+            tree_sampling="distinct") -> Path:
+    """Run one capture and return the trace path ``<out>/<name>.jsonl``.
+
+    ``tree`` (parents list / text ``"-1,0,0,1"`` / ``{"parents": ...}``): a token tree at the
+    bottom pair; ``schedules``: one entry per pair (``None``, ``"hf:START:MIN:MAX"``,
+    ``"confidence:ETA[:MAX]"`` or config objects); ``tree_sampling``: ``"distinct"`` or
+    ``"iid"`` (:mod:`validation.tree_decoder`). The header's cascade then carries ``trees`` /
+    ``schedules`` in the config format and the rounds of those pairs their optional fields
+    (:mod:`validation.schema`)."""
     models = list(models)
     if len(models) < 2:
         raise PolyspecInputError("models", f"need at least 2 models (target first), got "
@@ -180,8 +206,25 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise PolyspecInputError("device", "CUDA requested but not available")
+    from .tree_decoder import TREE_SAMPLING, parse_schedule, parse_tree
+
+    m_pairs = len(models) - 1
+    tree_obj = None if tree is None else parse_tree(tree)
+    if schedules is not None:
+        if isinstance(schedules, (str, dict)) or len(schedules) != m_pairs:
+            raise PolyspecInputError("schedules", f"need one entry per adjacent pair "
+                                     f"({m_pairs}), null for none")
+        schedules = [None if sc is None else parse_schedule(sc, f"schedules[{i}]")
+                     for i, sc in enumerate(schedules)]
+        if all(sc is None for sc in schedules):
+            schedules = None
+    if tree_sampling not in TREE_SAMPLING:
+        raise PolyspecInputError("tree_sampling", f"must be one of {TREE_SAMPLING}, got "
+                                 f"{tree_sampling!r}")
+    structured = tree_obj is not None or schedules is not None
     torch.set_num_threads(threads)
-    name = name or default_name(models, thresholds, temperature, top_k)
+    name = name or default_name(models, thresholds, temperature, top_k, tree_obj, schedules,
+                                tree_sampling)
     path = Path(out) / f"{name}.jsonl"
     if path.exists() and not (resume or force):
         raise PolyspecInputError("out", f"{path} exists: pass --resume to continue it or "
@@ -200,7 +243,10 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
     prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
     sha = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
     maxlen = min((lv.max_len for lv in loaded if lv.max_len is not None), default=None)
-    contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(COST_M) <= maxlen]
+    # a tree's verifier scores N + 1 positions: time T(m) up to there when it exceeds 16
+    cost_m = (COST_M if tree_obj is None or tree_obj.n_nodes + 1 <= max(COST_M)
+              else tuple(range(1, tree_obj.n_nodes + 2)))
+    contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(cost_m) <= maxlen]
     from .zoo.data import corpus_digest
 
     header = {
@@ -218,9 +264,29 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
                     "stdlib validation split, HF tokenizer", "n_prompts": n_prompts,
                     "prompt_len": prompt_len, "max_new_tokens": max_new,
                     "offsets": offsets, "sha256": sha, "corpus_digest": corpus_digest()},
-        "cost_curve": {"m": list(COST_M), "contexts": contexts, "repeats": cost_repeats},
+        "cost_curve": {"m": list(cost_m), "contexts": contexts, "repeats": cost_repeats},
         "ar_models": ar_models, "time_base": "seconds", "prefill": "excluded",
     }
+    if structured:
+        header["cascade"]["trees"] = (None if tree_obj is None
+                                      else [None] * (m_pairs - 1) + [tree_obj.to_config()])
+        header["cascade"]["schedules"] = (None if schedules is None else
+                                          [None if sc is None else sc.to_config()
+                                           for sc in schedules])
+        if tree_obj is not None:
+            header["tree_sampling"] = tree_sampling
+        if schedules is not None and any(sc is not None and sc.kind == "hf"
+                                          for sc in schedules):
+            header["schedule_restart"] = "prompt"
+    if structured:
+        from .tree_decoder import StructuredDecoder
+
+        dec = StructuredDecoder(loaded, thresholds, tree=tree_obj, schedules=schedules,
+                                tree_sampling=tree_sampling, temperature=temperature,
+                                top_k=top_k, seed=seed)
+    else:
+        dec = PolybasicDecoder(loaded, thresholds, temperature=temperature, top_k=top_k,
+                               seed=seed)
     start_prompt, have_start_costs = 0, False
     if path.exists() and resume:
         old = read_records(path, allow_truncated=True)
@@ -238,8 +304,6 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
     else:
         writer = TraceWriter(path, header)
 
-    dec = PolybasicDecoder(loaded, thresholds, temperature=temperature, top_k=top_k,
-                           seed=seed)
     ar_loaded = loaded if ar_models == "all" else loaded[:1]
     filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
     t_start = time.perf_counter()
@@ -252,7 +316,8 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
         neural = [lv for lv in loaded]
         if not have_start_costs:
             for lv in neural:
-                for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "start"):
+                for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "start",
+                                              cost_m):
                     writer.write(rec)
         bar = _progress(range(start_prompt, n_prompts), progress, name)
         ar_tt, cas_tt = [0.0, 0], [0.0, 0]
@@ -302,7 +367,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
             if hasattr(bar, "set_postfix"):
                 bar.set_postfix(speedup=f"{(ar_tt[0] / ar_tt[1]) / (cas_tt[0] / cas_tt[1]):.2f}")
         for lv in neural:
-            for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "end"):
+            for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "end", cost_m):
                 writer.write(rec)
         writer.write({"type": "end", "n_prompts": n_prompts,
                       "wall_s": round(time.perf_counter() - t_start, 3)})

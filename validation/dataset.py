@@ -20,9 +20,10 @@ import numpy as np
 from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.counts import AcceptanceCounts
 
-from .schema import ROUND_FIELDS, Round, TraceError
+from .schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
 
-__all__ = ["Rounds", "Baseline", "Capture", "DRIFT_NOTE"]
+__all__ = ["Rounds", "Baseline", "Capture", "DRIFT_NOTE", "StructureRecords",
+           "header_structures"]
 
 DRIFT_NOTE = 0.05  # a model's T(1) moving more than this between start and end is noted
 
@@ -81,6 +82,120 @@ class Rounds:
         return float(np.mean(self.m - self.G - 1)) if self.n else 0.0
 
 
+def header_structures(header: dict) -> tuple:
+    """``(trees, schedules)`` of a trace header's cascade, one entry per pair (``None`` =
+    chain; both ``None`` for a plain capture), validated (errors name
+    ``cascade.trees[i]...`` / ``cascade.schedules[i]...``)."""
+    from polyspec_theory.schedule import schedule_from_config
+    from polyspec_theory.trees import tree_from_config
+
+    casc = header["cascade"]
+    m = len(casc["models"]) - 1
+    out = []
+    for key, conv in (("trees", tree_from_config), ("schedules", schedule_from_config)):
+        x = casc.get(key)
+        if x is None:
+            out.append(None)
+            continue
+        if not isinstance(x, list) or len(x) != m:
+            raise PolyspecInputError(f"cascade.{key}", f"need one entry per adjacent pair ({m})")
+        out.append(tuple(None if e is None else conv(e, f"cascade.{key}[{i}]")
+                         for i, e in enumerate(x)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class StructureRecords:
+    """The optional round fields of one level (schema: trees and schedules), aligned with
+    that level's :class:`Rounds`: ``theta`` (-1 where absent), per round ``conf`` (drafted
+    tokens' top probabilities) and ``conf_stop`` (NaN: none), tree ``nodes``/``depth`` (-1
+    where absent), accepted path ``ranks``, ``visits`` ([children, accepted rank] per visited
+    node, per round), drafter forwards ``draft_m`` and their times ``draft_fwd_s``."""
+
+    level: int
+    theta: np.ndarray
+    conf: tuple
+    conf_stop: np.ndarray
+    nodes: np.ndarray
+    depth: np.ndarray
+    ranks: tuple
+    visits: tuple
+    draft_m: tuple
+    draft_fwd_s: tuple
+
+    @classmethod
+    def from_records(cls, level: int, recs) -> StructureRecords:
+        def ints(k):
+            return np.asarray([int(r[k]) if r.get(k) is not None else -1 for r in recs],
+                              np.int64)
+
+        return cls(
+            level=level, theta=ints("theta"),
+            conf=tuple(np.asarray(r.get("conf") or [], np.float64) for r in recs),
+            conf_stop=np.asarray([np.nan if r.get("conf_stop") is None else r["conf_stop"]
+                                  for r in recs], np.float64),
+            nodes=ints("nodes"), depth=ints("depth"),
+            ranks=tuple(tuple(r.get("ranks") or ()) for r in recs),
+            visits=tuple(np.asarray(r.get("visits") or [], np.int64).reshape(-1, 2)
+                         for r in recs),
+            draft_m=tuple(tuple(r.get("draft_m") or ()) for r in recs),
+            draft_fwd_s=tuple(tuple(r.get("draft_fwd_s") or ()) for r in recs))
+
+    def __len__(self) -> int:
+        return len(self.theta)
+
+    @classmethod
+    def concat(cls, items) -> StructureRecords:
+        """The rounds of several levels' records, in order (for pooled fits)."""
+        items = list(items)
+        if not items:
+            raise PolyspecInputError("structures", "nothing to pool")
+        return cls(level=items[0].level,
+                   **{k: (np.concatenate([getattr(x, k) for x in items])
+                          if isinstance(getattr(items[0], k), np.ndarray)
+                          else tuple(v for x in items for v in getattr(x, k)))
+                      for k in ("theta", "conf", "conf_stop", "nodes", "depth", "ranks",
+                                "visits", "draft_m", "draft_fwd_s")})
+
+    def sibling_data(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(accepted_rank, n_children)`` of every visited node: the data of
+        :func:`polyspec_theory.trees.fit_sibling_law`."""
+        v = [x for x in self.visits if len(x)]
+        if not v:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        allv = np.concatenate(v)
+        return allv[:, 1], allv[:, 0]
+
+    def sibling_data_by_depth(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`sibling_data` split by the depth of the children (row d = depth d + 1)."""
+        out: list[list] = []
+        for v in self.visits:
+            for d, (c, r) in enumerate(v):
+                while len(out) <= d:
+                    out.append([])
+                out[d].append((r, c))
+        return [(np.asarray([r for r, _ in x], np.int64), np.asarray([c for _, c in x],
+                                                                     np.int64)) for x in out]
+
+    def confidence_data(self, G, A) -> tuple[np.ndarray, np.ndarray]:
+        """``(confidence, accepted)`` for :func:`polyspec_theory.schedule.fit_confidence_law`
+        (truncation 0): every drafted token's top probability with the verifier's decision
+        (1 before the first rejection, 0 at it, NaN after) and the stop position's top
+        probability (NaN: not drafted)."""
+        c, y = [], []
+        for conf, stop, g, a in zip(self.conf, self.conf_stop, G, A, strict=True):
+            if len(conf) != g:
+                raise PolyspecInputError("conf", f"a round has {len(conf)} top probabilities "
+                                         f"for G = {g} drafted tokens")
+            for j, x in enumerate(conf):
+                c.append(x)
+                y.append(1.0 if j < a else 0.0 if j == a else np.nan)
+            if not np.isnan(stop):
+                c.append(stop)
+                y.append(np.nan)
+        return np.asarray(c, np.float64), np.asarray(y, np.float64)
+
+
 @dataclass(frozen=True)
 class Baseline:
     """One model's baselines in a capture: autoregressive decoding (``ar_*``, over the
@@ -127,6 +242,7 @@ class Capture:
     complete: bool = True
     notes: tuple[str, ...] = field(default=())
     name: str = ""
+    structures: tuple = field(default=())  # per level: StructureRecords or None
 
     def __post_init__(self):
         if not self.name:
@@ -163,16 +279,26 @@ class Capture:
                          f"{len(summaries)} prompt(s) used")
         done = {int(s["prompt"]) for s in summaries}
         by_level: dict[int, list[Round]] = {lv: [] for lv in range(1, n)}
+        raw_level: dict[int, list[dict]] = {lv: [] for lv in range(1, n)}
         for r in records:
             if r["type"] == "round" and int(r["prompt"]) in done:
                 by_level[int(r["level"])].append(Round(**{k: r.get(k, math.nan)
                                                           for k in ROUND_FIELDS}))
+                raw_level[int(r["level"])].append(r)
         rounds = []
         for lv in range(1, n):
             if not by_level[lv]:
                 raise TraceError(f"{where}: no round records for level {lv} "
                                  f"({names[lv - 1]} verifying {names[lv]})")
             rounds.append(Rounds.from_rounds(lv, by_level[lv]))
+        structures = tuple(
+            StructureRecords.from_records(lv, raw_level[lv])
+            if any(k in r for r in raw_level[lv] for k in ROUND_OPTIONAL) else None
+            for lv in range(1, n))
+        try:
+            header_structures(header)
+        except PolyspecInputError as e:
+            raise TraceError(f"{where}: header {e}") from None
         baselines = {}
         for name in names:
             ar = [r for r in records if r["type"] == "ar" and r["model"] == name
@@ -214,7 +340,7 @@ class Capture:
                 raise TraceError(f"{where}: summary forward_s / forward_count need {n} entries")
         return cls(header=header, rounds=tuple(rounds), baselines=baselines,
                    summaries=tuple(summaries), path=str(path), complete=complete,
-                   notes=tuple(notes))
+                   notes=tuple(notes), structures=structures)
 
     def renamed(self, name: str) -> Capture:
         return dataclasses.replace(self, name=name)
@@ -257,6 +383,44 @@ class Capture:
     def pair_key(self, i: int) -> tuple:
         """(verifier, drafter, temperature, top_k) of pair ``i``."""
         return (self.models[i], self.models[i + 1], self.temperature, self.top_k)
+
+    # --- draft structures (docs/theory.md Part III-D) --------------------------------------------
+    @property
+    def trees(self) -> tuple | None:
+        """Per pair: a :class:`~polyspec_theory.trees.Tree` or ``None`` (chain); ``None`` if
+        the capture has no tree."""
+        return header_structures(self.header)[0]
+
+    @property
+    def schedules(self) -> tuple | None:
+        """Per pair: an HF / confidence schedule or ``None``; ``None`` if none."""
+        return header_structures(self.header)[1]
+
+    @property
+    def tree_sampling(self) -> str | None:
+        return self.header.get("tree_sampling")
+
+    def pair_kind(self, i: int) -> str:
+        """``"chain"``, ``"tree"``, ``"hf"`` or ``"confidence"``."""
+        t, s = self.trees, self.schedules
+        if t is not None and t[i] is not None:
+            return "tree"
+        if s is not None and s[i] is not None:
+            return s[i].kind
+        return "chain"
+
+    @property
+    def structured(self) -> bool:
+        """True when some pair drafts a tree or has a schedule."""
+        return any(self.pair_kind(i) != "chain" for i in range(self.n - 1))
+
+    def structure(self, i: int) -> StructureRecords:
+        """The optional round fields of pair ``i`` (error if the trace has none)."""
+        s = self.structures[i] if i < len(self.structures) else None
+        if s is None:
+            raise PolyspecInputError(f"{self.name}.rounds", f"pair {i} ({self.pair_kind(i)}) "
+                                     "has no tree / schedule records")
+        return s
 
     # --- decode totals -----------------------------------------------------------------------
     @property
@@ -344,4 +508,12 @@ class Capture:
             r = self.rounds[i]
             return float(np.mean(r.ctx)) if r.n else 0.0
         r = self.rounds[-1]
-        return float(np.mean(r.ctx)) + (self.thresholds[-1] - 1) / 2.0 if r.n else 0.0
+        if not r.n:
+            return 0.0
+        kind = self.pair_kind(self.n - 2)
+        if kind == "chain":
+            return float(np.mean(r.ctx)) + (self.thresholds[-1] - 1) / 2.0
+        if kind == "tree":  # forward d scores nodes at depth d - 1: context ctx - 1 + d
+            return float(np.mean(r.ctx)) + float(np.mean(self.structure(self.n - 2).depth
+                                                         - 1)) / 2.0
+        return float(np.mean(r.ctx)) + float(np.mean(r.G)) / 2.0  # G + 1{G < cap} forwards

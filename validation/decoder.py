@@ -234,11 +234,15 @@ class PolybasicDecoder:
         rec = Round(prompt=self.prompt_index, level=i + 1, ctx=base, G=g, A=a, L=a + 1, m=m,
                     verify_s=verify_s, draft_s=t1 - t0 - (cb1 - cb0),
                     round_s=t2 - t0 - (self._cb_s - cb0))
+        self._publish(rec, t2)
+        return a + 1
+
+    def _publish(self, rec: Round, t2: float) -> None:
+        """Keep the round and hand it to ``on_round`` (its time is not decode time)."""
         self.rounds.append(rec)
         if self.on_round is not None:
             self.on_round(rec)
             self._cb_s += self._now() - t2
-        return a + 1
 
     # ------------------------------------------------------------------ public
     def generate(self, prompt: list[int], max_new_tokens: int,

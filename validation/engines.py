@@ -67,6 +67,7 @@ __all__ = [
     "load_engine_output",
     "survival_from_rates",
     "acceptance_report",
+    "variable_length_model",
     "load_sweep",
     "sweep_runs",
     "SHORT_DRAFT_TOLERANCE",
@@ -119,6 +120,7 @@ class Snapshot:
     histogram_source: str = "none"
     engine: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    draft_cap: int | None = None  # the configured maximum when drafts vary (cap None)
 
     @property
     def mean_accepted(self) -> float:
@@ -155,6 +157,7 @@ class Snapshot:
                           else [int(x) for x in self.counts.histogram(self.cap)]),
             "histogram_source": self.histogram_source,
             "notes": list(self.notes),
+            "draft_cap": self.draft_cap,
         }
 
 
@@ -181,7 +184,13 @@ def _pool(snaps, label: str = "pooled") -> Snapshot:
         counts=counts,
         histogram_source=srcs.pop() if len(srcs) == 1 else "mixed",
         notes=tuple(dict.fromkeys(n for s in snaps for n in s.notes)),
+        draft_cap=_common({s.draft_cap for s in snaps}),
     )
+
+
+def _common(values: set):
+    """The one value of ``values``, ``None`` if there are several."""
+    return next(iter(values)) if len(values) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -1303,9 +1312,10 @@ def _parse_llamacpp_speculative(text: str, gamma) -> EngineOutput:
         warnings.append(
             f"draft length varies by round: {n_dft} drafted tokens over {n} rounds "
             f"({per:.2f} per round) with n_draft = {k} (the drafter stops early when unsure); "
-            "the rounds' caps are unknown, so no law is fitted (the mean acceptance length is "
-            "still measured)")
-        s = replace(s, cap=None)
+            "the rounds' caps are unknown, so no chain law is fitted; modelled instead as "
+            "the confidence cut-off that reproduces the drafted and accepted counts "
+            "(variable_length)")
+        s = replace(s, cap=None, draft_cap=k)
     if re.search(r"st_tg|sd_tg|llama-bench|\|\s*tg\s*\d+", text):
         rows = re.findall(r"\|\s*(pp|tg)\s*(\d+)\s*\|\s*(" + _NUM + r")\s*±", text)
         if rows:
@@ -1474,14 +1484,106 @@ def _finite(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def acceptance_report(out: EngineOutput) -> dict:
+def _solve_geometric_mean(mean: float, cap: int) -> float:
+    """The ``x`` in [0, 1] with ``sum_{j=1}^{cap} x^j = mean`` (increasing in ``x``)."""
+    from scipy import optimize
+
+    if mean <= 0.0:
+        return 0.0
+    if mean >= cap:
+        return 1.0
+
+    def f(x):
+        return float(np.sum(x ** np.arange(1, cap + 1))) - mean
+
+    return float(optimize.brentq(f, 0.0, 1.0, xtol=1e-15, rtol=4 * np.finfo(float).eps))
+
+
+def variable_length_model(snap: Snapshot, cap: int, eta: float | None = None) -> dict:
+    """Drafts of varying length (llama.cpp stops drafting when the drafter's top probability
+    falls below ``p_min``) as the confidence cut-off of docs/theory.md Part III-D A2: per position
+    the drafter stops with probability ``1 - q``, drafts a token that is accepted with
+    probability ``r`` and one that is rejected with ``q - r``, at most ``cap`` tokens.
+
+    What the engine's totals identify: with ``n`` rounds, ``D`` drafted and ``A`` accepted
+    tokens, exactly the two numbers ``q = P(C >= eta)`` and ``r = P(C >= eta, accepted)`` at
+    the engine's own ``eta``, from ``E[G] = sum_{g=1}^{cap} q^g = D / n`` and
+    ``E[A] = sum_{j=1}^{cap} r^j = A / n`` (method of moments; with a histogram of ``A``,
+    whose law is capped geometric in ``r``, ``r`` is its maximum-likelihood estimate
+    ``sum A / (sum A + #{A < cap})``). Nothing else is: the law of the confidence ``C``, the
+    acceptance curve and ``eta`` itself are not identified, and every joint law with these
+    ``(q, r)`` gives the same prediction at this ``eta`` and cap (A2 depends on them only),
+    none at another ``eta``. ``representative`` is one such law written in the config format
+    (``C ~ Beta(a, 1)`` with ``1 - eta^a = q``, acceptance flat at ``r / q``), with the
+    schedule, at ``eta`` (default 0.5, an arbitrary label: pass the engine's ``p_min``)."""
+    from polyspec_theory._input import as_probability
+    from polyspec_theory.schedule import ConfidenceLaw, confidence_round
+
+    n, cap = snap.rounds, as_int(cap, "cap", low=1)
+    if snap.drafted is None:
+        raise PolyspecInputError("drafted", "the drafted token count is needed to model drafts "
+                                 "of varying length")
+    eta = 0.5 if eta is None else as_probability(eta, "--eta")
+    if not 0.0 < eta < 1.0:
+        raise PolyspecInputError("--eta", f"must be in (0, 1), got {eta}")
+    mean_g = snap.drafted / n
+    mean_a = snap.accepted / n
+    q = _solve_geometric_mean(mean_g, cap)
+    hist = snap.counts.histogram(cap) if snap.counts is not None else None
+    if hist is not None and len(hist) == cap + 1:
+        k = np.arange(cap + 1)
+        total_a = float(np.dot(k, hist))
+        short = float(hist[:cap].sum())
+        r = total_a / (total_a + short) if total_a + short > 0 else 0.0
+        method = ("q: moments (E[G] = drafted / rounds); r: maximum likelihood on the "
+                  "histogram of accepted drafts (capped geometric)")
+    else:
+        r = _solve_geometric_mean(mean_a, cap)
+        method = ("moments: E[G] = drafted / rounds and E[A] = accepted / rounds under the "
+                  "cut-off (A2)")
+    notes = []
+    if r > q:
+        notes.append(f"r = {r:.4g} > q = {q:.4g}: more accepted than the cut-off model allows "
+                     "(the drafts are not stopped by confidence alone); r set to q")
+        r = q
+    rep = None
+    if 0.0 < q < 1.0:
+        a = math.log1p(-q) / math.log(eta)
+        ratio = min(max(r / q, 1e-12), 1.0 - 1e-12)
+        b0 = math.log(ratio) - math.log1p(-ratio)
+        law = ConfidenceLaw([a, 1.0], [b0, 0.0])
+        rd = confidence_round(law, eta, cap)
+        rep = {"acceptance": law.to_config(),
+               "schedule": {"kind": "confidence", "eta": eta, "max": cap},
+               "check": {"q": rd.q, "r": rd.r, "mean_drafted": rd.mean_block,
+                         "mean_accepted": rd.mean_emitted - 1.0}}
+    else:
+        notes.append(f"q = {q:g}: every round drafts {'all' if q >= 1 else 'none'} of its "
+                     "slots; no cut-off law represents it")
+    g_pmf = np.concatenate([q ** np.arange(cap) * (1 - q), [q ** cap]])
+    return {
+        "model": "confidence cut-off (docs/theory.md Part III-D A2)",
+        "cap": cap, "rounds": n, "mean_drafted": mean_g, "mean_accepted": mean_a,
+        "q": q, "r": r, "method": method,
+        "drafter_forwards_per_round": mean_g + float(1.0 - g_pmf[-1]),
+        "identified": "q = P(draft a position) and r = P(draft it and accept it) at the "
+                      "engine's own cut-off; not the confidence law, the acceptance curve or "
+                      "the cut-off value (predictions hold at this cut-off and cap only)",
+        "representative": rep,
+        "notes": notes,
+    }
+
+
+def acceptance_report(out: EngineOutput, eta: float | None = None) -> dict:
     """Fitted laws for the pooled snapshot of ``out`` (and a summary per snapshot).
 
     With a histogram: every family by censored maximum likelihood (log-likelihood, AIC,
     G-test), ``best`` = AIC-best outside the Gaussian baseline. With totals only (rounds,
     accepted, one draft length): the iid law by the method of moments (no likelihood).
     Drafts of varying length (more than :data:`SHORT_DRAFT_TOLERANCE` of the slots missing,
-    or unknown caps): no law, and a warning saying why."""
+    or unknown caps): no chain law, a warning saying why, and, where the drafted count and the
+    maximum draft length are known, ``variable_length``: the confidence cut-off that
+    reproduces them (:func:`variable_length_model`; ``eta`` labels its representative)."""
     from polyspec_theory.laws import IIDGeometric, best_fit, fit_laws
 
     if not isinstance(out, EngineOutput):
@@ -1498,13 +1600,19 @@ def acceptance_report(out: EngineOutput) -> dict:
         note = _short_draft_note(s)
         if note:
             warnings.append(note)
+    variable = None
     if pooled.cap is None and not mixed:
         if not any("varies" in w or "differ in draft length" in w for w in warnings):
             warnings.append("the draft length is not the same in every round: no law fitted")
+        if pooled.draft_cap is not None and pooled.drafted is not None:
+            variable = variable_length_model(pooled, pooled.draft_cap, eta)
     elif slots and short > SHORT_DRAFT_TOLERANCE * slots:
         warnings.append(f"{short} of {slots} draft slots were not drafted (> "
                         f"{100 * SHORT_DRAFT_TOLERANCE:g} %): draft length varies by round, "
-                        "no law fitted")
+                        "no chain law fitted; modelled as a confidence cut-off "
+                        "(variable_length)")
+        if pooled.cap is not None and pooled.drafted is not None:
+            variable = variable_length_model(pooled, pooled.cap, eta)
     elif pooled.counts is not None:
         fits = fit_laws(pooled.counts)
         for f in fits:
@@ -1558,6 +1666,7 @@ def acceptance_report(out: EngineOutput) -> dict:
         "checks": list(out.checks),
         "concurrency": out.concurrency,
         "timing": out.timing,
+        "variable_length": variable,
         "warnings": list(dict.fromkeys(warnings)),
     }
 

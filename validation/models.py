@@ -5,6 +5,17 @@ A level keeps ``pos`` = how many leading tokens of the current sequence its cach
 (or log-probabilities) at those positions, shape ``(end - pos, V)``: row ``r`` is the law of
 token ``pos + r + 1`` given ``seq[:pos + r + 1]``. ``rollback(n)`` forgets everything from
 index ``n`` on (an index move for the static zoo cache; ``DynamicCache.crop`` for HF).
+
+Token trees (docs/theory.md Part III-D T3; :mod:`validation.tree_decoder`): a level with
+``supports_tree`` also has *speculative slots* after its committed prefix ``seq[:base]``.
+``tree_forward(seq, base, tokens, ancestors)`` feeds, in ONE forward, the committed tokens
+``seq[pos:base]`` it has not seen (causal; only when no speculative slot is held) and then
+the drafted ``tokens``, token ``j`` at speculative slot ``spec + j`` seeing the committed
+prefix, the slots ``ancestors[j]`` (its drafted ancestors, root excluded) and itself, at
+position ``base - 1 + depth`` (depth = ``len(ancestors[j]) + 1``): a tree attention mask. It
+returns one row per fed token. ``keep(base, slots)`` makes the speculative ``slots`` (the
+accepted path, in order) the committed positions ``base, base + 1, ...`` and drops the other
+slots (the zoo cache gathers those entries to the front: rolling back stays an index move).
 """
 
 from __future__ import annotations
@@ -32,13 +43,55 @@ class DecoderModel(ABC):
     max_len: int | None
     device: torch.device
     pos: int = 0
+    spec: int = 0  # speculative (tree) slots held after ``pos`` (module docstring)
+    supports_tree: bool = False
 
     def reset(self) -> None:
         self.pos = 0
+        self.spec = 0
 
     def rollback(self, n: int) -> None:
+        self.spec = 0
         if n < self.pos:
             self.pos = n
+
+    def tree_forward(self, seq, base: int, tokens, ancestors) -> torch.Tensor:
+        """One forward over ``seq[pos:base]`` and the drafted ``tokens`` with a tree mask
+        (module docstring); rows ``(base - pos) + len(tokens)``."""
+        from polyspec_theory._input import PolyspecInputError
+
+        raise PolyspecInputError("models", f"{self.name} ({self.kind}) cannot score a token "
+                                 "tree (no tree attention mask): use a zoo GPT or the n-gram")
+
+    def keep(self, base: int, slots) -> None:
+        """Commit the speculative ``slots`` (in order) as positions ``base, base + 1, ...``."""
+        self._check_keep(base, slots)
+        self.pos = base + len(slots)
+        self.spec = 0
+
+    def _tree_args(self, seq, base, tokens, ancestors):
+        base = int(base)
+        if not self.pos <= base <= len(seq):
+            raise ValueError(f"{self.name}: base {base} outside [{self.pos}, {len(seq)}]")
+        if self.pos < base and self.spec:
+            raise ValueError(f"{self.name}: catch-up tokens while speculative slots are held")
+        if len(ancestors) != len(tokens):
+            raise ValueError("need one ancestor list per drafted token")
+        if self.pos == base and not len(tokens):
+            raise ValueError(f"{self.name}: nothing to feed")
+        spec0 = self.spec
+        for j, anc in enumerate(ancestors):
+            if any(not 0 <= a < spec0 + j for a in anc) or list(anc) != sorted(set(anc)):
+                raise ValueError(f"ancestors[{j}] must be increasing earlier slots, got {anc}")
+        return base, spec0
+
+    def _check_keep(self, base, slots):
+        if list(slots) != sorted(set(slots)) or any(not 0 <= s < self.spec for s in slots):
+            raise ValueError(f"{self.name}: keep slots {list(slots)} not increasing in "
+                             f"[0, {self.spec})")
+        if base != self.pos:
+            raise ValueError(f"{self.name}: keep at {base}, but the committed prefix is "
+                             f"{self.pos}")
 
     @abstractmethod
     def logits(self, seq: list[int], end: int) -> torch.Tensor:
@@ -53,6 +106,7 @@ class ZooModel(DecoderModel):
     """A zoo GPT with a preallocated KV cache (rollback = index move)."""
 
     kind = "zoo-gpt"
+    supports_tree = True
 
     def __init__(self, model, name: str, source: str = "", sha256: str | None = None):
         self.model = model.eval()
@@ -73,7 +127,42 @@ class ZooModel(DecoderModel):
         toks = torch.tensor(seq[self.pos : end], dtype=torch.long, device=self.device)
         out = self.model.forward_cached(toks[None], self.pos, self.cache)
         self.pos = end
+        self.spec = 0
         return out
+
+    @torch.inference_mode()
+    def tree_forward(self, seq, base, tokens, ancestors):
+        base, spec0 = self._tree_args(seq, base, tokens, ancestors)
+        c, k = base - self.pos, len(tokens)
+        start = self.pos if c else base + spec0
+        m = c + k
+        end = start + m
+        if base + spec0 + k > self.max_len:
+            raise ValueError(f"{self.name}: tree needs slot {base + spec0 + k} > "
+                             f"{self.max_len}")
+        vis = np.zeros((m, end), dtype=bool)
+        vis[:, :base] = True  # committed prefix (catch-up rows: causal, set below)
+        for r in range(c):
+            vis[r, self.pos + r + 1: base] = False
+        pos_ids = list(range(self.pos, base))
+        for j, anc in enumerate(ancestors):
+            row = c + j
+            vis[row, [base + a for a in anc]] = True
+            vis[row, base + spec0 + j] = True
+            pos_ids.append(base - 1 + len(anc) + 1)
+        toks = torch.tensor(list(seq[self.pos: base]) + [int(t) for t in tokens],
+                            dtype=torch.long, device=self.device)
+        out = self.model.forward_cached(toks[None], start, self.cache, positions=pos_ids,
+                                        mask=torch.from_numpy(vis).to(self.device))
+        self.pos = base
+        self.spec = spec0 + k
+        return out
+
+    def keep(self, base, slots):
+        self._check_keep(base, slots)
+        self.cache.keep(base, [base + s for s in slots])
+        self.pos = base + len(slots)
+        self.spec = 0
 
     def describe(self):
         d = super().describe()
@@ -87,6 +176,7 @@ class NGramDrafter(DecoderModel):
     """The n-gram drafter as a level: log-probabilities from counts; stateless (no cache)."""
 
     kind = "ngram"
+    supports_tree = True
 
     def __init__(self, ngram, name: str = "ngram", device="cpu"):
         self.ngram = ngram
@@ -96,11 +186,30 @@ class NGramDrafter(DecoderModel):
         self.max_len = None
         self.device = torch.device(device)
         self.pos = 0
+        self._spec_tokens: list[int] = []
 
     def logits(self, seq, end):
         order = self.ngram.order
         rows = [self.ngram.probs(seq[max(0, t + 1 - order) : t + 1]) for t in range(self.pos, end)]
         self.pos = end
+        self.spec = 0
+        out = torch.from_numpy(np.log(np.stack(rows)))
+        return out.to(device=self.device, dtype=torch.float32)
+
+    def tree_forward(self, seq, base, tokens, ancestors):
+        base, spec0 = self._tree_args(seq, base, tokens, ancestors)
+        order = self.ngram.order
+        if spec0 == 0:
+            self._spec_tokens = []
+        rows = [self.ngram.probs(seq[max(0, t + 1 - order): t + 1])
+                for t in range(self.pos, base)]
+        head = list(seq[max(0, base - order): base])
+        for tok, anc in zip(tokens, ancestors, strict=True):
+            ctx = head + [self._spec_tokens[a] for a in anc] + [int(tok)]
+            rows.append(self.ngram.probs(ctx[max(0, len(ctx) - order):]))
+            self._spec_tokens.append(int(tok))
+        self.pos = base
+        self.spec = spec0 + len(tokens)
         out = torch.from_numpy(np.log(np.stack(rows)))
         return out.to(device=self.device, dtype=torch.float32)
 

@@ -56,6 +56,12 @@ def markdown(result: ValidationResult, title: str = "Validation report",
     """The Markdown report text: the predictive headline first, then the diagnostics."""
     from .analysis.validate import DIAGNOSTICS
 
+    if not result.configs:
+        lines = [f"# {title}", ""] + [f"> {n}" for n in notes] + ([""] if notes else [])
+        lines += _structured_markdown(result)
+        if plots:
+            lines += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in plots.items()]
+        return "\n".join(lines) + "\n"
     s = result.summary()
     lines = [f"# {title}", ""]
     n_pred = s["n_predicted"]
@@ -194,11 +200,67 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                 f"{'helps' if pr['helps'] else 'hurts'} | {_pct(pr['relative_gain'])} | "
                 f"{'helps' if po['helps'] else 'hurts'} ({_pct(po['relative_gain'])}) | "
                 f"{pe_s} | {meas} | {agree} | {x['confidence']:.3f} |")
+    if result.structured:
+        lines += [""] + _structured_markdown(result)
     if plots:
         lines += ["", "## Plots", ""]
         for label, fn in plots.items():
             lines.append(f"![{label}]({fn})")
     return "\n".join(lines) + "\n"
+
+
+def _mp(d, fmt="{:.3f}") -> str:
+    """``measured / predicted`` of a ``{"measured", "predicted"}`` entry."""
+    return f"{fmt.format(d['measured'])} / {fmt.format(d['predicted'])}"
+
+
+def _structured_markdown(result: ValidationResult) -> list[str]:
+    """The section on captures with token trees and adaptive draft lengths."""
+    ss = result.structured_summary()
+    lines = ["## Token trees and adaptive draft lengths (docs/theory.md Part III-D)", "",
+             f"{ss['n_configs']} structured configurations. Structured P1 "
+             "(`predict_structured`) with laws fitted on each capture's own rounds (trees: "
+             "sibling-rank law by depth from the recorded visits; confidence cut-off: the "
+             "joint Beta–logistic law of the drafter's top probability and acceptance; chain "
+             "and HF pairs: the AIC-best chain law) and AR-calibrated cost curves: median "
+             f"|error| **{_pct(ss['median_abs_error'])}**, max "
+             f"**{_pct(ss['max_abs_error'])}** (in-sample: a diagnostic); with every law "
+             f"fitted on the OTHER captures only (holdout, {ss['holdout_n_configs']} "
+             f"configurations): median {_pct(ss['holdout_median_abs_error'])}, max "
+             f"{_pct(ss['holdout_max_abs_error'])}; in-run (predicted forwards per token × "
+             f"the capture's measured forward times): median "
+             f"{_pct(ss['inrun_median_abs_error'])}, max {_pct(ss['inrun_max_abs_error'])}.",
+             "",
+             "| config | pairs | T | measured | predicted | error | holdout err | transient "
+             "(HF restart) | in-run err | E[L] meas / pred | E[G] meas / pred | per pair |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in result.structured:
+        se = c.measured_speedup_se
+        meas = f"{c.measured_speedup:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}")
+        tr = ("—" if c.transient_speedup is None
+              else f"{c.transient_speedup:.3f} ({_pct(c.transient_error)})")
+        bottom = c.pairs[-1]
+        extra = []
+        for p in c.pairs:
+            if p["kind"] == "tree":
+                sib = p["law"]["sibling"]
+                rows = sib if isinstance(sib[0], list) else [sib]
+                extra.append(f"tree N={p['tree']['nodes']} D={p['tree']['depth']}, sibling "
+                             "ranks " + " / ".join(_fmt(r) for r in rows) + ", A-law meas "
+                             + _fmt(p["accepted_pmf"]["measured"]) + " pred "
+                             + _fmt(p["accepted_pmf"]["predicted"]))
+            elif p["kind"] == "hf":
+                extra.append(f"HF mean length {_mp(p['mean_length'], '{:.2f}')}")
+            elif p["kind"] == "confidence":
+                extra.append(f"cut-off q {_mp(p['q'])}, r {_mp(p['r'])}, drafter fwd/round "
+                             f"{_mp(p['drafter_forwards_per_round'], '{:.2f}')}")
+        lines.append(
+            f"| {c.name} | {', '.join(c.kinds)} | {c.temperature:g} | {meas} | "
+            f"{c.predicted_speedup:.3f} | {_pct(c.error)} | {_pct(c.holdout_error)} | {tr} | "
+            f"{_pct(c.inrun_error)} | "
+            f"{_mp(bottom['mean_emitted'])} | {_mp(bottom['mean_block'])} | "
+            f"{'; '.join(extra) or '—'} |")
+    return lines
 
 
 def _fmt(x) -> str:
@@ -214,6 +276,8 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
     import matplotlib.pyplot as plt
 
     plots = {}
+    if not result.configs:
+        return plots
     # predicted vs measured
     fig, ax = plt.subplots(figsize=(5.5, 5))
     meas = np.array([c.measured_speedup for c in result.configs])
@@ -326,6 +390,7 @@ def write_report(result: ValidationResult, captures, out, *, title="Validation r
     pl = _plots(result, captures, out) if plots else {}
     data = result.to_json()
     data["details"] = [c.to_dict() for c in result.configs]
+    data["structured_details"] = [c.to_dict() for c in result.structured]
     data["notes"] = list(notes)
     atomic_write_text(out / "validation.json", dump_json(_finite(data)))
     atomic_write_text(out / "report.md", markdown(result, title, pl, notes))

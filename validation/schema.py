@@ -14,7 +14,28 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     ``prompts``: ``{source, n_prompts, prompt_len, max_new_tokens, offsets, sha256,
     corpus_digest}``, ``cost_curve``: ``{m: [1..16], contexts: [...], repeats}``,
     ``time_base`` = "seconds", ``prefill`` = "excluded".
-``round`` — one per verification round of one level: the fields of :class:`Round`.
+    Optional (structured captures): ``cascade.trees`` / ``cascade.schedules`` (one entry per
+    pair, ``null`` = chain; the config format of docs/theory.md Part III-D), ``tree_sampling``
+    ("distinct": a node's children are its drafter's top-k tokens at temperature 0, drawn
+    without replacement otherwise, Sequoia; "iid": drawn with replacement, SpecInfer) and
+    ``schedule_restart`` ("prompt": an HF schedule restarts from ``start`` on every prompt).
+``round`` — one per verification round of one level: the fields of :class:`Round`, plus,
+    on a pair with a tree or a schedule (:mod:`validation.tree_decoder`), these optional
+    fields (:data:`ROUND_OPTIONAL`; readers that do not know them ignore them):
+
+    * HF schedule: ``theta`` — the draft length (threshold) this round used.
+    * confidence cut-off (bottom pair): ``theta`` — the cap; ``conf`` — the drafter's top
+      probability of each drafted token (G values); ``conf_stop`` — its top probability at
+      the position where drafting stopped (below ``eta``), ``null`` when the cap stopped it.
+      (Top probability = max of the law the drafter samples from; at temperature 0 the
+      softmax of its logits at temperature 1.)
+    * tree (bottom pair): ``G`` = the drafted nodes the verifier scored (all of the tree's
+      nodes unless a sampled law ran out of distinct tokens), ``nodes`` (= G), ``depth`` (of
+      the drafted tree), ``ranks`` — the sibling rank of each accepted path node (A values),
+      ``visits`` — ``[children, accepted rank or 0]`` for each visited node with children
+      (root first, along the accepted path: the data of ``fit_sibling_law``), ``draft_m`` —
+      positions scored by each drafter forward (one per depth; the first includes the
+      catch-up tokens), ``draft_fwd_s`` — the time of each of those forwards.
 ``ar`` — autoregressive baseline of one model on one prompt (same prompt, same sampling
     settings, interleaved with the cascade runs): ``prompt``, ``model``, ``n_tokens``,
     ``wall_s`` (decode time, prefill excluded), ``forward_s`` (time inside forwards),
@@ -44,7 +65,8 @@ from typing import NamedTuple
 from polyspec_theory._input import PolyspecInputError
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Round", "ROUND_FIELDS", "RECORD_FIELDS",
-           "RECORD_TYPES", "TraceError", "TIME_DIGITS"]
+           "RECORD_TYPES", "TraceError", "TIME_DIGITS", "StructuredRound", "ROUND_OPTIONAL",
+           "check_round_extras"]
 
 SCHEMA = "polyspec-trace"
 SCHEMA_VERSION = 1
@@ -84,6 +106,78 @@ class Round(NamedTuple):
 
 
 ROUND_FIELDS = Round._fields
+
+# optional fields of a round record on a pair with a tree or a schedule (module docstring)
+ROUND_OPTIONAL = ("theta", "conf", "conf_stop", "nodes", "depth", "ranks", "visits", "draft_m",
+                  "draft_fwd_s")
+CONF_DIGITS = 6  # top probabilities are written rounded to 1e-6
+
+
+class StructuredRound(NamedTuple):
+    """A :class:`Round` with the optional fields of its pair's structure (``extra``)."""
+
+    round: Round
+    extra: dict
+
+    def to_record(self) -> dict:
+        rec = self.round.to_record()
+        for k, v in self.extra.items():
+            if k == "draft_fwd_s":
+                v = [round(float(x), TIME_DIGITS) for x in v]
+            elif k == "conf":
+                v = [round(float(x), CONF_DIGITS) for x in v]
+            elif k == "conf_stop":
+                v = None if v is None else round(float(v), CONF_DIGITS)
+            rec[k] = v
+        return rec
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_prob(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0.0 <= x <= 1.0
+
+
+def check_round_extras(rec: dict) -> str | None:
+    """What is wrong with the optional fields of a round record (``None`` if nothing)."""
+    g, a = rec["G"], rec["A"]
+    if "theta" in rec and not (_is_int(rec["theta"]) and rec["theta"] >= 1):
+        return f"theta must be an integer >= 1, got {rec['theta']!r}"
+    if "conf" in rec:
+        c = rec["conf"]
+        if not isinstance(c, list) or len(c) != g or not all(_is_prob(x) for x in c):
+            return f"conf must hold G = {g} probabilities"
+    if "conf_stop" in rec and rec["conf_stop"] is not None and not _is_prob(rec["conf_stop"]):
+        return f"conf_stop must be a probability or null, got {rec['conf_stop']!r}"
+    if "ranks" in rec or "visits" in rec or "nodes" in rec:
+        for k in ("nodes", "depth", "ranks", "visits"):
+            if k not in rec:
+                return f"a tree round needs nodes, depth, ranks and visits ({k} missing)"
+        if not _is_int(rec["nodes"]) or rec["nodes"] != g:
+            return f"nodes must equal G = {g}, got {rec['nodes']!r}"
+        if not _is_int(rec["depth"]) or not a <= rec["depth"] <= max(g, 0):
+            return f"depth must be an integer in [A, G] = [{a}, {g}], got {rec['depth']!r}"
+        r = rec["ranks"]
+        if not isinstance(r, list) or len(r) != a or not all(_is_int(x) and x >= 1 for x in r):
+            return f"ranks must hold A = {a} ranks >= 1"
+        v = rec["visits"]
+        if not isinstance(v, list) or not all(
+                isinstance(x, list) and len(x) == 2 and all(_is_int(y) for y in x)
+                and x[0] >= 1 and 0 <= x[1] <= x[0] for x in v):
+            return "visits must be [children >= 1, accepted rank in 0..children] pairs"
+        if [x[1] for x in v if x[1]] != r or len(v) not in (a, a + 1):
+            return "visits must follow the accepted path (their nonzero ranks = ranks)"
+    for k in ("draft_m", "draft_fwd_s"):
+        if k in rec and not (isinstance(rec[k], list) and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+                for x in rec[k])):
+            return f"{k} must be a list of non-negative numbers"
+    if "draft_m" in rec and "draft_fwd_s" in rec and len(rec["draft_m"]) != len(
+            rec["draft_fwd_s"]):
+        return "draft_m and draft_fwd_s need one entry per drafter forward"
+    return None
 
 # required fields per record type (``round_s`` of a round is optional: older traces lack it)
 RECORD_FIELDS = {

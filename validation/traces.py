@@ -14,7 +14,16 @@ from pathlib import Path
 
 from .dataset import Capture
 from .files import json_default
-from .schema import RECORD_FIELDS, SCHEMA, SCHEMA_VERSION, Round, TraceError
+from .schema import (
+    RECORD_FIELDS,
+    ROUND_OPTIONAL,
+    SCHEMA,
+    SCHEMA_VERSION,
+    Round,
+    StructuredRound,
+    TraceError,
+    check_round_extras,
+)
 
 __all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces"]
 
@@ -38,8 +47,9 @@ class TraceWriter:
                         **header})
 
     def write(self, record) -> None:
-        """Write one record: a mapping with a ``type``, or a :class:`Round`."""
-        if isinstance(record, Round):
+        """Write one record: a mapping with a ``type``, a :class:`Round` or a
+        :class:`StructuredRound`."""
+        if isinstance(record, (Round, StructuredRound)):
             record = record.to_record()
         self._f.write(json.dumps(record, separators=(",", ":"), default=json_default) + "\n")
         self._f.flush()
@@ -155,6 +165,10 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             if not 0 <= rec["A"] <= rec["G"] or rec["L"] != rec["A"] + 1:
                 raise _fail(p, i, f"inconsistent round (G={rec['G']}, A={rec['A']}, "
                             f"L={rec['L']}): need 0 <= A <= G and L = A + 1")
+            if any(k in rec for k in ROUND_OPTIONAL):
+                bad = check_round_extras(rec)
+                if bad is not None:
+                    raise _fail(p, i, f"round: {bad}")
         kept.append((i, rec))
     return TraceRecords(path=str(p), header=header, records=[r for _, r in kept],
                         lines=[i for i, _ in kept],

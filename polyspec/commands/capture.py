@@ -33,6 +33,18 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue an interrupted trace")
     parser.add_argument("--force", action="store_true", help="overwrite an existing trace")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--tree", default=None, metavar="PARENTS",
+                        help="draft a token tree at the bottom pair: comma-separated parent "
+                        "indices, node 0 = the last committed token (-1), e.g. -1,0,0,1,1 "
+                        "(that pair's threshold is ignored; docs/theory.md Part III-D)")
+    parser.add_argument("--tree-sampling", default="distinct", choices=["distinct", "iid"],
+                        help="children at temperature > 0: drawn without replacement "
+                        "(Sequoia, default) or iid (SpecInfer); at 0 always the top-k")
+    parser.add_argument("--schedule", action="append", default=None, metavar="[PAIR@]SPEC",
+                        help="adaptive draft length: hf:START:MIN:MAX (HF assisted generation, "
+                        "any pair) or confidence:ETA[:MAX] (stop when the drafter's top "
+                        "probability < ETA, bottom pair); PAIR = 0-based pair index "
+                        "(default: the bottom pair); repeatable")
 
 
 def _ints(text, field):
@@ -43,6 +55,30 @@ def _ints(text, field):
     except ValueError:
         raise PolyspecInputError(
             field, f"expected comma-separated integers, got {text!r}") from None
+
+
+def _schedules(specs, n_pairs):
+    """``[PAIR@]SPEC`` options -> one entry per pair (``None`` if no option)."""
+    from polyspec_theory._input import PolyspecInputError
+
+    if not specs:
+        return None
+    out = [None] * n_pairs
+    for spec in specs:
+        pair, _, body = spec.rpartition("@")
+        if pair:
+            try:
+                i = int(pair)
+            except ValueError:
+                i = -1
+            if not 0 <= i < n_pairs:
+                raise PolyspecInputError("--schedule", f"{spec!r}: pair must be 0..{n_pairs - 1}")
+        else:
+            i = n_pairs - 1
+        if out[i] is not None:
+            raise PolyspecInputError("--schedule", f"two schedules for pair {i}")
+        out[i] = body
+    return out
 
 
 def run(args) -> int:
@@ -61,6 +97,8 @@ def run(args) -> int:
         cost_contexts=_ints(args.cost_contexts, "cost_contexts"),
         cost_repeats=args.cost_repeats, progress=not args.no_progress,
         zoo_dir=args.zoo_dir, ar_models=args.ar_models, argv=sys.argv[1:],
+        tree=args.tree, schedules=_schedules(args.schedule, len(models) - 1),
+        tree_sampling=args.tree_sampling,
     )
     t = read_trace(path)
     print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, "

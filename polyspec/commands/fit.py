@@ -28,6 +28,11 @@ def add_arguments(p):
     p.add_argument("--out", default=None, metavar="FILE.json",
                    help="also write the JSON report (a config can then use "
                         "{\"fit\": \"FILE.json\"} as a pair's acceptance)")
+    p.add_argument("--eta", type=float, default=None,
+                   help="drafts of varying length are modelled as a confidence cut-off; its "
+                        "representative law is written at this cut-off (the engine's p_min; "
+                        "default 0.5, a label: only P(draft) and P(draft and accept) at the "
+                        "engine's own cut-off are identified)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -91,7 +96,22 @@ def explain_fit(rep: dict, path: str) -> str:
 
         lines.append(f"  best (config syntax): {json.dumps(rep['best'])}")
     else:
-        lines.append("  no law fitted (see warnings)")
+        lines.append("  no chain law fitted (see warnings)")
+    v = rep.get("variable_length")
+    if v is not None:
+        import json
+
+        lines.append(f"  drafts of varying length modelled as a {v['model']}, at most "
+                     f"{v['cap']} tokens: P(draft a position) q = {v['q']:.4f}, P(draft and "
+                     f"accept) r = {v['r']:.4f} ({v['method']}); drafter forwards per round "
+                     f"{v['drafter_forwards_per_round']:.3f}")
+        lines.append(f"    identified: {v['identified']}")
+        if v["representative"] is not None:
+            r = v["representative"]
+            lines.append(f"    representative (config syntax): acceptance "
+                         f"{json.dumps(r['acceptance'])}, schedule {json.dumps(r['schedule'])}")
+        for note in v["notes"]:
+            lines.append(f"    note: {note}")
     if rep["concurrency"] is not None:
         lines.append(f"  concurrent requests: up to {rep['concurrency']:g}")
     for w in rep["warnings"]:
@@ -106,7 +126,7 @@ def run(args) -> int:
     out = load_engine_output(args.file, args.format, args.gamma)
     if args.snapshot is not None:
         out = out.select(args.snapshot)
-    rep = acceptance_report(out)
+    rep = acceptance_report(out, eta=args.eta)
     if args.out:
         atomic_write_text(args.out, dump_strict_json(rep) + "\n")
     if args.json:

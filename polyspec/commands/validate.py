@@ -84,6 +84,28 @@ def run(args) -> int:
         print(dump_json(_finite(obj)))
         return 0
     s = result.summary()
+    if result.structured:
+        ss = s["structured"]
+        w = max(len(c.name) for c in result.structured)
+        print(f"{ss['n_configs']} configurations with token trees / adaptive draft lengths "
+              f"from {tdir} (structured P1)")
+        print(f"{'config':<{w}}  measured  predicted   error  holdout err  in-run err  pairs")
+        for c in result.structured:
+            he = "          —" if c.holdout_error is None else f"{100 * c.holdout_error:+10.2f}%"
+            print(f"{c.name:<{w}}  {c.measured_speedup:8.3f}  {c.predicted_speedup:9.3f}  "
+                  f"{100 * c.error:+6.2f}%  {he}  {100 * c.inrun_error:+9.2f}%  "
+                  f"{', '.join(c.kinds)}")
+        print(f"structured P1 (own laws, in-sample): median |error| "
+              f"{100 * ss['median_abs_error']:.2f} %, max {100 * ss['max_abs_error']:.2f} %")
+        if ss["holdout_n_configs"]:
+            print(f"structured P1 (laws from the other captures, {ss['holdout_n_configs']} "
+                  f"configurations): median |error| {100 * ss['holdout_median_abs_error']:.2f}"
+                  f" %, max {100 * ss['holdout_max_abs_error']:.2f} %")
+    if not result.configs:
+        for n in notes:
+            print(f"note: {n}")
+        print(f"report: {paths['markdown']}")
+        return 0
     print(f"{s['n_configs']} configurations from {tdir}")
     w = max(len(c.name) for c in result.configs)
     print(f"{'config':<{w}}  measured [95 % CI]        predicted   error  inside  "

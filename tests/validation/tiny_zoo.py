@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from validation.models import NGramDrafter, ZooModel
+from validation.models import DecoderModel, NGramDrafter, ZooModel
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.ngram import NGramModel
 
@@ -34,3 +34,35 @@ def tiny_ngram(seed: int = 0, length: int = 4000, order: int = 3) -> NGramDrafte
     words = [rng.integers(97, 123, size=rng.integers(2, 6)).astype(np.uint8) for _ in range(30)]
     data = np.concatenate([words[i] for i in rng.integers(0, 30, size=length // 3)])
     return NGramDrafter(NGramModel(data, order=order, min_count=1))
+
+
+class ConstantModel(DecoderModel):
+    """A level whose next-token law is the same in every context (log-probabilities
+    ``logp``): acceptance is then exactly iid per position / node, so the decoder's counts
+    can be compared with the exact theory (T1–T2, A1)."""
+
+    kind = "constant"
+    supports_tree = True
+
+    def __init__(self, probs, name: str):
+        p = np.asarray(probs, dtype=np.float64)
+        self.row = torch.from_numpy(np.log(p / p.sum())).to(torch.float32)
+        self.name = name
+        self.params = 0
+        self.vocab_size = p.size
+        self.max_len = None
+        self.device = torch.device("cpu")
+        self.pos = 0
+
+    def logits(self, seq, end):
+        m = end - self.pos
+        self.pos = end
+        self.spec = 0
+        return self.row.expand(m, -1).clone()
+
+    def tree_forward(self, seq, base, tokens, ancestors):
+        base, spec0 = self._tree_args(seq, base, tokens, ancestors)
+        m = base - self.pos + len(tokens)
+        self.pos = base
+        self.spec = spec0 + len(tokens)
+        return self.row.expand(m, -1).clone()

@@ -57,12 +57,13 @@ class PairFit:
 
 
 def fit_pairs(captures, families=FAMILIES) -> dict[tuple, PairFit]:
-    """Pool rounds per pair key over configurations and fit every law family."""
+    """Pool rounds per pair key over configurations and fit every law family (chain and HF
+    pairs; tree and confidence cut-off pairs are fitted by :mod:`.structured`)."""
     pooled: dict[tuple, list] = {}
     for c in captures:
         for i in range(c.n - 1):
-            if c.rounds[i].n == 0:
-                continue
+            if c.rounds[i].n == 0 or c.pair_kind(i) in ("tree", "confidence"):
+                continue  # not chain rounds: their A is not a capped chain acceptance
             pooled.setdefault(c.pair_key(i), []).append((c.name, c.rounds[i].counts()))
     out = {}
     for key, items in pooled.items():

@@ -32,6 +32,10 @@ Diagnostics per capture:
    coupled (``predictive``) or independent (``predictive_iid``) acceptance.
 5. **Residual decomposition**: :func:`validation.analysis.residuals.decompose`.
 6. **P5 on real data**: :func:`validation.analysis.insertion.insertion_analysis`.
+
+Captures with a token tree or an adaptive draft length (docs/theory.md T1–T5, A1–A4) are
+analysed by :func:`validation.analysis.structured.analyse_structured`
+(``ValidationResult.structured``); everything above runs on the plain chain captures only.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from .residuals import (
     slowdown_factor,
     slowdown_ratios,
 )
+from .structured import StructuredConfigResult, analyse_structured
 
 __all__ = ["ConfigResult", "ValidationResult", "validate", "DIAGNOSTICS", "HEADLINE"]
 
@@ -273,6 +278,7 @@ class ValidationResult:
     insertions: tuple
     families: tuple[str, ...]
     law_scope: str = "config"
+    structured: tuple[StructuredConfigResult, ...] = ()
 
     @property
     def predicted(self) -> tuple[ConfigResult, ...]:
@@ -287,7 +293,27 @@ class ValidationResult:
     def max_abs_error(self) -> float | None:
         return _stats(c.error for c in self.predicted)["max_abs_error"]
 
+    def structured_summary(self) -> dict:
+        """Median / max |error| of the structured captures (stationary P1 with their own
+        fitted laws, and in-run: predicted forwards x measured forward times)."""
+        e = np.array([abs(c.error) for c in self.structured])
+        ei = np.array([abs(c.inrun_error) for c in self.structured])
+        eh = np.array([abs(c.holdout_error) for c in self.structured
+                       if c.holdout_error is not None])
+        return {"n_configs": len(self.structured),
+                "holdout_n_configs": int(eh.size),
+                "holdout_median_abs_error": float(np.median(eh)) if eh.size else None,
+                "holdout_max_abs_error": float(np.max(eh)) if eh.size else None,
+                "median_abs_error": float(np.median(e)) if e.size else None,
+                "max_abs_error": float(np.max(e)) if e.size else None,
+                "inrun_median_abs_error": float(np.median(ei)) if ei.size else None,
+                "inrun_max_abs_error": float(np.max(ei)) if ei.size else None}
+
     def summary(self) -> dict:
+        if not self.configs:
+            return {"headline": HEADLINE, "n_configs": 0, "n_predicted": 0,
+                    "median_abs_error": None, "max_abs_error": None,
+                    "structured": self.structured_summary()}
         doms = [c.decomposition["dominant"] for c in self.configs]
         shares = {k: float(np.median([abs(c.decomposition["relative"][k]) for c in self.configs]))
                   for k in self.configs[0].decomposition["relative"]}
@@ -305,6 +331,7 @@ class ValidationResult:
                             for k in names},
             "dominant_residual": max(set(doms), key=doms.count),
             "median_abs_residual_share": shares,
+            "structured": self.structured_summary(),
         }
 
     def to_json(self) -> dict:
@@ -329,6 +356,7 @@ class ValidationResult:
             "summary": self.summary(),
             "pairs": [p.to_dict() for p in self.pairs.values()],
             "insertions": list(self.insertions),
+            "structured": [c.to_dict() for c in self.structured],
         }
 
 
@@ -353,6 +381,11 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     unknown = sorted(set(profiles) - set(names))
     if unknown:
         raise PolyspecInputError("profiles", f"no capture named {unknown[0]!r}")
+    structured = tuple(analyse_structured(c, families, captures) for c in captures
+                       if c.structured)
+    captures = [c for c in captures if not c.structured]
+    if not captures:
+        return ValidationResult((), {}, (), families, laws, structured)
     pair_fits = fit_pairs(captures, families)
     own = {c.name: (fit_pairs([c], families) if laws == "config" else pair_fits)
            for c in captures}
@@ -361,4 +394,4 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
                              profiles.get(c.name)) for c in captures)
     ins = tuple(insertion_analysis(captures, pair_fits, method=confidence, n_boot=n_boot,
                                    seed=seed, ratios=ratios)) if insertions else ()
-    return ValidationResult(results, pair_fits, ins, families, laws)
+    return ValidationResult(results, pair_fits, ins, families, laws, structured)

@@ -4,6 +4,12 @@ The cache is preallocated to ``block_size`` positions (gpt-fast style): a forwar
 new tokens at position ``start`` writes keys/values into ``[start, start+m)`` and attends to
 ``[0, start+m)``; rolling back is only a change of the caller's length index (stale entries
 beyond it are overwritten later), so rejection costs nothing.
+
+Token trees (docs/theory.md Part III-D, T3): :meth:`GPT.forward_cached` also takes explicit
+position ids and an attention mask among the new tokens (a tree attention mask: each drafted
+node sees the committed prefix, its ancestors and itself); :meth:`KVCache.keep` then moves the
+entries of the accepted path to the front of the speculative area, so that the committed
+prefix is again contiguous and rolling back stays an index move.
 """
 
 from __future__ import annotations
@@ -45,6 +51,16 @@ class KVCache:
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.max_len = cfg.block_size
+
+    def keep(self, dst: int, src) -> None:
+        """Move the entries of slots ``src`` (increasing, each ``>= dst + its index``) to
+        ``dst, dst + 1, ...`` (gather then write: overlapping ranges are safe)."""
+        if len(src) == 0:
+            return
+        idx = torch.as_tensor(list(src), dtype=torch.long, device=self.k.device)
+        end = dst + idx.numel()
+        self.k[:, :, :, dst:end] = self.k[:, :, :, idx]
+        self.v[:, :, :, dst:end] = self.v[:, :, :, idx]
 
 
 class Block(nn.Module):
@@ -121,16 +137,36 @@ class GPT(nn.Module):
         p = self.tok.weight
         return KVCache(self.cfg, p.device, p.dtype)
 
-    def forward_cached(self, tokens, start: int, cache: KVCache):
-        """Logits (m, V) for ``tokens`` (1, m) placed at positions ``start..start+m-1``, with
-        the cache holding positions ``< start``; the cache is updated in place."""
+    def forward_cached(self, tokens, start: int, cache: KVCache, positions=None, mask=None):
+        """Logits (m, V) for ``tokens`` (1, m) written to cache slots ``start..start+m-1``,
+        with the cache holding slots ``< start``; the cache is updated in place.
+
+        Default: the tokens sit at positions ``start..start+m-1`` and attend causally.
+        ``positions`` (m ints): their position ids instead (a tree node at depth ``d`` below
+        the last committed token at position ``b - 1`` has position ``b - 1 + d``, whatever
+        its slot). ``mask`` (bool, True = may attend): (m, m) = which of the new tokens each
+        new token sees (slots ``< start`` all visible), or (m, start + m) = which slots."""
         m = tokens.shape[1]
         end = start + m
         if end > self.cfg.block_size:
             raise ValueError(f"context {end} exceeds block_size {self.cfg.block_size}")
         dev = tokens.device
-        x = self.tok(tokens) + self.pos.weight[start:end]
-        if m == 1:
+        if positions is None:
+            x = self.tok(tokens) + self.pos.weight[start:end]
+        else:
+            pos = torch.as_tensor(positions, dtype=torch.long, device=dev)
+            if pos.shape != (m,) or int(pos.min()) < 0 or int(pos.max()) >= self.cfg.block_size:
+                raise ValueError(f"positions must be {m} ids in [0, {self.cfg.block_size})")
+            x = self.tok(tokens) + self.pos.weight[pos]
+        if mask is not None:
+            new = torch.as_tensor(mask, dtype=torch.bool, device=dev)
+            if new.shape == (m, m):
+                new = torch.cat([torch.ones(m, start, dtype=torch.bool, device=dev), new], dim=1)
+            elif new.shape != (m, end):
+                raise ValueError(f"mask must have shape ({m}, {m}) or ({m}, {end}), got "
+                                 f"{tuple(new.shape)}")
+            mask = new
+        elif m == 1:
             mask = None
         else:
             rows = torch.arange(start, end, device=dev).unsqueeze(1)
