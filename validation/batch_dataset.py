@@ -42,8 +42,9 @@ def check_batch_record(rec: dict, header: dict) -> str | None:
     if not _is_int(b) or b < 1:
         return f"header batch.size must be an integer >= 1, got {b!r}"
     if t == "bround":
-        if not all(_is_int(rec[k]) for k in ("level", "seq", "G", "A", "L", "m", "waited")):
-            return "bround fields level, seq, G, A, L, m, waited must be integers"
+        if not all(_is_int(rec[k]) for k in ("level", "seq", "G", "A", "L", "m", "waited",
+                                             "discarded")):
+            return "bround fields level, seq, G, A, L, m, waited, discarded must be integers"
         if rec["level"] not in range(1, n):
             return f"level {rec['level']} out of range 1..{n - 1}"
         if rec["seq"] not in range(b):
@@ -133,8 +134,9 @@ class Forwards:
 @dataclass(frozen=True)
 class BatchCapture:
     """One batched capture: configuration (header), per-level rounds (``rounds[i]`` = level
-    ``i+1``, one row per sequence per verification; ``waited[i]`` alongside), batched rounds,
-    forwards, decode summaries, autoregressive baselines and cost samples."""
+    ``i+1``, one row per sequence per verification that was not lockstep padding — the
+    rounds a single-stream decode runs, the acceptance data; ``waited[i]`` alongside),
+    batched rounds, forwards, decode summaries, autoregressive baselines and cost samples."""
 
     header: dict
     rounds: tuple[Rounds, ...]
@@ -180,7 +182,7 @@ class BatchCapture:
         rounds, waited, brounds = [], [], []
         for lv in range(1, n):
             rows = [r for r in records if r["type"] == "bround" and r["level"] == lv
-                    and int(r["decode"]) in done]
+                    and int(r["decode"]) in done and not r["discarded"]]
             if not rows:
                 raise TraceError(f"{where}: no bround records for level {lv}")
             rounds.append(Rounds.from_rounds(lv, [Round(

@@ -264,8 +264,10 @@ class BatchCascadeDecoder:
             corr.append(int(c))
         return a_out, corr
 
-    def _round(self, i: int, base: np.ndarray) -> np.ndarray:
-        """One batched round of S_i on top of ``seqs[j][:base[j]]``; returns L per sequence."""
+    def _round(self, i: int, base: np.ndarray, dead: np.ndarray) -> np.ndarray:
+        """One batched round of S_i on top of ``seqs[j][:base[j]]``; returns L per sequence.
+        ``dead[j]``: sequence ``j`` is waiting at a level above (this round is padding for
+        it; its output will be discarded)."""
         if i == self.n - 1:
             return self._draft(i, base)
         theta = self.thresholds[i]
@@ -276,7 +278,7 @@ class BatchCascadeDecoder:
         k = 0
         while (acc < theta).any():
             full = acc >= theta
-            emitted = self._round(i + 1, base + acc)
+            emitted = self._round(i + 1, base + acc, dead | full)
             k += 1
             for j in np.flatnonzero(full):
                 # discard the waiting slot's round; its lower caches keep all but the last
@@ -303,7 +305,7 @@ class BatchCascadeDecoder:
             self.seq_rounds.append(SeqRound(
                 decode=self.decode, level=i + 1, round=r, seq=j, prompt=self.prompt_ids[j],
                 ctx=int(base[j]), G=int(g[j]), A=int(a[j]), L=int(a[j]) + 1, m=int(mj[j]),
-                waited=int(waited[j])))
+                waited=int(waited[j]), discarded=int(dead[j])))
         self.batch_rounds.append(BatchRound(
             decode=self.decode, level=i + 1, round=r, K=k, max_G=gmax, m=m_pad,
             waiting=int(waited.sum()), verify_s=verify_s, draft_s=t1 - t0, round_s=t2 - t0))
@@ -356,7 +358,7 @@ class BatchCascadeDecoder:
                 if int(lens.max()) + self.extent > limit:
                     stop = "context"
                     break
-                self._round(0, lens)
+                self._round(0, lens, np.zeros(b, dtype=bool))
                 top += 1
             t2 = self.clock()
         gen = [s[p:] for s, p in zip(self.seqs, plens, strict=True)]

@@ -46,7 +46,8 @@ prompt ``decode·b + seq``):
 
 ``bround`` — one per verification per sequence: the fields of :class:`SeqRound` (``level``,
     ``G``, ``A``, ``L``, ``m`` = positions of this sequence scored by the forward, ``waited`` =
-    lower batched rounds during which its block was full and its slot was padding).
+    lower batched rounds during which its block was full and its slot was padding,
+    ``discarded`` = the round ran inside such padding of a level above).
 ``bbatch`` — one per batched round of a verifying level: the fields of :class:`BatchRound`
     (``K`` = batched rounds of the level below it ran, ``max_G``, ``m`` = padded positions per
     slot of the verify forward, ``waiting`` = Σ over sequences of ``waited``, times).
@@ -133,8 +134,11 @@ class SeqRound(NamedTuple):
     ``decode``, verifying level ``level`` (1 = the target), the ``round``-th batched round of
     that level in the decode, slot ``seq`` holding prompt ``prompt``; ``ctx`` tokens before
     its block, block ``G``, accepted ``A``, emitted ``L = A + 1``, ``m`` of its own positions
-    scored (``G + 1`` plus catch-up positions), and ``waited`` = batched rounds of the level
-    below run while its block was already full (its slot padding, its drafts discarded)."""
+    scored (``G + 1`` plus catch-up positions), ``waited`` = batched rounds of the level
+    below run while its block was already full (its slot padding, its drafts discarded), and
+    ``discarded`` = 1 if this round itself ran while the sequence was waiting at a level
+    above (lockstep padding: its output was thrown away; the rounds with ``discarded = 0``
+    are exactly those a single-stream decode of the sequence runs)."""
 
     decode: int
     level: int
@@ -147,6 +151,7 @@ class SeqRound(NamedTuple):
     L: int
     m: int
     waited: int
+    discarded: int
 
     def to_record(self) -> dict:
         return _record("bround", self)

@@ -96,3 +96,51 @@ def fake_cascade(n: int, clock: FakeClock, costs=COSTS, max_len=512):
         levels.append(ConstantLevel(f"m{i}", laws[i], fn, clock, max_len))
         models.append({"name": f"m{i}", "cost": cfg})
     return levels, {"models": models, "acceptance": [{"alpha": a} for a in alphas]}
+
+
+def write_fake_traces(directory, cascades=((2, (3,)), (3, (3, 2))), batches=(1, 2, 4, 8),
+                      prompts_per_batch=None, tokens=60, seed=0, cost_contexts=(8,)):
+    """Batched traces of :func:`fake_cascade` levels on a fake clock (temperature 1), one per
+    cascade and batch size, named ``fake<n>_b<b>.jsonl``; returns the paths."""
+    from pathlib import Path
+
+    from validation.batch_capture import batch_cost_records, batch_header, record_decodes
+    from validation.traces import TraceWriter
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    out = []
+    for n, th in cascades:
+        for b in batches:
+            clock = FakeClock()
+            levels, _ = fake_cascade(n, clock)
+            k = prompts_per_batch(b) if prompts_per_batch else max(8 * b, 32)
+            prompts = [[0, 1]] * k
+            name = f"fake{n}_b{b}"
+            h = batch_header(levels, th, b, name=name, temperature=1.0, top_k=0, seed=seed,
+                             prompts=prompts, n_decodes=k // b, contexts=list(cost_contexts),
+                             cost_repeats=1,
+                             prompt_info={"prompt_len": 2, "max_new_tokens": tokens})
+            path = d / f"{name}.jsonl"
+            with TraceWriter(path, h) as w:
+                for lv in levels:
+                    for r in batch_cost_records(lv, b, cost_contexts, 1, [0, 1, 2] * 20,
+                                                "start", clock=clock):
+                        w.write(r)
+                record_decodes(levels, th, prompts, b, tokens, w, temperature=1.0, seed=seed,
+                               clock=clock)
+                w.write({"type": "end", "n_prompts": k})
+            out.append(path)
+    return out
+
+
+def fake_profile(models=("m2",), batches=(1, 2, 4, 8), rows=16):
+    """``{name: BatchTableCost}`` (seconds) of the fake levels' exact costs."""
+    from polyspec_theory.batch_costs import BatchTableCost
+
+    out = {}
+    for name in models:
+        fn, _ = roofline(**COSTS[int(name[1:])])
+        out[name] = BatchTableCost({str(b): [fn(b, m) for m in range(1, rows + 1)]
+                                    for b in batches})
+    return out

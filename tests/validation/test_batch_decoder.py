@@ -24,7 +24,7 @@ from validation.batch_decoder import (
     round_extent,
 )
 from validation.batch_models import BatchZooLevel, batch_level
-from validation.decoder import Sampler, autoregressive
+from validation.decoder import PolybasicDecoder, Sampler, autoregressive
 from validation.models import HFModel
 
 torch.set_num_threads(1)
@@ -83,6 +83,23 @@ def test_greedy_every_sequence_is_its_target_greedy(n, b):
                     assert r.n_generated[j] >= 24
 
 
+@pytest.mark.parametrize("n,th", [(3, [3, 2]), (4, [4, 2, 2])])
+def test_kept_rounds_are_the_single_stream_rounds(n, th):
+    # the per-sequence rounds that were not lockstep padding are exactly the rounds the
+    # single-stream decoder runs on that prompt (greedy): same blocks, same acceptance
+    b = 5
+    prompts = _prompts(b, 16, seed=21)
+    r = BatchCascadeDecoder(LEVELS16[:n], th).generate(prompts, 30)
+    for j, p in enumerate(prompts):
+        single = PolybasicDecoder(LEVELS16[:n], th).generate(p, r.n_generated[j])
+        assert single.n_generated == r.n_generated[j]
+        for lv in range(1, n):
+            got = [(x.ctx, x.G, x.A) for x in r.seq_rounds
+                   if x.seq == j and x.level == lv and not x.discarded]
+            want = [(x.ctx, x.G, x.A) for x in single.rounds if x.level == lv]
+            assert got == want, (j, lv)
+
+
 def test_greedy_with_ngram_drafter_byte_vocab():
     prompts = _prompts(10, 256, seed=7, lo=1, hi=30)
     for n, th in ((2, [3]), (3, [3, 2]), (4, [4, 2, 2])):
@@ -135,6 +152,8 @@ def test_records_follow_the_lockstep_policy():
             assert br.m >= br.max_G + 1 and br.m == max(x.m for x in rows)
             assert all(0 <= x.waited < br.K for x in rows)
             assert br.K - min(x.waited for x in rows) >= 1
+    assert not any(x.discarded for x in by[1])
+    assert any(x.discarded for x in by[2]) and any(x.discarded for x in by[3])
     # top-level: every sequence emitted Σ L of its level-1 rounds
     for j in range(b):
         assert sum(x.L for x in by[1] if x.seq == j) == r.n_generated[j]
@@ -270,10 +289,10 @@ class _ExtentProbe(BatchCascadeDecoder):
 
     most = 0
 
-    def _round(self, i, base):
+    def _round(self, i, base, dead):
         if i == 0:
             self._top = base.copy()
-        out = super()._round(i, base)
+        out = super()._round(i, base, dead)
         self._probe()
         return out
 
