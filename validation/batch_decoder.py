@@ -32,10 +32,13 @@ may lack tokens appended by the levels above (a correction or bonus token), whic
 forward feeds too, so a slot scores ``G + 1 .. G + level`` positions (a draft 1 or more); the
 recorded ``m0`` is what B0 charges (``max G + 1``, or 1), ``m`` what was run.
 
-**Stopping.** A decode runs top-level batched rounds until every sequence has
-``max_new_tokens`` tokens (``stop = "tokens"``), or until the next round could run past a
-context (``stop = "context"``). Both are stopping times of the iid top-level rounds, so
-tokens / time over decodes estimates B2's throughput without bias in the Wald sense.
+**Stopping.** A decode runs top-level batched rounds until the first sequence has
+``max_new_tokens`` tokens (``until="first"``, the default and the capture protocol: every
+sequence is decoding in every round, the steady state B0 describes, with no tail where some
+sequences are done; all sequences run the same number of top-level rounds) or until every
+sequence has them (``until="all"``); ``stop = "tokens"`` then, or ``"context"`` if the next
+round could run past a context first. These are stopping times of the iid top-level rounds,
+so tokens / time over decodes estimates B2's throughput without bias in the Wald sense.
 
 **Timing.** ``clock()`` (default: ``time.perf_counter``, synchronizing CUDA first) around
 every forward; prefill is timed separately and excluded from ``wall_s``. Records are returned
@@ -58,11 +61,12 @@ from .decoder import POLICY, Sampler, _now_fn
 from .schema import BatchRound, SeqRound
 
 __all__ = ["BatchCascadeDecoder", "BatchCascadeResult", "BatchARResult", "ForwardTiming",
-           "batch_autoregressive", "round_extent", "BATCH_POLICY", "POLICY"]
+           "batch_autoregressive", "round_extent", "BATCH_POLICY", "POLICY", "UNTIL"]
 
 BATCH_POLICY = {"policy": "lockstep", "waiting": "discard", "kv": "per-sequence",
-                "stop": "every sequence has max_new_tokens (or the next round could overflow "
-                        "a context)"}
+                "stop": "first: the end of the first top-level round after which a sequence "
+                        "has max_new_tokens"}
+UNTIL = ("first", "all")
 
 
 class ForwardTiming(NamedTuple):
@@ -313,11 +317,14 @@ class BatchCascadeDecoder:
 
     # ------------------------------------------------------------------ public
     def generate(self, prompts, max_new_tokens: int, *, decode_index: int = 0,
-                 prompt_ids=None) -> BatchCascadeResult:
-        """Decode the batch ``prompts`` (one sequence per prompt) until every sequence has
-        ``>= max_new_tokens`` tokens (the last round may overshoot; ``n_generated`` is exact
-        and ``tokens`` holds all of them). Records carry ``decode_index`` and ``prompt_ids``
-        (default ``decode_index * b + j``)."""
+                 prompt_ids=None, until: str = "first") -> BatchCascadeResult:
+        """Decode the batch ``prompts`` (one sequence per prompt) until the first sequence
+        (``until="first"``) or every sequence (``until="all"``) has ``>= max_new_tokens``
+        tokens (module docstring; ``n_generated`` is exact per sequence and ``tokens`` holds
+        all of them). Records carry ``decode_index`` and ``prompt_ids`` (default
+        ``decode_index * b + j``)."""
+        if until not in UNTIL:
+            raise PolyspecInputError("until", f"must be 'first' or 'all', got {until!r}")
         seqs = _check_prompts(prompts, self.vocab)
         b = len(seqs)
         max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
@@ -353,7 +360,8 @@ class BatchCascadeDecoder:
             top, stop = 0, "tokens"
             while True:
                 lens = np.asarray([len(s) for s in self.seqs], dtype=np.int64)
-                if (lens - plens >= max_new).all():
+                done = lens - plens >= max_new
+                if done.all() or (until == "first" and done.any()):
                     break
                 if int(lens.max()) + self.extent > limit:
                     stop = "context"

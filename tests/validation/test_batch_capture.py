@@ -64,7 +64,7 @@ def test_sweep_traces(sweep):
         assert c.stops == {"tokens": c.n_decodes}
         raw = read_records(c.path)
         for s in raw.of_type("bsummary"):
-            assert all(k >= 20 for k in s["n_generated"]) and len(s["n_generated"]) == b
+            assert max(s["n_generated"]) >= 20 and len(s["n_generated"]) == b
             assert s["prompts"] == [s["decode"] * b + j for j in range(b)]
             fw = [r for r in raw.of_type("bforwards")
                   if r["decode"] == s["decode"] and r["run"] == "cascade"]
@@ -85,14 +85,15 @@ def test_sweep_traces(sweep):
             assert st["mean_G"] >= (3, 2)[lv - 1]
         assert c.measured_speedup > 0 and c.ar_tokens_per_second > 0
     # the kept rounds of a prompt are the same whichever batch it was decoded in (greedy),
-    # up to the rounds a batch adds at the end while its slowest sequence finishes
+    # up to where its decode stopped (when the batch's first sequence had its tokens)
     by_b = {c.batch: c for c in caps}
     for lv in range(2):
         r1, r4 = by_b[1].rounds[lv], by_b[4].rounds[lv]
         for p in range(4):
             g1, g4 = list(r1.G[r1.prompt == p]), list(r4.G[r4.prompt == p])
             a1, a4 = list(r1.A[r1.prompt == p]), list(r4.A[r4.prompt == p])
-            assert g4[:len(g1)] == g1 and a4[:len(a1)] == a1
+            k = min(len(g1), len(g4))
+            assert k > 0 and g4[:k] == g1[:k] and a4[:k] == a1[:k]
 
 
 def test_resume_and_interrupted(zoo_dir, tmp_path):

@@ -74,13 +74,18 @@ def test_greedy_every_sequence_is_its_target_greedy(n, b):
         dec = BatchCascadeDecoder(LEVELS16[:n], th[: n - 1])
         for k in range(3):
             batch = prompts[k * b:(k + 1) * b]
-            r = dec.generate(batch, 24, decode_index=k)
+            until = ("first", "all")[k % 2]
+            r = dec.generate(batch, 24, decode_index=k, until=until)
             assert r.stop in ("tokens", "context")
             for j, p in enumerate(batch):
                 ar = autoregressive(LEVELS16[0], p, r.n_generated[j])
                 assert r.tokens[j] == ar.tokens, (n, b, th, k, j)
-                if r.stop == "tokens":
-                    assert r.n_generated[j] >= 24
+            if r.stop == "tokens":
+                assert (min if until == "all" else max)(r.n_generated) >= 24
+                if until == "first":  # the round before, nobody had them
+                    last = [sum(x.L for x in r.seq_rounds if x.seq == j and x.level == 1
+                                and x.round == r.top_rounds - 1) for j in range(b)]
+                    assert all(g - x < 24 for g, x in zip(r.n_generated, last, strict=True))
 
 
 @pytest.mark.parametrize("n,th", [(3, [3, 2]), (4, [4, 2, 2])])
@@ -207,7 +212,7 @@ def test_sampling_law_per_sequence_matches_target(n, th, temperature, top_k):
     counts = {0: np.zeros(16), 1: np.zeros(16)}
     accepted = waited = 0
     for _ in range(batches):
-        r = dec.generate([pa, pa, pa, pb, pb], 2)
+        r = dec.generate([pa, pa, pa, pb, pb], 2, until="all")
         for j, t in enumerate(r.tokens):
             counts[0 if j < 3 else 1][t[0] * 4 + t[1]] += 1
         accepted += sum(x.A for x in r.seq_rounds)
@@ -344,6 +349,8 @@ def test_context_guard_and_input_errors():
         dec.generate([], 5)
     with pytest.raises(PolyspecInputError, match="^prompt_ids"):
         dec.generate([[1], [2]], 5, prompt_ids=[0])
+    with pytest.raises(PolyspecInputError, match="^until"):
+        dec.generate([[1], [2]], 5, until="some")
     with pytest.raises(PolyspecInputError, match="^models"):
         batch_level(object.__new__(HFModel))
     assert isinstance(batch_level(LEVELS16[0]), BatchZooLevel)
@@ -357,7 +364,7 @@ def test_stop_on_context_keeps_output_lossless():
     # sequence emitted is still the target's greedy text
     levels = tiny_family(3, vocab=16, block_size=48, seed=2)
     prompts = _prompts(4, 16, seed=9, lo=2, hi=6)
-    r = BatchCascadeDecoder(levels, [3, 2]).generate(prompts, 30)
+    r = BatchCascadeDecoder(levels, [3, 2]).generate(prompts, 30, until="all")
     assert r.stop == "context"
     assert min(r.n_generated) < 30 and max(len(p) + k for p, k in
                                            zip(prompts, r.n_generated, strict=True)) <= 48

@@ -18,6 +18,7 @@ from polyspec_theory.config import Cascade, Model
 from polyspec_theory.serving import predict_batch
 from tests.validation.batch_fakes import fake_profile, write_fake_traces
 from validation.analysis import batch_validate as bv
+from validation.analysis.fits import fit_pairs
 from validation.batch_dataset import read_batch_traces
 from validation.traces import read_records
 
@@ -115,7 +116,7 @@ def test_crossover_rows_reproduce_the_per_batch_prediction(caps):
     # the batch_table rows (orchestration folded in) give predict_batch exactly the per-b
     # cascade's speedup, with the same laws
     g = sorted([c for c in caps if c.n == 3], key=lambda c: c.batch)
-    fits = bv.fit_pairs(g, FAMS)
+    fits = fit_pairs(g, FAMS)
     laws, _ = bv._laws(g[0], fits)
     costs = {}
     for c in g:

@@ -4,7 +4,7 @@
 Per batched capture (cascade ``C`` at batch ``b``), the B2 prediction
 :func:`polyspec_theory.serving.predict_batch` with
 
-* **laws** — each pair's AIC-best law (censored MLE, :func:`.fits.fit_pairs`) from the
+* **laws** — each pair's AIC-best law (censored MLE, as :func:`.fits.fit_pairs`) from the
   per-sequence rounds;
 * **costs** — ``T_i(b, m)`` per model: a table over ``m`` at the capture's ``b``;
 * **orchestration** — time outside forwards, as ``a_b`` per forward (measured on the batched
@@ -52,11 +52,11 @@ from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.batch_costs import BatchTableCost
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve, fit_cost_curve
-from polyspec_theory.laws import FAMILIES
+from polyspec_theory.laws import FAMILIES, fit_laws
 from polyspec_theory.serving import crossover_batch, predict_batch
 
 from ..batch_dataset import BatchCapture
-from .fits import fit_pairs
+from .fits import PairFit
 
 __all__ = ["BatchVariant", "BatchConfigResult", "CrossoverResult", "BatchValidation",
            "validate_batches", "load_profile", "VARIANTS", "ROW_LENGTH"]
@@ -254,6 +254,33 @@ def _laws(cap, fits):
     return [fits[cap.pair_key(i)].law(None) for i in range(cap.n - 1)], []
 
 
+class _LawFits:
+    """Pair fits of ``cap``'s pairs pooled over a set of source captures (as
+    :func:`.fits.fit_pairs`, only the pairs asked, each (pair, sources) fitted once)."""
+
+    def __init__(self, families):
+        self.families = tuple(families)
+        self._fits: dict = {}
+
+    def __call__(self, cap, sources):
+        out = {}
+        for i in range(cap.n - 1):
+            key = cap.pair_key(i)
+            items = [(c.name, c.rounds[j].counts()) for c in sources
+                     for j in range(c.n - 1) if c.pair_key(j) == key and c.rounds[j].n]
+            if not items:
+                continue
+            names = tuple(n for n, _ in items)
+            if (key, names) not in self._fits:
+                counts = items[0][1]
+                for _, d in items[1:]:
+                    counts = counts.merge(d)
+                self._fits[(key, names)] = PairFit(
+                    key, counts, tuple(fit_laws(counts, families=self.families)), names)
+            out[key] = self._fits[(key, names)]
+        return out
+
+
 # --------------------------------------------------------------------------------------------
 # results
 # --------------------------------------------------------------------------------------------
@@ -407,9 +434,12 @@ def _crossover(group, costs_at: dict, laws, law_src: str) -> dict:
     meas = [x.measured_speedup for x in sorted(group, key=lambda x: x.batch)]
     k_meas = next((i for i, s in enumerate(meas) if s <= 1.0), len(grid))
     k_pred = _grid_step(grid, cross.batch)
+    curve = list(range(1, max(grid) + 1))
     return {"speedup": [predict_batch(c, b).speedup for b in grid],
             "crossover": cross.batch, "grid_step": k_pred, "measured_grid_step": k_meas,
-            "within_one_step": abs(k_pred - k_meas) <= 1, "laws": law_src}
+            "within_one_step": abs(k_pred - k_meas) <= 1, "laws": law_src,
+            "curve_batches": curve, "curve_speedup": [predict_batch(c, b).speedup
+                                                      for b in curve]}
 
 
 def validate_batches(captures, *, families=FAMILIES, profile=None,
@@ -438,13 +468,12 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
             raise PolyspecInputError("traces", f"{g[0].label}: two captures at the same batch "
                                      "size")
     results = []
+    lawfits = _LawFits(families)
     costs_by = {v: {} for v in VARIANTS}  # variant -> {capture name: _Costs}
     for cap in caps:
-        own_fits = fit_pairs([cap], families)
-        own_laws, _ = _laws(cap, own_fits)
+        own_laws, _ = _laws(cap, lawfits(cap, [cap]))
         others = [c for c in caps if c is not cap] + extra
-        fits = fit_pairs([c for c in others if c.n >= 2], families)
-        pred_laws, missing = _laws(cap, fits)
+        pred_laws, missing = _laws(cap, lawfits(cap, others))
         variants = {}
         for v in ("in_sample", "in_sample_b0"):
             cs = _in_sample_costs(cap, extras=(v == "in_sample"))
@@ -478,10 +507,9 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
         g = sorted(g, key=lambda c: c.batch)
         grid = tuple(c.batch for c in g)
         pred = {}
-        group_fits = fit_pairs(g, families)
-        group_laws, _ = _laws(g[0], group_fits)
+        group_laws, _ = _laws(g[0], lawfits(g[0], g))
         outside = [c for c in caps if c.config_key != g[0].config_key] + extra
-        out_laws, _ = _laws(g[0], fit_pairs([c for c in outside if c.n >= 2], families))
+        out_laws, _ = _laws(g[0], lawfits(g[0], outside))
         for v in VARIANTS:
             have = {c.batch: costs_by[v][c.name] for c in g if c.name in costs_by[v]}
             if len(have) < len(g):
