@@ -54,11 +54,11 @@ def batch_lines(result) -> list[str]:
                          f"{'within' if d['within_one_step'] else 'NOT within'} one step; "
                          f"laws: {d['laws']})")
     s = result.summary()
-    for v in ("predictive", "in_sample", "in_sample_b0"):
+    for v in ("predictive", "predictive_microbenchmark", "in_sample", "in_sample_b0"):
         e = s[v]
         if e["n"]:
-            label = v if v == "predictive" else f"{v} (diagnostic)"
-            lines.append(f"{label + ':':<29}median |error| "
+            label = f"{v} (diagnostic)" if v.startswith("in_sample") else v
+            lines.append(f"{label + ':':<28} median |error| "
                          f"{_f(100 * e['median_abs_error'], '{:.1f}%')}, max "
                          f"{_f(100 * e['max_abs_error'], '{:.1f}%')} over {e['n']} capture(s); "
                          f"crossovers within one step {e['crossovers_within_one_step']}")

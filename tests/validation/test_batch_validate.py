@@ -166,6 +166,25 @@ def test_predictive_uses_nothing_of_the_predicted_capture(caps, result):
         other.variants["predictive"].speedup, rel=1e-6)
 
 
+def test_in_cascade_factors_are_learned_on_the_other_batch_sizes(caps, result):
+    # a profile that under-states m2 by 25 % at every b: the factor learned on the other
+    # batch sizes of the same cascade is exactly 1.25, so the predictive variant is what it
+    # is with the exact profile; the raw microbenchmark variant is not
+    exact = fake_profile()["m2"]
+    slow = {"m2": exact.scaled(1 / 1.25)}
+    res = bv.validate_batches(caps, families=FAMS, profile=slow)
+    for c, ref in zip(res.configs, result.configs, strict=True):
+        if "m2" not in c.models:
+            continue
+        p = c.variants["predictive"]
+        assert p.sources["in_run_factors"]["m2"] == pytest.approx(1.25, rel=1e-9)
+        assert p.sources["in_run_factors_from"] == "same cascade at the other batch sizes"
+        assert p.speedup == pytest.approx(ref.variants["predictive"].speedup, rel=1e-9)
+        raw = c.variants["predictive_microbenchmark"]
+        assert raw.sources["in_run_factors"]["m2"] == 1.0
+        assert raw.time_per_token < p.time_per_token
+
+
 def test_predictive_needs_a_cost_source(caps):
     res = bv.validate_batches(caps, families=FAMS)  # no profile: m2 has no other source
     for c in res.configs:

@@ -21,8 +21,13 @@ with the measured ones (:class:`validation.batch_dataset.BatchCapture`). Variant
     batch sizes, other cascades, and single-stream traces given as ``law_captures``); costs
     from a separate batched profile (``profile``: ``polyspec profile --batch``) or else from
     the batched cost samples (``bcost``) of the other captures at the same ``b``, at the
-    context the settings imply (prompt + half the tokens); ``a_b``, ``o_b`` from the other
-    captures at the same ``b`` (0 if there are none, noted). Pure B0: no catch-up positions.
+    context the settings imply (prompt + half the tokens), times each model's in-cascade
+    factor (how much slower it ran inside the same cascade at the OTHER batch sizes than in
+    the profile: models share the CPU caches, docs/README) — learned elsewhere, as the
+    single-stream predictive variant does; ``a_b``, ``o_b`` from the other captures at the
+    same ``b`` (0 if there are none, noted). Pure B0: no catch-up positions.
+``predictive_microbenchmark``
+    the same with the profile's costs as they are (no in-cascade factors).
 ``in_sample`` (a diagnostic)
     the capture's own laws, costs fitted on its own forwards (cascade and autoregressive),
     its own orchestration, and its own mean catch-up positions per forward (``m − m0``:
@@ -61,7 +66,7 @@ from .fits import PairFit
 __all__ = ["BatchVariant", "BatchConfigResult", "CrossoverResult", "BatchValidation",
            "validate_batches", "load_profile", "VARIANTS", "ROW_LENGTH"]
 
-VARIANTS = ("predictive", "in_sample", "in_sample_b0")
+VARIANTS = ("predictive", "predictive_microbenchmark", "in_sample", "in_sample_b0")
 ROW_LENGTH = 16  # m = 1..16 in the batch_table rows of the crossover cascades
 CTX_BIN = 32  # forwards' contexts are binned to this many tokens for the cost fits
 UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
@@ -211,9 +216,53 @@ def _in_sample_costs(cap: BatchCapture, extras: bool) -> _Costs:
         "catch_up_positions": [float(x) for x in ex]})
 
 
-def _predictive_costs(cap: BatchCapture, captures, profile) -> _Costs:
+def _in_run_factors(cap: BatchCapture, captures, profile) -> tuple[list, float, str]:
+    """How much slower each model of ``cap`` runs inside this cascade than in the profile,
+    learned on OTHER captures: per model, Σ forward wall / Σ profile ``T(b, m)`` over the
+    cascade forwards of the same cascade at the other batch sizes (else of every other
+    capture running the model); the same for the target's autoregressive forwards over every
+    other capture. Models without a profile table keep 1."""
+    n = cap.n
+    if profile is None:
+        return [1.0] * n, 1.0, "no profile: none (1)"
+    others = [c for c in captures if c is not cap]
+    same = [c for c in others if c.config_key == cap.config_key]
+
+    def ratio(pool, name, run):
+        num = den = 0.0
+        for c in pool:
+            if name not in c.models or c.batch > profile[name].max_batch:
+                continue
+            f = c.forwards.select(c.models.index(name), run)
+            if f.n:
+                num += float(f.wall_s.sum())
+                den += float(np.sum(profile[name].at_batch(c.batch)(f.m)))
+        return num / den if den > 0 else None
+
+    facs = []
+    for name in cap.models:
+        r = None
+        if name in profile:
+            r = ratio(same, name, "cascade")
+            if r is None:
+                r = ratio(others, name, "cascade")
+        facs.append(1.0 if r is None else r)
+    tgt = cap.models[0]
+    r_ar = ratio(others, tgt, "ar") if tgt in profile else None
+    src = ("same cascade at the other batch sizes" if same else
+           "other captures running the model")
+    return facs, 1.0 if r_ar is None else r_ar, src
+
+
+def _scaled_curve(curve: CostCurve, f: float) -> CostCurve:
+    t = np.asarray(curve(np.arange(1, ROW_LENGTH + 2)), dtype=np.float64) * f
+    return CostCurve.from_table([float(v) for v in t])
+
+
+def _predictive_costs(cap: BatchCapture, captures, profile, in_run: bool = True) -> _Costs:
     """Costs of ``cap`` with nothing of ``cap``: profile tables, else the ``bcost`` samples
-    of the other captures at the same batch size."""
+    of the other captures at the same batch size; with ``in_run``, times each model's
+    in-cascade factor learned on other captures (:func:`_in_run_factors`)."""
     b = cap.batch
     same_b = [c for c in captures if c.batch == b and c is not cap]
     ctx = cap.nominal_context
@@ -237,14 +286,20 @@ def _predictive_costs(cap: BatchCapture, captures, profile) -> _Costs:
                                                             if any(r["model"] == name
                                                                    for r in c.costs)))
     t_ar = float(curves[0](1))
+    facs, f_ar, fsrc = ([1.0] * cap.n, 1.0, "none") if not in_run else _in_run_factors(
+        cap, captures, profile)
+    curves = [_scaled_curve(c, f) for c, f in zip(curves, facs, strict=True)]
+    t_ar *= f_ar
     ov = _overheads(same_b)
     if ov is None:
         a, o, osrc = 0.0, 0.0, "none at this batch size outside this capture (0)"
     else:
         a, o = ov
         osrc = ", ".join(sorted(c.name for c in same_b))
-    return _Costs(tuple(curves), t_ar, a, o, {"costs": src, "orchestration": osrc,
-                                              "context": ctx, "catch_up_positions": None})
+    return _Costs(tuple(curves), t_ar, a, o, {
+        "costs": src, "orchestration": osrc, "context": ctx, "catch_up_positions": None,
+        "in_run_factors": dict(zip(cap.models, facs, strict=True)), "ar_factor": f_ar,
+        "in_run_factors_from": fsrc})
 
 
 def _laws(cap, fits):
@@ -479,21 +534,22 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
             cs = _in_sample_costs(cap, extras=(v == "in_sample"))
             costs_by[v][cap.name] = cs
             variants[v] = _variant(cap, v, own_laws, cs, law_src="this capture")
-        why = None
-        cs = None
-        if pred_laws is None:
-            why = f"no acceptance data outside this capture for pair(s) {missing}"
-        else:
-            try:
-                cs = _predictive_costs(cap, caps, profile)
-            except PolyspecInputError as e:
-                why = str(e)
-        if cs is not None:
-            costs_by["predictive"][cap.name] = cs
         law_src = "other captures: " + ", ".join(sorted({
             c.name for c in others for i in range(cap.n - 1)
             if cap.pair_key(i) in {c.pair_key(j) for j in range(c.n - 1)}}))
-        variants["predictive"] = _variant(cap, "predictive", pred_laws, cs, why, law_src)
+        for v, in_run in (("predictive", True), ("predictive_microbenchmark", False)):
+            why = None
+            cs = None
+            if pred_laws is None:
+                why = f"no acceptance data outside this capture for pair(s) {missing}"
+            else:
+                try:
+                    cs = _predictive_costs(cap, caps, profile, in_run)
+                except PolyspecInputError as e:
+                    why = str(e)
+            if cs is not None:
+                costs_by[v][cap.name] = cs
+            variants[v] = _variant(cap, v, pred_laws, cs, why, law_src)
         st = []
         for row, pv in zip(cap.structure(), variants["in_sample"].structure, strict=True):
             st.append({**row, "predicted": {k: pv[k] for k in pv if k != "level"}})
@@ -515,7 +571,7 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
             if len(have) < len(g):
                 pred[v] = {"unavailable": "no predictive costs at every measured batch size"}
                 continue
-            if v == "predictive" and out_laws is not None:
+            if v.startswith("predictive") and out_laws is not None:
                 laws, src = out_laws, "outside this cascade's captures"
             else:
                 laws, src = group_laws, "in-group laws (all b of this cascade)"
