@@ -1,4 +1,4 @@
-"""The n-level polybasic decoder over a lockstep batch of ``b`` sequences (docs/theory-serving.md,
+"""The n-level polybasic decoder over a lockstep batch of ``b`` sequences (docs/theory.md,
 model B0) and the batched autoregressive baseline, on the levels of :mod:`validation.batch_models`.
 
 Models are ordered target first (``levels[0] = M_1`` … ``levels[n-1] = M_n``);

@@ -6,7 +6,7 @@ A batch level keeps ``pos[j]`` = how many leading tokens of sequence ``j`` its c
 all ``b`` slots, padded to ``m = max_j (ends[j] - pos[j])`` positions, and returns the logits
 ``(b, m, V)`` and the real counts ``m_j`` (row ``r < m_j`` of slot ``j`` is the law of token
 ``pos[j] + r + 1``; rows ``>= m_j`` are padding). A slot with ``m_j = 0`` is pure padding: it
-is computed like the others (the lockstep model B0 of docs/theory-serving.md: every forward
+is computed like the others (the lockstep model B0 of docs/theory.md: every forward
 covers all ``b`` slots) and its output is ignored. ``rollback(j, n)`` forgets sequence ``j``
 from index ``n`` on: an index move, for every sequence on its own.
 

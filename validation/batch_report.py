@@ -75,7 +75,7 @@ def write_batch_report(result, out_dir, title="Batched validation") -> dict:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    md = [f"# {title}", "", "Model: docs/theory-serving.md (B0 lockstep batch, B2 exact). "
+    md = [f"# {title}", "", "Model: docs/theory.md (B0 lockstep batch, B2 exact). "
           "`predictive`: nothing of the predicted capture (laws from other captures, costs "
           "from a batched profile or other captures' cost samples at the same b, "
           "orchestration from other captures at the same b); `in_sample`: diagnostic fits "

@@ -37,7 +37,7 @@ The measured speedup of a capture (:attr:`validation.dataset.Capture.measured_sp
 the prompts the capture finished.
 
 **Batched traces** (:mod:`validation.batch_decoder`, :mod:`validation.batch_capture`;
-docs/theory-serving.md B0): the same schema and version, read by the same reader, with a
+docs/theory.md B0): the same schema and version, read by the same reader, with a
 ``batch`` object in the header — ``{size: b, policy: "lockstep", waiting: "discard", kv:
 "per-sequence", stop: ..., decodes, prompts_per_decode}`` — and these record types instead of
 ``round`` / ``ar`` / ``cost`` / ``summary`` (one *decode* = ``b`` prompts decoded together,

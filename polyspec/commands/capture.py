@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--batch", type=int, default=None, metavar="B",
-                       help="decode B sequences in lockstep (docs/theory-serving.md, B0) with "
+                       help="decode B sequences in lockstep (docs/theory.md, B0) with "
                        "the batched autoregressive target as baseline; trace <name>_b<B>")
     group.add_argument("--batches", default=None, metavar="B1,B2,...",
                        help="a sweep of batch sizes (e.g. 1,2,4,8,16): one batched trace per "

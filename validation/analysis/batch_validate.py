@@ -1,5 +1,5 @@
 """Predicted vs measured throughput of batched captures, per batch size, and the crossover batch
-(``polyspec validate`` on batched traces; docs/theory-serving.md, B0–B6).
+(``polyspec validate`` on batched traces; docs/theory.md, B0–B6).
 
 Per batched capture (cascade ``C`` at batch ``b``), the B2 prediction
 :func:`polyspec_theory.serving.predict_batch` with
