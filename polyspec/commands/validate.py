@@ -37,10 +37,10 @@ def add_arguments(p):
     p.add_argument("--n-boot", type=int, default=200,
                    help="bootstrap replicates for --confidence bootstrap (default 200)")
     p.add_argument("--no-plots", action="store_true", help="write no PNG plots")
-    p.add_argument("--profile", default=None, metavar="FILE.json",
+    p.add_argument("--batch-profile", default=None, metavar="FILE.json",
                    help="batched traces: cost tables T(b, m) from `polyspec profile --batch` "
-                        "for the predictive variant (default: the other captures' batched "
-                        "cost samples at the same b)")
+                        "for the predictive variant (default: TRACES_DIR/profile.json if it "
+                        "exists, else the other captures' batched cost samples at the same b)")
     p.add_argument("--laws-from", default=None, metavar="DIR",
                    help="batched traces: single-stream traces used as extra acceptance data "
                         "(e.g. data/traces/cpu): the predictive variant and the predicted "
@@ -154,13 +154,17 @@ def _validate_batched(args, tdir, fams, out):
         return None
     caps = read_batch_traces(tdir, allow_truncated=args.allow_truncated)
     if not caps:
-        if args.profile or args.laws_from:
+        if args.batch_profile or args.laws_from:
             from polyspec_theory._input import PolyspecInputError
 
-            raise PolyspecInputError("--profile", f"{tdir} holds no batched traces: "
-                                     "--profile and --laws-from apply to batched traces")
+            raise PolyspecInputError("--batch-profile", f"{tdir} holds no batched traces: "
+                                     "--batch-profile and --laws-from apply to batched traces")
         return None
-    profile = load_profile(args.profile) if args.profile else None
+    default = tdir / "profile.json"
+    if args.batch_profile:
+        profile = load_profile(args.batch_profile)
+    else:
+        profile = load_profile(default) if default.is_file() else None
     extra = read_traces(Path(args.laws_from)) if args.laws_from else []
     res = validate_batches(caps, families=fams, profile=profile, law_captures=extra)
     paths = write_batch_report(res, out, title=f"Batched validation: {tdir}")

@@ -1,5 +1,6 @@
 """``polyspec profile --batch`` (batched cost tables usable as batch_table costs and by
-``validate --profile``) and ``polyspec simulate --batch`` (the lockstep Monte Carlo next to B2)."""
+``validate --batch-profile``) and ``polyspec simulate --batch`` (the lockstep Monte Carlo
+next to B2)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_profile_batch_tables(tmp_path, capsys):
         rows = m["cost"]["batch_table"]
         assert sorted(rows) == ["1", "2"] and all(len(r) == 2 and min(r) > 0
                                                   for r in rows.values())
-    # config syntax for predict --batch, and what validate --profile reads (in seconds)
+    # config syntax for predict --batch, and what validate --batch-profile reads (in seconds)
     cfg = {"models": [{"name": m["name"], "cost": m["cost"]} for m in d["models"]],
            "acceptance": [{"alpha": 0.6}], "thresholds": [2], "time_unit": "ms"}
     assert predict_batch(Cascade.from_config(cfg), 2).speedup > 0

@@ -226,7 +226,7 @@ def test_validate_cli_on_batched_traces(traces, tmp_path, capsys):
     prof.write_text(json.dumps({"time_unit": "s", "models": [
         {"name": "m2", "cost": {"batch_table": {str(b): list(r) for b, r in rows.items()}}}]}))
     rc = main(["validate", str(traces), "--out", str(tmp_path / "rep"), "--json",
-               "--profile", str(prof), "--laws", "iid,positional"])
+               "--batch-profile", str(prof), "--laws", "iid,positional"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     obj = json.loads(out)
@@ -236,6 +236,6 @@ def test_validate_cli_on_batched_traces(traces, tmp_path, capsys):
     rc = main(["validate", str(traces), "--out", str(tmp_path / "rep2"), "--laws", "iid"])
     out, _ = capsys.readouterr()
     assert rc == 0 and "measured crossover 8" in out and "in_sample (diagnostic)" in out
-    rc = main(["validate", str(traces), "--profile", str(tmp_path / "missing.json")])
+    rc = main(["validate", str(traces), "--batch-profile", str(tmp_path / "missing.json")])
     _, err = capsys.readouterr()
     assert rc == 2 and "profile" in err

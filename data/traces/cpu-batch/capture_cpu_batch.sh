@@ -35,4 +35,4 @@ cap() {  # models thresholds
 cap target,ngram 2
 cap target,small,ngram 2,3
 # 3. the comparison (prints the table; writes out/validate/cpu-batch/batch.md and .json)
-"$PY" -m polyspec validate "$OUT" --profile "$OUT/profile.json" --laws-from data/traces/cpu
+"$PY" -m polyspec validate "$OUT" --batch-profile "$OUT/profile.json" --laws-from data/traces/cpu
