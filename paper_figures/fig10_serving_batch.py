@@ -1,7 +1,11 @@
 """Figure 10 — speculative and polybasic decoding under load (docs/theory.md Part III-C): the
 exact speedup against autoregressive decoding at the same batch size, and the optimal
-thresholds, as the serving batch grows (theory; measured points come with the batched
-decoder).
+thresholds, as the serving batch grows; with batched traces of the zoo (a folder of
+``polyspec capture --batches`` traces, default ``data/traces/cpu-batch``, with an optional
+``profile.json`` from ``polyspec profile --batch``), a third panel puts the measured speedup
+per batch size next to its prediction (:mod:`validation.analysis.batch_validate`: the
+predictive variant where every batch size has one, else the in-sample diagnostic) and the
+measured and predicted crossovers. Without such traces the figure is theory only.
 
 Setting: the 70B target and drafters of ``configs/serving-pool.json`` (roofline costs of
 4 x H100: ``T(b, m) = o + max(w + k b, c b m)``). Curves: the two-model cascade
@@ -47,9 +51,50 @@ def _pool() -> Pool:
     return Pool.from_config(json.loads(POOL_FILE.read_text()))
 
 
-def compute(quick: bool = False) -> dict:
+def default_traces_dir() -> Path | None:
+    """``<data>/traces/cpu-batch`` (None if the data folder is missing)."""
+    from polyspec_theory._input import PolyspecInputError
+    from validation.paths import traces_dir
+
+    try:
+        return traces_dir("cpu-batch")
+    except PolyspecInputError:
+        return None
+
+
+def measured(traces_dir) -> dict | None:
+    """Per captured cascade: batch sizes, measured speedup and its standard error, and the
+    predicted speedup (per measured b and as a curve over every b up to the largest) with
+    the crossovers, from :func:`validation.analysis.batch_validate.validate_batches` (None if
+    the folder holds no batched traces)."""
+    if traces_dir is None or not Path(traces_dir).is_dir():
+        return None
+    from validation.analysis.batch_validate import load_profile, validate_batches
+    from validation.batch_dataset import read_batch_traces
+
+    caps = read_batch_traces(traces_dir)
+    if not caps:
+        return None
+    prof_path = Path(traces_dir) / "profile.json"
+    profile = load_profile(prof_path) if prof_path.is_file() else None
+    res = validate_batches(caps, profile=profile)
+    out = []
+    for x in res.crossovers:
+        variant = "predictive" if "unavailable" not in x.predicted["predictive"] else "in_sample"
+        p = x.predicted[variant]
+        out.append({"label": x.label, "batches": list(x.batches),
+                    "speedup": list(x.measured_speedup), "se": list(x.measured_se),
+                    "crossover": x.measured_crossover, "variant": variant,
+                    "predicted": p["speedup"], "curve_batches": p["curve_batches"],
+                    "curve_speedup": p["curve_speedup"], "predicted_crossover": p["crossover"],
+                    "within_one_step": p["within_one_step"]})
+    return {"dir": str(traces_dir), "cascades": out, "summary": res.summary()}
+
+
+def compute(quick: bool = False, traces_dir=None) -> dict:
     """Curves over the batch grid (powers of sqrt 2 up to 512; powers of 2 up to 256 when
-    ``quick``) and the crossover batches."""
+    ``quick``) and the crossover batches; measured points from ``traces_dir`` (default
+    :func:`default_traces_dir`) when it holds batched traces."""
     pool = _pool()
     mt = 8 if quick else 16
     if quick:
@@ -82,13 +127,23 @@ def compute(quick: bool = False) -> dict:
         "crossover_three": crossover_batch(three, max_batch=4096, max_threshold=mt).batch,
         "crossover_two_fixed": crossover_batch(two, max_batch=4096, optimal=False).batch,
     })
+    meas = measured(default_traces_dir() if traces_dir is None else traces_dir)
+    if meas is not None:
+        out["measured"] = meas
     return out
 
 
 def draw(data: dict, out_dir) -> list[Path]:
     b = data["batches"]
-    fig, (ax, axt) = style.figure(2, 1, height=4.2, sharex=True,
-                                  gridspec_kw={"height_ratios": [1.5, 1.0]})
+    meas = data.get("measured")
+    if meas is None:
+        fig, (ax, axt) = style.figure(2, 1, height=4.2, sharex=True,
+                                      gridspec_kw={"height_ratios": [1.5, 1.0]})
+    else:
+        fig, axes = style.figure(3, 1, height=6.4,
+                                 gridspec_kw={"height_ratios": [1.5, 1.0, 1.4]})
+        ax, axt, axm = axes
+        axt.sharex(ax)
     c2, c3, cf = style.color(0), style.color(1), style.color(2)
     ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle=":")
     ax.plot(b, data["two_opt"], color=c2, marker="o", markersize=2.2,
@@ -118,11 +173,34 @@ def draw(data: dict, out_dir) -> list[Path]:
     axt.set_xlabel("serving batch size b (sequences decoded in lockstep)")
     axt.legend(loc="upper right")
     style.panel_label(axt, "(b)")
+    if meas is not None:
+        _draw_measured(axm, meas)
     return style.save(fig, out_dir, NAME)
 
 
+def _draw_measured(ax, meas: dict) -> None:
+    """Panel (c): measured speedup per batch size (95 % bars) and its prediction."""
+    ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle=":")
+    for k, c in enumerate(meas["cascades"]):
+        col = style.color(3 + k)
+        bs = np.asarray(c["batches"], dtype=float)
+        se = np.nan_to_num(np.asarray(c["se"], dtype=float))
+        ax.errorbar(bs, c["speedup"], yerr=1.96 * se, color=col, marker="o", markersize=3,
+                    linestyle="none", capsize=2, label=f"{c['label']}: measured")
+        ax.plot(c["curve_batches"], c["curve_speedup"], color=col, linewidth=1.0,
+                label=f"predicted ({c['variant'].replace('_', '-')}, B2)")
+        for x, ls in ((c["crossover"], "-"), (c["predicted_crossover"], "--")):
+            if x is not None:
+                ax.axvline(x, color=col, linewidth=0.7, alpha=0.6, linestyle=ls)
+    ax.set_xscale("log", base=2)
+    ax.set_ylabel("measured (batched traces):\nspeedup at the same b")
+    ax.set_xlabel("batch size b (measured: lockstep batched decoder)")
+    ax.legend(loc="best", fontsize=5)
+    style.panel_label(ax, "(c)")
+
+
 def main(argv=None) -> int:
-    return style.script_main(TITLE, compute, draw, argv)
+    return style.script_main(TITLE, compute, draw, argv, traces=True)
 
 
 if __name__ == "__main__":

@@ -57,9 +57,18 @@ def _cpu_name() -> str:
 def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64,
                    warmup: int = 2, device: str = "cpu", dtype: str = "float32",
                    threads: int | None = None, unit: str = "ms", zoo_dir=None,
-                   progress=None) -> dict:
-    """Measured cost tables of the models ``specs`` (see the module docstring)."""
+                   progress=None, batches=None) -> dict:
+    """Measured cost tables of the models ``specs`` (see the module docstring). With
+    ``batches`` (batch sizes, 1 among them): ``T(b, m)`` per batch size from batched forwards
+    (:func:`validation.batch_capture.batch_cost_records`: ``b`` slots with ``context`` cached
+    tokens each), written as ``{"batch_table": {"1": [...], "2": [...], ...}}`` costs."""
     import torch
+
+    if batches is not None:
+        return _profile_batches(specs, batches, max_m=max_m, repeats=repeats,
+                                context=context, warmup=warmup, device=device, dtype=dtype,
+                                threads=threads, unit=unit, zoo_dir=zoo_dir,
+                                progress=progress)
 
     from .capture import cost_curve_records
     from .models import load_model
@@ -131,3 +140,71 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
         "statistic": "median of the repeats per m (fit_cost_curve); affine: least squares",
         "models": out,
     }
+
+
+def _profile_batches(specs, batches, *, max_m, repeats, context, warmup, device, dtype,
+                     threads, unit, zoo_dir, progress) -> dict:
+    import torch
+
+    from .batch_capture import MAX_CAPTURE_BATCH, batch_cost_records
+    from .batch_models import batch_level
+    from .models import load_model
+
+    if isinstance(specs, str) or not specs:
+        raise PolyspecInputError("models", "give at least one model")
+    if isinstance(batches, (str, bytes)) or not hasattr(batches, "__iter__"):
+        raise PolyspecInputError("--batch", f"must be a list of batch sizes, got {batches!r}")
+    bs = sorted({as_int(b, "--batch", low=1, high=MAX_CAPTURE_BATCH) for b in batches})
+    if 1 not in bs:
+        raise PolyspecInputError("--batch", f"must include 1 (a batch_table's single-stream "
+                                 f"row), got {bs}")
+    max_m = as_int(max_m, "--max-m", low=1, high=512)
+    repeats = as_int(repeats, "--repeats", low=1, high=10_000)
+    context = as_int(context, "--context", low=0, high=1_000_000)
+    warmup = as_int(warmup, "--warmup", low=0, high=1000)
+    if unit not in UNITS:
+        raise PolyspecInputError("--unit", f"must be one of {', '.join(UNITS)}, got {unit!r}")
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    if dtype not in dtypes:
+        raise PolyspecInputError("--dtype", f"must be one of {', '.join(dtypes)}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise PolyspecInputError("--device", "CUDA is not available on this machine")
+    if threads is not None:
+        torch.set_num_threads(as_int(threads, "--threads", low=1, high=1024))
+    scale = UNITS[unit]
+    ms = tuple(range(1, max_m + 1))
+    out = []
+    for spec in specs:
+        t0 = time.perf_counter()
+        level = batch_level(load_model(spec, device=device, dtype=dtypes[dtype],
+                                       zoo_dir=zoo_dir))
+        if level.max_len is not None and context + max_m > level.max_len:
+            raise PolyspecInputError("--context", f"{spec}: context + max_m = "
+                                     f"{context + max_m} exceeds the model's {level.max_len} "
+                                     "positions")
+        filler = _filler(level.vocab_size, context + max_m)
+        rows, affine = {}, {}
+        for b in bs:
+            if warmup:
+                batch_cost_records(level, b, [context], warmup, filler, "warmup", ms)
+            recs = batch_cost_records(level, b, [context], repeats, filler, "profile", ms)
+            m_all = np.concatenate([[r["m"]] * len(r["times_s"]) for r in recs])
+            t_all = np.concatenate([r["times_s"] for r in recs])
+            fit = fit_cost_curve(m_all, t_all, name=level.name)
+            rows[str(b)] = [float(x) * scale for x in fit.table]
+            affine[str(b)] = {"base": fit.base * scale,
+                              "per_token": max(fit.per_token, 0.0) * scale,
+                              "residual_rel_sd": fit.residual_rel_sd}
+        out.append({"name": level.name, "source": spec, "params": int(level.params),
+                    "cost": {"batch_table": rows}, "batch_affine": affine,
+                    "repeats": repeats, "seconds": time.perf_counter() - t0})
+        if progress is not None:
+            progress(spec, out[-1])
+    dev = (torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda")
+           else _cpu_name())
+    return {"time_unit": unit, "device": dev, "torch_device": device, "dtype": dtype,
+            "threads": torch.get_num_threads(), "context": context, "max_m": max_m,
+            "batches": bs, "repeats": repeats, "warmup": warmup,
+            "statistic": "median of the repeats per (b, m) (fit_cost_curve); b slots with "
+                         "`context` cached tokens each score m positions",
+            "models": out}

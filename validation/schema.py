@@ -56,6 +56,41 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
 The measured speedup of a capture (:attr:`validation.dataset.Capture.measured_speedup`) is
 (Σ target AR ``wall_s`` / Σ ``n_tokens``) / (Σ summary ``wall_s`` / Σ ``n_generated``) over
 the prompts the capture finished.
+
+**Batched traces** (:mod:`validation.batch_decoder`, :mod:`validation.batch_capture`;
+docs/theory.md B0): the same schema and version, read by the same reader, with a
+``batch`` object in the header — ``{size: b, policy: "lockstep", waiting: "discard", kv:
+"per-sequence", stop: ..., decodes, prompts_per_decode}`` — and these record types instead of
+``round`` / ``ar`` / ``cost`` / ``summary`` (one *decode* = ``b`` prompts decoded together,
+numbered ``decode``; its prompts are ``decode·b .. decode·b + b − 1``, slot ``seq`` holds
+prompt ``decode·b + seq``):
+
+``bround`` — one per verification per sequence: the fields of :class:`SeqRound` (``level``,
+    ``G``, ``A``, ``L``, ``m`` = positions of this sequence scored by the forward, ``waited`` =
+    lower batched rounds during which its block was full and its slot was padding,
+    ``discarded`` = the round ran inside such padding of a level above).
+``bbatch`` — one per batched round of a verifying level: the fields of :class:`BatchRound`
+    (``K`` = batched rounds of the level below it ran, ``max_G``, ``m`` = padded positions per
+    slot of the verify forward, ``waiting`` = Σ over sequences of ``waited``, times).
+``bforwards`` — every forward of one run, columnar: ``decode``, ``run`` ("cascade" or "ar"),
+    ``batch`` (slots), ``model`` (index, target 0), ``m`` (padded positions per slot),
+    ``m0`` (the positions B0 charges: ``max_j G_j + 1`` for a verification, 1 for a draft or
+    an autoregressive step), ``ctx`` (longest cached prefix among the slots), ``wall_s``.
+``bsummary`` — end of one decode: ``decode``, ``prompts``, ``batch``, ``n_generated`` (per
+    sequence), ``wall_s`` (decode time from the first forward to the last, prefill
+    excluded), ``prefill_s``, ``forward_s`` / ``forward_count`` (per model), ``overhead_s``,
+    ``top_rounds``, ``stop`` ("tokens": every sequence has ``max_new_tokens``; "context": the
+    next round could overflow a context), ``matches_target_ar`` (greedy: per sequence, its
+    tokens == the target's autoregressive tokens on its prompt; else null).
+``bar`` — the batched autoregressive baseline of the target on the same ``b`` prompts (same
+    lockstep loop, one forward per step), interleaved with the cascade decodes: ``decode``,
+    ``prompts``, ``model``, ``batch``, ``n_steps``, ``wall_s``, ``forward_s``, ``prefill_s``,
+    ``step_s``.
+``bcost`` — a batched cost sample: ``model``, ``batch``, ``phase``, ``ctx``, ``m``,
+    ``times_s``, ``median_s`` (``b`` slots of ``ctx`` cached tokens each scoring ``m``).
+
+A ``resume`` record of a batched trace also has ``next_decode``: records of decodes ≥ it
+belong to an interrupted attempt and are discarded.
 """
 
 from __future__ import annotations
@@ -66,7 +101,8 @@ from polyspec_theory._input import PolyspecInputError
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Round", "ROUND_FIELDS", "RECORD_FIELDS",
            "RECORD_TYPES", "TraceError", "TIME_DIGITS", "StructuredRound", "ROUND_OPTIONAL",
-           "check_round_extras"]
+           "check_round_extras", "SeqRound", "BatchRound", "BATCH_RECORD_TYPES",
+           "is_batch_header"]
 
 SCHEMA = "polyspec-trace"
 SCHEMA_VERSION = 1
@@ -179,6 +215,67 @@ def check_round_extras(rec: dict) -> str | None:
         return "draft_m and draft_fwd_s need one entry per drafter forward"
     return None
 
+
+def _record(kind: str, tup) -> dict:
+    rec = {"type": kind}
+    for k, v in zip(tup._fields, tup, strict=True):
+        rec[k] = round(float(v), TIME_DIGITS) if k.endswith("_s") else int(v)
+    return rec
+
+
+class SeqRound(NamedTuple):
+    """One sequence's part of a batched verification round (record ``bround``): decode
+    ``decode``, verifying level ``level`` (1 = the target), the ``round``-th batched round of
+    that level in the decode, slot ``seq`` holding prompt ``prompt``; ``ctx`` tokens before
+    its block, block ``G``, accepted ``A``, emitted ``L = A + 1``, ``m`` of its own positions
+    scored (``G + 1`` plus catch-up positions), ``waited`` = batched rounds of the level
+    below run while its block was already full (its slot padding, its drafts discarded), and
+    ``discarded`` = 1 if this round itself ran while the sequence was waiting at a level
+    above (lockstep padding: its output was thrown away; the rounds with ``discarded = 0``
+    are exactly those a single-stream decode of the sequence runs)."""
+
+    decode: int
+    level: int
+    round: int
+    seq: int
+    prompt: int
+    ctx: int
+    G: int
+    A: int
+    L: int
+    m: int
+    waited: int
+    discarded: int
+
+    def to_record(self) -> dict:
+        return _record("bround", self)
+
+
+class BatchRound(NamedTuple):
+    """One batched verification round of one level (record ``bbatch``): ``K`` batched rounds
+    of the level below it ran (B2's ``max_j N_{i+1,j}``), the largest block ``max_G``, the
+    verify forward scored ``m`` padded positions per slot, ``waiting`` = Σ_j ``waited``;
+    ``verify_s`` (the verify forward), ``draft_s`` (the lower rounds), ``round_s`` (all)."""
+
+    decode: int
+    level: int
+    round: int
+    K: int
+    max_G: int
+    m: int
+    waiting: int
+    verify_s: float
+    draft_s: float
+    round_s: float
+
+    def to_record(self) -> dict:
+        return _record("bbatch", self)
+
+
+def is_batch_header(header: dict) -> bool:
+    """Whether a trace header belongs to a batched capture (it has a ``batch`` object)."""
+    return isinstance(header.get("batch"), dict)
+
 # required fields per record type (``round_s`` of a round is optional: older traces lack it)
 RECORD_FIELDS = {
     "header": ("schema", "schema_version", "models", "dtype", "device", "torch", "threads",
@@ -189,8 +286,18 @@ RECORD_FIELDS = {
     "summary": ("prompt", "n_generated", "wall_s", "forward_s", "forward_count"),
     "resume": ("next_prompt",),
     "end": ("n_prompts",),
+    # batched traces (module docstring)
+    "bround": SeqRound._fields,
+    "bbatch": BatchRound._fields,
+    "bforwards": ("decode", "run", "batch", "model", "m", "m0", "ctx", "wall_s"),
+    "bsummary": ("decode", "prompts", "batch", "n_generated", "wall_s", "forward_s",
+                 "forward_count"),
+    "bar": ("decode", "prompts", "model", "batch", "n_steps", "wall_s", "forward_s",
+            "step_s"),
+    "bcost": ("model", "batch", "ctx", "m", "times_s", "median_s"),
 }
 RECORD_TYPES = tuple(RECORD_FIELDS)
+BATCH_RECORD_TYPES = ("bround", "bbatch", "bforwards", "bsummary", "bar", "bcost")
 
 
 class TraceError(PolyspecInputError):

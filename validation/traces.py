@@ -15,6 +15,7 @@ from pathlib import Path
 from .dataset import Capture
 from .files import json_default
 from .schema import (
+    BATCH_RECORD_TYPES,
     RECORD_FIELDS,
     ROUND_OPTIONAL,
     SCHEMA,
@@ -23,9 +24,11 @@ from .schema import (
     StructuredRound,
     TraceError,
     check_round_extras,
+    is_batch_header,
 )
 
-__all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces"]
+__all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces",
+           "is_batched_file"]
 
 
 class TraceWriter:
@@ -145,6 +148,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
                     f"(this reader knows {SCHEMA_VERSION})")
     _check_fields(p, 1, header)
     n_levels = len(header["cascade"]["models"])
+    batched = is_batch_header(header)
     kept, discarded = [], 0
     for i, rec in parsed[1:]:
         t = rec.get("type")
@@ -152,12 +156,23 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             raise _fail(p, i, f"unknown record type {t!r} (known: "
                         f"{sorted(k for k in RECORD_FIELDS if k != 'header')})")
         _check_fields(p, i, rec)
+        if batched != (t in BATCH_RECORD_TYPES) and t not in ("resume", "end"):
+            kind = "batched" if batched else "single-stream"
+            raise _fail(p, i, f"record type {t!r} does not belong in a {kind} trace")
         if t == "resume":
             nxt = int(rec["next_prompt"])
+            nxt_d = rec.get("next_decode")
             before = len(kept)
-            kept = [(j, r) for j, r in kept if "prompt" not in r or r["prompt"] < nxt]
+            kept = [(j, r) for j, r in kept if ("prompt" not in r or r["prompt"] < nxt)
+                    and (nxt_d is None or "decode" not in r or r["decode"] < nxt_d)]
             discarded += before - len(kept)
             continue
+        if batched:
+            from .batch_dataset import check_batch_record
+
+            msg = check_batch_record(rec, header)
+            if msg:
+                raise _fail(p, i, msg)
         if t == "round":
             lv = rec["level"]
             if lv not in range(1, n_levels):
@@ -181,6 +196,9 @@ def read_trace(path, *, allow_truncated: bool = False) -> Capture:
     was skipped)."""
     tr = read_records(path, allow_truncated=allow_truncated)
     name = Path(tr.path).name
+    if is_batch_header(tr.header):
+        raise TraceError(f"{tr.path}: a batched trace (header 'batch'): read it with "
+                         "validation.batch_dataset.read_batch_trace (polyspec validate does)")
     notes = []
     if tr.truncated_tail:
         notes.append(f"{name}: truncated last line skipped (--allow-truncated)")
@@ -192,8 +210,9 @@ def read_trace(path, *, allow_truncated: bool = False) -> Capture:
 
 
 def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
-    """Every ``*.jsonl`` trace of a directory, sorted by file name. Configuration names are
-    made unique (a duplicate is renamed after its file)."""
+    """Every single-stream ``*.jsonl`` trace of a directory, sorted by file name (batched
+    traces, read by :func:`validation.batch_dataset.read_batch_traces`, are skipped).
+    Configuration names are made unique (a duplicate is renamed after its file)."""
     d = Path(directory)
     if not d.exists():
         raise TraceError(f"{d}: no such directory")
@@ -202,6 +221,11 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     files = sorted(d.glob("*.jsonl"))
     if not files:
         raise TraceError(f"{d}: no *.jsonl trace files")
+    batched = [f for f in files if is_batched_file(f)]
+    files = [f for f in files if f not in batched]
+    if not files:
+        raise TraceError(f"{d}: no single-stream traces ({len(batched)} batched trace(s): "
+                         "polyspec validate reads those per batch size)")
     caps, seen = [], set()
     for f in files:
         cap = read_trace(f, allow_truncated=allow_truncated)
@@ -210,6 +234,17 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
         seen.add(cap.name)
         caps.append(cap)
     return caps
+
+
+def is_batched_file(path) -> bool:
+    """Whether a trace file is a batched capture (its first line has a ``batch`` object);
+    ``False`` for anything unreadable (the full reader reports those)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = json.loads(f.readline())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(head, dict) and is_batch_header(head)
 
 
 def _check_fields(p, i, rec):

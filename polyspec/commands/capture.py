@@ -15,7 +15,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--name", default=None, help="trace name (default: from settings)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--top-k", type=int, default=0, help="top-k filter (0 = off)")
-    parser.add_argument("--prompts", type=int, default=12, help="number of prompts")
+    parser.add_argument("--prompts", type=int, default=None,
+                        help="number of prompts (default 12; with --batch/--batches 48, a "
+                        "multiple of every batch size)")
     parser.add_argument("--prompt-len", type=int, default=64, help="prompt length (tokens)")
     parser.add_argument("--tokens", type=int, default=128, help="tokens per prompt")
     parser.add_argument("--seed", type=int, default=0)
@@ -45,6 +47,13 @@ def add_arguments(parser) -> None:
                         "any pair) or confidence:ETA[:MAX] (stop when the drafter's top "
                         "probability < ETA, bottom pair); PAIR = 0-based pair index "
                         "(default: the bottom pair); repeatable")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--batch", type=int, default=None, metavar="B",
+                       help="decode B sequences in lockstep (docs/theory.md, B0) with "
+                       "the batched autoregressive target as baseline; trace <name>_b<B>")
+    group.add_argument("--batches", default=None, metavar="B1,B2,...",
+                       help="a sweep of batch sizes (e.g. 1,2,4,8,16): one batched trace per "
+                       "size, <name>_b<B>.jsonl")
 
 
 def _ints(text, field):
@@ -88,9 +97,12 @@ def run(args) -> int:
     from validation.traces import read_trace
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if args.batch is not None or args.batches is not None:
+        return _run_batches(args, models)
     path = capture(
         models, _ints(args.thresholds, "thresholds"), out=args.out,
-        temperature=args.temperature, top_k=args.top_k, n_prompts=args.prompts,
+        temperature=args.temperature, top_k=args.top_k,
+        n_prompts=12 if args.prompts is None else args.prompts,
         prompt_len=args.prompt_len, max_new_tokens=args.tokens, seed=args.seed,
         name=args.name, resume=args.resume, force=args.force, threads=args.threads,
         device=args.device, dtype=args.dtype, warmup=args.warmup,
@@ -106,4 +118,37 @@ def run(args) -> int:
           f"(AR target {t.ar_time_per_token * 1e3:.3f} ms/token, cascade "
           f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
           f"{100 * t.overhead_fraction:.1f} %)")
+    return 0
+
+
+def _run_batches(args, models) -> int:
+    import sys
+
+    from validation.batch_capture import capture_batches
+    from validation.batch_dataset import read_batch_trace
+
+    from ._serving import parse_batches
+
+    if args.batch is not None:
+        batches = parse_batches(str(args.batch), "--batch")
+        name = args.name and (args.name[:-len(f"_b{batches[0]}")]
+                              if args.name.endswith(f"_b{batches[0]}") else args.name)
+    else:
+        batches = parse_batches(args.batches, "--batches")
+        name = args.name
+    paths = capture_batches(
+        models, _ints(args.thresholds, "thresholds"), batches=batches, out=args.out,
+        name=name, temperature=args.temperature, top_k=args.top_k,
+        n_prompts=48 if args.prompts is None else args.prompts, prompt_len=args.prompt_len,
+        max_new_tokens=args.tokens, seed=args.seed, resume=args.resume, force=args.force,
+        threads=args.threads, device=args.device, dtype=args.dtype, warmup=args.warmup,
+        cost_contexts=_ints(args.cost_contexts, "cost_contexts"),
+        cost_repeats=args.cost_repeats, progress=not args.no_progress, zoo_dir=args.zoo_dir,
+        argv=sys.argv[1:])
+    for path in paths:
+        t = read_batch_trace(path)
+        lossless = {None: "", True: ", greedy lossless", False: ", NOT LOSSLESS"}
+        print(f"{path}: b = {t.batch}, {t.n_decodes} decodes, {t.tokens} tokens, measured "
+              f"speedup {t.measured_speedup:.3f} (AR {t.ar_tokens_per_second:.1f} tokens/s, "
+              f"cascade {t.tokens_per_second:.1f} tokens/s{lossless[t.greedy_lossless]})")
     return 0

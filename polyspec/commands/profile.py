@@ -43,6 +43,10 @@ def add_arguments(p):
     c.add_argument("--seed", type=int, default=1,
                    help="prompt and acceptance seed (default 1: not the captures' prompts)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--batch", default=None, metavar="1,B2,...",
+                   help="batch sizes (1 among them): T(b, m) of batched forwards, written as "
+                        "batch_table costs (docs/theory.md B0; polyspec validate "
+                        "--profile reads them)")
 
 
 def _run_cascade(args) -> int:
@@ -128,15 +132,32 @@ def run(args) -> int:
         if not args.json and sys.stderr.isatty():
             print(f"  {spec}: {rec['seconds']:.1f} s", file=sys.stderr)
 
+    batches = None
+    if args.batch is not None:
+        from ._serving import parse_batches
+
+        batches = parse_batches(args.batch, "--batch")
     rep = profile_models(args.models, max_m=args.max_m, repeats=args.repeats,
                          context=args.context, warmup=args.warmup, device=args.device,
                          dtype=args.dtype, threads=args.threads, unit=args.unit,
-                         zoo_dir=args.zoo_dir, progress=progress)
+                         zoo_dir=args.zoo_dir, progress=progress, batches=batches)
     text = dump_strict_json(rep)
     if args.out:
         atomic_write_text(args.out, text + "\n")
     if args.json:
         print(text)
+        return 0
+    if batches is not None:
+        u = rep["time_unit"]
+        print(f"T(b, m) on {rep['device']} ({rep['torch_device']}, {rep['dtype']}, "
+              f"{rep['threads']} thread(s)), context {rep['context']}, median of "
+              f"{rep['repeats']} per (b, m), in {u}:")
+        for m in rep["models"]:
+            for b, row in m["cost"]["batch_table"].items():
+                tab = ", ".join(f"{x:.4g}" for x in row)
+                print(f"  {m['name']:<10} b = {b:>3}: T(b, 1..{rep['max_m']}) = [{tab}]")
+        print("config syntax: {\"name\": ..., \"cost\": {\"batch_table\": {...}}} with "
+              f"\"time_unit\": \"{u}\"" + (f"; written to {args.out}" if args.out else ""))
         return 0
     u = rep["time_unit"]
     print(f"T(m) on {rep['device']} ({rep['torch_device']}, {rep['dtype']}, "

@@ -16,6 +16,10 @@ def add_arguments(p):
     p.add_argument("--chains", type=int, default=1024,
                    help="independent chains (spread over all devices; default 1024)")
     add_cpu_devices_argument(p)
+    p.add_argument("--batch", type=int, default=None, metavar="B",
+                   help="simulate a lockstep serving batch of B sequences (docs/theory-"
+                        "serving.md, B0; simulators/serving.py) against the exact B2 "
+                        "prediction; --chains batches of B run in parallel")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -87,6 +91,8 @@ def run(args) -> int:
     from simulators.length import simulate_lengths
 
     use_cpu_cores(args.cpu_devices)
+    if args.batch is not None:
+        return _run_batch(args, cascade, tokens, seed, chains)
     from polyspec_theory.structured import has_structures
 
     if has_structures(cascade):  # trees / schedules: simulators.structures
@@ -117,4 +123,62 @@ def run(args) -> int:
         print(dump_json(simulation_report(cascade, result, pred)))
     else:
         print(_text(cascade, result, pred))
+    return 0
+
+
+def serving_report(cascade, result, prediction) -> dict:
+    """``simulate --batch --json``: the Monte Carlo (speedup, throughput, time per token with
+    CIs, per level) next to B2 (``prediction``)."""
+    out = result.to_dict()
+    out["config"] = cascade.to_config()
+    out["model"] = ("lockstep batch (B0): every forward batched over all b slots, padded to "
+                    "the longest block; a level waits for the sequence needing the most rounds")
+    out["prediction"] = {"speedup": prediction.speedup,
+                         "tokens_per_time": prediction.tokens_per_time,
+                         "time_per_token": prediction.time_per_token,
+                         "speedup_unsynchronised": prediction.speedup_unsynchronised}
+    for lv, lp in zip(out["levels"], prediction.levels, strict=True):
+        lv["b2"] = {"phi_batch": lp.phi_batch, "mean_max_block": lp.mean_max_block,
+                    "mean_block": lp.mean_block,
+                    "mean_emitted": lp.mean_emitted if lp.mean_block is not None else None,
+                    "idle_share": lp.idle_share}
+    return out
+
+
+def _run_batch(args, cascade, tokens, seed, chains) -> int:
+    from polyspec_theory._input import as_int
+    from polyspec_theory.serving import predict_batch
+    from simulators.serving import MAX_SIM_BATCH, simulate_serving
+    from validation.files import dump_json
+
+    b = as_int(args.batch, "--batch", low=1, high=MAX_SIM_BATCH)
+    pred = predict_batch(cascade, b)
+    res = simulate_serving(cascade, b, tokens, seed, chains=chains)
+    if args.json:
+        print(dump_json(serving_report(cascade, res, pred)))
+        return 0
+    s = res.speedup
+
+    def f(x):
+        return "-" if x is None else f"{x:.4f}"
+
+    lines = [
+        f"cascade {cascade.name!r}: {cascade.n} models, batch {b} (lockstep, B0), policy "
+        f"{res.policy}",
+        f"simulated {res.tokens} tokens in {res.chains} independent batches, seed {res.seed}",
+        f"speedup  MC {s.value:.4f}  95% CI [{s.low:.4f}, {s.high:.4f}]   B2 exact "
+        f"{pred.speedup:.4f}   unsynchronised P1 {pred.speedup_unsynchronised:.4f}",
+        f"throughput MC {res.tokens_per_time.value:.6g}   B2 {pred.tokens_per_time:.6g} "
+        "tokens per time unit (batch)",
+        "",
+        f"{'model':<12}{'E[max N] MC':>13}{'B2':>10}{'E[max G] MC':>13}{'B2':>10}"
+        f"{'E[L] MC':>10}{'B2':>10}{'idle B2':>9}{'time %':>8}"]
+    for ls, lp in zip(res.levels, pred.levels, strict=True):
+        lines.append(
+            f"{ls.name:<12}{f(ls.phi_batch and ls.phi_batch.value):>13}{f(lp.phi_batch):>10}"
+            f"{f(ls.mean_max_block and ls.mean_max_block.value):>13}"
+            f"{f(lp.mean_max_block):>10}{f(ls.mean_emitted and ls.mean_emitted.value):>10}"
+            f"{f(lp.mean_emitted if lp.mean_block is not None else None):>10}"
+            f"{f(lp.idle_share):>9}{100 * ls.time_share:>8.1f}")
+    print("\n".join(lines))
     return 0

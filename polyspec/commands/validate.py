@@ -7,7 +7,8 @@ from __future__ import annotations
 
 HELP = ("Predict every captured configuration without using it (acceptance from the other "
         "captures, costs from a composition profile) and compare with its measured speedup; "
-        "in-sample diagnostics explain the residual (report: Markdown, PNG plots, JSON).")
+        "in-sample diagnostics explain the residual (report: Markdown, PNG plots, JSON); "
+        "batched traces (capture --batch) per batch size with B2 and the crossover batch.")
 
 
 def add_arguments(p):
@@ -36,6 +37,14 @@ def add_arguments(p):
     p.add_argument("--n-boot", type=int, default=200,
                    help="bootstrap replicates for --confidence bootstrap (default 200)")
     p.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    p.add_argument("--batch-profile", default=None, metavar="FILE.json",
+                   help="batched traces: cost tables T(b, m) from `polyspec profile --batch` "
+                        "for the predictive variant (default: TRACES_DIR/profile.json if it "
+                        "exists, else the other captures' batched cost samples at the same b)")
+    p.add_argument("--laws-from", default=None, metavar="DIR",
+                   help="batched traces: single-stream traces used as extra acceptance data "
+                        "(e.g. data/traces/cpu): the predictive variant and the predicted "
+                        "crossover then take laws from outside the predicted captures")
 
 
 def run(args) -> int:
@@ -57,6 +66,10 @@ def run(args) -> int:
         raise PolyspecInputError("--laws", "give at least one law family")
     n_boot = as_int(args.n_boot, "--n-boot", low=1, high=100_000)
     tdir = Path(args.traces_dir)
+    out = Path(args.out) if args.out else Path("out") / "validate" / (tdir.resolve().name or "x")
+    batched = _validate_batched(args, tdir, fams, out)
+    if batched is not None and not _has_single(tdir):
+        return _print_batched(args, batched)
     captures = read_traces(tdir, allow_truncated=args.allow_truncated)
     notes = [n for c in captures for n in c.notes]
     from validation.composition import load_profiles
@@ -72,13 +85,14 @@ def run(args) -> int:
     result = validate(captures, fams, laws="pooled" if args.pool_laws else "config",
                       insertions=not args.no_insertions,
                       confidence=args.confidence, n_boot=n_boot, profiles=profiles)
-    out = Path(args.out) if args.out else Path("out") / "validate" / (tdir.resolve().name or "x")
     paths = write_report(result, captures, out, title=f"Validation: {tdir}", notes=notes,
                          plots=not args.no_plots)
     if args.json:
         obj = result.to_json()
         obj["report"] = paths
         obj["notes"] = list(notes)
+        if batched is not None:
+            obj["batch"] = dict(batched[0].to_json(), report=batched[1])
         from validation.report import _finite
 
         print(dump_json(_finite(obj)))
@@ -132,6 +146,64 @@ def run(args) -> int:
                   f" max {100 * e['max_abs_error']:.2f} %")
     print(f"dominant residual (p1_best): {s['dominant_residual']}")
     for n in notes:
+        print(f"note: {n}")
+    print(f"report: {paths['markdown']}")
+    if batched is not None:
+        from validation.batch_report import batch_text
+
+        print()
+        print(batch_text(batched[0]))
+        print(f"batched report: {batched[1]['markdown']}")
+    return 0
+
+
+def _has_single(tdir) -> bool:
+    from validation.traces import is_batched_file
+
+    return any(not is_batched_file(f) for f in sorted(tdir.glob("*.jsonl")))
+
+
+def _validate_batched(args, tdir, fams, out):
+    """``(BatchValidation, report paths)`` of the batched traces of ``tdir`` (None if none)."""
+    from pathlib import Path
+
+    from validation.analysis.batch_validate import load_profile, validate_batches
+    from validation.batch_dataset import read_batch_traces
+    from validation.batch_report import write_batch_report
+    from validation.traces import read_traces
+
+    if not tdir.is_dir():
+        return None
+    caps = read_batch_traces(tdir, allow_truncated=args.allow_truncated)
+    if not caps:
+        if args.batch_profile or args.laws_from:
+            from polyspec_theory._input import PolyspecInputError
+
+            raise PolyspecInputError("--batch-profile", f"{tdir} holds no batched traces: "
+                                     "--batch-profile and --laws-from apply to batched traces")
+        return None
+    default = tdir / "profile.json"
+    if args.batch_profile:
+        profile = load_profile(args.batch_profile)
+    else:
+        profile = load_profile(default) if default.is_file() else None
+    extra = read_traces(Path(args.laws_from)) if args.laws_from else []
+    res = validate_batches(caps, families=fams, profile=profile, law_captures=extra)
+    paths = write_batch_report(res, out, title=f"Batched validation: {tdir}")
+    return res, paths
+
+
+def _print_batched(args, batched) -> int:
+    from validation.batch_report import batch_text
+    from validation.files import dump_json
+    from validation.report import _finite
+
+    res, paths = batched
+    if args.json:
+        print(dump_json(_finite(dict(res.to_json(), report=paths))))
+        return 0
+    print(batch_text(res))
+    for n in res.notes:
         print(f"note: {n}")
     print(f"report: {paths['markdown']}")
     return 0

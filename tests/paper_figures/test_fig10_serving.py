@@ -45,3 +45,28 @@ def test_fig10_matches_b1_b2_b6(data):
                     else predict_batch(cas, b).speedup)
 
         assert s(bx - 1) > 1.0 >= s(bx)
+
+
+def test_fig10_measured_points_from_batched_traces(tmp_path):
+    # with batched traces the figure gains panel (c): the measured speedups and predictions
+    # are validate_batches' numbers; without them the figure is theory only
+    from tests.validation.batch_fakes import write_fake_traces
+    from validation.analysis.batch_validate import validate_batches
+    from validation.batch_dataset import read_batch_traces
+
+    assert fig.measured(tmp_path) is None
+    write_fake_traces(tmp_path, cascades=((3, (3, 2)),), batches=(1, 2, 4),
+                      prompts_per_batch=lambda b: 4 * b, tokens=30)
+    data = fig.compute(quick=True, traces_dir=tmp_path)
+    m = data["measured"]
+    res = validate_batches(read_batch_traces(tmp_path))
+    (x,) = res.crossovers
+    (c,) = m["cascades"]
+    assert c["batches"] == [1, 2, 4] and c["speedup"] == list(x.measured_speedup)
+    # no profile.json: m2 has no cost source outside its own captures -> in-sample shown
+    assert c["variant"] == "in_sample"
+    assert c["predicted"] == x.predicted["in_sample"]["speedup"]
+    assert c["curve_batches"] == [1, 2, 3, 4]
+    assert c["curve_speedup"][0] == c["predicted"][0] and c["curve_speedup"][3] == c["predicted"][2]
+    paths = fig.draw(data, tmp_path / "out")
+    assert all(p.stat().st_size > 1000 for p in paths)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["GPTConfig", "GPT", "KVCache"]
+__all__ = ["GPTConfig", "GPT", "KVCache", "BatchKVCache"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,22 @@ class KVCache:
         self.v[:, :, :, dst:end] = self.v[:, :, :, idx]
 
 
+class BatchKVCache:
+    """Keys/values of ``batch`` sequences, shape (n_layer, batch, n_head, block_size + slack,
+    head_dim). Each sequence keeps its own length (held by the caller, as for
+    :class:`KVCache`); ``slack`` extra positions take the padding of a batched forward that
+    runs past a sequence's end (padding is written there and never attended to)."""
+
+    def __init__(self, cfg: GPTConfig, batch: int, device, dtype, slack: int = 0):
+        hd = cfg.d_model // cfg.n_head
+        shape = (cfg.n_layer, int(batch), cfg.n_head, cfg.block_size + int(slack), hd)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.batch = int(batch)
+        self.max_len = cfg.block_size
+        self.capacity = cfg.block_size + int(slack)
+
+
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -94,6 +110,16 @@ class Block(nn.Module):
         end = start + t
         kc[:, :, start:end] = k
         vc[:, :, start:end] = v
+        y = F.scaled_dot_product_attention(q, kc[:, :, :end], vc[:, :, :end], attn_mask=mask)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    def forward_batched(self, x, kc, vc, rows, positions, end: int, mask):
+        """``x`` (b, t, d) at ``positions`` (b, t) of each sequence's own cache row."""
+        b, t, d = x.shape
+        q, k, v = self._split(x)
+        kc[rows, :, positions] = k.transpose(1, 2)
+        vc[rows, :, positions] = v.transpose(1, 2)
         y = F.scaled_dot_product_attention(q, kc[:, :, :end], vc[:, :, :end], attn_mask=mask)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
@@ -174,3 +200,31 @@ class GPT(nn.Module):
         for li, blk in enumerate(self.blocks):
             x = blk.forward_cached(x, cache.k[li], cache.v[li], start, mask)
         return F.linear(self.ln_f(x[0]), self.tok.weight)
+
+    def new_batch_cache(self, batch: int, slack: int = 0) -> BatchKVCache:
+        p = self.tok.weight
+        return BatchKVCache(self.cfg, batch, p.device, p.dtype, slack)
+
+    def forward_batched(self, tokens, starts, cache: BatchKVCache):
+        """Logits (b, m, V) for ``tokens`` (b, m): row ``j`` is placed at positions
+        ``starts[j] .. starts[j] + m - 1`` of sequence ``j`` (its cache holds positions
+        ``< starts[j]``), so every sequence keeps its own length and position ids. Query
+        ``r`` of row ``j`` attends to keys ``0 .. starts[j] + r`` of its own row (an attention
+        mask), so a row's stale cache entries and the padding of shorter rows are never read.
+        Padding (a row with fewer real tokens than ``m``) is written past that row's end and
+        overwritten later; real positions must be ``< block_size``, padded ones
+        ``< cache.capacity``."""
+        b, m = tokens.shape
+        if b != cache.batch:
+            raise ValueError(f"batch {b} does not match the cache's {cache.batch}")
+        dev = tokens.device
+        pos = starts.to(device=dev, dtype=torch.long)[:, None] + torch.arange(m, device=dev)
+        end = int(pos[:, -1].max()) + 1
+        if end > cache.capacity:
+            raise ValueError(f"position {end - 1} exceeds the cache capacity {cache.capacity}")
+        x = self.tok(tokens) + self.pos.weight[pos.clamp(max=self.cfg.block_size - 1)]
+        mask = (torch.arange(end, device=dev)[None, None, :] <= pos[:, :, None])[:, None]
+        rows = torch.arange(b, device=dev)[:, None]
+        for li, blk in enumerate(self.blocks):
+            x = blk.forward_batched(x, cache.k[li], cache.v[li], rows, pos, end, mask)
+        return F.linear(self.ln_f(x), self.tok.weight)

@@ -1,0 +1,336 @@
+"""Capture traces of the batched (lockstep) decoder: one trace per cascade configuration and
+batch size ``b`` (schema: :mod:`validation.schema`, batched records).
+
+Protocol, as for the single-stream captures (:mod:`validation.capture`): fixed thread count;
+warm-up (one decode, not recorded); batched cost samples ``T(b, m)``, ``m = 1..16``, at a few
+context lengths at the start and again at the end (``bcost``); the prompts (the same
+windows of the validation split as a single-stream capture with the same seed and count) are
+decoded ``b`` at a time — decode ``d`` holds prompts ``d·b .. d·b + b − 1`` — and for each
+decode the cascade run and the batched autoregressive run of the target on the same prompts
+are interleaved (cascade first on even decodes, AR first on odd ones). Sampling seeds are per
+decode, so ``resume`` reproduces the remaining decodes. Records are written after each run
+(never inside the timed loop).
+
+:func:`capture_batch` runs one batch size, :func:`capture_batches` a sweep (one trace per
+size, named ``<name>_b<b>``); :func:`record_decodes` is the loop itself on loaded levels (the
+tests run it on levels with a fake clock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from polyspec_theory._input import PolyspecInputError, as_int, as_real
+
+from .batch_decoder import (
+    BATCH_POLICY,
+    POLICY,
+    BatchCascadeDecoder,
+    batch_autoregressive,
+    forwards_record,
+)
+from .batch_models import batch_level
+from .capture import COST_M, _device_name, _progress, _tokenizer_for, default_name, make_prompts
+from .decoder import _now_fn
+from .traces import TraceWriter, read_records
+
+__all__ = ["capture_batch", "capture_batches", "record_decodes", "batch_cost_records",
+           "batch_header", "MAX_CAPTURE_BATCH"]
+
+MAX_CAPTURE_BATCH = 256
+_FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "device",
+                "threads", "cost_curve", "batch")
+
+
+def batch_cost_records(level, batch: int, contexts, repeats: int, filler, phase: str,
+                       ms=COST_M, clock=None) -> list[dict]:
+    """``T(b, m)`` samples: for each context ``c`` and ``m``, ``repeats`` timed forwards of
+    ``batch`` slots that each hold ``c`` cached tokens and score ``m`` new positions (the
+    caches rolled back to ``c`` between repeats)."""
+    lv = batch_level(level)
+    b = as_int(batch, "batch", low=1, high=MAX_CAPTURE_BATCH)
+    repeats = as_int(repeats, "cost_repeats", low=1, high=1000)
+    now = clock or _now_fn(lv.device)
+    out = []
+    with torch.inference_mode():
+        for c in contexts:
+            c = as_int(c, "cost_contexts", low=0)
+            need = c + max(ms)
+            if len(filler) < max(need, 1):
+                raise PolyspecInputError("filler", f"needs {need} tokens, got {len(filler)}")
+            seqs = [list(filler[: max(need, 1)]) for _ in range(b)]
+            lv.reset(b, max(ms) + 1)
+            if c > 0:
+                lv.logits(seqs, np.full(b, c, dtype=np.int64))
+            for m in ms:
+                times = []
+                for _ in range(repeats):
+                    for j in range(b):
+                        lv.rollback(j, c)
+                    t0 = now()
+                    lv.logits(seqs, np.full(b, c + m, dtype=np.int64))
+                    times.append(now() - t0)
+                out.append({"type": "bcost", "model": lv.name, "batch": b, "phase": phase,
+                            "ctx": int(c), "m": int(m), "times_s": [round(t, 7) for t in times],
+                            "median_s": round(float(np.median(times)), 7)})
+    return out
+
+
+def batch_header(levels, thresholds, batch: int, *, name, temperature, top_k, seed, prompts,
+                 n_decodes: int, contexts, cost_repeats, ms=COST_M, dtype="float32",
+                 device="cpu", device_name="", argv=None, prompt_info=None) -> dict:
+    """The header of a batched trace (schema: :mod:`validation.schema`)."""
+    from .capture import json_bytes
+
+    info = {"source": "given", "n_prompts": len(prompts),
+            "prompt_len": max(len(p) for p in prompts)}
+    info.update(prompt_info or {})
+    info["sha256"] = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
+    return {
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tool": "polyspec capture --batch",
+        "argv": list(argv) if argv is not None else None,
+        "models": [lv.describe() for lv in levels],
+        "dtype": dtype, "device": device, "device_name": device_name,
+        "torch": torch.__version__, "python": sys.version.split()[0],
+        "threads": torch.get_num_threads(),
+        "cascade": {"name": name, "models": [{"name": lv.name} for lv in levels],
+                    "thresholds": list(thresholds), "acceptance": None, "policy": POLICY},
+        "temperature": temperature, "top_k": top_k, "seed": int(seed),
+        "prompts": info,
+        "batch": {"size": int(batch), **BATCH_POLICY, "decodes": int(n_decodes),
+                  "prompts_per_decode": int(batch)},
+        "cost_curve": {"m": list(ms), "contexts": list(contexts), "repeats": cost_repeats,
+                       "batch": int(batch)},
+        "ar_models": "target", "time_base": "seconds", "prefill": "excluded",
+    }
+
+
+def record_decodes(levels, thresholds, prompts, batch: int, max_new: int, writer, *,
+                   temperature=0.0, top_k=0, seed=0, decodes=None, clock=None,
+                   progress=False, name="capture") -> None:
+    """Decode ``prompts`` ``batch`` at a time (decode ``d`` = prompts ``d·b ..``) with the
+    cascade and with the batched autoregressive target, interleaved, and write every record
+    of each decode to ``writer`` after its runs."""
+    levels = [batch_level(lv) for lv in levels]
+    b = as_int(batch, "batch", low=1, high=MAX_CAPTURE_BATCH)
+    if len(prompts) % b:
+        raise PolyspecInputError("n_prompts", f"{len(prompts)} prompts do not split into "
+                                 f"decodes of batch {b}")
+    n_dec = len(prompts) // b
+    decodes = range(n_dec) if decodes is None else decodes
+    dec = BatchCascadeDecoder(levels, thresholds, temperature=temperature, top_k=top_k,
+                              seed=seed, clock=clock)
+    greedy = dec.greedy
+    tgt = levels[0]
+    bar = _progress(decodes, progress, name)
+    ar_tt, cas_tt = [0.0, 0], [0.0, 0]
+    for d in bar:
+        bp = prompts[d * b:(d + 1) * b]
+        s = int(seed) * 1_000_003 + d
+
+        def run_cascade(bp=bp, s=s, d=d):
+            dec.sampler.reseed(s)
+            return dec.generate(bp, max_new, decode_index=d)
+
+        def run_ar(bp=bp, s=s):
+            return batch_autoregressive(tgt, bp, max_new, temperature=temperature,
+                                        top_k=top_k, seed=s, clock=clock)
+
+        if d % 2 == 0:
+            cres = run_cascade()
+            ares = run_ar()
+        else:
+            ares = run_ar()
+            cres = run_cascade()
+        for r in cres.seq_rounds:
+            writer.write(r.to_record())
+        for r in cres.batch_rounds:
+            writer.write(r.to_record())
+        writer.write(forwards_record(cres.forwards, d, "cascade", b))
+        writer.write(forwards_record(ares.forwards, d, "ar", b))
+        ids = [d * b + j for j in range(b)]
+        writer.write({"type": "bar", "decode": d, "prompts": ids, "model": tgt.name,
+                      "batch": b, "n_steps": len(ares.step_s), "wall_s": round(ares.wall_s, 7),
+                      "forward_s": round(ares.forward_s, 7),
+                      "prefill_s": round(ares.prefill_s, 7), "ctx0": [len(p) for p in bp],
+                      "step_s": [round(x, 7) for x in ares.step_s]})
+        if greedy:
+            match = []
+            for j in range(b):
+                k = min(cres.n_generated[j], max_new)
+                match.append(cres.tokens[j][:k] == ares.tokens[j][:k])
+        else:
+            match = None
+        writer.write({"type": "bsummary", "decode": d, "prompts": ids, "batch": b,
+                      "n_prompt_tokens": [len(p) for p in bp],
+                      "n_generated": cres.n_generated, "wall_s": round(cres.wall_s, 7),
+                      "prefill_s": round(cres.prefill_s, 7),
+                      "forward_s": [round(x, 7) for x in cres.forward_s],
+                      "forward_count": cres.forward_count,
+                      "overhead_s": round(cres.overhead_s, 7), "top_rounds": cres.top_rounds,
+                      "stop": cres.stop,
+                      "n_rounds": [sum(1 for r in cres.batch_rounds if r.level == i)
+                                   for i in range(1, len(levels))],
+                      "matches_target_ar": match})
+        ar_tt[0] += ares.wall_s
+        ar_tt[1] += b * len(ares.step_s)
+        cas_tt[0] += cres.wall_s
+        cas_tt[1] += sum(cres.n_generated)
+        if hasattr(bar, "set_postfix") and cas_tt[0] > 0 and ar_tt[1] > 0:
+            bar.set_postfix(speedup=f"{(ar_tt[0] / ar_tt[1]) / (cas_tt[0] / cas_tt[1]):.2f}")
+
+
+def _check_common(models, thresholds, temperature, top_k, max_new_tokens, threads, dtype,
+                  cost_repeats):
+    models = list(models)
+    if len(models) < 2:
+        raise PolyspecInputError("models", f"need at least 2 models (target first), got "
+                                 f"{len(models)}")
+    thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
+                  for i, t in enumerate(thresholds)]
+    if len(thresholds) != len(models) - 1:
+        raise PolyspecInputError("thresholds", f"need {len(models) - 1} thresholds (one per "
+                                 f"adjacent pair), got {len(thresholds)}")
+    temperature = as_real(temperature, "temperature", low=0.0, high=100.0)
+    top_k = as_int(top_k, "top_k", low=0)
+    max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
+    threads = as_int(threads, "threads", low=1, high=1024)
+    cost_repeats = as_int(cost_repeats, "cost_repeats", low=1, high=1000)
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise PolyspecInputError("dtype", f"must be float32, float16 or bfloat16, got {dtype!r}")
+    return models, thresholds, temperature, top_k, max_new, threads, cost_repeats
+
+
+def _load(models, device, dtype, zoo_dir):
+    from .models import load_model
+
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PolyspecInputError("device", "CUDA requested but not available")
+    loaded = [load_model(m, device=dev, dtype=getattr(torch, dtype), zoo_dir=zoo_dir)
+              for m in models]
+    seen = {}
+    for lv in loaded:
+        if lv.name in seen:
+            seen[lv.name] += 1
+            lv.name = f"{lv.name}#{seen[lv.name]}"
+        else:
+            seen[lv.name] = 0
+    levels = [batch_level(lv) for lv in loaded]
+    return dev, loaded, levels
+
+
+def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n_prompts=48,
+                  prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
+                  force=False, threads=1, device="cpu", dtype="float32", warmup=1,
+                  cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
+                  argv=None, _loaded=None) -> Path:
+    """Run one batched capture (``batch`` sequences per decode, ``n_prompts / batch``
+    decodes) and return the trace path ``<out>/<name>.jsonl`` (default name: the
+    single-stream name + ``_b<batch>``)."""
+    models, thresholds, temperature, top_k, max_new, threads, cost_repeats = _check_common(
+        models, thresholds, temperature, top_k, max_new_tokens, threads, dtype, cost_repeats)
+    b = as_int(batch, "batch", low=1, high=MAX_CAPTURE_BATCH)
+    n_prompts = as_int(n_prompts, "n_prompts", low=1, high=100000)
+    if n_prompts % b:
+        raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
+                                 f"of batch {b}: use a multiple of {b}")
+    torch.set_num_threads(threads)
+    name = name or f"{default_name(models, thresholds, temperature, top_k)}_b{b}"
+    path = Path(out) / f"{name}.jsonl"
+    if path.exists() and not (resume or force):
+        raise PolyspecInputError("out", f"{path} exists: pass --resume to continue it or "
+                                 "--force to overwrite")
+    dev, loaded, levels = _loaded or _load(models, device, dtype, zoo_dir)
+    tok = _tokenizer_for(loaded, models)
+    if tok is not None:
+        raise PolyspecInputError("models", "batched captures run byte-level zoo models")
+    prompts, offsets = make_prompts(n_prompts, prompt_len, seed, None)
+    maxlen = min((lv.max_len for lv in levels if lv.max_len is not None), default=None)
+    contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(COST_M) <= maxlen]
+    from .zoo.data import corpus_digest
+
+    header = batch_header(
+        levels, thresholds, b, name=name, temperature=temperature, top_k=top_k, seed=seed,
+        prompts=prompts, n_decodes=n_prompts // b, contexts=contexts,
+        cost_repeats=cost_repeats, dtype=dtype, device=dev.type,
+        device_name=_device_name(dev), argv=argv,
+        prompt_info={"source": "stdlib validation split", "prompt_len": prompt_len,
+                     "max_new_tokens": max_new, "offsets": offsets,
+                     "corpus_digest": corpus_digest()})
+    start, have_start_costs = 0, False
+    if path.exists() and resume:
+        old = read_records(path, allow_truncated=True)
+        diff = [k for k in _FINGERPRINT if old.header.get(k) != header.get(k)]
+        if diff:
+            raise PolyspecInputError("resume", f"{path} was captured with different "
+                                     f"settings ({', '.join(diff)}); use --force or another "
+                                     "--name")
+        if old.complete:
+            return path
+        start = len(old.of_type("bsummary"))
+        have_start_costs = any(c.get("phase") == "start" for c in old.of_type("bcost"))
+        writer = TraceWriter(path, append=True)
+        writer.write({"type": "resume", "next_prompt": start * b, "next_decode": start,
+                      "at": datetime.now(UTC).isoformat(timespec="seconds")})
+    else:
+        writer = TraceWriter(path, header)
+    filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
+    t_start = time.perf_counter()
+    with writer:
+        if warmup:
+            dec = BatchCascadeDecoder(levels, thresholds, temperature=temperature,
+                                      top_k=top_k, seed=seed)
+            for _ in range(max(0, int(warmup))):
+                dec.generate(prompts[:b], min(32, max_new))
+                batch_autoregressive(levels[0], prompts[:b], min(16, max_new),
+                                     temperature=temperature, top_k=top_k, seed=seed)
+        if not have_start_costs:
+            for lv in levels:
+                for rec in batch_cost_records(lv, b, contexts, cost_repeats, filler, "start"):
+                    writer.write(rec)
+        record_decodes(levels, thresholds, prompts, b, max_new, writer,
+                       temperature=temperature, top_k=top_k, seed=seed,
+                       decodes=range(start, n_prompts // b), progress=progress, name=name)
+        for lv in levels:
+            for rec in batch_cost_records(lv, b, contexts, cost_repeats, filler, "end"):
+                writer.write(rec)
+        writer.write({"type": "end", "n_prompts": n_prompts, "n_decodes": n_prompts // b,
+                      "wall_s": round(time.perf_counter() - t_start, 3)})
+    return path
+
+
+def capture_batches(models, thresholds, *, batches, name=None, device="cpu",
+                    dtype="float32", zoo_dir=None, **kw) -> list[Path]:
+    """:func:`capture_batch` at every batch size of ``batches`` (models loaded once); one trace
+    per size, ``<name>_b<b>.jsonl``."""
+    if isinstance(batches, (str, bytes)) or not hasattr(batches, "__iter__"):
+        raise PolyspecInputError("batches", f"must be a list of batch sizes, got {batches!r}")
+    bs = [as_int(x, f"batches[{i}]", low=1, high=MAX_CAPTURE_BATCH)
+          for i, x in enumerate(batches)]
+    if not bs:
+        raise PolyspecInputError("batches", "must list at least one batch size")
+    if len(set(bs)) != len(bs):
+        raise PolyspecInputError("batches", f"lists a batch size twice: {bs}")
+    n_prompts = kw.get("n_prompts", 48)
+    bad = [b for b in bs if as_int(n_prompts, "n_prompts", low=1) % b]
+    if bad:
+        raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
+                                 f"of batch {bad[0]}: use a multiple of every batch size")
+    _check_common(models, thresholds, kw.get("temperature", 0.0), kw.get("top_k", 0),
+                  kw.get("max_new_tokens", 128), kw.get("threads", 1), dtype,
+                  kw.get("cost_repeats", 3))
+    torch.set_num_threads(as_int(kw.get("threads", 1), "threads", low=1, high=1024))
+    loaded = _load(list(models), device, dtype, zoo_dir)
+    base = name or default_name(list(models), list(thresholds), kw.get("temperature", 0.0),
+                                kw.get("top_k", 0))
+    return [capture_batch(models, thresholds, batch=b, name=f"{base}_b{b}", device=device,
+                          dtype=dtype, zoo_dir=zoo_dir, _loaded=loaded, **kw) for b in bs]

@@ -1,0 +1,450 @@
+"""A batched capture as data (:class:`BatchCapture`): one cascade configuration decoded in
+lockstep batches of ``b`` sequences (records of :mod:`validation.schema`, batched part), with
+its per-sequence rounds, batched rounds, every forward, the decode totals and the batched
+autoregressive baseline at the same ``b``. Only finished decodes (with a ``bsummary``) count.
+
+Measured quantities (one decode is the unit of the standard errors):
+
+* per-sequence time per token ``tau_b = b Σ wall / Σ tokens``, batch throughput
+  ``Σ tokens / Σ wall``;
+* autoregressive step time ``Σ AR wall / Σ steps`` (one token per sequence per step), its
+  throughput ``b / step``;
+* speedup = AR step time / ``tau_b`` = the ratio of the two throughputs at the same ``b``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from polyspec_theory._input import PolyspecInputError
+
+from .dataset import Rounds
+from .schema import Round, TraceError, is_batch_header
+
+__all__ = ["BatchCapture", "BatchRounds", "Forwards", "check_batch_record",
+           "read_batch_trace", "read_batch_traces"]
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def check_batch_record(rec: dict, header: dict) -> str | None:
+    """What is wrong with a batched record (``None`` if nothing): value ranges and lengths
+    the reader checks before anything is built from it."""
+    t = rec["type"]
+    n = len(header["cascade"]["models"])
+    b = header["batch"].get("size")
+    if not _is_int(b) or b < 1:
+        return f"header batch.size must be an integer >= 1, got {b!r}"
+    if t == "bround":
+        if not all(_is_int(rec[k]) for k in ("level", "seq", "G", "A", "L", "m", "waited",
+                                             "discarded")):
+            return "bround fields level, seq, G, A, L, m, waited, discarded must be integers"
+        if rec["level"] not in range(1, n):
+            return f"level {rec['level']} out of range 1..{n - 1}"
+        if rec["seq"] not in range(b):
+            return f"seq {rec['seq']} out of range 0..{b - 1}"
+        if not 0 <= rec["A"] <= rec["G"] or rec["L"] != rec["A"] + 1 or rec["G"] < 1:
+            return (f"inconsistent round (G={rec['G']}, A={rec['A']}, L={rec['L']}): need "
+                    "1 <= G, 0 <= A <= G and L = A + 1")
+        if rec["waited"] < 0 or rec["m"] < rec["G"] + 1:
+            return f"inconsistent round: waited={rec['waited']}, m={rec['m']} (G={rec['G']})"
+    elif t == "bbatch":
+        if rec["level"] not in range(1, n):
+            return f"level {rec['level']} out of range 1..{n - 1}"
+        if not (_is_int(rec["K"]) and rec["K"] >= 1 and _is_int(rec["max_G"])
+                and rec["m"] >= rec["max_G"] + 1 and rec["waiting"] >= 0):
+            return (f"inconsistent batched round (K={rec['K']}, max_G={rec['max_G']}, "
+                    f"m={rec['m']}, waiting={rec['waiting']})")
+    elif t == "bforwards":
+        k = len(rec["wall_s"])
+        for key in ("model", "m", "m0", "ctx"):
+            if not isinstance(rec[key], list) or len(rec[key]) != k:
+                return f"bforwards {key} must be a list with one entry per forward ({k})"
+        if rec["run"] not in ("cascade", "ar"):
+            return f"bforwards run must be 'cascade' or 'ar', got {rec['run']!r}"
+        if any(not _is_int(x) or not 0 <= x < n for x in rec["model"]):
+            return f"bforwards model indices must be in 0..{n - 1}"
+        if any(not _is_int(x) or x < 1 for x in rec["m"] + rec["m0"]):
+            return "bforwards m and m0 must be integers >= 1"
+        if rec["batch"] != b:
+            return f"bforwards batch {rec['batch']} != header batch.size {b}"
+    elif t == "bsummary":
+        if not isinstance(rec["n_generated"], list) or len(rec["n_generated"]) != b:
+            return f"bsummary n_generated needs {b} entries (one per sequence)"
+        if len(rec["forward_s"]) != n or len(rec["forward_count"]) != n:
+            return f"bsummary forward_s / forward_count need {n} entries"
+    elif t == "bar":
+        if len(rec["step_s"]) != rec["n_steps"]:
+            return f"bar step_s needs n_steps = {rec['n_steps']} entries"
+    elif t == "bcost":
+        if not _is_int(rec["batch"]) or rec["batch"] < 1 or not rec["times_s"]:
+            return "bcost batch must be an integer >= 1 with at least one time"
+    return None
+
+
+@dataclass(frozen=True)
+class BatchRounds:
+    """The batched rounds of one verifying level (file order)."""
+
+    level: int
+    decode: np.ndarray
+    round: np.ndarray
+    K: np.ndarray
+    max_G: np.ndarray
+    m: np.ndarray
+    waiting: np.ndarray
+    verify_s: np.ndarray
+    draft_s: np.ndarray
+    round_s: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.K)
+
+
+@dataclass(frozen=True)
+class Forwards:
+    """Every recorded forward (columns): ``run`` 0 = cascade, 1 = autoregressive."""
+
+    decode: np.ndarray
+    run: np.ndarray
+    model: np.ndarray
+    m: np.ndarray
+    m0: np.ndarray
+    ctx: np.ndarray
+    wall_s: np.ndarray
+
+    def select(self, model: int, run: str | None = None) -> Forwards:
+        sel = self.model == model
+        if run is not None:
+            sel &= self.run == (0 if run == "cascade" else 1)
+        return Forwards(*(getattr(self, k)[sel] for k in self.__dataclass_fields__))
+
+    @property
+    def n(self) -> int:
+        return len(self.m)
+
+
+@dataclass(frozen=True)
+class BatchCapture:
+    """One batched capture: configuration (header), per-level rounds (``rounds[i]`` = level
+    ``i+1``, one row per sequence per verification that was not lockstep padding — the
+    rounds a single-stream decode runs, the acceptance data; ``waited[i]`` alongside),
+    batched rounds, forwards, decode summaries, autoregressive baselines and cost samples."""
+
+    header: dict
+    rounds: tuple[Rounds, ...]
+    waited: tuple[np.ndarray, ...]
+    batch_rounds: tuple[BatchRounds, ...]
+    forwards: Forwards
+    summaries: tuple[dict, ...]
+    ar: tuple[dict, ...]
+    costs: tuple[dict, ...]
+    path: str = ""
+    complete: bool = True
+    notes: tuple[str, ...] = field(default=())
+    name: str = ""
+
+    def __post_init__(self):
+        if not self.name:
+            object.__setattr__(self, "name", str(self.header["cascade"].get("name")
+                                                 or Path(self.path).stem or "capture"))
+
+    # --- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_records(cls, header: dict, records, *, path: str = "", complete: bool = True,
+                     notes=()) -> BatchCapture:
+        where = path or header["cascade"].get("name", "capture")
+        label = Path(path).name if path else where
+        if not is_batch_header(header):
+            raise TraceError(f"{where}: not a batched trace (no header 'batch')")
+        n = len(header["cascade"]["models"])
+        notes = list(notes)
+        summaries = sorted((r for r in records if r["type"] == "bsummary"),
+                           key=lambda s: s["decode"])
+        if not summaries:
+            raise TraceError(f"{where}: no finished decode (no bsummary record)")
+        if not complete:
+            notes.append(f"{label}: capture not finished (no end record); "
+                         f"{len(summaries)} decode(s) used")
+        done = {int(s["decode"]) for s in summaries}
+        ar = sorted((r for r in records if r["type"] == "bar" and int(r["decode"]) in done),
+                    key=lambda r: r["decode"])
+        if {int(r["decode"]) for r in ar} != done:
+            raise TraceError(f"{where}: every finished decode needs its batched "
+                             "autoregressive baseline ('bar' record)")
+        rounds, waited, brounds = [], [], []
+        for lv in range(1, n):
+            rows = [r for r in records if r["type"] == "bround" and r["level"] == lv
+                    and int(r["decode"]) in done and not r["discarded"]]
+            if not rows:
+                raise TraceError(f"{where}: no bround records for level {lv}")
+            rounds.append(Rounds.from_rounds(lv, [Round(
+                prompt=r["prompt"], level=lv, ctx=r["ctx"], G=r["G"], A=r["A"], L=r["L"],
+                m=r["m"], verify_s=math.nan, draft_s=math.nan, round_s=math.nan)
+                for r in rows]))
+            waited.append(np.asarray([r["waited"] for r in rows], dtype=np.int64))
+            br = [r for r in records if r["type"] == "bbatch" and r["level"] == lv
+                  and int(r["decode"]) in done]
+            brounds.append(BatchRounds(
+                level=lv, **{k: np.asarray([r[k] for r in br],
+                                           dtype=np.float64 if k.endswith("_s") else np.int64)
+                             for k in ("decode", "round", "K", "max_G", "m", "waiting",
+                                       "verify_s", "draft_s", "round_s")}))
+        fw = [r for r in records if r["type"] == "bforwards" and int(r["decode"]) in done]
+        cols = {k: [] for k in ("decode", "run", "model", "m", "m0", "ctx", "wall_s")}
+        for r in fw:
+            k = len(r["wall_s"])
+            cols["decode"].append(np.full(k, int(r["decode"])))
+            cols["run"].append(np.full(k, 0 if r["run"] == "cascade" else 1))
+            for key in ("model", "m", "m0", "ctx", "wall_s"):
+                cols[key].append(np.asarray(r[key]))
+        forwards = Forwards(**{k: (np.concatenate(v).astype(
+            np.float64 if k == "wall_s" else np.int64) if v else np.zeros(
+            0, np.float64 if k == "wall_s" else np.int64)) for k, v in cols.items()})
+        costs = tuple(r for r in records if r["type"] == "bcost")
+        return cls(header=header, rounds=tuple(rounds), waited=tuple(waited),
+                   batch_rounds=tuple(brounds), forwards=forwards,
+                   summaries=tuple(summaries), ar=tuple(ar), costs=costs, path=str(path),
+                   complete=complete, notes=tuple(notes))
+
+    def renamed(self, name: str) -> BatchCapture:
+        import dataclasses
+
+        return dataclasses.replace(self, name=name)
+
+    # --- configuration -----------------------------------------------------------------------
+    @property
+    def cascade(self) -> dict:
+        return self.header["cascade"]
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(m["name"] for m in self.cascade["models"])
+
+    @property
+    def n(self) -> int:
+        return len(self.cascade["models"])
+
+    @property
+    def batch(self) -> int:
+        return int(self.header["batch"]["size"])
+
+    @property
+    def thresholds(self) -> tuple[int, ...]:
+        return tuple(int(t) for t in self.cascade["thresholds"])
+
+    @property
+    def policy(self) -> str:
+        return self.cascade.get("policy", "accumulate")
+
+    @property
+    def temperature(self) -> float:
+        return float(self.header["temperature"])
+
+    @property
+    def top_k(self) -> int:
+        return int(self.header.get("top_k", 0))
+
+    def pair_key(self, i: int) -> tuple:
+        """(verifier, drafter, temperature, top_k) of pair ``i`` — the key of the
+        single-stream captures, so laws pool across both kinds."""
+        return (self.models[i], self.models[i + 1], self.temperature, self.top_k)
+
+    @property
+    def config_key(self) -> tuple:
+        """What makes two captures the same cascade at different batch sizes."""
+        return (self.models, self.thresholds, self.policy, self.temperature, self.top_k)
+
+    @property
+    def label(self) -> str:
+        """``target<-mid<-ngram th=.. T=..`` (the cascade without its batch size)."""
+        t = f"{self.temperature:g}"
+        return (f"{' <- '.join(self.models)} θ={','.join(map(str, self.thresholds))} T={t}"
+                + (f" k={self.top_k}" if self.top_k else ""))
+
+    @property
+    def prompt_len(self) -> int | None:
+        v = self.header.get("prompts", {}).get("prompt_len")
+        return int(v) if _is_int(v) else None
+
+    @property
+    def max_new_tokens(self) -> int | None:
+        v = self.header.get("prompts", {}).get("max_new_tokens")
+        return int(v) if _is_int(v) else None
+
+    @property
+    def nominal_context(self) -> float | None:
+        """Prompt length + half the tokens asked: the mean context of a decode, from the
+        settings alone (no measurement)."""
+        if self.prompt_len is None or self.max_new_tokens is None:
+            return None
+        return self.prompt_len + self.max_new_tokens / 2.0
+
+    # --- decode totals -----------------------------------------------------------------------
+    @property
+    def n_decodes(self) -> int:
+        return len(self.summaries)
+
+    def _col(self, key, src=None) -> np.ndarray:
+        return np.asarray([float(np.sum(s[key])) for s in (src or self.summaries)])
+
+    @property
+    def tokens(self) -> int:
+        return int(self._col("n_generated").sum())
+
+    @property
+    def wall_s(self) -> float:
+        return float(self._col("wall_s").sum())
+
+    @property
+    def forward_s(self) -> tuple[float, ...]:
+        return tuple(float(x) for x in np.sum([s["forward_s"] for s in self.summaries],
+                                              axis=0))
+
+    @property
+    def forward_count(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.sum([s["forward_count"] for s in self.summaries],
+                                            axis=0))
+
+    @property
+    def overhead_s(self) -> float:
+        return self.wall_s - float(sum(self.forward_s))
+
+    @property
+    def verifications(self) -> int:
+        """Batched verification forwards (all verifying levels)."""
+        return int(sum(br.n for br in self.batch_rounds))
+
+    @property
+    def time_per_token(self) -> float:
+        """Per-sequence decode time per token ``b Σ wall / Σ tokens`` (seconds)."""
+        return self.batch * self.wall_s / self.tokens
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.wall_s
+
+    @property
+    def ar_steps(self) -> int:
+        return int(sum(r["n_steps"] for r in self.ar))
+
+    @property
+    def ar_wall_s(self) -> float:
+        return float(sum(r["wall_s"] for r in self.ar))
+
+    @property
+    def ar_step_s(self) -> float:
+        """Batched autoregressive time per step (= per token of one sequence)."""
+        return self.ar_wall_s / self.ar_steps
+
+    @property
+    def ar_tokens_per_second(self) -> float:
+        return self.batch / self.ar_step_s
+
+    @property
+    def ar_overhead_per_step(self) -> float:
+        """Autoregressive time per step outside its forward."""
+        return (self.ar_wall_s - sum(r["forward_s"] for r in self.ar)) / self.ar_steps
+
+    @property
+    def measured_speedup(self) -> float:
+        """AR step time / per-sequence cascade time per token (= throughput ratio)."""
+        return self.ar_step_s / self.time_per_token
+
+    def speedup_se(self) -> float:
+        """Delta-method standard error of :attr:`measured_speedup` over decodes (a decode's
+        AR and cascade runs are paired; NaN with fewer than two decodes)."""
+        k = self.n_decodes
+        if k < 2:
+            return math.nan
+        a = np.asarray([r["wall_s"] for r in self.ar], dtype=np.float64)
+        s = np.asarray([r["n_steps"] for r in self.ar], dtype=np.float64)
+        w = self._col("wall_s")
+        t = self._col("n_generated")
+        u = a / a.mean() + t / t.mean() - s / s.mean() - w / w.mean()
+        return float(self.measured_speedup * math.sqrt(np.var(u, ddof=1) / k))
+
+    @property
+    def greedy_lossless(self) -> bool | None:
+        """Greedy: every sequence's tokens equal the target's AR tokens (None if sampling)."""
+        m = [s.get("matches_target_ar") for s in self.summaries]
+        if any(x is None for x in m):
+            return None
+        return all(all(x) for x in m)
+
+    @property
+    def stops(self) -> dict:
+        out = {}
+        for s in self.summaries:
+            out[s.get("stop", "tokens")] = out.get(s.get("stop", "tokens"), 0) + 1
+        return out
+
+    # --- structure (B2/B3 quantities) ----------------------------------------------------------
+    def structure(self) -> list[dict]:
+        """Per verifying level (``level`` 1 = the target): batched rounds, E[K] (= E[max_j
+        N]), E[max G], the idle share of the level below's slot-rounds, E[G], E[L]."""
+        out = []
+        b = self.batch
+        for i, br in enumerate(self.batch_rounds):
+            r = self.rounds[i]
+            out.append({"level": i + 1, "verifier": self.models[i],
+                        "drafter": self.models[i + 1], "rounds": br.n,
+                        "mean_K": float(br.K.mean()), "mean_max_G": float(br.max_G.mean()),
+                        "idle_share": float(br.waiting.sum() / (b * br.K.sum())),
+                        "mean_G": float(r.G.mean()), "mean_L": float(r.L.mean()),
+                        "mean_padded_m": float(br.m.mean())})
+        return out
+
+    def extra_positions(self) -> list[float]:
+        """Per model: mean padded positions per cascade forward beyond what B0 charges
+        (catch-up tokens of some slot: ``m - m0``)."""
+        out = []
+        for i in range(self.n):
+            f = self.forwards.select(i, "cascade")
+            out.append(float(np.mean(f.m - f.m0)) if f.n else 0.0)
+        return out
+
+
+def read_batch_trace(path, *, allow_truncated: bool = False) -> BatchCapture:
+    """The :class:`BatchCapture` of one batched trace file."""
+    from .traces import read_records
+
+    tr = read_records(path, allow_truncated=allow_truncated)
+    name = Path(tr.path).name
+    if not is_batch_header(tr.header):
+        raise TraceError(f"{tr.path}: not a batched trace (no header 'batch')")
+    notes = []
+    if tr.truncated_tail:
+        notes.append(f"{name}: truncated last line skipped (--allow-truncated)")
+    if tr.n_discarded:
+        notes.append(f"{name}: {tr.n_discarded} record(s) of an interrupted attempt discarded "
+                     "(resume)")
+    return BatchCapture.from_records(tr.header, tr.records, path=tr.path,
+                                     complete=tr.complete, notes=notes)
+
+
+def read_batch_traces(directory, *, allow_truncated: bool = False) -> list[BatchCapture]:
+    """Every batched ``*.jsonl`` trace of a directory (single-stream ones are skipped), sorted
+    by file name; names made unique."""
+    from .traces import is_batched_file
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise PolyspecInputError("traces", f"{d}: no such directory")
+    out, seen = [], set()
+    for f in sorted(d.glob("*.jsonl")):
+        if not is_batched_file(f):
+            continue
+        cap = read_batch_trace(f, allow_truncated=allow_truncated)
+        if cap.name in seen:
+            cap = cap.renamed(f.stem)
+        seen.add(cap.name)
+        out.append(cap)
+    return out
