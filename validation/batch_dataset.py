@@ -252,6 +252,10 @@ class BatchCapture:
     def top_k(self) -> int:
         return int(self.header.get("top_k", 0))
 
+    def pair_kind(self, i: int) -> str:
+        """``"chain"``: the batched decoder drafts chains only."""
+        return "chain"
+
     def pair_key(self, i: int) -> tuple:
         """(verifier, drafter, temperature, top_k) of pair ``i`` — the key of the
         single-stream captures, so laws pool across both kinds."""
