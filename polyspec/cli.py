@@ -9,6 +9,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import sys
 
 from polyspec_theory._input import PolyspecInputError
@@ -56,25 +57,52 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run one command. Exit status: 0 success, 1 a check failed (``verify``) or an internal
+    error, 2 bad input (one line on stderr naming the field, file and line), 130
+    interrupted."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    prog = f"polyspec {args.command}"
     try:
         return int(args._run(args) or 0)
     except (PolyspecInputError, CommandError) as e:
-        print(f"polyspec {args.command}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except FileNotFoundError as e:
-        print(f"polyspec {args.command}: error: file not found: {e.filename}", file=sys.stderr)
+        print(f"{prog}: error: file not found: {e.filename}", file=sys.stderr)
         return 2
     except json.JSONDecodeError as e:
-        print(f"polyspec {args.command}: error: invalid JSON: {e}", file=sys.stderr)
+        print(f"{prog}: error: invalid JSON: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"polyspec {args.command}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of stdout went away (``polyspec ... | head``): stop quietly
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
+    except MemoryError:
+        print(f"{prog}: error: out of memory (the input or the requested work is too large)",
+              file=sys.stderr)
+        return 2
+    except Exception as e:  # a bug: one line, the traceback only on request
+        if os.environ.get("POLYSPEC_TRACEBACK"):
+            raise
+        print(f"{prog}: internal error: {type(e).__name__}: {_one_line(e)} (a bug in "
+              "polyspec; set POLYSPEC_TRACEBACK=1 for the traceback and please report it)",
+              file=sys.stderr)
+        return 1
+
+
+def _one_line(e) -> str:
+    return " ".join(str(e).split())
 
 
 if __name__ == "__main__":

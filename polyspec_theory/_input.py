@@ -21,6 +21,12 @@ class PolyspecInputError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
+def _short(x, limit: int = 60) -> str:
+    """``repr(x)`` cut to ``limit`` characters (error messages stay one readable line)."""
+    r = repr(x)
+    return r if len(r) <= limit else r[: limit - 4] + " ..."
+
+
 def _is_number(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
@@ -28,8 +34,11 @@ def _is_number(x) -> bool:
 def as_real(x, field: str, *, low=None, high=None, low_open=False, high_open=False) -> float:
     """A finite real number, optionally inside [low, high] (or open ends)."""
     if not _is_number(x):
-        raise PolyspecInputError(field, f"must be a number, got {x!r}")
-    v = float(x)
+        raise PolyspecInputError(field, f"must be a number, got {_short(x)}")
+    try:
+        v = float(x)
+    except OverflowError:  # an integer beyond the float range
+        raise PolyspecInputError(field, "must be finite, got an integer beyond 1e308") from None
     if math.isnan(v):
         raise PolyspecInputError(field, "must be a number, got NaN")
     if math.isinf(v):
@@ -64,7 +73,7 @@ def as_positive(x, field: str) -> float:
 def as_int(x, field: str, *, low=None, high=None) -> int:
     """An integer (floats with integral value are accepted), optionally bounded."""
     if isinstance(x, bool) or not _is_number(x):
-        raise PolyspecInputError(field, f"must be an integer, got {x!r}")
+        raise PolyspecInputError(field, f"must be an integer, got {_short(x)}")
     if isinstance(x, (float, np.floating)):
         if not math.isfinite(x) or x != int(x):
             raise PolyspecInputError(field, f"must be an integer, got {x!r}")
@@ -84,6 +93,8 @@ def as_real_array(
         raise PolyspecInputError(field, f"must be a list of numbers, got {x!r}")
     try:
         arr = np.asarray(x, dtype=np.float64)
+    except OverflowError:
+        raise PolyspecInputError(field, "contains an integer beyond 1e308") from None
     except (TypeError, ValueError):
         raise PolyspecInputError(field, "must be a list of numbers") from None
     if arr.ndim != ndim:

@@ -28,10 +28,14 @@ from .costs import CostCurve, cost_from_config
 from .laws import AcceptanceLaw, IIDGeometric, law_from_config
 
 __all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE",
-           "acceptance_from_config", "model_from_config"]
+           "acceptance_from_config", "model_from_config", "MAX_COST_RATIO", "check_cost_scale"]
 
 POLICIES = ("accumulate", "truncate")
 MAX_THRESHOLD = 4096
+# Costs only matter relative to each other. The target's T(1) must lie in
+# [1/MAX_COST_RATIO, MAX_COST_RATIO] and no cost may exceed MAX_COST_RATIO times it, so that
+# every sum of forward times P1 and the simulators form stays far inside double precision.
+MAX_COST_RATIO = 1e100
 
 # The default 4-level cascade (target <- mid <- small <- n-gram, costs in units of one target
 # forward) as a config mapping; configs/default.json is the same cascade as a file.
@@ -46,6 +50,33 @@ DEFAULT_CASCADE = {
     "acceptance": [{"alpha": 0.85}, {"beta": [6.0, 1.5]}, {"positional": [0.8, 0.7, 0.6]}],
     "thresholds": [8, 4, 2],
 }
+
+
+def check_cost_scale(models, m_max) -> None:
+    """Refuse costs that would overflow double precision (:data:`MAX_COST_RATIO`): the
+    target's ``T(1)`` and every ``T_i(m)`` for ``m = 1..m_max[i]`` relative to it. Errors name
+    ``models[i].cost``."""
+    import numpy as np
+
+    t1 = models[0].cost.t1
+    if not 1.0 / MAX_COST_RATIO <= t1 <= MAX_COST_RATIO:
+        raise PolyspecInputError(
+            "models[0].cost", f"the target's T(1) = {t1:g} is outside [{1 / MAX_COST_RATIO:g}, "
+            f"{MAX_COST_RATIO:g}]: costs only matter relative to each other, give them in "
+            "units of one target forward (target cost 1.0)")
+    for i, (m, mm) in enumerate(zip(models, m_max, strict=True)):
+        with np.errstate(over="ignore", invalid="ignore"):
+            vals = np.asarray(m.cost(np.arange(1, int(mm) + 1)), dtype=np.float64) / t1
+        worst = float(np.max(vals)) if np.isfinite(vals).all() else np.inf
+        if not worst <= MAX_COST_RATIO:
+            raise PolyspecInputError(
+                f"models[{i}].cost", f"T(m) for m up to {int(mm)} reaches {worst:g} times the "
+                f"target's T(1) (at most {MAX_COST_RATIO:g}): out of double-precision range")
+        over = float(getattr(m, "overhead", 0.0)) / t1
+        if not over <= MAX_COST_RATIO:
+            raise PolyspecInputError(
+                f"models[{i}].overhead", f"{over:g} times the target's T(1) (at most "
+                f"{MAX_COST_RATIO:g}): out of double-precision range")
 
 
 @dataclass(frozen=True)
@@ -149,6 +180,10 @@ class Cascade:
             trees, schedules = check_structures(self)
             object.__setattr__(self, "trees", trees)
             object.__setattr__(self, "schedules", schedules)
+        from .polybasic import block_bounds
+
+        gmax = block_bounds(self.thresholds, self.policy)
+        check_cost_scale(self.models, [g + 1 for g in gmax] + [1])
 
     @property
     def n(self) -> int:

@@ -423,23 +423,29 @@ class BetaMixed(AcceptanceLaw):
 
     @property
     def mean_alpha(self) -> float:
-        return self.a / (self.a + self.b)
+        return 1.0 / (1.0 + self.b / self.a)
 
     def to_config(self) -> dict:
         return {"beta": [self.a, self.b]}
 
+    # Written so that no sum like a + k - 1 loses a tiny a or b (1e-20 + 1 - 1 == 0 in
+    # floating point) and no a + b overflows: continuation at position k is
+    # 1 / (1 + b / (a + (k - 1))), rejection 1 / (1 + (a + k) / b).
     def survival(self, kmax: int) -> np.ndarray:
         k = np.arange(1, kmax + 1, dtype=np.float64)
-        log_h = np.log(self.a + k - 1) - np.log(self.a + self.b + k - 1)
+        with np.errstate(over="ignore", divide="ignore"):
+            log_h = -np.log1p(self.b / (self.a + (k - 1.0)))
         return np.concatenate([[1.0], np.exp(np.cumsum(log_h))])
 
     def _point_masses(self, s, cap):
         k = np.arange(cap, dtype=np.float64)
-        return s[:-1] * (self.b / (self.a + self.b + k))
+        with np.errstate(over="ignore"):
+            return s[:-1] / (1.0 + (self.a + k) / self.b)
 
     def mean_emitted_limit(self) -> float:
-        # sum_k B(a+k, b)/B(a, b) = (a + b - 1)/(b - 1) for b > 1, divergent otherwise
-        return (self.a + self.b - 1.0) / (self.b - 1.0) if self.b > 1.0 else math.inf
+        # sum_k B(a+k, b)/B(a, b) = (a + b - 1)/(b - 1) = 1 + a/(b - 1) for b > 1, divergent
+        # otherwise
+        return 1.0 + self.a / (self.b - 1.0) if self.b > 1.0 else math.inf
 
     def _rvs(self, caps, rng):
         alpha = rng.beta(self.a, self.b, size=caps.shape)
@@ -488,7 +494,8 @@ class GaussianBaseline(AcceptanceLaw):
         k = np.arange(1, kmax + 1, dtype=np.float64)
         from scipy import stats
 
-        return np.concatenate([[1.0], stats.norm.sf(k - 0.5, self.mu, self.sigma)])
+        with np.errstate(over="ignore", divide="ignore", under="ignore"):  # sd -> 0: 0 or 1
+            return np.concatenate([[1.0], stats.norm.sf(k - 0.5, self.mu, self.sigma)])
 
     def _point_masses(self, s, cap):
         k = np.arange(cap, dtype=np.float64)
@@ -498,8 +505,9 @@ class GaussianBaseline(AcceptanceLaw):
         mu, sd = self.mu, self.sigma
         from scipy import stats
 
-        p_up = stats.norm.sf(lo, mu, sd) - stats.norm.sf(k + 0.5, mu, sd)
-        p_lo = stats.norm.cdf(k + 0.5, mu, sd) - stats.norm.cdf(lo, mu, sd)
+        with np.errstate(over="ignore", divide="ignore", under="ignore"):
+            p_up = stats.norm.sf(lo, mu, sd) - stats.norm.sf(k + 0.5, mu, sd)
+            p_lo = stats.norm.cdf(k + 0.5, mu, sd) - stats.norm.cdf(lo, mu, sd)
         return np.maximum(np.where(upper, p_up, p_lo), 0.0)
 
     def improper_mass(self, cap) -> dict:

@@ -72,7 +72,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._input import PolyspecInputError, as_int, require_keys
-from .config import POLICIES, Cascade, Model, acceptance_from_config, model_from_config
+from .config import (
+    POLICIES,
+    Cascade,
+    Model,
+    acceptance_from_config,
+    check_cost_scale,
+    model_from_config,
+)
 from .laws import AcceptanceLaw
 from .polybasic import predict
 
@@ -174,6 +181,10 @@ class Pool:
                                            or not self.time_unit.strip()):
             raise PolyspecInputError("time_unit",
                                      f"must be a non-empty string, got {self.time_unit!r}")
+        # the widest block any chain of the pool can verify (accumulate: theta + the block
+        # below, level by level)
+        widest = self.max_threshold * (len(models) - 1) + 1
+        check_cost_scale(models, [widest] * len(models))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -1002,6 +1013,12 @@ def plan(pool, top: int = 5, *, prune: bool = True, greedy: bool = True) -> Plan
     top = _check_top(top)
     _, records, stats = _search(pool, top, bool(prune))
     names = pool.names
+    for ch, (val, thr) in records.items():
+        if not (math.isfinite(val) and val > 0):  # never ranked: refused, naming the chain
+            chain = [names[i] for i in ch]
+            raise PolyspecInputError(
+                "acceptance", f"P1 gives speedup {val!r} for {' <- '.join(chain)} at thresholds "
+                f"{list(thr)}: a law or cost of this chain is out of numerical range")
 
     def key(item):
         chain, (val, _) = item

@@ -15,6 +15,7 @@ accumulated length (no sampling). Assumes acceptance independent across rounds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,6 +200,10 @@ def predict(cascade: Cascade) -> Prediction:
         if i + 1 < n:
             fwd = fwd * levels_raw[i + 1]["phi"]
     t_ar = costs[0].t1
+    if not (math.isfinite(tau1) and tau1 > 0 and math.isfinite(t_ar / tau1)):
+        raise PolyspecInputError(
+            "config", f"P1 is out of double-precision range for this cascade (time per token "
+            f"{tau1!r} in cost units): too many levels or forwards per token")
     return Prediction(
         speedup=t_ar / tau1,
         time_per_token=tau1,

@@ -79,6 +79,8 @@ __all__ = [
     "event_bits",
     "split_bits",
     "simulate_lengths",
+    "histograms_fit",
+    "estimate_events",
     "CI_METHOD",
 ]
 
@@ -146,6 +148,27 @@ def _bucket(w: int) -> int:
 
 
 MAX_HIST_BINS = 1 << 24
+
+
+def histograms_fit(cascade: Cascade) -> bool:
+    """Whether the joint (G, L) histograms of ``cascade`` fit in :data:`MAX_HIST_BINS` (wide
+    blocks, e.g. theta = 4096, do not: simulate them without histograms)."""
+    w = _bucket(max(block_bounds(cascade.thresholds, cascade.policy)))
+    return (cascade.n - 1) * (w + 2) ** 2 <= MAX_HIST_BINS
+
+
+def estimate_events(cascade: Cascade, tokens: int) -> float:
+    """Expected verification rounds (simulator events) to emit ``tokens`` tokens: P1's
+    forwards per token of every verifying model times ``tokens`` (``inf`` when P1 is out of
+    range)."""
+    from polyspec_theory.polybasic import predict
+
+    try:
+        pred = predict(cascade)
+    except PolyspecInputError:
+        return math.inf
+    per_token = sum(lv.forwards_per_token for lv in pred.levels[:-1])
+    return float(per_token) * float(tokens) if math.isfinite(per_token) else math.inf
 
 
 @dataclass(frozen=True)
@@ -599,7 +622,7 @@ def _stack(fields) -> np.ndarray:
 
 
 def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: int = 1024,
-                     chunk_len: int | None = None, devices=None, histograms: bool = True,
+                     chunk_len: int | None = None, devices=None, histograms="auto",
                      progress=None, max_events: int | None = None) -> LengthResult:
     """Monte-Carlo speedup and per-level accounting of ``cascade`` (compare with P1).
 
@@ -610,6 +633,8 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     ``cascade`` may be a prebuilt :class:`LengthModel`. ``chunk_len`` (events per chain per
     compiled chunk) defaults to a power of two from ``tokens / chains`` in [32, 512]. Results
     depend on ``(seed, chains, chunk_len)`` only: same seed -> identical result.
+    ``histograms``: True, False or ``"auto"`` (on when :func:`histograms_fit`).
+    ``max_events``: stop with an error once any chain has run that many events.
     """
     tokens = as_int(tokens, "tokens", low=1, high=10**13)
     seed = as_int(seed, "seed", low=0, high=2**63 - 1)
@@ -620,6 +645,8 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     chunk_len = as_int(chunk_len, "chunk_len", low=1, high=2**20)
     if max_events is not None:
         max_events = as_int(max_events, "max_events", low=1)
+    if histograms == "auto":
+        histograms = isinstance(cascade, Cascade) and histograms_fit(cascade)
     model = cascade if isinstance(cascade, LengthModel) else LengthModel.from_cascade(
         cascade, histograms=histograms)
     static = model.static

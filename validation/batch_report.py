@@ -71,8 +71,6 @@ def batch_text(result) -> str:
 
 def write_batch_report(result, out_dir, title="Batched validation") -> dict:
     """``batch.md`` (the text above with the structure tables) and ``batch.json``."""
-    from .report import _finite
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     md = [f"# {title}", "", "Model: docs/theory.md (B0 lockstep batch, B2 exact). "
@@ -98,5 +96,5 @@ def write_batch_report(result, out_dir, title="Batched validation") -> dict:
     mdp = out / "batch.md"
     jp = out / "batch.json"
     atomic_write_text(mdp, "\n".join(md) + "\n")
-    atomic_write_text(jp, dump_json(_finite(result.to_json())) + "\n")
+    atomic_write_text(jp, dump_json(result.to_json()) + "\n")
     return {"markdown": str(mdp), "json": str(jp)}

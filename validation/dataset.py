@@ -28,6 +28,11 @@ __all__ = ["Rounds", "Baseline", "Capture", "DRIFT_NOTE", "StructureRecords",
 DRIFT_NOTE = 0.05  # a model's T(1) moving more than this between start and end is noted
 
 
+def _ids(ids, limit: int = 8) -> str:
+    s = ", ".join(str(i) for i in ids[:limit])
+    return s + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
+
+
 @dataclass(frozen=True)
 class Rounds:
     """All verification rounds of one level, as columns of :class:`Round` (file order)."""
@@ -278,6 +283,16 @@ class Capture:
             notes.append(f"{label}: capture not finished (no end record); "
                          f"{len(summaries)} prompt(s) used")
         done = {int(s["prompt"]) for s in summaries}
+        orphans = sorted({int(r["prompt"]) for r in records
+                          if r["type"] in ("round", "ar") and int(r["prompt"]) not in done})
+        if orphans:
+            notes.append(f"{label}: prompt(s) {_ids(orphans)} have round/ar records but no "
+                         "summary (unfinished): not used")
+        lossy = [int(s["prompt"]) for s in summaries if s.get("matches_target_ar") is False]
+        if lossy:
+            notes.append(f"{label}: WARNING: on prompt(s) {_ids(lossy)} the greedy cascade's "
+                         "output differs from the target's autoregressive output "
+                         "(matches_target_ar false): the decoder was not lossless there")
         by_level: dict[int, list[Round]] = {lv: [] for lv in range(1, n)}
         raw_level: dict[int, list[dict]] = {lv: [] for lv in range(1, n)}
         for r in records:
@@ -335,6 +350,9 @@ class Capture:
         if baselines[names[0]].ar_time_per_token is None:
             raise TraceError(f"{where}: no autoregressive baseline ('ar' records) for the "
                              f"target {names[0]!r}")
+        if not baselines[names[0]].ar_time_per_token > 0:
+            raise TraceError(f"{where}: the target's autoregressive wall times ('ar' records, "
+                             "wall_s) sum to 0: no measured speedup")
         for s in summaries:
             if len(s["forward_s"]) != n or len(s["forward_count"]) != n:
                 raise TraceError(f"{where}: summary forward_s / forward_count need {n} entries")

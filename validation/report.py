@@ -392,20 +392,7 @@ def write_report(result: ValidationResult, captures, out, *, title="Validation r
     data["details"] = [c.to_dict() for c in result.configs]
     data["structured_details"] = [c.to_dict() for c in result.structured]
     data["notes"] = list(notes)
-    atomic_write_text(out / "validation.json", dump_json(_finite(data)))
+    atomic_write_text(out / "validation.json", dump_json(data))
     atomic_write_text(out / "report.md", markdown(result, title, pl, notes))
     return {"markdown": str(out / "report.md"), "json": str(out / "validation.json"),
             "plots": [str(out / p) for p in pl.values()]}
-
-
-def _finite(o):
-    """JSON has no NaN/inf: replace them by null."""
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    if isinstance(o, (float, np.floating)) and not math.isfinite(float(o)):
-        return None
-    if isinstance(o, np.ndarray):
-        return _finite(o.tolist())
-    return o

@@ -95,6 +95,8 @@ belong to an interrupted attempt and are discarded.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import NamedTuple
 
 from polyspec_theory._input import PolyspecInputError
@@ -102,7 +104,7 @@ from polyspec_theory._input import PolyspecInputError
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Round", "ROUND_FIELDS", "RECORD_FIELDS",
            "RECORD_TYPES", "TraceError", "TIME_DIGITS", "StructuredRound", "ROUND_OPTIONAL",
            "check_round_extras", "SeqRound", "BatchRound", "BATCH_RECORD_TYPES",
-           "is_batch_header"]
+           "is_batch_header", "FieldError", "RecordChecker"]
 
 SCHEMA = "polyspec-trace"
 SCHEMA_VERSION = 1
@@ -305,3 +307,248 @@ class TraceError(PolyspecInputError):
 
     def __init__(self, message: str):
         super().__init__("trace", message)
+
+
+# --------------------------------------------------------------------------------------------
+# record checks (used by the trace reader, validation.traces): every field a reader uses has
+# the right JSON type and a possible value; errors name the field
+# --------------------------------------------------------------------------------------------
+class FieldError(Exception):
+    """A bad field of one record: ``field`` (dotted, e.g. ``cascade.thresholds[1]``)."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+def _show(v) -> str:
+    r = repr(v) if isinstance(v, str) or not _jsonable(v) else json.dumps(v)
+    return r if len(r) <= 40 else r[:36] + " ..."
+
+
+def _jsonable(v) -> bool:
+    try:
+        json.dumps(v, allow_nan=True)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_int(v, field: str, low: int | None = 0, high: int | None = None) -> int:
+    """A JSON integer (not a bool, not 0.5, not null, not a string; 3.0 is read as 3)."""
+    if type(v) is int and (low is None or v >= low) and (high is None or v <= high):
+        return v  # the common case, fast
+    if not _is_num(v):
+        raise FieldError(field, f"must be an integer, got {_show(v)}")
+    if isinstance(v, float):
+        if not math.isfinite(v) or v != int(v):
+            raise FieldError(field, f"must be an integer, got {_show(v)}")
+        v = int(v)
+    if low is not None and v < low:
+        raise FieldError(field, f"must be >= {low}, got {v}")
+    if high is not None and v > high:
+        raise FieldError(field, f"must be <= {high}, got {v}")
+    return v
+
+
+def check_real(v, field: str, low: float | None = 0.0) -> float:
+    """A finite JSON number (a time: >= 0 unless ``low`` is None)."""
+    if type(v) is float and math.isfinite(v) and (low is None or v >= low):
+        return v  # the common case, fast
+    if not _is_num(v):
+        raise FieldError(field, f"must be a number, got {_show(v)}")
+    try:
+        x = float(v)
+    except OverflowError:
+        raise FieldError(field, "must be finite, got an integer beyond 1e308") from None
+    if not math.isfinite(x):
+        raise FieldError(field, f"must be a finite number, got {_show(v)}")
+    if low is not None and x < low:
+        raise FieldError(field, f"must be >= {low:g}, got {x!r}")
+    return x
+
+
+def check_list(v, field: str, length: int | None = None, min_len: int = 0) -> list:
+    if not isinstance(v, list):
+        raise FieldError(field, f"must be a list, got {_show(v)}")
+    if length is not None and len(v) != length:
+        raise FieldError(field, f"must have {length} entries, got {len(v)}")
+    if len(v) < min_len:
+        raise FieldError(field, f"must have at least {min_len} entries, got {len(v)}")
+    return v
+
+
+def check_str(v, field: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise FieldError(field, f"must be a non-empty string, got {_show(v)}")
+    return v
+
+
+def check_object(v, field: str) -> dict:
+    if not isinstance(v, dict):
+        raise FieldError(field, f"must be an object, got {_show(v)}")
+    return v
+
+
+class RecordChecker:
+    """Checks the header (at construction) and then each record of one trace against it:
+    JSON types, ranges, and what the header implies (levels, models, block bounds of the
+    accumulate policy). Integral fields are normalized to ``int`` in place. Raises
+    :class:`FieldError`."""
+
+    def __init__(self, header: dict):
+        from polyspec_theory.config import MAX_THRESHOLD, POLICIES
+        from polyspec_theory.polybasic import block_bounds
+
+        h = header
+        check_list(h["models"], "models")
+        for k in ("dtype", "device", "torch"):
+            if not isinstance(h[k], str):
+                raise FieldError(k, f"must be a string, got {_show(h[k])}")
+        h["threads"] = check_int(h["threads"], "threads", low=1)
+        c = check_object(h["cascade"], "cascade")
+        if "models" not in c:
+            raise FieldError("cascade.models", "missing (the models of the cascade, target "
+                             "first)")
+        models = check_list(c["models"], "cascade.models", min_len=2)
+        names = []
+        for i, m in enumerate(models):
+            check_object(m, f"cascade.models[{i}]")
+            names.append(check_str(m.get("name"), f"cascade.models[{i}].name"))
+        if len(set(names)) != len(names):
+            raise FieldError("cascade.models", f"model names must be unique, got {names}")
+        if "thresholds" not in c:
+            raise FieldError("cascade.thresholds", "missing (one per adjacent pair)")
+        th = check_list(c["thresholds"], "cascade.thresholds", length=len(names) - 1)
+        th[:] = [check_int(t, f"cascade.thresholds[{i}]", low=1, high=MAX_THRESHOLD)
+                 for i, t in enumerate(th)]
+        policy = c.get("policy", "accumulate")
+        if policy not in POLICIES:
+            raise FieldError("cascade.policy", f"must be one of {POLICIES}, got {_show(policy)}")
+        if "name" in c and c["name"] is not None and not isinstance(c["name"], str):
+            raise FieldError("cascade.name", f"must be a string, got {_show(c['name'])}")
+        t = check_real(h["temperature"], "temperature")
+        if t > 100:
+            raise FieldError("temperature", f"must be <= 100, got {t!r}")
+        h["top_k"] = check_int(h["top_k"], "top_k")
+        h["seed"] = check_int(h["seed"], "seed")
+        p = check_object(h["prompts"], "prompts")
+        if p.get("max_new_tokens") is not None:
+            p["max_new_tokens"] = check_int(p["max_new_tokens"], "prompts.max_new_tokens", low=1)
+        # pairs with a tree or a schedule (docs/theory.md Part III-D): their blocks follow the
+        # structure, not the threshold (check_round_extras checks their optional fields)
+        structured = [False] * (len(names) - 1)
+        for key in ("trees", "schedules"):
+            v = c.get(key)
+            if v is None:
+                continue
+            check_list(v, f"cascade.{key}", length=len(names) - 1)
+            for j, x in enumerate(v):
+                if x is not None:
+                    check_object(x, f"cascade.{key}[{j}]")
+                    structured[j] = True
+        self.names = tuple(names)
+        self.thresholds = tuple(th)
+        self.policy = policy
+        self.gmax = tuple(block_bounds(th, policy))
+        self.n = len(names)
+        self.structured = tuple(structured)
+
+    def check(self, rec: dict) -> None:
+        getattr(self, "_" + rec["type"])(rec)
+
+    # --- one method per record type ----------------------------------------------------------
+    def _round(self, r):
+        for k in ("prompt", "ctx", "A"):
+            r[k] = check_int(r[k], k)
+        for k in ("G", "L", "m"):
+            r[k] = check_int(r[k], k, low=1)
+        lv = r["level"] = check_int(r["level"], "level", low=1, high=self.n - 1)
+        for k in ("verify_s", "draft_s", "round_s"):
+            if k in r:
+                check_real(r[k], k)
+        g, a, th, gm = r["G"], r["A"], self.thresholds[lv - 1], self.gmax[lv - 1]
+        if a > g or r["L"] != a + 1:
+            raise FieldError("A", f"inconsistent round (G={g}, A={a}, L={r['L']}): need "
+                             "0 <= A <= G and L = A + 1")
+        if self.structured[lv - 1] or any(self.structured[lv:]):
+            # a tree or schedule at this pair or below: the block follows the structure
+            if r["m"] < g + 1:
+                raise FieldError("m", f"a verify forward scores at least G + 1 = {g + 1} "
+                                 f"positions, got m = {r['m']}")
+            return
+        if lv == self.n - 1 or self.policy == "truncate":
+            if g != th:
+                raise FieldError("G", f"level {lv} verifies blocks of exactly theta = {th} "
+                                 f"tokens (cascade.thresholds), got G = {g}")
+        elif not th <= g <= gm:
+            raise FieldError("G", f"level {lv} blocks have theta = {th} <= G <= {gm} tokens "
+                             f"(cascade.thresholds, {self.policy} policy), got G = {g}")
+        if not g + 1 <= r["m"] <= g + lv:
+            raise FieldError("m", f"a level-{lv} verify forward scores G + 1 to G + {lv} "
+                             f"positions, got m = {r['m']} with G = {g}")
+
+    def _model(self, r):
+        name = r["model"]
+        if name not in self.names:
+            raise FieldError("model", f"{_show(name)} is not a model of the cascade "
+                             f"({', '.join(self.names)})")
+
+    def _ar(self, r):
+        r["prompt"] = check_int(r["prompt"], "prompt")
+        self._model(r)
+        n = r["n_tokens"] = check_int(r["n_tokens"], "n_tokens", low=1)
+        for k in ("wall_s", "forward_s", "prefill_s"):
+            if k in r:
+                check_real(r[k], k)
+        if "ctx0" in r:
+            r["ctx0"] = check_int(r["ctx0"], "ctx0")
+        steps = check_list(r["step_s"], "step_s", length=n)
+        for j, x in enumerate(steps):
+            check_real(x, f"step_s[{j}]")
+
+    def _cost(self, r):
+        self._model(r)
+        if "phase" in r and r["phase"] not in ("start", "end"):
+            raise FieldError("phase", f"must be 'start' or 'end', got {_show(r['phase'])}")
+        r["ctx"] = check_int(r["ctx"], "ctx")
+        r["m"] = check_int(r["m"], "m", low=1)
+        times = check_list(r["times_s"], "times_s", min_len=1)
+        for j, x in enumerate(times):
+            check_real(x, f"times_s[{j}]")
+        check_real(r["median_s"], "median_s")
+
+    def _summary(self, r):
+        n = self.n
+        r["prompt"] = check_int(r["prompt"], "prompt")
+        r["n_generated"] = check_int(r["n_generated"], "n_generated", low=1)
+        if "n_prompt_tokens" in r:
+            r["n_prompt_tokens"] = check_int(r["n_prompt_tokens"], "n_prompt_tokens", low=1)
+        for k in ("wall_s", "prefill_s"):
+            if k in r:
+                check_real(r[k], k)
+        if "overhead_s" in r:
+            check_real(r["overhead_s"], "overhead_s", low=None)
+        for j, x in enumerate(check_list(r["forward_s"], "forward_s", length=n)):
+            check_real(x, f"forward_s[{j}]")
+        fc = check_list(r["forward_count"], "forward_count", length=n)
+        fc[:] = [check_int(x, f"forward_count[{j}]") for j, x in enumerate(fc)]
+        if "n_rounds" in r:
+            nr = check_list(r["n_rounds"], "n_rounds", length=n - 1)
+            nr[:] = [check_int(x, f"n_rounds[{j}]") for j, x in enumerate(nr)]
+        if r.get("matches_target_ar") not in (None, True, False):
+            raise FieldError("matches_target_ar", "must be true, false or null, got "
+                             f"{_show(r['matches_target_ar'])}")
+
+    def _resume(self, r):
+        r["next_prompt"] = check_int(r["next_prompt"], "next_prompt")
+
+    def _end(self, r):
+        r["n_prompts"] = check_int(r["n_prompts"], "n_prompts")
+        if "wall_s" in r:
+            check_real(r["wall_s"], "wall_s")

@@ -8,27 +8,31 @@ line and the field); :func:`read_trace` turns it into a :class:`validation.datas
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .dataset import Capture
-from .files import json_default
+from .files import check_json_nesting, json_default
 from .schema import (
     BATCH_RECORD_TYPES,
     RECORD_FIELDS,
     ROUND_OPTIONAL,
     SCHEMA,
     SCHEMA_VERSION,
+    FieldError,
+    RecordChecker,
     Round,
     StructuredRound,
     TraceError,
+    _show,
     check_round_extras,
     is_batch_header,
 )
 
 __all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces",
-           "is_batched_file"]
+           "is_batched_file", "check_prompts"]
 
 
 class TraceWriter:
@@ -54,7 +58,13 @@ class TraceWriter:
         :class:`StructuredRound`."""
         if isinstance(record, (Round, StructuredRound)):
             record = record.to_record()
-        self._f.write(json.dumps(record, separators=(",", ":"), default=json_default) + "\n")
+        try:
+            line = json.dumps(record, separators=(",", ":"), default=json_default,
+                              allow_nan=False)
+        except ValueError:
+            raise TraceError(f"{self.path}: a {record.get('type')!r} record holds a non-finite "
+                             "number (JSON has no NaN or infinity); nothing was written") from None
+        self._f.write(line + "\n")
         self._f.flush()
 
     def close(self) -> None:
@@ -90,7 +100,7 @@ class TraceRecords:
     n_discarded: int = 0
     truncated_tail: bool = False
     notes: list[str] = field(default_factory=list)
-
+    digest: str = ""  # sha256 of every line after the header: what was measured
     def of_type(self, kind: str) -> list[dict]:
         return [r for r in self.records if r["type"] == kind]
 
@@ -99,13 +109,30 @@ def _fail(path, lineno, msg) -> TraceError:
     return TraceError(f"{path}: line {lineno}: {msg}")
 
 
+MAX_TRACE_BYTES = 2**31  # 2 GiB: a long capture is tens of MB
+MAX_RECORD_NESTING = 16  # a valid record nests 3 levels
+
+
+def _parse_line(b: bytes):
+    text = b.decode("utf-8")
+    if b.count(b"[") + b.count(b"{") > MAX_RECORD_NESTING:
+        check_json_nesting(text, "record", MAX_RECORD_NESTING, field="trace")
+    return json.loads(text)
+
+
 def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     """Parse and check a trace file. A last line that is cut (unterminated, invalid JSON)
     raises unless ``allow_truncated``, in which case it is skipped and ``truncated_tail`` is
-    set. Any other bad line raises naming its number."""
+    set. Any other bad line raises naming its number and field: every record is checked
+    against the schema and its header (:class:`validation.schema.RecordChecker`), and the
+    records of each finished prompt against each other (:func:`check_prompts`)."""
     p = Path(path)
     if not p.is_file():
         raise TraceError(f"{p}: no such trace file")
+    size = p.stat().st_size
+    if size > MAX_TRACE_BYTES:
+        raise TraceError(f"{p}: {size:,} bytes, more than a trace may have "
+                         f"({MAX_TRACE_BYTES:,}); split the capture")
     raw = p.read_bytes()
     if not raw.strip():
         raise TraceError(f"{p}: file is empty (line 1: expected a polyspec-trace header)")
@@ -118,8 +145,8 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     for i, b in enumerate(lines, start=1):
         last = i == len(lines)
         try:
-            rec = json.loads(b.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            rec = _parse_line(b)
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
             if last and not ends_clean:
                 if allow_truncated and i > 1:
                     truncated = True
@@ -130,7 +157,13 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             if i == 1:
                 raise _fail(p, 1, "not a polyspec trace (expected a JSON header line with "
                             f"schema '{SCHEMA}')") from None
-            raise _fail(p, i, f"invalid JSON: {e}") from None
+            if isinstance(e, UnicodeDecodeError):
+                msg = "not UTF-8 text"
+            elif isinstance(e, RecursionError):
+                msg = "nests too deeply"
+            else:
+                msg = f"invalid JSON: {e}"
+            raise _fail(p, i, msg) from None
         if not isinstance(rec, dict) or "type" not in rec:
             if i == 1:
                 raise _fail(p, 1, f"not a polyspec trace (expected a header with schema "
@@ -142,25 +175,33 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     _, header = parsed[0]
     if header.get("type") != "header" or header.get("schema") != SCHEMA:
         raise _fail(p, 1, f"not a polyspec trace (expected a header with schema '{SCHEMA}', "
-                    f"got type={header.get('type')!r} schema={header.get('schema')!r})")
+                    f"got type={_show(header.get('type'))} schema={_show(header.get('schema'))})")
     if header.get("schema_version") != SCHEMA_VERSION:
-        raise _fail(p, 1, f"unsupported schema_version {header.get('schema_version')!r} "
+        raise _fail(p, 1, f"unsupported schema_version {_show(header.get('schema_version'))} "
                     f"(this reader knows {SCHEMA_VERSION})")
     _check_fields(p, 1, header)
-    n_levels = len(header["cascade"]["models"])
     batched = is_batch_header(header)
+    try:
+        checker = RecordChecker(header)
+    except FieldError as e:
+        raise _fail(p, 1, f"header.{e}") from None
     kept, discarded = [], 0
     for i, rec in parsed[1:]:
         t = rec.get("type")
-        if t not in RECORD_FIELDS or t == "header":
-            raise _fail(p, i, f"unknown record type {t!r} (known: "
+        if not isinstance(t, str) or t not in RECORD_FIELDS or t == "header":
+            raise _fail(p, i, f"unknown record type {_show(t)} (known: "
                         f"{sorted(k for k in RECORD_FIELDS if k != 'header')})")
         _check_fields(p, i, rec)
         if batched != (t in BATCH_RECORD_TYPES) and t not in ("resume", "end"):
             kind = "batched" if batched else "single-stream"
             raise _fail(p, i, f"record type {t!r} does not belong in a {kind} trace")
+        if not batched or t in ("resume", "end"):
+            try:
+                checker.check(rec)
+            except FieldError as e:
+                raise _fail(p, i, f"{t}.{e}") from None
         if t == "resume":
-            nxt = int(rec["next_prompt"])
+            nxt = rec["next_prompt"]
             nxt_d = rec.get("next_decode")
             before = len(kept)
             kept = [(j, r) for j, r in kept if ("prompt" not in r or r["prompt"] < nxt)
@@ -173,28 +214,129 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             msg = check_batch_record(rec, header)
             if msg:
                 raise _fail(p, i, msg)
-        if t == "round":
-            lv = rec["level"]
-            if lv not in range(1, n_levels):
-                raise _fail(p, i, f"level {lv} out of range 1..{n_levels - 1}")
-            if not 0 <= rec["A"] <= rec["G"] or rec["L"] != rec["A"] + 1:
-                raise _fail(p, i, f"inconsistent round (G={rec['G']}, A={rec['A']}, "
-                            f"L={rec['L']}): need 0 <= A <= G and L = A + 1")
-            if any(k in rec for k in ROUND_OPTIONAL):
-                bad = check_round_extras(rec)
-                if bad is not None:
-                    raise _fail(p, i, f"round: {bad}")
+        if t == "round" and any(k in rec for k in ROUND_OPTIONAL):
+            bad = check_round_extras(rec)
+            if bad is not None:
+                raise _fail(p, i, f"round: {bad}")
         kept.append((i, rec))
+    if not batched:
+        check_prompts(p, checker, kept)
     return TraceRecords(path=str(p), header=header, records=[r for _, r in kept],
                         lines=[i for i, _ in kept],
                         complete=any(r["type"] == "end" for _, r in kept),
-                        n_discarded=discarded, truncated_tail=truncated)
+                        n_discarded=discarded, truncated_tail=truncated,
+                        digest=hashlib.sha256(raw[len(lines[0]):]).hexdigest())
+
+
+def check_prompts(p, checker: RecordChecker, kept) -> None:
+    """Cross-record checks of a trace's kept ``(line, record)`` pairs: no summary, AR run or
+    cost cell twice, no round record repeated; and for every prompt with a summary, its
+    rounds (in file order) form the accumulate policy's blocks — each level-``j`` block is
+    drafted by level-``j+1`` rounds at consecutive contexts whose emitted tokens sum to ``G``
+    and which stop as soon as ``theta`` are pending, level-1 rounds continue the text —
+    and they emitted ``n_generated`` tokens in ``n_rounds`` rounds with the summary's
+    forward counts."""
+    summaries, ar_seen, cost_seen = {}, {}, {}
+    rounds: dict[int, list] = {}
+    prev = None
+    for i, r in kept:
+        t = r["type"]
+        if t == "summary":
+            if r["prompt"] in summaries:
+                raise _fail(p, i, f"summary.prompt: a second summary of prompt {r['prompt']} "
+                            f"(the first is line {summaries[r['prompt']][0]})")
+            summaries[r["prompt"]] = (i, r)
+        elif t == "ar":
+            key = (r["prompt"], r["model"])
+            if key in ar_seen:
+                raise _fail(p, i, f"ar: a second autoregressive run of {r['model']!r} on "
+                            f"prompt {r['prompt']} (the first is line {ar_seen[key]})")
+            ar_seen[key] = i
+        elif t == "cost":
+            key = (r["model"], r.get("phase", ""), r["ctx"], r["m"])
+            if key in cost_seen:
+                raise _fail(p, i, f"cost: cell (model {r['model']!r}, phase "
+                            f"{r.get('phase')!r}, ctx {r['ctx']}, m {r['m']}) recorded twice "
+                            f"(the first is line {cost_seen[key]})")
+            cost_seen[key] = i
+        elif t == "round":
+            if prev is not None and prev[1] == r:
+                raise _fail(p, i, f"round: duplicated round record (same as line {prev[0]})")
+            prev = (i, r)
+            rounds.setdefault(r["prompt"], []).append((i, r))
+    for k, (si, s) in summaries.items():
+        _check_prompt_rounds(p, checker, si, s, rounds.get(k, []))
+
+
+def _check_prompt_rounds(p, checker: RecordChecker, si: int, s: dict, rounds) -> None:
+    n, th = checker.n, checker.thresholds
+    m = n - 1
+    acc = checker.policy == "accumulate"
+    structured = any(checker.structured)
+    pending: dict[int, list] = {lv: [] for lv in range(2, m + 1)}
+    counts = [0] * m
+    ctx1 = s.get("n_prompt_tokens")
+    emitted = 0
+    for i, r in rounds:
+        lv, g = r["level"], r["G"]
+        counts[lv - 1] += 1
+        if acc and lv < m:
+            kids = pending[lv + 1]
+            if not kids:
+                raise _fail(p, i, f"round.G: this level-{lv} round verifies a block of {g} "
+                            f"tokens, but no level-{lv + 1} round drafted it")
+            tot = sum(k["L"] for _, k in kids)
+            span = f"lines {kids[0][0]}-{kids[-1][0]}" if len(kids) > 1 else f"line {kids[0][0]}"
+            if tot != g:
+                raise _fail(p, i, f"round.G: level-{lv} block of G = {g} tokens, but the "
+                            f"level-{lv + 1} rounds that drafted it ({span}) emitted {tot}")
+            theta = r.get("theta", th[lv - 1])  # an HF schedule records its own
+            if tot - kids[-1][1]["L"] >= theta and not checker.structured[lv - 1]:
+                raise _fail(p, i, f"round.G: level-{lv} block of G = {g} tokens drafted past "
+                            f"theta = {theta} ({span}): the accumulate policy verifies "
+                            "as soon as theta tokens are pending")
+            want = r["ctx"]
+            for j, k in kids:
+                if k["ctx"] != want:
+                    raise _fail(p, j, f"round.ctx: level-{lv + 1} round at ctx {k['ctx']}, "
+                                f"expected {want} (it drafts the block at ctx {r['ctx']} that "
+                                f"line {i} verifies)")
+                want += k["L"]
+            kids.clear()
+        if acc and lv > 1:
+            pending[lv].append((i, r))
+        if lv == 1:
+            if ctx1 is not None and r["ctx"] != ctx1:
+                raise _fail(p, i, f"round.ctx: level-1 round at ctx {r['ctx']}, expected "
+                            f"{ctx1} (prompt tokens + tokens emitted before it)")
+            ctx1 = r["ctx"] + r["L"]
+            emitted += r["L"]
+    for lv, kids in pending.items():
+        if kids:
+            raise _fail(p, kids[0][0], f"round.level: level-{lv} round(s) of prompt "
+                        f"{s['prompt']} that no level-{lv - 1} round verified before its "
+                        f"summary (line {si})")
+    if emitted != s["n_generated"]:
+        raise _fail(p, si, f"summary.n_generated: {s['n_generated']}, but the level-1 rounds "
+                    f"of prompt {s['prompt']} emitted {emitted} tokens")
+    if "n_rounds" in s and list(s["n_rounds"]) != counts:
+        raise _fail(p, si, f"summary.n_rounds: {s['n_rounds']}, but prompt {s['prompt']} has "
+                    f"{counts} round records per level")
+    if acc and not structured:
+        want = counts + [th[-1] * counts[-1]]
+        if list(s["forward_count"]) != want:
+            raise _fail(p, si, f"summary.forward_count: {s['forward_count']}, but the rounds "
+                        f"of prompt {s['prompt']} imply {want} forwards per model (one per "
+                        "verify round; theta per bottom-level round for the smallest model)")
 
 
 def read_trace(path, *, allow_truncated: bool = False) -> Capture:
     """The :class:`Capture` stored in one trace file (finished prompts only; notes say what
     was skipped)."""
-    tr = read_records(path, allow_truncated=allow_truncated)
+    return _capture(read_records(path, allow_truncated=allow_truncated))
+
+
+def _capture(tr: TraceRecords) -> Capture:
     name = Path(tr.path).name
     if is_batch_header(tr.header):
         raise TraceError(f"{tr.path}: a batched trace (header 'batch'): read it with "
@@ -211,7 +353,10 @@ def read_trace(path, *, allow_truncated: bool = False) -> Capture:
 
 def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     """Every single-stream ``*.jsonl`` trace of a directory, sorted by file name (batched
-    traces, read by :func:`validation.batch_dataset.read_batch_traces`, are skipped).
+    traces, read by :func:`validation.batch_dataset.read_batch_traces`, are skipped). Two
+    files holding the same records (a copy, renamed or not) are refused: counted twice they
+    would weigh one capture double in every fit (``validate`` and ``plan --traces`` both read
+    through here).
     Configuration names are made unique (a duplicate is renamed after its file)."""
     d = Path(directory)
     if not d.exists():
@@ -226,9 +371,15 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     if not files:
         raise TraceError(f"{d}: no single-stream traces ({len(batched)} batched trace(s): "
                          "polyspec validate reads those per batch size)")
-    caps, seen = [], set()
+    caps, seen, digests = [], set(), {}
     for f in files:
-        cap = read_trace(f, allow_truncated=allow_truncated)
+        tr = read_records(f, allow_truncated=allow_truncated)
+        dg = tr.digest
+        if dg in digests:
+            raise TraceError(f"{f}: holds the same records as {digests[dg].name} (a copy of "
+                             "one capture); remove one of them")
+        digests[dg] = f
+        cap = _capture(tr)
         if cap.name in seen:
             cap = cap.renamed(f.stem)
         seen.add(cap.name)
@@ -242,7 +393,7 @@ def is_batched_file(path) -> bool:
     try:
         with open(path, encoding="utf-8") as f:
             head = json.loads(f.readline())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
     return isinstance(head, dict) and is_batch_header(head)
 

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 from ._common import add_cpu_devices_argument
+
+DEFAULT_MAX_EVENTS = 1e9  # ~30 s for 4 models on a 2-core CPU, minutes for many models
+ANNOUNCE_EVENTS = 1e8  # estimates above this are announced on stderr
+# events x verifying levels per second on a 2-core CPU (measured: 9e7 with 4 models, 7e7
+# with 30), for the rough time announced; chains wait for the slowest, so it is a floor
+LEVEL_EVENT_RATE = 7e7
 
 HELP = ("Simulate a cascade (length-level JAX Monte Carlo): speedup with a 95% CI, per-level "
         "phi, block/emitted histograms, forwards per token, next to the exact P1 prediction.")
@@ -15,6 +23,10 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (same seed -> same result)")
     p.add_argument("--chains", type=int, default=1024,
                    help="independent chains (spread over all devices; default 1024)")
+    p.add_argument("--max-events", type=float, default=DEFAULT_MAX_EVENTS,
+                   help="refuse a run whose expected verification rounds (P1's forwards per "
+                        "token of the verifying models x tokens) exceed this, and stop one "
+                        f"that runs past twice as many (default {DEFAULT_MAX_EVENTS:.0e})")
     add_cpu_devices_argument(p)
     p.add_argument("--batch", type=int, default=None, metavar="B",
                    help="simulate a lockstep serving batch of B sequences (docs/theory-"
@@ -24,9 +36,11 @@ def add_arguments(p):
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def simulation_report(cascade, result, prediction) -> dict:
-    """The JSON object: ``speedup``, ``ci95``, ``levels`` (each with the P1 value alongside)."""
+def simulation_report(cascade, result, prediction, notes=()) -> dict:
+    """The JSON object: ``speedup``, ``ci95``, ``levels`` (each with the P1 value alongside),
+    ``notes``."""
     out = result.to_dict()
+    out["notes"] = list(notes)
     out["config"] = cascade.to_config()
     out["prediction"] = {"speedup": prediction.speedup,
                          "time_per_token": prediction.time_per_token}
@@ -37,7 +51,7 @@ def simulation_report(cascade, result, prediction) -> dict:
     return out
 
 
-def _text(cascade, result, pred) -> str:
+def _text(cascade, result, pred, notes=()) -> str:
     s = result.speedup
     lines = [
         f"cascade {cascade.name!r}: {cascade.n} models, policy {result.policy}",
@@ -72,6 +86,7 @@ def _text(cascade, result, pred) -> str:
         lines.append(f"{ls.name}: block G " + " ".join(f"{g}:{p:.3f}" for g, p in bh.items()))
         lines.append(f"{' ' * len(ls.name)}  emitted L " +
                      " ".join(f"{n}:{p:.3f}" for n, p in eh.items()))
+    lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 
 
@@ -79,26 +94,48 @@ def run(args) -> int:
     import sys
 
     from polyspec.api import load_cascade
-    from polyspec_theory._input import as_int
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory._input import PolyspecInputError, as_int, as_real
+    from polyspec_theory.polybasic import block_bounds, predict
     from validation.files import dump_json
 
     cascade = load_cascade(args.config)
     tokens = as_int(args.tokens, "tokens", low=1, high=10**13)
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**24)
+    max_events = as_real(args.max_events, "--max-events", low=1.0)
     from simulators._runtime import use_cpu_cores
-    from simulators.length import simulate_lengths
+    from simulators.length import estimate_events, histograms_fit, simulate_lengths
 
     use_cpu_cores(args.cpu_devices)
-    if args.batch is not None:
-        return _run_batch(args, cascade, tokens, seed, chains)
     from polyspec_theory.structured import has_structures
 
     if has_structures(cascade):  # trees / schedules: simulators.structures
         from ._structured import run_structured
 
         return run_structured(cascade, tokens, seed, chains, args.json)
+    # the work, estimated before it starts: each event is one verification round (of one
+    # sequence; a batch of b runs the same rounds b at a time)
+    events = estimate_events(cascade, max(tokens, chains))
+    if not events <= max_events:
+        raise PolyspecInputError(
+            "--max-events", f"this run needs about {events:.3g} verification rounds "
+            f"({cascade.n} models, {tokens:,} tokens; P1's forwards per token of the verifying "
+            f"models x tokens), more than the limit {max_events:.3g}: lower --tokens, or raise "
+            f"the limit with --max-events {_ceil_sig(events)}")
+    if events > ANNOUNCE_EVENTS:
+        secs = events * (cascade.n - 1) / LEVEL_EVENT_RATE
+        print(f"polyspec simulate: about {events:.3g} verification rounds to simulate over "
+              f"{cascade.n - 1} verifying models (roughly {_duration(secs)} or more on a 2-core "
+              f"CPU; limit --max-events {max_events:.3g})", file=sys.stderr, flush=True)
+    if args.batch is not None:
+        return _run_batch(args, cascade, tokens, seed, chains)
+    notes = []
+    if not histograms_fit(cascade):
+        notes.append("block/emitted histograms omitted: blocks up to "
+                     f"{max(block_bounds(cascade.thresholds, cascade.policy))} tokens are too "
+                     "wide to tabulate (every other estimate is unaffected)")
+    # an overrun guard: no chain may run past twice its share of the limit
+    per_chain = max(1024, math.ceil(2 * max_events / chains))
 
     bar = None
     progress = None
@@ -114,15 +151,22 @@ def run(args) -> int:
             bar.refresh()
 
     try:
-        result = simulate_lengths(cascade, tokens, seed, chains=chains, progress=progress)
+        result = simulate_lengths(cascade, tokens, seed, chains=chains, progress=progress,
+                                  max_events=per_chain)
+    except PolyspecInputError as e:
+        if e.field != "max_events":
+            raise
+        raise PolyspecInputError(
+            "--max-events", f"the run went past twice the limit {max_events:.3g} ({e}); "
+            "raise --max-events to let it finish") from None
     finally:
         if bar is not None:
             bar.close()
     pred = predict(cascade)
     if args.json:
-        print(dump_json(simulation_report(cascade, result, pred)))
+        print(dump_json(simulation_report(cascade, result, pred, notes)))
     else:
-        print(_text(cascade, result, pred))
+        print(_text(cascade, result, pred, notes))
     return 0
 
 
@@ -182,3 +226,19 @@ def _run_batch(args, cascade, tokens, seed, chains) -> int:
             f"{f(lp.idle_share):>9}{100 * ls.time_share:>8.1f}")
     print("\n".join(lines))
     return 0
+
+
+def _ceil_sig(x: float) -> str:
+    """``x`` rounded up to two significant digits, as an option value (``3.5e+12``)."""
+    if not math.isfinite(x):
+        return "inf (the estimate overflows: this cascade cannot be simulated)"
+    e = math.floor(math.log10(x)) - 1
+    return f"{math.ceil(x / 10**e) * 10**e:.2g}"
+
+
+def _duration(secs: float) -> str:
+    if secs < 120:
+        return f"{secs:.0f} s"
+    if secs < 7200:
+        return f"{secs / 60:.0f} min"
+    return f"{secs / 3600:.3g} h"

@@ -93,9 +93,7 @@ def run(args) -> int:
         obj["notes"] = list(notes)
         if batched is not None:
             obj["batch"] = dict(batched[0].to_json(), report=batched[1])
-        from validation.report import _finite
-
-        print(dump_json(_finite(obj)))
+        print(dump_json(obj))
         return 0
     s = result.summary()
     if result.structured:
@@ -196,11 +194,10 @@ def _validate_batched(args, tdir, fams, out):
 def _print_batched(args, batched) -> int:
     from validation.batch_report import batch_text
     from validation.files import dump_json
-    from validation.report import _finite
 
     res, paths = batched
     if args.json:
-        print(dump_json(_finite(dict(res.to_json(), report=paths))))
+        print(dump_json(dict(res.to_json(), report=paths)))
         return 0
     print(batch_text(res))
     for n in res.notes:

@@ -170,7 +170,7 @@ def test_bad_record_in_the_middle_is_named(capsys, tmp_path):
     lines[i] = json.dumps(rec) + "\n"
     files[0].write_text("".join(lines))
     rc, _, err = _run(capsys, d, "--out", tmp_path / "r")
-    assert rc == 2 and f"line {i + 1}: inconsistent round" in err
+    assert rc == 2 and f"line {i + 1}: round.A: inconsistent round" in err
 
 
 def test_missing_baseline_and_bad_arguments(capsys, tmp_path):

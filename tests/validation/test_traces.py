@@ -25,9 +25,9 @@ def _write(path, n_prompts=2, end=True):
     with TraceWriter(path, HEADER) as w:
         for k in range(n_prompts):
             for j in range(3):
-                w.write({"type": "round", "prompt": k, "level": 1, "ctx": 4 + 2 * j, "G": 3,
-                         "A": j % 3, "L": j % 3 + 1, "m": 4, "verify_s": 0.01,
-                         "draft_s": 0.002, "round_s": 0.013})
+                w.write({"type": "round", "prompt": k, "level": 1,
+                         "ctx": 4 + j * (j + 1) // 2, "G": 3, "A": j % 3, "L": j % 3 + 1,
+                         "m": 4, "verify_s": 0.01, "draft_s": 0.002, "round_s": 0.013})
             w.write({"type": "ar", "prompt": k, "model": "target", "n_tokens": 6,
                      "wall_s": 0.06, "forward_s": 0.05, "prefill_s": 0.01, "ctx0": 4,
                      "step_s": [0.01] * 6})
@@ -71,19 +71,19 @@ def test_round_trip(tmp_path):
 
 
 def test_round_record_round_trip(tmp_path):
-    r = Round(prompt=3, level=1, ctx=70, G=5, A=2, L=3, m=7, verify_s=0.012345678912,
+    r = Round(prompt=3, level=1, ctx=70, G=3, A=2, L=3, m=4, verify_s=0.012345678912,
               draft_s=0.5, round_s=0.6)
     p = tmp_path / "r.jsonl"
     with TraceWriter(p, HEADER) as w:
         w.write(r)
     (rec,) = read_records(p).of_type("round")
-    assert rec == {"type": "round", "prompt": 3, "level": 1, "ctx": 70, "G": 5, "A": 2,
-                   "L": 3, "m": 7, "verify_s": 0.0123457, "draft_s": 0.5, "round_s": 0.6}
+    assert rec == {"type": "round", "prompt": 3, "level": 1, "ctx": 70, "G": 3, "A": 2,
+                   "L": 3, "m": 4, "verify_s": 0.0123457, "draft_s": 0.5, "round_s": 0.6}
 
 
 def test_duplicate_names_are_renamed_after_the_file(tmp_path):
     _write(tmp_path / "a.jsonl")
-    _write(tmp_path / "b.jsonl")
+    _write(tmp_path / "b.jsonl", n_prompts=1)  # another capture under the same name
     assert [c.name for c in read_traces(tmp_path)] == ["t2", "b"]
 
 
@@ -136,8 +136,8 @@ def test_bad_records_name_the_line(tmp_path):
         (3, '{"type":"round","prompt":0,"level":1}', "line 3: round record misses"),
         (3, '{"type":"bogus"}', "line 3: unknown record type 'bogus'"),
         (3, '{"type":"round"', "line 3: invalid JSON"),
-        (3, json.dumps({**json.loads(lines[2]), "A": 5}), "line 3: inconsistent round"),
-        (3, json.dumps({**json.loads(lines[2]), "level": 7}), "line 3: level 7 out of range"),
+        (3, json.dumps({**json.loads(lines[2]), "A": 5}), "line 3: round.A: inconsistent round"),
+        (3, json.dumps({**json.loads(lines[2]), "level": 7}), "line 3: round.level: must be <= 1"),
     ]
     for i, bad, match in cases:
         q = tmp_path / "bad.jsonl"
