@@ -28,8 +28,8 @@ from .decoder import POLICY, PolybasicDecoder, autoregressive
 from .models import DecoderModel, load_model
 from .traces import TraceRecords, TraceWriter, read_records
 
-__all__ = ["capture", "make_prompts", "cost_curve_records", "default_name", "resume_point",
-           "COST_M"]
+__all__ = ["capture", "make_prompts", "cost_curve_records", "iter_cost_curve", "default_name",
+           "resume_point", "recorded_cost_cells", "check_name", "COST_M"]
 
 COST_M = tuple(range(1, 17))
 _FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "device",
@@ -110,6 +110,13 @@ def resume_point(records: TraceRecords) -> tuple[int, bool]:
     return start_prompt, have_start_costs
 
 
+def recorded_cost_cells(records: TraceRecords) -> set:
+    """The cost cells ``(model, phase, ctx, m)`` an interrupted trace already holds: a resumed
+    capture measures only the others, so that no cell of any model or phase is lost or
+    recorded twice, wherever the kill fell."""
+    return {(r["model"], r.get("phase"), r["ctx"], r["m"]) for r in records.of_type("cost")}
+
+
 def _now_fn(device):
     if device.type == "cuda":
         def now():
@@ -120,28 +127,53 @@ def _now_fn(device):
 
 
 def cost_curve_records(model: DecoderModel, contexts, repeats: int, filler, phase: str,
-                       ms=COST_M) -> list[dict]:
+                       ms=COST_M, skip=frozenset()) -> list[dict]:
     """T(m) samples: for each context length c and m, ``repeats`` timed forwards scoring m
-    new positions with c tokens in the cache (cache rolled back to c between repeats)."""
+    new positions with c tokens in the cache (cache rolled back to c between repeats); cells
+    ``(c, m)`` in ``skip`` are not measured."""
+    return list(iter_cost_curve(model, contexts, repeats, filler, phase, ms, skip))
+
+
+def iter_cost_curve(model: DecoderModel, contexts, repeats: int, filler, phase: str,
+                    ms=COST_M, skip=frozenset()):
+    """:func:`cost_curve_records` one record at a time, each yielded as soon as its cell is
+    measured (a capture writes it at once: a kill loses at most the cell in progress)."""
     now = _now_fn(model.device)
-    out = []
     with torch.inference_mode():
         for c in contexts:
+            todo = [m for m in ms if (int(c), int(m)) not in skip]
+            if not todo:
+                continue
             model.reset()
             seq = list(filler[: c + max(ms)])
             if c > 0:
                 model.logits(seq, c)
-            for m in ms:
+            for m in todo:
                 times = []
                 for _ in range(repeats):
                     model.rollback(c)
                     t0 = now()
                     model.logits(seq, c + m)
                     times.append(now() - t0)
-                out.append({"type": "cost", "model": model.name, "phase": phase, "ctx": int(c),
-                            "m": int(m), "times_s": [round(t, 7) for t in times],
-                            "median_s": round(float(np.median(times)), 7)})
-    return out
+                yield {"type": "cost", "model": model.name, "phase": phase, "ctx": int(c),
+                       "m": int(m), "times_s": [round(t, 7) for t in times],
+                       "median_s": round(float(np.median(times)), 7)}
+
+
+def check_name(name, out) -> str:
+    """A trace name that stays inside ``out``: a plain file name, no directory part, not
+    absolute, not ``.``/``..``."""
+    if not isinstance(name, str) or not name.strip():
+        raise PolyspecInputError("name", f"must be a non-empty file name, got {name!r}")
+    bad = (name in (".", "..") or "/" in name or "\\" in name or "\0" in name
+           or Path(name).is_absolute() or name.startswith("~"))
+    if not bad:
+        target = (Path(out) / f"{name}.jsonl").resolve()
+        bad = target.parent != Path(out).resolve()
+    if bad:
+        raise PolyspecInputError("name", f"must be a plain file name inside --out (no "
+                                 f"directory part, not absolute), got {name!r}")
+    return name
 
 
 def _device_name(device) -> str:
@@ -223,8 +255,9 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
                                  f"{tree_sampling!r}")
     structured = tree_obj is not None or schedules is not None
     torch.set_num_threads(threads)
-    name = name or default_name(models, thresholds, temperature, top_k, tree_obj, schedules,
-                                tree_sampling)
+    name = check_name(name if name is not None else
+                      default_name(models, thresholds, temperature, top_k, tree_obj, schedules,
+                                   tree_sampling), out)
     path = Path(out) / f"{name}.jsonl"
     if path.exists() and not (resume or force):
         raise PolyspecInputError("out", f"{path} exists: pass --resume to continue it or "
@@ -287,7 +320,9 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
     else:
         dec = PolybasicDecoder(loaded, thresholds, temperature=temperature, top_k=top_k,
                                seed=seed)
-    start_prompt, have_start_costs = 0, False
+    start_prompt, done_cells = 0, set()
+    if path.exists() and resume and b"\n" not in path.read_bytes():
+        resume = False  # killed before the header was written: nothing to keep
     if path.exists() and resume:
         old = read_records(path, allow_truncated=True)
         diff = [k for k in _FINGERPRINT if old.header.get(k) != header.get(k)]
@@ -297,12 +332,21 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
                                      "--name")
         if old.complete:
             return path
-        start_prompt, have_start_costs = resume_point(old)
+        start_prompt, _ = resume_point(old)
+        done_cells = recorded_cost_cells(old)
         writer = TraceWriter(path, append=True)
         writer.write({"type": "resume", "next_prompt": start_prompt,
                       "at": datetime.now(UTC).isoformat(timespec="seconds")})
     else:
         writer = TraceWriter(path, header)
+
+    def cost_curves(phase):
+        # only the cells not recorded yet, per model and phase (a resumed capture)
+        for lv in loaded:
+            skip = {(c, m) for (nm, ph, c, m) in done_cells if nm == lv.name and ph == phase}
+            for rec in iter_cost_curve(lv, contexts, cost_repeats, filler, phase, cost_m,
+                                       skip):
+                writer.write(rec)
 
     ar_loaded = loaded if ar_models == "all" else loaded[:1]
     filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
@@ -313,12 +357,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
             dec.generate(prompts[0], min(32, max_new))
             for lv in ar_loaded:
                 autoregressive(lv, prompts[0], min(16, max_new))
-        neural = [lv for lv in loaded]
-        if not have_start_costs:
-            for lv in neural:
-                for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "start",
-                                              cost_m):
-                    writer.write(rec)
+        cost_curves("start")
         bar = _progress(range(start_prompt, n_prompts), progress, name)
         ar_tt, cas_tt = [0.0, 0], [0.0, 0]
         for k in bar:
@@ -366,9 +405,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
             cas_tt[1] += cres.n_generated
             if hasattr(bar, "set_postfix"):
                 bar.set_postfix(speedup=f"{(ar_tt[0] / ar_tt[1]) / (cas_tt[0] / cas_tt[1]):.2f}")
-        for lv in neural:
-            for rec in cost_curve_records(lv, contexts, cost_repeats, filler, "end", cost_m):
-                writer.write(rec)
+        cost_curves("end")
         writer.write({"type": "end", "n_prompts": n_prompts,
                       "wall_s": round(time.perf_counter() - t_start, 3)})
     return path
