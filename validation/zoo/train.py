@@ -15,6 +15,7 @@ then trains on. A spec with ``publish=False`` is an intermediate: it stays in ``
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import time
@@ -25,11 +26,44 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from polyspec_theory._input import PolyspecInputError
+
+from ..files import atomic_write_bytes, atomic_write_text
 from .data import corpus_digest, load_split
 from .model import GPT, GPTConfig
 
 __all__ = ["TrainSpec", "DEFAULT_SPECS", "train_model", "eval_bpb", "train_zoo",
-           "write_training_record", "grow_depth"]
+           "write_training_record", "grow_depth", "save_checkpoint", "load_checkpoint"]
+
+
+def save_checkpoint(state: dict, path) -> None:
+    """Write a training checkpoint (tensors, numbers, lists, dicts) atomically: a run killed
+    while saving keeps the previous checkpoint whole."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_checkpoint(path) -> dict:
+    """A checkpoint written by :func:`save_checkpoint`, loaded with ``weights_only=True``:
+    only tensors and plain containers are unpickled, so a planted file cannot run code; one
+    that needs more, or is damaged, or lacks ``model``/``opt``/``step``/``history``, is
+    refused with a :class:`PolyspecInputError` naming the file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # UnpicklingError (refused global), damaged zip, EOF, ...
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise PolyspecInputError(
+            "checkpoint", f"{path}: refused (not a plain tensor checkpoint, loaded with "
+            f"weights_only=True: {first[:160]})") from None
+    ok = (isinstance(state, dict) and isinstance(state.get("model"), dict)
+          and all(isinstance(v, torch.Tensor) for v in state["model"].values())
+          and isinstance(state.get("opt"), dict) and isinstance(state.get("step"), int)
+          and isinstance(state.get("history"), list))
+    if not ok:
+        raise PolyspecInputError("checkpoint", f"{path}: not a training checkpoint (a dict "
+                                 "with model tensors, opt, step and history)")
+    return state
 
 
 @dataclass(frozen=True)
@@ -142,7 +176,7 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
     step0, history = 0, []
     ck = ckdir / f"{spec.name}.pt"
     if resume and ck.exists():
-        state = torch.load(ck, weights_only=False)
+        state = load_checkpoint(ck)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step0, history = state["step"], state["history"]
@@ -152,7 +186,7 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
         if not base_ck.exists():
             raise FileNotFoundError(f"{spec.name} grows from {spec.grow_from}: train it first "
                                     f"({base_ck} is missing)")
-        base = torch.load(base_ck, weights_only=False)["model"]
+        base = load_checkpoint(base_ck)["model"]
         n_old = 1 + max(int(k.split(".")[1]) for k in base if k.startswith("blocks."))
         model.load_state_dict(grow_depth(base, n_old, spec.config.n_layer))
         log(f"[{spec.name}] grown from {spec.grow_from} ({n_old} -> {spec.config.n_layer} "
@@ -183,8 +217,8 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
             log(f"[{spec.name}] step {step + 1}/{spec.steps} train {bpb:.3f} bits/byte "
                 f"({time.perf_counter() - t0:.0f}s)")
         if (step + 1) % ckpt_every == 0 or step + 1 == spec.steps:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
-                        "step": step + 1, "history": history}, ck)
+            save_checkpoint({"model": model.state_dict(), "opt": opt.state_dict(),
+                             "step": step + 1, "history": history}, ck)
     val_bpb = eval_bpb(model, val)
     model = model.cpu()
     record = {
@@ -231,7 +265,7 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
                     "torch": torch.__version__,
                     "models": [r for r in allrec if publish.get(r["name"], True)],
                     "intermediate": [r for r in allrec if not publish.get(r["name"], True)]}
-        mpath.write_text(json.dumps(manifest, indent=2) + "\n")
+        atomic_write_text(mpath, json.dumps(manifest, indent=2) + "\n")
     return records
 
 
@@ -265,7 +299,7 @@ def write_training_record(out, command: str, notes: str = "") -> str:
     if notes:
         lines += ["", notes]
     text = "\n".join(lines) + "\n"
-    (out / "TRAINING.md").write_text(text)
+    atomic_write_text(out / "TRAINING.md", text)
     return text
 
 
