@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from polyspec_theory._input import PolyspecInputError
+
 from .dataset import Capture
 from .files import check_json_nesting, json_default
 from .schema import (
@@ -159,8 +161,8 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
                             f"schema '{SCHEMA}')") from None
             if isinstance(e, UnicodeDecodeError):
                 msg = "not UTF-8 text"
-            elif isinstance(e, RecursionError):
-                msg = "nests too deeply"
+            elif isinstance(e, (RecursionError, PolyspecInputError)):
+                msg = f"record nests more than {MAX_RECORD_NESTING} levels deep"
             else:
                 msg = f"invalid JSON: {e}"
             raise _fail(p, i, msg) from None
