@@ -464,9 +464,9 @@ class RecordChecker:
 
     # --- one method per record type ----------------------------------------------------------
     def _round(self, r):
-        for k in ("prompt", "ctx", "A"):
+        for k in ("prompt", "ctx", "A", "G"):  # G = 0: a confidence cut-off drafted nothing
             r[k] = check_int(r[k], k)
-        for k in ("G", "L", "m"):
+        for k in ("L", "m"):
             r[k] = check_int(r[k], k, low=1)
         lv = r["level"] = check_int(r["level"], "level", low=1, high=self.n - 1)
         for k in ("verify_s", "draft_s", "round_s"):
