@@ -50,10 +50,11 @@ _FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "
 
 
 def batch_cost_records(level, batch: int, contexts, repeats: int, filler, phase: str,
-                       ms=COST_M, clock=None) -> list[dict]:
+                       ms=COST_M, clock=None, skip=frozenset()) -> list[dict]:
     """``T(b, m)`` samples: for each context ``c`` and ``m``, ``repeats`` timed forwards of
     ``batch`` slots that each hold ``c`` cached tokens and score ``m`` new positions (the
-    caches rolled back to ``c`` between repeats)."""
+    caches rolled back to ``c`` between repeats); cells ``(c, m)`` in ``skip`` (recorded by an
+    interrupted attempt) are not measured."""
     lv = batch_level(level)
     b = as_int(batch, "batch", low=1, high=MAX_CAPTURE_BATCH)
     repeats = as_int(repeats, "cost_repeats", low=1, high=1000)
@@ -62,6 +63,9 @@ def batch_cost_records(level, batch: int, contexts, repeats: int, filler, phase:
     with torch.inference_mode():
         for c in contexts:
             c = as_int(c, "cost_contexts", low=0)
+            todo = [m for m in ms if (c, int(m)) not in skip]
+            if not todo:
+                continue
             need = c + max(ms)
             if len(filler) < max(need, 1):
                 raise PolyspecInputError("filler", f"needs {need} tokens, got {len(filler)}")
@@ -69,7 +73,7 @@ def batch_cost_records(level, batch: int, contexts, repeats: int, filler, phase:
             lv.reset(b, max(ms) + 1)
             if c > 0:
                 lv.logits(seqs, np.full(b, c, dtype=np.int64))
-            for m in ms:
+            for m in todo:
                 times = []
                 for _ in range(repeats):
                     for j in range(b):
@@ -244,7 +248,10 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
         raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
                                  f"of batch {b}: use a multiple of {b}")
     torch.set_num_threads(threads)
-    name = name or f"{default_name(models, thresholds, temperature, top_k)}_b{b}"
+    from .capture import check_name
+
+    name = check_name(name if name is not None else
+                      f"{default_name(models, thresholds, temperature, top_k)}_b{b}", out)
     path = Path(out) / f"{name}.jsonl"
     if path.exists() and not (resume or force):
         raise PolyspecInputError("out", f"{path} exists: pass --resume to continue it or "
@@ -266,7 +273,9 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
         prompt_info={"source": "stdlib validation split", "prompt_len": prompt_len,
                      "max_new_tokens": max_new, "offsets": offsets,
                      "corpus_digest": corpus_digest()})
-    start, have_start_costs = 0, False
+    start, done_cells = 0, set()
+    if path.exists() and resume and b"\n" not in path.read_bytes():
+        resume = False  # killed before the header was written: nothing to keep
     if path.exists() and resume:
         old = read_records(path, allow_truncated=True)
         diff = [k for k in _FINGERPRINT if old.header.get(k) != header.get(k)]
@@ -277,7 +286,9 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
         if old.complete:
             return path
         start = len(old.of_type("bsummary"))
-        have_start_costs = any(c.get("phase") == "start" for c in old.of_type("bcost"))
+        # the cost cells already recorded, per model and phase: only the others are measured
+        done_cells = {(r["model"], r.get("phase"), r["ctx"], r["m"])
+                      for r in old.of_type("bcost")}
         writer = TraceWriter(path, append=True)
         writer.write({"type": "resume", "next_prompt": start * b, "next_decode": start,
                       "at": datetime.now(UTC).isoformat(timespec="seconds")})
@@ -293,16 +304,19 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
                 dec.generate(prompts[:b], min(32, max_new))
                 batch_autoregressive(levels[0], prompts[:b], min(16, max_new),
                                      temperature=temperature, top_k=top_k, seed=seed)
-        if not have_start_costs:
+        def cost_curves(phase):
             for lv in levels:
-                for rec in batch_cost_records(lv, b, contexts, cost_repeats, filler, "start"):
+                skip = {(c, m) for (nm, ph, c, m) in done_cells
+                        if nm == batch_level(lv).name and ph == phase}
+                for rec in batch_cost_records(lv, b, contexts, cost_repeats, filler, phase,
+                                              skip=skip):
                     writer.write(rec)
+
+        cost_curves("start")
         record_decodes(levels, thresholds, prompts, b, max_new, writer,
                        temperature=temperature, top_k=top_k, seed=seed,
                        decodes=range(start, n_prompts // b), progress=progress, name=name)
-        for lv in levels:
-            for rec in batch_cost_records(lv, b, contexts, cost_repeats, filler, "end"):
-                writer.write(rec)
+        cost_curves("end")
         writer.write({"type": "end", "n_prompts": n_prompts, "n_decodes": n_prompts // b,
                       "wall_s": round(time.perf_counter() - t_start, 3)})
     return path

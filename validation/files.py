@@ -275,7 +275,8 @@ def to_finite(obj, path: str = "", found: dict | None = None):
     if found is None:
         found = {}
     if isinstance(obj, dict):
-        return {k: to_finite(v, _path(path, k), found) for k, v in obj.items()}
+        return {(k if isinstance(k, (str, int, float, bool)) or k is None else str(k)):
+                to_finite(v, _path(path, k), found) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_finite(v, _path(path, i), found) for i, v in enumerate(obj)]
     if isinstance(obj, np.ndarray):

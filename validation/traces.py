@@ -223,6 +223,16 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
         kept.append((i, rec))
     if not batched:
         check_prompts(p, checker, kept)
+    else:
+        seen: dict = {}
+        for i, r in kept:
+            if r["type"] == "bcost":
+                key = (r["model"], r["batch"], r.get("phase"), r["ctx"], r["m"])
+                if key in seen:
+                    raise _fail(p, i, f"bcost: cell (model {r['model']!r}, batch {r['batch']}, "
+                                f"phase {r.get('phase')!r}, ctx {r['ctx']}, m {r['m']}) "
+                                f"recorded twice (the first is line {seen[key]})")
+                seen[key] = i
     return TraceRecords(path=str(p), header=header, records=[r for _, r in kept],
                         lines=[i for i, _ in kept],
                         complete=any(r["type"] == "end" for _, r in kept),

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
-from pathlib import Path
 
 from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.costs import cost_from_config
@@ -138,7 +136,9 @@ def main(argv=None) -> int:
     except PolyspecInputError as e:
         print(str(e), file=sys.stderr)
         return 2
-    Path(args.out).write_text(json.dumps(plan, indent=1) + "\n")
+    from .files import atomic_write_text, dump_json
+
+    atomic_write_text(args.out, dump_json(plan) + "\n")
     seen = set()
     for e in plan["entries"]:
         if e["name"] not in seen:

@@ -32,7 +32,8 @@ def json_safe(obj):
 
 
 def dump_strict_json(obj) -> str:
-    """Indented strict JSON (no NaN / Infinity)."""
-    import json
+    """Indented strict JSON: the project's one rule (:func:`validation.files.dump_json`: a
+    non-finite number is written as null and the object lists it under ``non_finite``)."""
+    from validation.files import dump_json
 
-    return json.dumps(json_safe(obj), indent=2, allow_nan=False)
+    return dump_json(obj)

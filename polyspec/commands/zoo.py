@@ -68,13 +68,12 @@ def _train(args) -> int:
 
 
 def _info(args) -> int:
-    import json
-
+    from validation.files import dump_json
     from validation.zoo import zoo_info
 
     info = zoo_info(args.dir, evaluate=args.eval)
     if args.json:
-        print(json.dumps(info, indent=2))
+        print(dump_json(info))
         return 0
     print(f"zoo: {info['dir']}  corpus {info['corpus_digest']}")
     print(f"{'model':<8} {'params':>10} {'val bits/byte':>14} {'layers':>7} {'d_model':>8}")

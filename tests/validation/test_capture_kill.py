@@ -112,3 +112,45 @@ def test_capture_killed_at_several_moments_resumes_without_loss_or_duplication(t
     resumes = [r for r in read_records(path).records if r["type"] == "resume"]
     assert resumes == []  # resume records are consumed by the reader
     assert sum(1 for line in path.read_text().splitlines() if '"type":"resume"' in line) == 3
+
+
+def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_path):
+    """The batched capture (``capture --batch``) resumes the same way: a trace cut half-way
+    through the start-phase or the end-phase cost cells (a kill, half a line written) gets
+    exactly the missing cells, once each."""
+    import torch
+
+    from validation.batch_capture import capture_batch
+    from validation.zoo.model import GPT, GPTConfig
+    from validation.zoo.weights import save_model
+
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for i, name in enumerate(("target", "small")):
+        torch.manual_seed(i)
+        m = GPT(GPTConfig(1, 2, 16))
+        save_model(m, zoo / f"{name}.safetensors", {"name": name, "params": m.num_params()})
+    kw = dict(batch=2, n_prompts=2, prompt_len=8, max_new_tokens=6, warmup=0,
+              cost_contexts=(8,), cost_repeats=1, progress=False, zoo_dir=zoo, name="b")
+    full = capture_batch(["target", "small"], [2], out=tmp_path / "full", **kw)
+    lines = full.read_bytes().split(b"\n")[:-1]
+
+    def cells(path):
+        c = collections.Counter()
+        for r in read_records(path).records:
+            if r["type"] == "bcost":
+                c[(r["model"], r["phase"], r["ctx"], r["m"])] += 1
+        return c
+
+    want = cells(full)
+    assert set(want.values()) == {1} and len(want) == 2 * 2 * CELLS
+    for phase, k in (("start", 1 + CELLS + 5), ("end", None)):
+        if k is None:  # 5 end cells of the second model are in
+            ends = [i for i, x in enumerate(lines) if b'"phase":"end"' in x]
+            k = ends[CELLS + 5]
+        part = tmp_path / phase / "b.jsonl"
+        part.parent.mkdir()
+        part.write_bytes(b"\n".join(lines[:k]) + b"\n" + lines[k][: len(lines[k]) // 2])
+        capture_batch(["target", "small"], [2], out=part.parent, resume=True, **kw)
+        assert cells(part) == want, phase
+        assert read_records(part).complete
