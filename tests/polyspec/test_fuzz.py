@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 
 import pytest
 import yaml
@@ -22,9 +23,21 @@ from hypothesis import strategies as st
 
 from polyspec.cli import main
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+# CI: a few seconds per test. POLYSPEC_FUZZ_SCALE=k runs k times as many examples, and
+# POLYSPEC_FUZZ_TALLY=<file> appends one JSON line per example (command, exit status, what the
+# oracle said) for the counts of a longer campaign.
+_SCALE = int(os.environ.get("POLYSPEC_FUZZ_SCALE", "1"))
+SETTINGS = settings(max_examples=60 * _SCALE, deadline=None, derandomize=_SCALE == 1,
+                    database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
+
+
+def _tally(**row):
+    path = os.environ.get("POLYSPEC_FUZZ_TALLY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row, default=str) + "\n")
 
 
 def _strict_json(text):
@@ -225,6 +238,9 @@ def test_fuzz_configs_through_predict(tmp_path_factory, capsys, cfg, data, yaml_
         p.write_text(json.dumps(mutated))
     rc, out, err = _run(capsys, ["predict", p, "--json"])
     verdict = _config_verdict(mutated)
+    _tally(command="predict", rc=rc, action=action,
+           oracle="invalid" if verdict is False else "unknown" if action != "none" else "valid",
+           error=err.strip()[:200])
     if verdict is False:
         assert rc == 2, f"an invalid config was accepted: {mutated}"
     if rc == 0:
@@ -365,9 +381,14 @@ def _fuzz_trace(tmp_path_factory, capsys, base_trace, data, argv):
         v = rec[key] = data.draw(JSON | near)
     _write_records(d / "t" / "fz.jsonl", recs)
     rc, out, err = _run(capsys, args)
-    if not deleted and _same(v, orig):
+    unchanged = not deleted and _same(v, orig)
+    imp = None if unchanged else _impossible(rec, key, v, deleted)
+    _tally(command=argv[0], rc=rc, field=f"{rec['type']}.{key}",
+           oracle="unchanged" if unchanged else "impossible" if imp else "plausible",
+           same_output=out == base_out, error=err.strip()[:200])
+    if unchanged:
         assert rc == 0 and out == base_out
-    elif _impossible(rec, key, v, deleted):
+    elif imp:
         assert rc == 2 or out == base_out, (
             f"impossible {rec['type']}.{key} = {v!r} (was {orig!r}) silently accepted")
 
@@ -380,7 +401,7 @@ def test_fuzz_mutated_traces_through_plan(tmp_path_factory, capsys, base_trace, 
                  "4"])
 
 
-@settings(SETTINGS, max_examples=30)
+@settings(SETTINGS, max_examples=30 * _SCALE)
 @given(data=st.data())
 def test_fuzz_mutated_traces_through_validate(tmp_path_factory, capsys, base_trace, data):
     _fuzz_trace(tmp_path_factory, capsys, base_trace, data,
