@@ -246,6 +246,10 @@ def read_engine_text(path) -> tuple[str, str]:
         raise PolyspecInputError("file", f"not found: {p}")
     if p.is_dir():
         raise PolyspecInputError("file", f"is a directory, expected an engine output: {p}")
+    size = p.stat().st_size
+    if size > MAX_ENGINE_BYTES:
+        raise PolyspecInputError("file", f"{p} is {size:,} bytes; an engine output may have at "
+                                 f"most {MAX_ENGINE_BYTES:,} (cut it to the run you mean)")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -265,6 +269,9 @@ def split_header(text: str) -> tuple[str, str]:
     return text, ""
 
 
+MAX_ENGINE_BYTES = 2**30  # 1 GiB
+
+
 def _json_or_none(text: str):
     s = text.strip()
     if not s or s[0] not in "[{":
@@ -273,6 +280,9 @@ def _json_or_none(text: str):
         return json.loads(s)
     except json.JSONDecodeError:
         pass
+    except (RecursionError, ValueError):  # nested too deeply; an integer of > 4300 digits
+        raise PolyspecInputError("file", "JSON nested too deeply or holding an integer too "
+                                 "long to read: not an engine output") from None
     rows = []
     for line in s.splitlines():
         if not line.strip():
@@ -281,6 +291,9 @@ def _json_or_none(text: str):
             rows.append(json.loads(line))
         except json.JSONDecodeError:
             return None
+        except (RecursionError, ValueError):
+            raise PolyspecInputError("file", "a JSON line nested too deeply or holding an "
+                                     "integer too long to read: not an engine output") from None
     return rows or None
 
 

@@ -334,3 +334,11 @@ def test_a_bug_is_one_line_and_exit_1(capsys, monkeypatch):
     monkeypatch.setenv("POLYSPEC_TRACEBACK", "1")
     with pytest.raises(ZeroDivisionError):
         main(["predict", str(ROOT / "configs/default.json")])
+
+
+def test_engine_output_too_deep_or_too_long(tmp_path, capsys):
+    p = tmp_path / "run.log"
+    p.write_text("[" * 100_000 + "]" * 100_000)
+    assert "file: JSON nested too deeply" in _error(capsys, "fit", p)
+    p.write_text('{"num_drafts": ' + "9" * 5000 + "}")
+    assert "integer too long to read" in _error(capsys, "fit", p)
