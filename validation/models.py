@@ -30,7 +30,7 @@ from . import paths
 
 __all__ = ["DecoderModel", "ZooModel", "NGramDrafter", "HFModel", "load_model", "ZOO_MODELS"]
 
-ZOO_MODELS = ("target", "mid", "small", "ngram")
+ZOO_MODELS = ("target", "mid", "draft-t", "small", "ngram")
 
 
 class DecoderModel(ABC):
@@ -282,8 +282,8 @@ class HFModel(DecoderModel):
 
 
 def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> DecoderModel:
-    """A level from a zoo name (``target``, ``mid``, ``small``, ``ngram``, or ``ngram:K`` for
-    an n-gram of context length K), a zoo
+    """A level from a zoo name (``target``, ``mid``, ``draft-t``, ``small``, ``ngram``, or
+    ``ngram:K`` for an n-gram of context length K), a zoo
     ``.safetensors`` file, or a Hugging Face checkpoint directory (has ``config.json``)."""
     from polyspec_theory._input import PolyspecInputError
 

@@ -8,7 +8,8 @@ HELP = "capture a decoding trace (rounds, AR baselines, cost curves) of a real c
 def add_arguments(parser) -> None:
     parser.add_argument("--models", required=True,
                         help="comma-separated models, target first: zoo names (target, mid, "
-                        "small, ngram), zoo .safetensors files or HF checkpoint dirs")
+                        "draft-t, small, ngram, ngram:K), zoo .safetensors files or HF "
+                        "checkpoint dirs")
     parser.add_argument("--thresholds", required=True,
                         help="comma-separated θ per adjacent pair, e.g. 8,4,2")
     parser.add_argument("--out", required=True, help="output directory")

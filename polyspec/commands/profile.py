@@ -12,8 +12,8 @@ HELP = ("Measure T(m), the time of one forward scoring m positions, for each mod
 
 def add_arguments(p):
     p.add_argument("models", nargs="+",
-                   help="zoo levels (target, mid, small, ngram), .safetensors files or HF "
-                        "checkpoint directories")
+                   help="zoo levels (target, mid, draft-t, small, ngram, ngram:K), "
+                        ".safetensors files or HF checkpoint directories")
     p.add_argument("--max-m", type=int, default=8, help="largest m measured (default 8)")
     p.add_argument("--repeats", type=int, default=5, help="timed forwards per m (default 5)")
     p.add_argument("--context", type=int, default=64,

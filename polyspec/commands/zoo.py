@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-HELP = "train the model zoo (n-gram + 3 GPTs on the stdlib sources) or show its description"
+HELP = ("train the model zoo (n-gram + GPTs on the stdlib sources, drafters distilled from "
+        "the next larger model) or show its description")
 
 
 def add_arguments(parser) -> None:
@@ -14,7 +15,10 @@ def add_arguments(parser) -> None:
     t.add_argument("--resume", action="store_true", help="continue from <out>/ckpt/")
     t.add_argument("--steps-scale", type=float, default=1.0,
                    help="multiply every model's step count (e.g. 0.01 for a smoke test)")
-    t.add_argument("--only", default=None, help="comma-separated model names to train")
+    t.add_argument("--only", default=None,
+                   help="comma-separated model names to train (a distilled drafter needs its "
+                   "teacher, and its initialisation if any, published in --out)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bars")
     i = sub.add_parser("info", help="list the zoo's models: params, val bits/byte, cost")
     i.add_argument("--dir", default=None, help="weights directory (default: committed zoo)")
     i.add_argument("--eval", action="store_true", help="recompute validation bits/byte")
@@ -58,12 +62,27 @@ def _train(args) -> int:
                                 warmup=min(s.warmup, max(1, round(s.steps * scale))))
             for s in specs
         )
-    records = train_zoo(seed, args.out, specs=specs, resume=args.resume, threads=threads)
+    from polyspec.cli import CommandError
+
+    try:
+        records = train_zoo(seed, args.out, specs=specs, resume=args.resume, threads=threads,
+                            progress=not args.no_progress)
+    except FileNotFoundError as e:  # a teacher, initialisation or base not trained yet
+        if e.strerror and e.filename:
+            raise CommandError(f"{e.strerror} ({e.filename} is missing)") from None
+        raise
     ng = NGramModel.default()
-    print(f"{'model':<8} {'params':>10} {'val bits/byte':>14}")
-    print(f"{'ngram':<8} {'-':>10} {ng.eval_bpb():>14.4f}")
+    print(f"{'model':<12} {'params':>10} {'val bits/byte':>14}  acceptance by the teacher "
+          "(greedy on its greedy text / 1-TV on held-out text), before -> after")
+    print(f"{'ngram':<12} {'-':>10} {ng.eval_bpb():>14.4f}")
     for r in records:
-        print(f"{r['name']:<8} {r['params']:>10} {r['val_bits_per_byte']:>14.4f}")
+        line = f"{r['name']:<12} {r['params']:>10} {r['val_bits_per_byte']:>14.4f}"
+        if "acceptance" in r:
+            b, a = r["acceptance"]["before"], r["acceptance"]["after"]
+            line += (f"  {r['teacher']}: greedy {b['teacher_greedy']['greedy']:.3f} -> "
+                     f"{a['teacher_greedy']['greedy']:.3f}, 1-TV "
+                     f"{b['heldout']['one_minus_tv']:.3f} -> {a['heldout']['one_minus_tv']:.3f}")
+        print(line)
     return 0
 
 

@@ -104,12 +104,19 @@ def test_ngram_levels_by_name():
 def test_committed_zoo_sizes_quality_and_size_budget():
     man = json.loads((zoo_dir() / "zoo.json").read_text())
     recs = {r["name"]: r for r in man["models"]}
-    assert set(recs) == {"small", "mid", "target"}
+    assert set(recs) == {"small", "mid", "target", "draft-t"}
     assert recs["small"]["params"] < recs["mid"]["params"] < recs["target"]["params"]
     bpb = [recs[n]["val_bits_per_byte"] for n in ("small", "mid", "target")]
     assert bpb[0] > bpb[1] > bpb[2]  # quality strictly improves with size
     total = sum((zoo_dir() / f"{n}.safetensors").stat().st_size for n in recs)
     assert total <= 40e6
+    # the distilled drafter: recorded against its teacher, and distillation raised acceptance
+    d = recs["draft-t"]
+    assert d["teacher"] == "target" and d["kl"] == "forward" and d["init_from"] == "target"
+    assert d["params"] < recs["small"]["params"] * 3 and bpb[2] < d["val_bits_per_byte"]
+    for where in ("teacher_greedy", "heldout"):
+        for k in ("greedy", "one_minus_tv"):
+            assert d["acceptance"]["after"][where][k] > d["acceptance"]["before"][where][k] + 0.05
     info = zoo_info()
     ng = [m for m in info["models"] if m["name"] == "ngram"][0]
     assert ng["val_bits_per_byte"] > bpb[0]  # the n-gram is the weakest level
@@ -127,14 +134,27 @@ def test_committed_zoo_4_level_greedy_is_lossless():
         assert r.tokens == autoregressive(levels[0], prompt, r.n_generated).tokens
 
 
+def test_committed_zoo_3_level_with_the_distilled_drafter_is_lossless():
+    levels = [load_model(n) for n in ("target", "draft-t", "ngram:2")]
+    data = load_split("val")
+    rnd = random.Random(1)
+    for _ in range(2):
+        s = rnd.randrange(len(data) - 100)
+        prompt = data[s : s + 48].tolist()
+        r = PolybasicDecoder(levels, [7, 2]).generate(prompt, 40)
+        assert r.tokens == autoregressive(levels[0], prompt, r.n_generated).tokens
+
+
 def test_cli_zoo_info_and_train_smoke(tmp_path, capsys):
     assert main(["zoo", "info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert [m["name"] for m in info["models"]] == ["target", "mid", "small", "ngram"]
+    assert [m["name"] for m in info["models"]] == ["target", "mid", "draft-t", "small", "ngram"]
     assert main(["zoo", "train", "--seed", "1", "--out", str(tmp_path), "--only", "small",
                  "--steps-scale", "0.005"]) == 0
-    out = capsys.readouterr().out
-    assert "val bits/byte" in out and "small" in out
+    cap = capsys.readouterr()
+    assert "val bits/byte" in cap.out and "small" in cap.out
+    assert "expected run time:" in cap.out.splitlines()[0]
+    assert "small: 100%" in cap.err and "2/2" in cap.err  # the progress bar (stderr)
     assert (tmp_path / "small.safetensors").exists()
     assert main(["zoo", "train", "--out", str(tmp_path), "--only", "huge"]) == 2
     assert "error: only" in capsys.readouterr().err

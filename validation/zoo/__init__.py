@@ -1,5 +1,6 @@
 """The model zoo: byte-level GPTs of increasing size trained on the CPython standard library's
-``.py`` sources, plus a statistical n-gram drafter, sharing the byte vocabulary (256).
+``.py`` sources, a drafter distilled from the target (``draft-t``, :mod:`.distill`), plus a
+statistical n-gram drafter, sharing the byte vocabulary (256).
 
 Committed weights live in the data folder's ``zoo/`` (:func:`validation.paths.zoo_dir`; fp16
 safetensors, upcast to fp32 at load) with the manifest ``zoo.json`` and the record
@@ -16,7 +17,7 @@ from .. import paths
 
 __all__ = ["zoo_info", "encode", "decode", "NEURAL_MODELS"]
 
-NEURAL_MODELS = ("target", "mid", "small")
+NEURAL_MODELS = ("target", "mid", "draft-t", "small")
 
 
 def encode(text: str) -> list[int]:
