@@ -21,7 +21,7 @@ PROFILE=${PROFILE:-1}
 LAWS=${LAWS:-$OUT}
 mkdir -p "$OUT/profiles"
 name_of() {  # models thresholds temperature -> the capture's default name
-  echo "$(echo "$1" | tr , -)_th$(echo "$2" | tr , -)_T$(echo "$3" | sed 's/\./p/')"
+  echo "$(echo "$1" | tr , - | tr -d :)_th$(echo "$2" | tr , -)_T$(echo "$3" | sed 's/\./p/')"
 }
 cap() {  # models thresholds temperature
   local name; name=$(name_of "$1" "$2" "$3")
