@@ -34,7 +34,8 @@ def run(args) -> int:
 
     from ._common import dump_strict_json
 
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    # the names models are recorded under (a spec "ngram:3" loads as "ngram3")
+    models = [m.strip().replace(":", "") for m in args.models.split(",") if m.strip()]
     try:
         th = [int(x) for x in args.thresholds.split(",") if x.strip()]
     except ValueError:

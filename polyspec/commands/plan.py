@@ -141,12 +141,15 @@ def run(args) -> int:
         from validation.traces import read_traces
 
         captures = read_traces(Path(args.traces), allow_truncated=args.allow_truncated)
+        from validation.composition import load_profiles
+
+        profiles = load_profiles(Path(args.traces) / "profiles", captures)
         notes = [n for c in captures for n in c.notes]
         mt = DEFAULT_MAX_THRESHOLD if args.max_threshold is None else args.max_threshold
         pool, info = pool_from_captures(captures, law=args.law, max_threshold=mt,
                                         temperature=args.temperature,
                                         name=Path(args.traces).resolve().name or "traces",
-                                        horizon=args.horizon)
+                                        horizon=args.horizon, profiles=profiles)
         info["notes"] = list(notes)
     else:
         for opt, val in (("--law", args.law != "best"), ("--temperature",

@@ -78,20 +78,20 @@ def _run_cascade(args) -> int:
     temp = as_real(args.temperature, "--temperature", low=0.0)
     n_prompts = as_int(args.prompts, "--prompts", low=1, high=1000)
     tokens = as_int(args.tokens, "--tokens", low=1, high=100_000)
-    caps = [c for c in read_traces(args.traces) if c.name != args.exclude]
-    laws = []
-    for i in range(len(args.models) - 1):
-        key = (args.models[i], args.models[i + 1], temp, 0)
-        d = pair_rounds(caps, key)
-        if d is None:
-            raise PolyspecInputError("--traces", f"no capture has the pair {key[0]} <- {key[1]} "
-                                     f"at temperature {temp:g}")
-        laws.append(IIDGeometric.fit(d).law)
     if args.threads is not None:
         torch.set_num_threads(as_int(args.threads, "--threads", low=1, high=1024))
     else:
         torch.set_num_threads(1)
     loaded = [load_model(m, zoo_dir=args.zoo_dir) for m in args.models]
+    caps = [c for c in read_traces(args.traces) if c.name != args.exclude]
+    laws = []
+    for i in range(len(args.models) - 1):
+        key = (loaded[i].name, loaded[i + 1].name, temp, 0)
+        d = pair_rounds(caps, key)
+        if d is None:
+            raise PolyspecInputError("--traces", f"no capture has the pair {key[0]} <- {key[1]} "
+                                     f"at temperature {temp:g}")
+        laws.append(IIDGeometric.fit(d).law)
     prompts, _ = make_prompts(n_prompts, args.prompt_len, args.seed)
     prof = profile_cascade(loaded, th, laws, prompts, tokens, seed=args.seed)
     prof.settings.update({"traces": str(args.traces), "excluded": args.exclude,

@@ -59,7 +59,7 @@ def regime_fits(captures, ks=REGIME_KS) -> dict:
 
 def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
                        temperature: float | None = None, name: str = "traces",
-                       horizon: int | None = None):
+                       horizon: int | None = None, profiles=None):
     """A :class:`polyspec_theory.planner.Pool` from captures
     (:func:`validation.traces.read_traces`).
 
@@ -128,6 +128,8 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
         k = min(t.size for t in tabs)
         costs[nm] = CostCurve.from_table(
             [float(x) for x in np.maximum(np.median([t[:k] for t in tabs], axis=0), 0.0)])
+    if profiles:
+        costs = _composition_costs(caps, costs, target, profiles)
     others = sorted((nm for nm in costs if nm != target), key=lambda nm: (-costs[nm].t1, nm))
     models = [Model(target, costs[target])] + [Model(nm, costs[nm]) for nm in others]
     pair_fits = fit_pairs(caps)
@@ -159,8 +161,64 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
         "top_k": settings[0][1],
         "law": law,
         **({"horizon": horizon} if use_regimes else {}),
-        "cost_units": "one target forward (per capture, calibrated curves / target T_1(1); "
-                      "median over captures)",
+        "cost_units": ("one autoregressive target token: in-cascade costs of the composition "
+                       "profiles (median over the profiled cascades using each model in that "
+                       "role) plus decoder overhead, isolated curves where no profile has the "
+                       "model" if profiles else
+                       "one target forward (per capture, calibrated curves / target T_1(1); "
+                       "median over captures)"),
         "pairs": rounds,
     }
     return pool, info
+
+
+def _composition_costs(caps, costs, target, profiles) -> dict:
+    """Pool costs in units of one autoregressive target token from composition profiles: a
+    verifier's ``T(G + 1)`` is the median over the profiled cascades of its in-cascade verify
+    time for a block of ``G`` (per profile, divided by that profile's AR time), the bottom
+    drafter's ``T(1)`` the median in-cascade drafting time, the target's ``T(1)`` = 1; block
+    lengths no profile measured keep the isolated curve scaled by the model's median
+    in-cascade/isolated ratio; every forward carries the decoder overhead per forward and
+    every verify forward the overhead per round (fitted on the captures, in AR-token
+    units)."""
+    from types import SimpleNamespace
+
+    from .residuals import overhead_model
+
+    ver: dict[str, dict[int, list]] = {}
+    drf: dict[str, list] = {}
+    for c in caps:
+        p = profiles.get(c.name)
+        if p is None:
+            continue
+        for i, nm in enumerate(p.models):
+            if i == len(p.models) - 1:
+                drf.setdefault(nm, []).append(p.draft_s / p.ar_s)
+            else:
+                for g, t in p.mean_verify(i).items():
+                    ver.setdefault(nm, {}).setdefault(g + 1, []).append(t / p.ar_s)
+    temp = float(caps[0].temperature)
+    ov = overhead_model(caps, like=SimpleNamespace(temperature=temp))
+    ar = float(np.median([c.ar_time_per_token for c in caps]))
+    o_f, o_r = ov.per_forward / ar, ov.per_round / ar
+    out = {}
+    for nm, curve in costs.items():
+        iso = np.asarray(curve(np.arange(1, 17)), dtype=np.float64)
+        tab = iso.copy()
+        meas = {m: float(np.median(v)) for m, v in ver.get(nm, {}).items() if m <= 16}
+        if meas:
+            ratio = float(np.median([t / iso[m - 1] for m, t in meas.items()]))
+            tab = iso * ratio
+            for m, t in meas.items():
+                tab[m - 1] = t
+        if nm in drf:
+            tab[0] = float(np.median(drf[nm]))
+        elif meas:
+            tab[0] = iso[0] * ratio
+        if nm == target:
+            tab[0] = 1.0
+        tab[1:] += o_f + o_r
+        if nm != target:
+            tab[0] += o_f
+        out[nm] = CostCurve.from_table([float(x) for x in np.maximum(tab, 0.0)])
+    return out
