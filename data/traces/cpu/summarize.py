@@ -41,7 +41,7 @@ def tables(directory) -> str:
     for c in sorted(caps, key=lambda c: (c.temperature, c.n, c.name)):
         mean_a = " / ".join(f"{float(np.mean(r.A)):.2f}" for r in c.rounds)
         lines.append(
-            f"| `{c.source and Path(c.source).name or c.name}` | {c.n} | "
+            f"| `{c.path and Path(c.path).name or c.name}` | {c.n} | "
             f"{' ← '.join(c.models)} | {','.join(map(str, c.thresholds))} | "
             f"{c.temperature:g} | {c.n_prompts} | {c.tokens} | "
             f"{sum(r.n for r in c.rounds)} | {mean_a} | {1e3 * c.ar_time_per_token:.2f} | "
