@@ -213,12 +213,15 @@ def _draw_column(ax, axs, b, data, pts_of):
                               capsize=1.5, linewidth=0.8)
 
 
+SPANS_COLUMNS_WITH_MEASUREMENTS = True  # theory column + one column per measured zoo setting
+
+
 def draw(data: dict, out_dir) -> list[Path]:
     b = data["budgets"]
     zoo = data.get("zoo") or []
     ncol = 1 + len(zoo)
-    fig, axes = style.figure(2, ncol, height=4.0, width=style.COLUMN_WIDTH * (
-        1.0 if ncol == 1 else 0.75 * ncol), sharex="col", squeeze=False)
+    fig, axes = style.figure(2, ncol, height=4.0, width=style.COLUMN_WIDTH if ncol == 1
+                             else 2 * style.COLUMN_WIDTH + 0.25, sharex="col", squeeze=False)
     ax, axs = axes[0, 0], axes[1, 0]
 
     def sim_pts(panel, fam):

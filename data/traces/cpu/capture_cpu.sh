@@ -70,3 +70,4 @@ cap target,small,ngram 2,3 0
 cap target,small,ngram 2,2 0
 cap target,small 2 0
 cap target,small,ngram 2,1 1
+cap target,small 1 1  # the original pool's T = 1 plan
