@@ -10,7 +10,8 @@ import pytest
 
 from polyspec.cli import main
 
-SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2].parent / "shared" / \
+# real engine outputs (copied from shared/engine-samples; see its README for the sources)
+SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / \
     "engine-samples"
 
 

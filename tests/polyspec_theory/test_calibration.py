@@ -31,7 +31,8 @@ from polyspec_theory.calibration import (
 )
 from polyspec_theory.laws import Positional
 
-SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2].parent / "shared" / \
+# real engine outputs (copied from shared/engine-samples; see its README for the sources)
+SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / \
     "engine-samples"
 
 

@@ -28,14 +28,15 @@ from validation.engines import (
     sweep_runs,
 )
 
-SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2].parent / "shared" / \
+# real engine outputs (copied from shared/engine-samples; see its README for the sources)
+SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / \
     "engine-samples"
 
 
 def sample(name: str):
     p = SAMPLES / name
     if not p.is_file():  # fail loudly: the real outputs are the ground truth of these tests
-        raise AssertionError(f"missing shared engine sample {p} (../shared/engine-samples)")
+        raise AssertionError(f"missing engine sample {p} (tests/fixtures/engine-samples)")
     return p
 
 
