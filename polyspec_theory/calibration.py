@@ -401,25 +401,48 @@ def acceptance_from_taus(points, field: str = "tau") -> AcceptanceLaw:
     if len(distinct) == 1:
         g = distinct[0]
         return IIDGeometric.from_mean(float(np.mean([t for _, t in pts])) - 1.0, g)
-    r = len(distinct)
-    gs = np.array([g for g, _ in pts])
-    ts = np.array([t for _, t in pts])
+    return Positional(_positional_from_taus(np.array([g for g, _ in pts]),
+                                            np.array([t for _, t in pts], dtype=float),
+                                            len(distinct)))
 
-    def means(h):
-        law = Positional(np.clip(h, 0.0, 1.0))
-        s = law.survival(int(gs.max()))
-        cum = np.cumsum(s)  # cum[g] = 1 + sum_{k<=g} S_k = E[L | g]
-        return cum[gs]
 
-    a0 = IIDGeometric.from_mean(float(np.clip(ts[0] - 1.0, 0.0, gs[0])), int(gs[0])).alpha
-    best = None
-    for start in (a0, 0.5, 0.9):
-        res = optimize.least_squares(lambda h: means(h) - ts, np.full(r, min(max(start, 0.01),
-                                                                            0.99)),
-                                     bounds=(0.0, 1.0), xtol=1e-15, ftol=1e-15, gtol=1e-15)
-        if best is None or res.cost < best.cost:
-            best = res
-    return Positional(np.clip(best.x, 0.0, 1.0))
+def _positional_from_taus(gs: np.ndarray, ts: np.ndarray, r: int) -> np.ndarray:
+    """Least-squares hazards ``alpha_1..alpha_r`` for the capped means ``ts`` at thresholds
+    ``gs``. For a fixed tail hazard ``a = alpha_r`` the means are linear in the survivals
+    ``S_1 >= .. >= S_{r-1}``: ``tau(g) - 1 = sum_{k <= min(g, r-1)} S_k + S_{r-1} sum_{m=1}^{g-r+1}
+    a^m``; writing ``S = U d`` with ``d >= 0`` (``U`` upper-triangular ones, ``sum d = S_1 <=
+    1``) makes the inner problem a non-negative least squares, and ``a`` is profiled out on
+    a grid refined by a bounded scalar search (global on ``[0, 1]``; no local minimum traps
+    it). When several laws give the same means (thresholds all ``>= r``) one of them."""
+    y = ts - 1.0
+    base = (gs[:, None] >= np.arange(1, r)[None, :]).astype(float)
+    upper = np.triu(np.ones((r - 1, r - 1)))
+    m = np.maximum(gs - r + 1, 0)
+
+    def inner(a: float):
+        x = base.copy()
+        if a == 1.0:
+            x[:, r - 2] += m
+        elif a > 0.0:  # a (1 - a^m) / (1 - a), stable near a = 1
+            x[:, r - 2] += a * -np.expm1(m * math.log(a)) / (1.0 - a)
+        design = x @ upper
+        d = optimize.nnls(design, y)[0]
+        if d.sum() > 1.0:  # S_1 <= 1 binds: enforce sum(d) = 1 by a heavily weighted row
+            w = 1e8 * max(1.0, float(np.abs(design).max()))
+            d = optimize.nnls(np.vstack([design, np.full(r - 1, w)]), np.append(y, w))[0]
+        return d, float(np.sum((design @ d - y) ** 2))
+
+    grid = np.linspace(0.0, 1.0, 101)
+    losses = [inner(a)[1] for a in grid]
+    i = int(np.argmin(losses))
+    res = optimize.minimize_scalar(lambda a: inner(a)[1], method="bounded",
+                                   bounds=(grid[max(i - 1, 0)], grid[min(i + 1, 100)]),
+                                   options={"xatol": 1e-14})
+    tail = float(res.x) if res.fun <= losses[i] else float(grid[i])
+    surv = upper @ inner(tail)[0]
+    prev = np.concatenate([[1.0], surv[:-1]])
+    hazards = np.divide(surv, prev, out=np.zeros(r - 1), where=prev > 0.0)
+    return np.clip(np.append(hazards, tail), 0.0, 1.0)
 
 
 # ------------------------------------------------------------------------------------------

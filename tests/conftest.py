@@ -1,11 +1,28 @@
 """Strict mode (``POLYSPEC_STRICT=1`` or ``CI`` set, see ``tests/_optional.py``): a skipped
-test or module is reported as a failure, so that CI cannot pass by skipping."""
+test or module is reported as a failure, so that CI cannot pass by skipping.
+
+Hypothesis: in strict mode every property test draws the same examples on every run
+(``derandomize``: a CI verdict is reproducible and cannot flip on a fresh draw);
+``POLYSPEC_HYPOTHESIS=explore`` draws fresh random examples (five times the default count
+where a test does not set its own) to hunt for counterexamples; pin any it finds as an
+explicit case."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
 
 from tests._optional import strict
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True,
+                          max_examples=5 * settings.default.max_examples)
+if os.environ.get("POLYSPEC_HYPOTHESIS") == "explore":
+    settings.load_profile("explore")
+elif strict():
+    settings.load_profile("ci")
 
 
 def _fail_skip(report, what: str) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from polyspec_theory._input import PolyspecInputError
 
-from .dataset import Rounds
+from .dataset import CaptureConfig, Rounds
 from .schema import Round, TraceError, is_batch_header
 
 __all__ = ["BatchCapture", "BatchRounds", "Forwards", "check_batch_record",
@@ -132,7 +132,7 @@ class Forwards:
 
 
 @dataclass(frozen=True)
-class BatchCapture:
+class BatchCapture(CaptureConfig):
     """One batched capture: configuration (header), per-level rounds (``rounds[i]`` = level
     ``i+1``, one row per sequence per verification that was not lockstep padding — the
     rounds a single-stream decode runs, the acceptance data; ``waited[i]`` alongside),
@@ -214,52 +214,13 @@ class BatchCapture:
                    summaries=tuple(summaries), ar=tuple(ar), costs=costs, path=str(path),
                    complete=complete, notes=tuple(notes))
 
-    def renamed(self, name: str) -> BatchCapture:
-        import dataclasses
-
-        return dataclasses.replace(self, name=name)
-
-    # --- configuration -----------------------------------------------------------------------
-    @property
-    def cascade(self) -> dict:
-        return self.header["cascade"]
-
-    @property
-    def models(self) -> tuple[str, ...]:
-        return tuple(m["name"] for m in self.cascade["models"])
-
-    @property
-    def n(self) -> int:
-        return len(self.cascade["models"])
-
     @property
     def batch(self) -> int:
         return int(self.header["batch"]["size"])
 
-    @property
-    def thresholds(self) -> tuple[int, ...]:
-        return tuple(int(t) for t in self.cascade["thresholds"])
-
-    @property
-    def policy(self) -> str:
-        return self.cascade.get("policy", "accumulate")
-
-    @property
-    def temperature(self) -> float:
-        return float(self.header["temperature"])
-
-    @property
-    def top_k(self) -> int:
-        return int(self.header.get("top_k", 0))
-
     def pair_kind(self, i: int) -> str:
         """``"chain"``: the batched decoder drafts chains only."""
         return "chain"
-
-    def pair_key(self, i: int) -> tuple:
-        """(verifier, drafter, temperature, top_k) of pair ``i`` — the key of the
-        single-stream captures, so laws pool across both kinds."""
-        return (self.models[i], self.models[i + 1], self.temperature, self.top_k)
 
     @property
     def config_key(self) -> tuple:

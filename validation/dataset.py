@@ -22,7 +22,7 @@ from polyspec_theory.counts import AcceptanceCounts
 
 from .schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
 
-__all__ = ["Rounds", "Baseline", "Capture", "DRIFT_NOTE", "StructureRecords",
+__all__ = ["Rounds", "Baseline", "CaptureConfig", "Capture", "DRIFT_NOTE", "StructureRecords",
            "header_structures"]
 
 DRIFT_NOTE = 0.05  # a model's T(1) moving more than this between start and end is noted
@@ -233,8 +233,58 @@ class Baseline:
         return out["end"] / out["start"] - 1.0
 
 
+class CaptureConfig:
+    """The configuration of a capture, read from its header (shared by single-stream and
+    batched captures): models target first, thresholds, policy, sampling setting."""
+
+    header: dict
+    name: str
+
+    def renamed(self, name: str):
+        return dataclasses.replace(self, name=name)
+
+    @property
+    def cascade(self) -> dict:
+        return self.header["cascade"]
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(m["name"] for m in self.cascade["models"])
+
+    @property
+    def n(self) -> int:
+        return len(self.cascade["models"])
+
+    @property
+    def thresholds(self) -> tuple[int, ...]:
+        return tuple(int(t) for t in self.cascade["thresholds"])
+
+    @property
+    def policy(self) -> str:
+        return self.cascade.get("policy", "accumulate")
+
+    @property
+    def temperature(self) -> float:
+        return float(self.header["temperature"])
+
+    @property
+    def top_k(self) -> int:
+        return int(self.header.get("top_k", 0))
+
+    @property
+    def max_new_tokens(self) -> int | None:
+        """Tokens asked per prompt (header ``prompts.max_new_tokens``), if recorded."""
+        v = self.header.get("prompts", {}).get("max_new_tokens")
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    def pair_key(self, i: int) -> tuple:
+        """(verifier, drafter, temperature, top_k) of pair ``i``: the key under which laws
+        pool across captures."""
+        return (self.models[i], self.models[i + 1], self.temperature, self.top_k)
+
+
 @dataclass(frozen=True)
-class Capture:
+class Capture(CaptureConfig):
     """One captured configuration: models target first, one threshold per pair, the rounds of
     each verifying level (``rounds[i]`` = level i+1), per-model baselines, and the per-prompt
     summaries of the finished prompts (sorted by prompt)."""
@@ -359,48 +409,6 @@ class Capture:
         return cls(header=header, rounds=tuple(rounds), baselines=baselines,
                    summaries=tuple(summaries), path=str(path), complete=complete,
                    notes=tuple(notes), structures=structures)
-
-    def renamed(self, name: str) -> Capture:
-        return dataclasses.replace(self, name=name)
-
-    # --- configuration -----------------------------------------------------------------------
-    @property
-    def cascade(self) -> dict:
-        return self.header["cascade"]
-
-    @property
-    def models(self) -> tuple[str, ...]:
-        return tuple(m["name"] for m in self.cascade["models"])
-
-    @property
-    def n(self) -> int:
-        return len(self.cascade["models"])
-
-    @property
-    def thresholds(self) -> tuple[int, ...]:
-        return tuple(int(t) for t in self.cascade["thresholds"])
-
-    @property
-    def policy(self) -> str:
-        return self.cascade.get("policy", "accumulate")
-
-    @property
-    def temperature(self) -> float:
-        return float(self.header["temperature"])
-
-    @property
-    def top_k(self) -> int:
-        return int(self.header.get("top_k", 0))
-
-    @property
-    def max_new_tokens(self) -> int | None:
-        """Tokens asked per prompt (header ``prompts.max_new_tokens``), if recorded."""
-        v = self.header.get("prompts", {}).get("max_new_tokens")
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-    def pair_key(self, i: int) -> tuple:
-        """(verifier, drafter, temperature, top_k) of pair ``i``."""
-        return (self.models[i], self.models[i + 1], self.temperature, self.top_k)
 
     # --- draft structures (docs/theory.md Part III-D) --------------------------------------------
     @property

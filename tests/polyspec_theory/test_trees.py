@@ -227,7 +227,7 @@ def _brute_specinfer(P, Q, k):
             continue
         pj, alive = np.array(P, float), 1.0
         for j, x in enumerate(xs):
-            a = min(1.0, pj[x] / Q[x])
+            a = 1.0 if pj[x] >= Q[x] else pj[x] / Q[x]
             ranks[j] += w * alive * a
             emitted[x] += w * alive * a
             alive *= 1 - a
