@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyspec_theory._input import PolyspecInputError, as_int, as_real
+from polyspec_theory._input import PolyspecInputError, as_int
 
 from .batch_decoder import (
     BATCH_POLICY,
@@ -37,7 +37,16 @@ from .batch_decoder import (
     forwards_record,
 )
 from .batch_models import batch_level
-from .capture import COST_M, _device_name, _progress, _tokenizer_for, default_name, make_prompts
+from .capture import (
+    COST_M,
+    _device_name,
+    _progress,
+    _tokenizer_for,
+    check_capture_args,
+    default_name,
+    load_models,
+    make_prompts,
+)
 from .decoder import _now_fn
 from .traces import TraceWriter, read_records
 
@@ -192,44 +201,9 @@ def record_decodes(levels, thresholds, prompts, batch: int, max_new: int, writer
             bar.set_postfix(speedup=f"{(ar_tt[0] / ar_tt[1]) / (cas_tt[0] / cas_tt[1]):.2f}")
 
 
-def _check_common(models, thresholds, temperature, top_k, max_new_tokens, threads, dtype,
-                  cost_repeats):
-    models = list(models)
-    if len(models) < 2:
-        raise PolyspecInputError("models", f"need at least 2 models (target first), got "
-                                 f"{len(models)}")
-    thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
-                  for i, t in enumerate(thresholds)]
-    if len(thresholds) != len(models) - 1:
-        raise PolyspecInputError("thresholds", f"need {len(models) - 1} thresholds (one per "
-                                 f"adjacent pair), got {len(thresholds)}")
-    temperature = as_real(temperature, "temperature", low=0.0, high=100.0)
-    top_k = as_int(top_k, "top_k", low=0)
-    max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
-    threads = as_int(threads, "threads", low=1, high=1024)
-    cost_repeats = as_int(cost_repeats, "cost_repeats", low=1, high=1000)
-    if dtype not in ("float32", "float16", "bfloat16"):
-        raise PolyspecInputError("dtype", f"must be float32, float16 or bfloat16, got {dtype!r}")
-    return models, thresholds, temperature, top_k, max_new, threads, cost_repeats
-
-
 def _load(models, device, dtype, zoo_dir):
-    from .models import load_model
-
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise PolyspecInputError("device", "CUDA requested but not available")
-    loaded = [load_model(m, device=dev, dtype=getattr(torch, dtype), zoo_dir=zoo_dir)
-              for m in models]
-    seen = {}
-    for lv in loaded:
-        if lv.name in seen:
-            seen[lv.name] += 1
-            lv.name = f"{lv.name}#{seen[lv.name]}"
-        else:
-            seen[lv.name] = 0
-    levels = [batch_level(lv) for lv in loaded]
-    return dev, loaded, levels
+    dev, loaded = load_models(models, device, dtype, zoo_dir)
+    return dev, loaded, [batch_level(lv) for lv in loaded]
 
 
 def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n_prompts=48,
@@ -240,7 +214,7 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
     """Run one batched capture (``batch`` sequences per decode, ``n_prompts / batch``
     decodes) and return the trace path ``<out>/<name>.jsonl`` (default name: the
     single-stream name + ``_b<batch>``)."""
-    models, thresholds, temperature, top_k, max_new, threads, cost_repeats = _check_common(
+    models, thresholds, temperature, top_k, max_new, threads, cost_repeats = check_capture_args(
         models, thresholds, temperature, top_k, max_new_tokens, threads, dtype, cost_repeats)
     b = as_int(batch, "batch", low=1, high=MAX_CAPTURE_BATCH)
     n_prompts = as_int(n_prompts, "n_prompts", low=1, high=100000)
@@ -339,7 +313,7 @@ def capture_batches(models, thresholds, *, batches, name=None, device="cpu",
     if bad:
         raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
                                  f"of batch {bad[0]}: use a multiple of every batch size")
-    _check_common(models, thresholds, kw.get("temperature", 0.0), kw.get("top_k", 0),
+    check_capture_args(models, thresholds, kw.get("temperature", 0.0), kw.get("top_k", 0),
                   kw.get("max_new_tokens", 128), kw.get("threads", 1), dtype,
                   kw.get("cost_repeats", 3))
     torch.set_num_threads(as_int(kw.get("threads", 1), "threads", low=1, high=1024))

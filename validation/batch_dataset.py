@@ -269,20 +269,6 @@ class BatchCapture(CaptureConfig):
         return float(self._col("wall_s").sum())
 
     @property
-    def forward_s(self) -> tuple[float, ...]:
-        return tuple(float(x) for x in np.sum([s["forward_s"] for s in self.summaries],
-                                              axis=0))
-
-    @property
-    def forward_count(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in np.sum([s["forward_count"] for s in self.summaries],
-                                            axis=0))
-
-    @property
-    def overhead_s(self) -> float:
-        return self.wall_s - float(sum(self.forward_s))
-
-    @property
     def verifications(self) -> int:
         """Batched verification forwards (all verifying levels)."""
         return int(sum(br.n for br in self.batch_rounds))

@@ -57,7 +57,7 @@ import torch
 from polyspec_theory._input import PolyspecInputError, as_int
 
 from .batch_models import BatchLevel, batch_level
-from .decoder import POLICY, Sampler, _now_fn
+from .decoder import POLICY, Sampler, _now_fn, check_decoder_args
 from .schema import BatchRound, SeqRound
 
 __all__ = ["BatchCascadeDecoder", "BatchCascadeResult", "BatchARResult", "ForwardTiming",
@@ -174,21 +174,9 @@ class BatchCascadeDecoder:
 
     def __init__(self, levels, thresholds, *, temperature=0.0, top_k=0, seed=0,
                  clock: Callable[[], float] | None = None):
-        n = len(levels)
-        if n < 2:
-            raise PolyspecInputError("models", f"need at least 2 models, got {n}")
-        if len(thresholds) != n - 1:
-            raise PolyspecInputError("thresholds", f"need {n - 1} thresholds, got "
-                                     f"{len(thresholds)}")
-        self.thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
-                           for i, t in enumerate(thresholds)]
         self.levels: list[BatchLevel] = [batch_level(lv) for lv in levels]
-        vs = {lv.vocab_size for lv in self.levels}
-        if len(vs) != 1:
-            raise PolyspecInputError("models", "models must share one vocabulary, got sizes "
-                                     f"{[lv.vocab_size for lv in self.levels]}")
-        self.n = n
-        self.vocab = vs.pop()
+        self.thresholds, self.vocab = check_decoder_args(self.levels, thresholds)
+        self.n = len(self.levels)
         self.device = self.levels[0].device
         self.sampler = Sampler(temperature, top_k, seed)
         self.greedy = self.sampler.greedy

@@ -203,20 +203,11 @@ def _tokenizer_for(loaded, specs):
                              "one of the Hugging Face checkpoint directories")
 
 
-def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
-            prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
-            force=False, threads=1, device="cpu", dtype="float32", warmup=2,
-            cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
-            ar_models="all", argv=None, tree=None, schedules=None,
-            tree_sampling="distinct") -> Path:
-    """Run one capture and return the trace path ``<out>/<name>.jsonl``.
 
-    ``tree`` (parents list / text ``"-1,0,0,1"`` / ``{"parents": ...}``): a token tree at the
-    bottom pair; ``schedules``: one entry per pair (``None``, ``"hf:START:MIN:MAX"``,
-    ``"confidence:ETA[:MAX]"`` or config objects); ``tree_sampling``: ``"distinct"`` or
-    ``"iid"`` (:mod:`validation.tree_decoder`). The header's cascade then carries ``trees`` /
-    ``schedules`` in the config format and the rounds of those pairs their optional fields
-    (:mod:`validation.schema`)."""
+def check_capture_args(models, thresholds, temperature, top_k, max_new_tokens, threads, dtype,
+                       cost_repeats):
+    """The arguments every capture (single-stream or batched) shares, checked; returns
+    ``models, thresholds, temperature, top_k, max_new_tokens, threads, cost_repeats``."""
     models = list(models)
     if len(models) < 2:
         raise PolyspecInputError("models", f"need at least 2 models (target first), got "
@@ -231,13 +222,45 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
     max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
     threads = as_int(threads, "threads", low=1, high=1024)
     cost_repeats = as_int(cost_repeats, "cost_repeats", low=1, high=1000)
-    if ar_models not in ("all", "target"):
-        raise PolyspecInputError("ar_models", f"must be 'all' or 'target', got {ar_models!r}")
     if dtype not in ("float32", "float16", "bfloat16"):
         raise PolyspecInputError("dtype", f"must be float32, float16 or bfloat16, got {dtype!r}")
+    return models, thresholds, temperature, top_k, max_new, threads, cost_repeats
+
+
+def load_models(models, device, dtype, zoo_dir) -> tuple[torch.device, list[DecoderModel]]:
+    """The device and the loaded models, a repeated name made unique (``small#1``)."""
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise PolyspecInputError("device", "CUDA requested but not available")
+    loaded = [load_model(m, device=dev, dtype=getattr(torch, dtype), zoo_dir=zoo_dir)
+              for m in models]
+    seen = {}
+    for lv in loaded:
+        if lv.name in seen:
+            seen[lv.name] += 1
+            lv.name = f"{lv.name}#{seen[lv.name]}"
+        else:
+            seen[lv.name] = 0
+    return dev, loaded
+
+def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
+            prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
+            force=False, threads=1, device="cpu", dtype="float32", warmup=2,
+            cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
+            ar_models="all", argv=None, tree=None, schedules=None,
+            tree_sampling="distinct") -> Path:
+    """Run one capture and return the trace path ``<out>/<name>.jsonl``.
+
+    ``tree`` (parents list / text ``"-1,0,0,1"`` / ``{"parents": ...}``): a token tree at the
+    bottom pair; ``schedules``: one entry per pair (``None``, ``"hf:START:MIN:MAX"``,
+    ``"confidence:ETA[:MAX]"`` or config objects); ``tree_sampling``: ``"distinct"`` or
+    ``"iid"`` (:mod:`validation.tree_decoder`). The header's cascade then carries ``trees`` /
+    ``schedules`` in the config format and the rounds of those pairs their optional fields
+    (:mod:`validation.schema`)."""
+    models, thresholds, temperature, top_k, max_new, threads, cost_repeats = check_capture_args(
+        models, thresholds, temperature, top_k, max_new_tokens, threads, dtype, cost_repeats)
+    if ar_models not in ("all", "target"):
+        raise PolyspecInputError("ar_models", f"must be 'all' or 'target', got {ar_models!r}")
     from .tree_decoder import TREE_SAMPLING, parse_schedule, parse_tree
 
     m_pairs = len(models) - 1
@@ -263,15 +286,7 @@ def capture(models, thresholds, *, out, temperature=0.0, top_k=0, n_prompts=12,
         raise PolyspecInputError("out", f"{path} exists: pass --resume to continue it or "
                                  "--force to overwrite")
 
-    loaded = [load_model(m, device=dev, dtype=getattr(torch, dtype), zoo_dir=zoo_dir)
-              for m in models]
-    seen = {}
-    for lv in loaded:
-        if lv.name in seen:
-            seen[lv.name] += 1
-            lv.name = f"{lv.name}#{seen[lv.name]}"
-        else:
-            seen[lv.name] = 0
+    dev, loaded = load_models(models, device, dtype, zoo_dir)
     tok = _tokenizer_for(loaded, models)
     prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
     sha = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]

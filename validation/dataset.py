@@ -235,10 +235,12 @@ class Baseline:
 
 class CaptureConfig:
     """The configuration of a capture, read from its header (shared by single-stream and
-    batched captures): models target first, thresholds, policy, sampling setting."""
+    batched captures): models target first, thresholds, policy, sampling setting; and its
+    forward-time totals over the per-prompt ``summaries`` (with the subclass's ``wall_s``)."""
 
     header: dict
     name: str
+    summaries: tuple[dict, ...]
 
     def renamed(self, name: str):
         return dataclasses.replace(self, name=name)
@@ -281,6 +283,21 @@ class CaptureConfig:
         """(verifier, drafter, temperature, top_k) of pair ``i``: the key under which laws
         pool across captures."""
         return (self.models[i], self.models[i + 1], self.temperature, self.top_k)
+
+    @property
+    def forward_s(self) -> tuple[float, ...]:
+        """Σ forward seconds per model (target first) over the finished prompts."""
+        return tuple(float(x) for x in np.sum([s["forward_s"] for s in self.summaries], axis=0))
+
+    @property
+    def forward_count(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.sum([s["forward_count"] for s in self.summaries],
+                                            axis=0))
+
+    @property
+    def overhead_s(self) -> float:
+        """Decode time outside model forwards."""
+        return self.wall_s - float(sum(self.forward_s))
 
 
 @dataclass(frozen=True)
@@ -468,21 +485,6 @@ class Capture(CaptureConfig):
     @property
     def wall_s(self) -> float:
         return float(sum(self.prompt_wall_s))
-
-    @property
-    def forward_s(self) -> tuple[float, ...]:
-        """Σ forward seconds per model (target first) over the finished prompts."""
-        return tuple(float(x) for x in np.sum([s["forward_s"] for s in self.summaries], axis=0))
-
-    @property
-    def forward_count(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in np.sum([s["forward_count"] for s in self.summaries],
-                                            axis=0))
-
-    @property
-    def overhead_s(self) -> float:
-        """Decode time outside model forwards."""
-        return self.wall_s - float(sum(self.forward_s))
 
     @property
     def overhead_fraction(self) -> float:

@@ -124,27 +124,33 @@ def _now_fn(device):
     return time.perf_counter
 
 
+def check_decoder_args(models, thresholds) -> tuple[list[int], int]:
+    """A cascade's models (>= 2, one vocabulary) and thresholds (one per pair), checked;
+    returns ``(thresholds, vocabulary size)``."""
+    n = len(models)
+    if n < 2:
+        raise PolyspecInputError("models", f"need at least 2 models, got {n}")
+    if len(thresholds) != n - 1:
+        raise PolyspecInputError("thresholds", f"need {n - 1} thresholds, got "
+                                 f"{len(thresholds)}")
+    thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
+                  for i, t in enumerate(thresholds)]
+    vs = {lv.vocab_size for lv in models}
+    if len(vs) != 1:
+        raise PolyspecInputError("models", f"models must share one vocabulary, got sizes "
+                                 f"{[lv.vocab_size for lv in models]}")
+    return thresholds, vs.pop()
+
+
 class PolybasicDecoder:
     """Polybasic cascade over ``models`` (target first) with ``thresholds`` (one per pair)."""
 
     def __init__(self, models, thresholds, *, temperature=0.0, top_k=0, seed=0,
                  on_round: Callable[[Round], None] | None = None,
                  clock: Callable[[], float] | None = None):
-        n = len(models)
-        if n < 2:
-            raise PolyspecInputError("models", f"need at least 2 models, got {n}")
-        if len(thresholds) != n - 1:
-            raise PolyspecInputError("thresholds", f"need {n - 1} thresholds, got "
-                                     f"{len(thresholds)}")
-        self.thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
-                           for i, t in enumerate(thresholds)]
-        vs = {lv.vocab_size for lv in models}
-        if len(vs) != 1:
-            raise PolyspecInputError("models", f"models must share one vocabulary, got sizes "
-                                     f"{[lv.vocab_size for lv in models]}")
+        self.thresholds, self.vocab = check_decoder_args(models, thresholds)
         self.models = list(models)
-        self.n = n
-        self.vocab = vs.pop()
+        self.n = len(self.models)
         self.device = models[0].device
         self.sampler = Sampler(temperature, top_k, seed)
         self.greedy = self.sampler.greedy

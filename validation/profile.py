@@ -54,6 +54,27 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def _check_timing_args(max_m, repeats, context, warmup, unit, dtype, device, threads):
+    """The options both timers share, checked (threads applied); returns ``max_m, repeats,
+    context, warmup, torch dtype, unit scale``."""
+    import torch
+
+    max_m = as_int(max_m, "--max-m", low=1, high=512)
+    repeats = as_int(repeats, "--repeats", low=1, high=10_000)
+    context = as_int(context, "--context", low=0, high=1_000_000)
+    warmup = as_int(warmup, "--warmup", low=0, high=1000)
+    if unit not in UNITS:
+        raise PolyspecInputError("--unit", f"must be one of {', '.join(UNITS)}, got {unit!r}")
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    if dtype not in dtypes:
+        raise PolyspecInputError("--dtype", f"must be one of {', '.join(dtypes)}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise PolyspecInputError("--device", "CUDA is not available on this machine")
+    if threads is not None:
+        torch.set_num_threads(as_int(threads, "--threads", low=1, high=1024))
+    return max_m, repeats, context, warmup, dtypes[dtype], UNITS[unit]
+
+
 def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64,
                    warmup: int = 2, device: str = "cpu", dtype: str = "float32",
                    threads: int | None = None, unit: str = "ms", zoo_dir=None,
@@ -75,25 +96,13 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
 
     if isinstance(specs, str) or not specs:
         raise PolyspecInputError("models", "give at least one model")
-    max_m = as_int(max_m, "--max-m", low=1, high=512)
-    repeats = as_int(repeats, "--repeats", low=1, high=10_000)
-    context = as_int(context, "--context", low=0, high=1_000_000)
-    warmup = as_int(warmup, "--warmup", low=0, high=1000)
-    if unit not in UNITS:
-        raise PolyspecInputError("--unit", f"must be one of {', '.join(UNITS)}, got {unit!r}")
-    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if dtype not in dtypes:
-        raise PolyspecInputError("--dtype", f"must be one of {', '.join(dtypes)}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise PolyspecInputError("--device", "CUDA is not available on this machine")
-    if threads is not None:
-        torch.set_num_threads(as_int(threads, "--threads", low=1, high=1024))
-    scale = UNITS[unit]
+    max_m, repeats, context, warmup, torch_dtype, scale = _check_timing_args(
+        max_m, repeats, context, warmup, unit, dtype, device, threads)
     ms = tuple(range(1, max_m + 1))
     out = []
     for spec in specs:
         t0 = time.perf_counter()
-        level = load_model(spec, device=device, dtype=dtypes[dtype], zoo_dir=zoo_dir)
+        level = load_model(spec, device=device, dtype=torch_dtype, zoo_dir=zoo_dir)
         if level.max_len is not None and context + max_m > level.max_len:
             raise PolyspecInputError("--context", f"{spec}: context + max_m = "
                                      f"{context + max_m} exceeds the model's {level.max_len} "
@@ -158,25 +167,13 @@ def _profile_batches(specs, batches, *, max_m, repeats, context, warmup, device,
     if 1 not in bs:
         raise PolyspecInputError("--batch", f"must include 1 (a batch_table's single-stream "
                                  f"row), got {bs}")
-    max_m = as_int(max_m, "--max-m", low=1, high=512)
-    repeats = as_int(repeats, "--repeats", low=1, high=10_000)
-    context = as_int(context, "--context", low=0, high=1_000_000)
-    warmup = as_int(warmup, "--warmup", low=0, high=1000)
-    if unit not in UNITS:
-        raise PolyspecInputError("--unit", f"must be one of {', '.join(UNITS)}, got {unit!r}")
-    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if dtype not in dtypes:
-        raise PolyspecInputError("--dtype", f"must be one of {', '.join(dtypes)}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise PolyspecInputError("--device", "CUDA is not available on this machine")
-    if threads is not None:
-        torch.set_num_threads(as_int(threads, "--threads", low=1, high=1024))
-    scale = UNITS[unit]
+    max_m, repeats, context, warmup, torch_dtype, scale = _check_timing_args(
+        max_m, repeats, context, warmup, unit, dtype, device, threads)
     ms = tuple(range(1, max_m + 1))
     out = []
     for spec in specs:
         t0 = time.perf_counter()
-        level = batch_level(load_model(spec, device=device, dtype=dtypes[dtype],
+        level = batch_level(load_model(spec, device=device, dtype=torch_dtype,
                                        zoo_dir=zoo_dir))
         if level.max_len is not None and context + max_m > level.max_len:
             raise PolyspecInputError("--context", f"{spec}: context + max_m = "
