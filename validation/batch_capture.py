@@ -314,8 +314,8 @@ def capture_batches(models, thresholds, *, batches, name=None, device="cpu",
         raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
                                  f"of batch {bad[0]}: use a multiple of every batch size")
     check_capture_args(models, thresholds, kw.get("temperature", 0.0), kw.get("top_k", 0),
-                  kw.get("max_new_tokens", 128), kw.get("threads", 1), dtype,
-                  kw.get("cost_repeats", 3))
+                       kw.get("max_new_tokens", 128), kw.get("threads", 1), dtype,
+                       kw.get("cost_repeats", 3))
     torch.set_num_threads(as_int(kw.get("threads", 1), "threads", low=1, high=1024))
     loaded = _load(list(models), device, dtype, zoo_dir)
     base = name or default_name(list(models), list(thresholds), kw.get("temperature", 0.0),
