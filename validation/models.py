@@ -281,6 +281,18 @@ class HFModel(DecoderModel):
         return d
 
 
+def model_name(spec: str) -> str:
+    """The name a model spec is loaded and recorded under (in traces, profiles and pools):
+    ``ngram:3`` -> ``ngram3``, a ``.safetensors`` file -> its stem, a directory -> its name,
+    a zoo name -> itself. Loads nothing."""
+    if spec.startswith("ngram:"):
+        return spec.replace(":", "")
+    p = Path(spec)
+    if p.suffix == ".safetensors":
+        return p.stem
+    return p.name if len(p.parts) > 1 else spec
+
+
 def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> DecoderModel:
     """A level from a zoo name (``target``, ``mid``, ``draft-t``, ``small``, ``ngram``, or
     ``ngram:K`` for an n-gram of context length K), a zoo
@@ -301,7 +313,7 @@ def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) ->
             order = -1
         if not 0 <= order <= 7:
             raise PolyspecInputError("models", f"{spec!r}: n-gram order must be 0..7")
-        return NGramDrafter(NGramModel.default(order), name=spec.replace(":", ""),
+        return NGramDrafter(NGramModel.default(order), name=model_name(spec),
                           device=device)
     if spec in ZOO_MODELS:
         path = zdir / f"{spec}.safetensors"

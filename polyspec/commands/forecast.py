@@ -30,12 +30,12 @@ def run(args) -> int:
     from validation.analysis.forecast import error_quantile, forecast, loo_errors
     from validation.composition import CompositionProfile, load_profiles
     from validation.files import read_mapping
+    from validation.models import model_name
     from validation.traces import read_traces
 
     from ._common import dump_strict_json
 
-    # the names models are recorded under (a spec "ngram:3" loads as "ngram3")
-    models = [m.strip().replace(":", "") for m in args.models.split(",") if m.strip()]
+    models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
     try:
         th = [int(x) for x in args.thresholds.split(",") if x.strip()]
     except ValueError:

@@ -11,7 +11,7 @@ import torch
 
 from polyspec.cli import main
 from validation.decoder import PolybasicDecoder, autoregressive
-from validation.models import load_model
+from validation.models import load_model, model_name
 from validation.paths import zoo_dir
 from validation.zoo import decode, encode, zoo_info
 from validation.zoo.data import EXCLUDED_DIRS, load_split, split_files
@@ -216,3 +216,10 @@ def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys):
     assert man["models"][0]["config"]["n_layer"] == 2 * man["intermediate"][0]["config"][
         "n_layer"]
     assert (tmp_path / "ckpt" / "target_base.pt").exists()
+
+
+@pytest.mark.parametrize("spec", ["ngram", "ngram:3", "ngram:0", "small", "target",
+                                  str(zoo_dir() / "draft-t.safetensors")])
+def test_model_name_is_the_name_a_spec_loads_under(spec):
+    assert model_name(spec) == load_model(spec).name
+    assert model_name("ngram:3") == "ngram3" and model_name("/x/ckpt-dir") == "ckpt-dir"

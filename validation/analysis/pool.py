@@ -181,8 +181,6 @@ def _composition_costs(caps, costs, target, profiles) -> dict:
     in-cascade/isolated ratio; every forward carries the decoder overhead per forward and
     every verify forward the overhead per round (fitted on the captures, in AR-token
     units)."""
-    from types import SimpleNamespace
-
     from .residuals import overhead_model
 
     ver: dict[str, dict[int, list]] = {}
@@ -197,8 +195,7 @@ def _composition_costs(caps, costs, target, profiles) -> dict:
             else:
                 for g, t in p.mean_verify(i).items():
                     ver.setdefault(nm, {}).setdefault(g + 1, []).append(t / p.ar_s)
-    temp = float(caps[0].temperature)
-    ov = overhead_model(caps, like=SimpleNamespace(temperature=temp))
+    ov = overhead_model(caps, like=caps[0])
     ar = float(np.median([c.ar_time_per_token for c in caps]))
     o_f, o_r = ov.per_forward / ar, ov.per_round / ar
     out = {}

@@ -173,8 +173,7 @@ def _holdout_speedup(capture, captures, families, costs) -> float | None:
 def _forecast(capture, captures, profile) -> dict | None:
     if profile is None:
         return None
-    settings = getattr(profile, "settings", {}) or {}
-    if "excluded" in settings and settings["excluded"] != capture.name:
+    if "excluded" in profile.settings and profile.settings["excluded"] != capture.name:
         return None  # the profile's replay laws may contain this capture's own rounds
     if tuple(profile.models) != capture.models or tuple(profile.thresholds) != \
             capture.thresholds:
