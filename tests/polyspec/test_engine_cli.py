@@ -9,17 +9,12 @@ import json
 import pytest
 
 from polyspec.cli import main
-
-# real engine outputs (copied from shared/engine-samples; see its README for the sources)
-SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / \
-    "engine-samples"
+from tests._samples import SAMPLES
+from tests._samples import sample as _sample
 
 
-def sample(name):
-    p = SAMPLES / name
-    if not p.is_file():
-        raise AssertionError(f"missing shared engine sample {p}")
-    return str(p)
+def sample(name) -> str:
+    return str(_sample(name))
 
 
 def _run(capsys, *argv):

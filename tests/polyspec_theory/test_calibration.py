@@ -30,10 +30,7 @@ from polyspec_theory.calibration import (
     problem_from_config,
 )
 from polyspec_theory.laws import Positional
-
-# real engine outputs (copied from shared/engine-samples; see its README for the sources)
-SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / \
-    "engine-samples"
+from tests._samples import sample
 
 
 @st.composite
@@ -229,9 +226,7 @@ def test_acceptance_from_taus_reproduces_them(hazards, data):
 def _eagle(method, fit_on=(2, 7)):
     from validation.engines import load_sweep, sweep_runs
 
-    p = SAMPLES / "vllm_eagle_sweep_issue20780.txt"
-    if not p.is_file():
-        raise AssertionError(f"missing shared engine sample {p}")
+    p = sample("vllm_eagle_sweep_issue20780.txt")
     return problem_from_config(sweep_runs(load_sweep(p), method, list(fit_on)))
 
 

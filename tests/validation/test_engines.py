@@ -1,4 +1,4 @@
-"""Engine parsers (validation.engines) on the real engine outputs in ../shared/engine-samples
+"""Engine parsers (validation.engines) on the real engine outputs in tests/fixtures/engine-samples
 and on variants written here for the edge cases (cumulative vs per-interval counters, 2-3
 decimal rounding, the three SGLang key schemas, Prometheus text and JSON, trtllm-bench).
 
@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory._input import PolyspecInputError
+from tests._samples import SAMPLES, sample
 from validation.engines import (
     FORMATS,
     acceptance_report,
@@ -27,18 +28,6 @@ from validation.engines import (
     survival_from_rates,
     sweep_runs,
 )
-
-# real engine outputs (copied from shared/engine-samples; see its README for the sources)
-SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / \
-    "engine-samples"
-
-
-def sample(name: str):
-    p = SAMPLES / name
-    if not p.is_file():  # fail loudly: the real outputs are the ground truth of these tests
-        raise AssertionError(f"missing engine sample {p} (tests/fixtures/engine-samples)")
-    return p
-
 
 # one entry per shared sample: format, rounds, accepted prefix, cap (None: varying),
 # the engine's printed mean acceptance length(s) (None: not printed)
