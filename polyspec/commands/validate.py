@@ -113,6 +113,13 @@ def run(args) -> int:
             print(f"structured P1 (laws from the other captures, {ss['holdout_n_configs']} "
                   f"configurations): median |error| {100 * ss['holdout_median_abs_error']:.2f}"
                   f" %, max {100 * ss['holdout_max_abs_error']:.2f} %")
+        print(f"structured P1, verify-path costs + overhead from the other captures (own "
+              f"laws): median |error| {100 * ss['verify_path_median_abs_error']:.2f} %, max "
+              f"{100 * ss['verify_path_max_abs_error']:.2f} %")
+        if ss["verify_path_holdout_n_configs"]:
+            print(f"  the same with laws from the other captures: median |error| "
+                  f"{100 * ss['verify_path_holdout_median_abs_error']:.2f} %, max "
+                  f"{100 * ss['verify_path_holdout_max_abs_error']:.2f} %")
     if not result.configs:
         for n in notes:
             print(f"note: {n}")

@@ -27,7 +27,12 @@ Per structured capture (:func:`analyse_structured`):
    **Holdout** = the same with every pair's law fitted on the OTHER captures only (same
    verifier, drafter, temperature, top-k; trees: also the same child sampling; any tree
    shape, any cut-off ``eta``, chain and HF rounds pooled), the capture's own baseline costs
-   (``None`` when some pair was captured nowhere else). **In-run** = the predicted forwards
+   (``None`` when some pair was captured nowhere else). **Verify-path** = the same two
+   predictions with :func:`verify_path_costs` (the cost-curve timings as measured, the
+   target's AR forward as the unit) plus the decoder overhead per forward and per round
+   fitted on the other captures (:func:`~validation.analysis.residuals.overhead_model`):
+   on the committed tree captures this cuts the error from ~40 % to ~12 % (median).
+   **In-run** = the predicted forwards
    per token of each model × its measured mean forward time in the capture (isolates the
    count model from the costs). **Measured** = AR target time per token / cascade time per
    token, as for chains.
@@ -47,6 +52,7 @@ import numpy as np
 
 from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
+from polyspec_theory.costs import CostCurve
 from polyspec_theory.counts import AcceptanceCounts
 from polyspec_theory.laws import FAMILIES, best_fit, fit_laws
 from polyspec_theory.schedule import fit_confidence_law
@@ -55,9 +61,10 @@ from polyspec_theory.trees import SiblingLaw, accepted_pmf, fit_sibling_law
 
 from ..dataset import StructureRecords
 from .fits import fit_costs
+from .residuals import overhead_model
 
 __all__ = ["MIN_VISITS", "StructuredConfigResult", "fit_structured_laws", "structured_cascade",
-           "analyse_structured", "sibling_law_by_depth", "confidence_qr"]
+           "analyse_structured", "sibling_law_by_depth", "confidence_qr", "verify_path_costs"]
 
 MIN_VISITS = 30  # a depth gets its own sibling row with at least this many visits
 
@@ -148,8 +155,10 @@ def fit_structured_laws(capture, families=FAMILIES, sources=None) -> tuple[list,
 
 
 def structured_cascade(capture, laws, costs, contexts=None) -> Cascade:
-    """The capture's cascade (its tree and schedules) with ``laws`` and fitted ``costs``."""
-    models = tuple(Model(name, costs[name].curve(None if contexts is None else contexts[j]))
+    """The capture's cascade (its tree and schedules) with ``laws`` and ``costs`` (per model a
+    fitted :class:`CostFit`, or a :class:`CostCurve` used as it is)."""
+    models = tuple(Model(name, costs[name] if isinstance(costs[name], CostCurve) else
+                         costs[name].curve(None if contexts is None else contexts[j]))
                    for j, name in enumerate(capture.models))
     return Cascade(models, tuple(laws), capture.thresholds, capture.policy, capture.name,
                    capture.trees, capture.schedules)
@@ -173,6 +182,8 @@ class StructuredConfigResult:
     inrun_speedup: float
     one_row_speedup: float | None
     holdout_speedup: float | None
+    verify_path_speedup: float
+    verify_path_holdout_speedup: float | None
     pairs: tuple[dict, ...]
     forwards_per_token: dict
     config: dict
@@ -190,6 +201,16 @@ class StructuredConfigResult:
         if self.holdout_speedup is None:
             return None
         return self.holdout_speedup / self.measured_speedup - 1.0
+
+    @property
+    def verify_path_error(self) -> float:
+        return self.verify_path_speedup / self.measured_speedup - 1.0
+
+    @property
+    def verify_path_holdout_error(self) -> float | None:
+        if self.verify_path_holdout_speedup is None:
+            return None
+        return self.verify_path_holdout_speedup / self.measured_speedup - 1.0
 
     @property
     def transient_error(self) -> float | None:
@@ -210,8 +231,34 @@ class StructuredConfigResult:
                 "inrun_speedup": self.inrun_speedup, "inrun_error": self.inrun_error,
                 "one_row_speedup": self.one_row_speedup,
                 "holdout_speedup": self.holdout_speedup, "holdout_error": self.holdout_error,
+                "verify_path_speedup": self.verify_path_speedup,
+                "verify_path_error": self.verify_path_error,
+                "verify_path_holdout_speedup": self.verify_path_holdout_speedup,
+                "verify_path_holdout_error": self.verify_path_holdout_error,
                 "pairs": list(self.pairs),
                 "forwards_per_token": self.forwards_per_token, "config": self.config}
+
+
+def verify_path_costs(capture) -> dict[str, CostCurve]:
+    """Per model a cost table in seconds: the capture's cost-curve timings as measured (each
+    a forward after a cache rollback, the path a decoder's verify and draft forwards take),
+    except the target's ``T(1)`` = its measured autoregressive forward time per token (the
+    unit of the measured speedup) where the capture has one. :func:`fit_costs` instead
+    scales the whole curve to the AR forward, which on the CPU zoo makes every verify
+    forward 20-30 % too cheap."""
+    raw = fit_costs(capture, calibrate=False)
+    sizes = [t + 1 for t in capture.thresholds]
+    sizes += [tr.n_nodes + 1 for tr in (capture.trees or ()) if tr is not None]
+    sizes += [(sc.max or 0) + 1 for sc in (capture.schedules or ()) if sc is not None]
+    m = np.arange(1, sum(sizes) + 2)  # a verify forward also scores catch-up positions
+    out = {}
+    for name in capture.models:
+        tab = np.asarray(raw[name].curve()(m), dtype=np.float64)
+        ar = capture.baselines[name].ar_forward_per_token
+        if name == capture.models[0] and ar:
+            tab[0] = ar
+        out[name] = CostCurve.from_table([float(x) for x in np.maximum(tab, 0.0)])
+    return out
 
 
 def _hist(x, size) -> np.ndarray:
@@ -243,6 +290,17 @@ def analyse_structured(capture, families=FAMILIES, others=()) -> StructuredConfi
         laws1 = [SiblingLaw(info["one_row"]["sibling"]) if info["kind"] == "tree" else law
                  for law, info in zip(laws, fit_info, strict=True)]
         one_row = predict_structured(structured_cascade(capture, laws1, costs)).speedup
+    # verify-path costs + decoder overhead fitted on the other captures (own and holdout laws)
+    vp_costs = verify_path_costs(capture)
+    ov = overhead_model([c for c in others if c.name != capture.name], like=capture)
+
+    def verify_path(laws_):
+        p = predict_structured(structured_cascade(capture, laws_, vp_costs)).prediction
+        t = vp_costs[capture.models[0]](1) / p.speedup + ov.per_token(p)
+        return capture.ar_time_per_token / t
+
+    vp = verify_path(laws)
+    vp_hold = None if hold_laws is None else verify_path(hold_laws)
     fwd_pred = np.array([lv.forwards_per_token for lv in pred.levels])
     counts = np.array(capture.forward_count, dtype=np.float64)
     t_in = np.array(capture.forward_s) / np.maximum(counts, 1)
@@ -298,7 +356,8 @@ def analyse_structured(capture, families=FAMILIES, others=()) -> StructuredConfi
         measured_time_per_token=capture.time_per_token,
         ar_time_per_token=capture.ar_time_per_token,
         predicted_speedup=pred.speedup, transient_speedup=transient, inrun_speedup=inrun,
-        one_row_speedup=one_row, holdout_speedup=holdout, pairs=tuple(pairs),
+        one_row_speedup=one_row, holdout_speedup=holdout, verify_path_speedup=vp,
+        verify_path_holdout_speedup=vp_hold, pairs=tuple(pairs),
         forwards_per_token={name: {"measured": float(fwd_meas[j]),
                                    "predicted": float(fwd_pred[j])}
                             for j, name in enumerate(capture.models)},

@@ -297,12 +297,23 @@ class ValidationResult:
 
     def structured_summary(self) -> dict:
         """Median / max |error| of the structured captures (stationary P1 with their own
-        fitted laws, and in-run: predicted forwards x measured forward times)."""
+        fitted laws; with laws from the other captures; verify-path costs and overhead fitted
+        on the other captures, own and holdout laws; in-run: predicted forwards x measured
+        forward times)."""
         e = np.array([abs(c.error) for c in self.structured])
         ei = np.array([abs(c.inrun_error) for c in self.structured])
         eh = np.array([abs(c.holdout_error) for c in self.structured
                        if c.holdout_error is not None])
+        ev = np.array([abs(c.verify_path_error) for c in self.structured])
+        evh = np.array([abs(c.verify_path_holdout_error) for c in self.structured
+                        if c.verify_path_holdout_error is not None])
         return {"n_configs": len(self.structured),
+                "verify_path_median_abs_error": float(np.median(ev)) if ev.size else None,
+                "verify_path_max_abs_error": float(np.max(ev)) if ev.size else None,
+                "verify_path_holdout_n_configs": int(evh.size),
+                "verify_path_holdout_median_abs_error": (float(np.median(evh)) if evh.size
+                                                         else None),
+                "verify_path_holdout_max_abs_error": float(np.max(evh)) if evh.size else None,
                 "holdout_n_configs": int(eh.size),
                 "holdout_median_abs_error": float(np.median(eh)) if eh.size else None,
                 "holdout_max_abs_error": float(np.max(eh)) if eh.size else None,
