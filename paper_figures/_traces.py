@@ -13,7 +13,7 @@ DEVICES = ("cpu", "gpu")
 
 def default_traces_dir(device: str = "cpu") -> Path:
     """The committed traces of ``device`` (:func:`validation.paths.traces_dir`)."""
-    from polyspec_theory._input import PolyspecInputError
+    from polyspec_theory.errors import PolyspecInputError
     from validation.paths import traces_dir
 
     try:

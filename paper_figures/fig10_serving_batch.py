@@ -53,7 +53,7 @@ def _pool() -> Pool:
 
 def default_traces_dir() -> Path | None:
     """``<data>/traces/cpu-batch`` (None if the data folder is missing)."""
-    from polyspec_theory._input import PolyspecInputError
+    from polyspec_theory.errors import PolyspecInputError
     from validation.paths import traces_dir
 
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 
 __all__ = ["FIGURES", "BuildResult", "FigureUnavailable", "build_all", "build_figure",
            "figure_module", "parse_subset"]

@@ -12,8 +12,8 @@
 The mathematics is stated in docs/theory.md; the command line is ``polyspec --help``.
 """
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade
+from polyspec_theory.errors import PolyspecInputError
 
 from .api import (
     calibrate,

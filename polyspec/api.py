@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.polybasic import Prediction
 
 __all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",
@@ -165,7 +165,7 @@ def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit"
 def _resolve_one(spec, base: Path, field: str):
     if not (isinstance(spec, dict) and "fit" in spec):
         return spec
-    from polyspec_theory._input import require_keys
+    from polyspec_theory.errors import require_keys
     from validation.files import read_mapping
 
     require_keys(spec, field, required=["fit"], optional=["law"])

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 
 COMMANDS = (
     "demo",

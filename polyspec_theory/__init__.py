@@ -12,7 +12,7 @@ import importlib
 
 # submodule -> the names it exports here
 _MODULES = {
-    "_input": (
+    "errors": (
         "PolyspecInputError",
     ),
     "config": (

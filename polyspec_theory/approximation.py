@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int, as_int_array, as_real, as_real_array
 from .config import Cascade, as_cascade
+from .errors import PolyspecInputError, as_int, as_int_array, as_real, as_real_array
 from .laws import IIDGeometric
 from .polybasic import Prediction, predict
 

@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int, as_real, require_keys
 from .costs import CostCurve
+from .errors import PolyspecInputError, as_int, as_real, require_keys
 
 __all__ = [
     "BatchCostCurve",

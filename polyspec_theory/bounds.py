@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int, as_real, as_real_array
+from .errors import PolyspecInputError, as_int, as_real, as_real_array
 
 __all__ = [
     "PhiBounds",

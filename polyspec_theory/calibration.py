@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
-from ._input import PolyspecInputError, as_int, as_real, require_keys
 from .config import MAX_THRESHOLD, POLICIES, Cascade, Model, acceptance_from_config
 from .costs import CostCurve, cost_from_config
+from .errors import PolyspecInputError, as_int, as_real, require_keys
 from .laws import AcceptanceLaw, IIDGeometric, Positional, law_from_config
 from .polybasic import predict
 

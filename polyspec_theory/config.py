@@ -23,8 +23,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ._input import PolyspecInputError, as_int, as_real, require_keys
 from .costs import CostCurve, cost_from_config
+from .errors import PolyspecInputError, as_int, as_real, require_keys
 from .laws import AcceptanceLaw, IIDGeometric, law_from_config
 
 __all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int_array, as_real, as_real_array, require_keys
+from .errors import PolyspecInputError, as_int_array, as_real, as_real_array, require_keys
 
 __all__ = ["CostCurve", "cost_from_config", "CostFit", "fit_cost_curve"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int, as_int_array
+from .errors import PolyspecInputError, as_int, as_int_array
 
 __all__ = ["AcceptanceCounts", "as_sample", "MAX_CAP"]
 

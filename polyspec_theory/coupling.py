@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError
 from .config import Cascade, as_cascade
+from .errors import PolyspecInputError
 
 __all__ = ["LevelCoupling", "group_rounds", "fit_coupling", "select_coupling",
            "coupled_forwards"]

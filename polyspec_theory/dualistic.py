@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int, as_nonnegative, as_probability
 from .costs import cost_from_config
+from .errors import PolyspecInputError, as_int, as_nonnegative, as_probability
 from .laws import AcceptanceLaw, IIDGeometric, law_from_config
 
 __all__ = [

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int, as_int_array
 from .config import MAX_THRESHOLD, Cascade, as_cascade
 from .costs import CostCurve
+from .errors import PolyspecInputError, as_int, as_int_array
 from .laws import AcceptanceLaw
 
 __all__ = ["GridPrediction", "predict_many", "predict_grid", "optimize_thresholds"]

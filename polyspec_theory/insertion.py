@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from ._input import PolyspecInputError, as_int, as_real, as_real_array
 from .config import Cascade, Model, as_cascade
+from .errors import PolyspecInputError, as_int, as_real, as_real_array
 from .grid import optimize_thresholds
 from .laws import AcceptanceLaw, BetaMixed, GaussianBaseline, IIDGeometric, Positional
 from .polybasic import predict

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._input import (
+from .counts import MAX_CAP, AcceptanceCounts, as_sample
+from .errors import (
     PolyspecInputError,
     as_int,
     as_int_array,
@@ -28,7 +29,6 @@ from ._input import (
     as_real_array,
     require_keys,
 )
-from .counts import MAX_CAP, AcceptanceCounts, as_sample
 
 __all__ = [
     "AcceptanceLaw",

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int, as_probability, as_real
+from .errors import PolyspecInputError, as_int, as_probability, as_real
 
 __all__ = [
     "PROB_TOL",

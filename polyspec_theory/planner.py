@@ -71,7 +71,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int, require_keys
 from .config import (
     POLICIES,
     Cascade,
@@ -80,6 +79,7 @@ from .config import (
     check_cost_scale,
     model_from_config,
 )
+from .errors import PolyspecInputError, as_int, require_keys
 from .laws import AcceptanceLaw
 from .polybasic import predict
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int
 from .config import Cascade
+from .errors import PolyspecInputError, as_int
 from .laws import AcceptanceLaw
 
 __all__ = [

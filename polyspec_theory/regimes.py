@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from ._input import PolyspecInputError, as_int, require_keys
+from .errors import PolyspecInputError, as_int, require_keys
 from .laws import AcceptanceLaw, FitResult, as_sample, goodness_of_fit
 
 __all__ = [

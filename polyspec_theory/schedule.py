@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import (
+from .costs import cost_from_config
+from .errors import (
     PolyspecInputError,
     as_int,
     as_probability,
@@ -31,7 +32,6 @@ from ._input import (
     as_real_array,
     require_keys,
 )
-from .costs import cost_from_config
 from .laws import AcceptanceLaw, IIDGeometric, law_from_config
 
 __all__ = [

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int
 from .batch_costs import MAX_BATCH_SIZE, BatchCostCurve, BatchTableCost, RooflineCost
 from .bounds import exact_tail
 from .config import MAX_THRESHOLD, Cascade, Model, as_cascade
 from .costs import CostCurve
+from .errors import PolyspecInputError, as_int
 from .laws import AcceptanceLaw
 from .polybasic import emitted_law, predict, renewal_fill
 

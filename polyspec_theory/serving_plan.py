@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int
 from .config import Model
+from .errors import PolyspecInputError, as_int
 from .planner import Pool, _as_pool, plan
 from .serving import (
     MAX_SEARCH_CONFIGS,

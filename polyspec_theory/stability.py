@@ -53,14 +53,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, stats
 
-from ._input import (
+from .dualistic import dualistic_speedup
+from .errors import (
     PolyspecInputError,
     as_int,
     as_positive,
     as_probability,
     as_real_array,
 )
-from .dualistic import dualistic_speedup
 from .laws import MAX_CAP, BetaMixed, IIDGeometric
 
 __all__ = [

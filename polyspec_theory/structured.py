@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._input import PolyspecInputError, require_keys
+from .errors import PolyspecInputError, require_keys
 from .laws import AcceptanceLaw
 from .schedule import (
     ConfidenceLaw,
@@ -355,7 +355,7 @@ class StructuredPrediction:
         """Exact expectations over top-level rounds ``burn_in + 1 .. burn_in + rounds`` from
         the start state: what a simulation of that many rounds estimates (the gap to the
         stationary speedup is the start's transient)."""
-        from ._input import as_int
+        from .errors import as_int
 
         b = as_int(burn_in, "burn_in", low=0)
         r = as_int(rounds, "rounds", low=1)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from ._input import PolyspecInputError, as_int, as_probability, as_real
+from .errors import PolyspecInputError, as_int, as_probability, as_real
 
 __all__ = [
     "DerivationStep",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from ._input import PolyspecInputError, as_int, as_probability, as_real
+from .errors import PolyspecInputError, as_int, as_probability, as_real
 
 __all__ = [
     "leviathan_derivation",

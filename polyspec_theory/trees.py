@@ -35,13 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._input import (
+from .costs import CostCurve, cost_from_config
+from .errors import (
     PolyspecInputError,
     as_int,
     as_real_array,
     require_keys,
 )
-from .costs import CostCurve, cost_from_config
 from .laws import AcceptanceLaw
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._input import PolyspecInputError, as_int
+from .errors import PolyspecInputError, as_int
 from .markov import (
     MarkovPair,
     _augmented_sequence_law,

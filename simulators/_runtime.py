@@ -21,7 +21,7 @@ import jax.numpy as jnp  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from polyspec_theory._input import PolyspecInputError, as_int  # noqa: E402
+from polyspec_theory.errors import PolyspecInputError, as_int  # noqa: E402
 
 __all__ = [
     "Z95",

@@ -46,8 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.config import Cascade
+from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.laws import IIDGeometric
 from polyspec_theory.polybasic import block_bounds
 

@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.config import Cascade
+from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.serving import batch_cascade
 
 from ._runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits

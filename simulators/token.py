@@ -40,14 +40,14 @@ import numpy as np
 from jax import lax
 from scipy import stats
 
-from polyspec_theory._input import (
+from polyspec_theory.config import POLICIES, Cascade, Model
+from polyspec_theory.costs import CostCurve
+from polyspec_theory.errors import (
     PolyspecInputError,
     as_int,
     as_real,
     as_real_array,
 )
-from polyspec_theory.config import POLICIES, Cascade, Model
-from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import pool_cells
 from polyspec_theory.polybasic import block_bounds
 

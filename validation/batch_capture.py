@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyspec_theory._input import PolyspecInputError, as_int
+from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .batch_decoder import (
     BATCH_POLICY,

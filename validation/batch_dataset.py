@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 
 from .dataset import CaptureConfig, Rounds
 from .schema import Round, TraceError, is_batch_header

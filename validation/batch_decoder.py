@@ -54,7 +54,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from polyspec_theory._input import PolyspecInputError, as_int
+from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .batch_models import BatchLevel, batch_level
 from .decoder import POLICY, Sampler, _now_fn, check_decoder_args

@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 import torch
 
-from polyspec_theory._input import PolyspecInputError, as_int
+from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .models import DecoderModel, NGramDrafter, ZooModel
 

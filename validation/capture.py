@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyspec_theory._input import PolyspecInputError, as_int, as_real
+from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 
 from .decoder import POLICY, PolybasicDecoder, autoregressive
 from .models import DecoderModel, load_model

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.costs import CostCurve
+from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.laws import AcceptanceLaw
 from polyspec_theory.polybasic import block_bounds
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.errors import PolyspecInputError
 
 from .schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from polyspec_theory._input import PolyspecInputError, as_int, as_real
+from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 
 from .schema import Round
 

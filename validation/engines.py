@@ -53,8 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError, as_int, as_real_array
 from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.errors import PolyspecInputError, as_int, as_real_array
 
 __all__ = [
     "FORMATS",
@@ -1529,7 +1529,7 @@ def variable_length_model(snap: Snapshot, cap: int, eta: float | None = None) ->
     none at another ``eta``. ``representative`` is one such law written in the config format
     (``C ~ Beta(a, 1)`` with ``1 - eta^a = q``, acceptance flat at ``r / q``), with the
     schedule, at ``eta`` (default 0.5, an arbitrary label: pass the engine's ``p_min``)."""
-    from polyspec_theory._input import as_probability
+    from polyspec_theory.errors import as_probability
     from polyspec_theory.schedule import ConfidenceLaw, confidence_round
 
     n, cap = snap.rounds, as_int(cap, "cap", low=1)

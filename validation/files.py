@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 
 __all__ = ["read_mapping", "atomic_write_text", "dump_json", "json_default", "to_finite",
            "decode_utf8", "check_json_nesting", "MAX_CONFIG_BYTES", "MAX_NESTING",

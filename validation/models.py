@@ -58,7 +58,7 @@ class DecoderModel(ABC):
     def tree_forward(self, seq, base: int, tokens, ancestors) -> torch.Tensor:
         """One forward over ``seq[pos:base]`` and the drafted ``tokens`` with a tree mask
         (module docstring); rows ``(base - pos) + len(tokens)``."""
-        from polyspec_theory._input import PolyspecInputError
+        from polyspec_theory.errors import PolyspecInputError
 
         raise PolyspecInputError("models", f"{self.name} ({self.kind}) cannot score a token "
                                  "tree (no tree attention mask): use a zoo GPT or the n-gram")
@@ -297,7 +297,7 @@ def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) ->
     """A level from a zoo name (``target``, ``mid``, ``draft-t``, ``small``, ``ngram``, or
     ``ngram:K`` for an n-gram of context length K), a zoo
     ``.safetensors`` file, or a Hugging Face checkpoint directory (has ``config.json``)."""
-    from polyspec_theory._input import PolyspecInputError
+    from polyspec_theory.errors import PolyspecInputError
 
     from .zoo.weights import load_gpt
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 
 __all__ = ["data_dir", "zoo_dir", "traces_dir", "REPO_ROOT"]
 

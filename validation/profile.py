@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.costs import fit_cost_curve
+from polyspec_theory.errors import PolyspecInputError, as_int
 
 __all__ = ["profile_models", "UNITS"]
 

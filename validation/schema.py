@@ -99,7 +99,7 @@ import json
 import math
 from typing import NamedTuple
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Round", "ROUND_FIELDS", "RECORD_FIELDS",
            "RECORD_TYPES", "TraceError", "TIME_DIGITS", "StructuredRound", "ROUND_OPTIONAL",

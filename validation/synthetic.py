@@ -24,8 +24,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from polyspec_theory._input import PolyspecInputError, as_int, as_real
 from polyspec_theory.costs import CostCurve
+from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from polyspec_theory.laws import AcceptanceLaw
 from polyspec_theory.polybasic import block_bounds
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schedule import ConfidenceSchedule, HFSchedule, schedule_from_config
 from polyspec_theory.trees import Tree, tree_from_config
 

@@ -22,8 +22,8 @@ import argparse
 import hashlib
 import sys
 
-from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.costs import cost_from_config
+from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.trees import (
     SiblingLaw,
     beam_tree,

@@ -58,7 +58,7 @@ def add_arguments(parser) -> None:
 
 
 def _ints(text, field):
-    from polyspec_theory._input import PolyspecInputError
+    from polyspec_theory.errors import PolyspecInputError
 
     try:
         return [int(x) for x in str(text).split(",") if x.strip()]
@@ -69,7 +69,7 @@ def _ints(text, field):
 
 def _schedules(specs, n_pairs):
     """``[PAIR@]SPEC`` options -> one entry per pair (``None`` if no option)."""
-    from polyspec_theory._input import PolyspecInputError
+    from polyspec_theory.errors import PolyspecInputError
 
     if not specs:
         return None

@@ -27,8 +27,8 @@ def _section(title: str) -> None:
 
 def run(args) -> int:
     from polyspec.api import load_cascade
-    from polyspec_theory._input import as_int
     from polyspec_theory.approximation import paper_approximation
+    from polyspec_theory.errors import as_int
     from polyspec_theory.explain import explain_prediction
     from polyspec_theory.polybasic import predict
     from validation.files import atomic_write_text, dump_json

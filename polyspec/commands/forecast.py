@@ -26,7 +26,7 @@ def add_arguments(p):
 def run(args) -> int:
     from pathlib import Path
 
-    from polyspec_theory._input import PolyspecInputError, as_real
+    from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis.forecast import error_quantile, forecast, loo_errors
     from validation.composition import CompositionProfile, load_profiles
     from validation.files import read_mapping

@@ -128,7 +128,7 @@ def explain_plan(result, pool, info: dict | None = None) -> str:
 def run(args) -> int:
     from pathlib import Path
 
-    from polyspec_theory._input import PolyspecInputError, as_int
+    from polyspec_theory.errors import PolyspecInputError, as_int
     from polyspec_theory.planner import DEFAULT_MAX_THRESHOLD, Pool, plan
     from validation.files import atomic_write_text, dump_json, read_mapping
 

@@ -54,7 +54,7 @@ def _run_cascade(args) -> int:
 
     import torch
 
-    from polyspec_theory._input import PolyspecInputError, as_int, as_real
+    from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from polyspec_theory.laws import IIDGeometric
     from validation.analysis.forecast import pair_rounds
     from validation.capture import make_prompts

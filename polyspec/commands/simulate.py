@@ -94,7 +94,7 @@ def run(args) -> int:
     import sys
 
     from polyspec.api import load_cascade
-    from polyspec_theory._input import PolyspecInputError, as_int, as_real
+    from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from polyspec_theory.polybasic import block_bounds, predict
     from validation.files import dump_json
 
@@ -190,7 +190,7 @@ def serving_report(cascade, result, prediction) -> dict:
 
 
 def _run_batch(args, cascade, tokens, seed, chains) -> int:
-    from polyspec_theory._input import as_int
+    from polyspec_theory.errors import as_int
     from polyspec_theory.serving import predict_batch
     from simulators.serving import MAX_SIM_BATCH, simulate_serving
     from validation.files import dump_json

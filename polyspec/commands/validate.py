@@ -50,7 +50,7 @@ def add_arguments(p):
 def run(args) -> int:
     from pathlib import Path
 
-    from polyspec_theory._input import PolyspecInputError, as_int
+    from polyspec_theory.errors import PolyspecInputError, as_int
     from polyspec_theory.laws import LAW_FAMILIES
     from validation.analysis.validate import validate
     from validation.files import dump_json
@@ -182,7 +182,7 @@ def _validate_batched(args, tdir, fams, out):
     caps = read_batch_traces(tdir, allow_truncated=args.allow_truncated)
     if not caps:
         if args.batch_profile or args.laws_from:
-            from polyspec_theory._input import PolyspecInputError
+            from polyspec_theory.errors import PolyspecInputError
 
             raise PolyspecInputError("--batch-profile", f"{tdir} holds no batched traces: "
                                      "--batch-profile and --laws-from apply to batched traces")

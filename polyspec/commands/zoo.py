@@ -39,7 +39,7 @@ def run(args) -> int:
 def _train(args) -> int:
     import dataclasses
 
-    from polyspec_theory._input import as_int, as_real
+    from polyspec_theory.errors import as_int, as_real
     from validation.zoo.ngram import NGramModel
     from validation.zoo.train import DEFAULT_SPECS, train_zoo
 
@@ -52,7 +52,7 @@ def _train(args) -> int:
         known = {s.name for s in specs}
         bad = [w for w in wanted if w not in known]
         if bad:
-            from polyspec_theory._input import PolyspecInputError
+            from polyspec_theory.errors import PolyspecInputError
 
             raise PolyspecInputError("only", f"unknown model(s) {bad}; known: {sorted(known)}")
         specs = tuple(s for s in specs if s.name in wanted)

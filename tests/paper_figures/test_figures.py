@@ -20,7 +20,7 @@ from paper_figures.registry import (
     figure_module,
     parse_subset,
 )
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -198,9 +198,9 @@ def test_plan_with_a_tiny_beta_pair_ranks_finite_values(tmp_path, capsys):
 
 
 def test_a_nan_speedup_is_never_ranked(monkeypatch):
-    from polyspec_theory._input import PolyspecInputError
     from polyspec_theory.config import Model
     from polyspec_theory.costs import CostCurve
+    from polyspec_theory.errors import PolyspecInputError
     from polyspec_theory.laws import IIDGeometric
     from polyspec_theory.planner import Pool, plan
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.costs import fit_cost_curve
 from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.laws import (
     LAW_FAMILIES,
     BetaMixed,

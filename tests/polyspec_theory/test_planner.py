@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Model
 from polyspec_theory.costs import CostCurve
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.insertion import paper_insertion_check
 from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
 from polyspec_theory.planner import (

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.laws import IIDGeometric, law_from_config
 from polyspec_theory.planner import Pool, plan, plan_thresholds
 from polyspec_theory.polybasic import predict

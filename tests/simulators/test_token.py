@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.stability import speculative_acceptance
 from simulators.token import (
     TokenModel,

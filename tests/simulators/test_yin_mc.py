@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from polyspec_theory import yin
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.markov import random_pair
 from simulators.yin_mc import simulate_markov, simulate_step, transition_chi2
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
 from polyspec_theory.polybasic import block_bounds, predict
 from validation.analysis.fits import fit_costs, fit_pairs, predict_config

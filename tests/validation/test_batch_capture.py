@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 from validation.batch_capture import capture_batch, capture_batches
 from validation.batch_dataset import read_batch_trace, read_batch_traces
 from validation.capture import capture

@@ -14,7 +14,7 @@ import torch
 from scipy import stats
 
 from polyspec_theory import Cascade
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving import predict_batch
 from tests.validation.batch_fakes import FakeClock, fake_cascade, product_laws
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram

@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram
 from validation.decoder import PolybasicDecoder, Sampler, autoregressive
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 from tests._samples import SAMPLES, sample
 from validation.engines import (
     FORMATS,

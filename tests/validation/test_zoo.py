@@ -90,7 +90,7 @@ def test_ngram_counts_and_law():
 
 
 def test_ngram_levels_by_name():
-    from polyspec_theory._input import PolyspecInputError
+    from polyspec_theory.errors import PolyspecInputError
 
     lv = load_model("ngram:0")
     assert lv.name == "ngram0" and lv.ngram.order == 0 and lv.describe()["order"] == 0

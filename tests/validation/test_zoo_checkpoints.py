@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 from validation.zoo.model import GPTConfig
 from validation.zoo.train import TrainSpec, load_checkpoint, save_checkpoint, train_model
 

@@ -53,10 +53,10 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.batch_costs import BatchTableCost
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve, fit_cost_curve
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.laws import FAMILIES, fit_laws
 from polyspec_theory.serving import crossover_batch, predict_batch
 

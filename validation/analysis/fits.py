@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve, CostFit, fit_cost_curve
 from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.laws import FAMILIES, FitResult, best_fit, fit_laws
 from polyspec_theory.polybasic import Prediction, predict
 

@@ -27,9 +27,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError, as_int, as_real
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from polyspec_theory.laws import IIDGeometric
 from polyspec_theory.polybasic import predict
 

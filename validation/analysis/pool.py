@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError, as_int
 from polyspec_theory.config import Model
 from polyspec_theory.costs import CostCurve
+from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.laws import LAW_FAMILIES
 from polyspec_theory.planner import MAX_PLAN_THRESHOLD, Pool
 from polyspec_theory.regimes import MAX_HORIZON, RegimeLaw, fit_regimes

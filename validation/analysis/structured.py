@@ -50,10 +50,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.laws import FAMILIES, best_fit, fit_laws
 from polyspec_theory.schedule import fit_confidence_law
 from polyspec_theory.structured import predict_structured

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory._input import PolyspecInputError
 from polyspec_theory.coupling import coupled_forwards, select_coupling
+from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.laws import FAMILIES
 from polyspec_theory.polybasic import predict
 

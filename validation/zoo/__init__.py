@@ -33,7 +33,7 @@ def decode(tokens) -> str:
 def zoo_info(weights_dir=None, evaluate: bool = False) -> dict:
     """Description of the zoo: per level name, params, architecture and validation
     bits/byte (as recorded at training, or recomputed with ``evaluate=True``)."""
-    from polyspec_theory._input import PolyspecInputError
+    from polyspec_theory.errors import PolyspecInputError
 
     from .data import corpus_digest
     from .ngram import NGramModel

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from polyspec_theory._input import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError
 
 from ..files import atomic_write_bytes, atomic_write_text
 from .data import corpus_digest, load_split
