@@ -5,7 +5,7 @@ threshold (:mod:`polyspec_theory.calibration`)."""
 
 from __future__ import annotations
 
-from ._common import dump_strict_json
+from .common import dump_strict_json
 
 HELP = ("Fit the unknown cost parameters (drafter cost, per-round overhead, verify-cost growth) "
         "to measured runs (a runs file, or a sweep table of acceptance length and time per "

@@ -165,9 +165,9 @@ def run(args) -> int:
             cfg = dict(cfg, max_threshold=args.max_threshold)
         pool = Pool.from_config(cfg)
     if args.batch is not None:
-        from . import _serving
+        from . import serving_batch
 
-        return _serving.run_plan(args, pool)
+        return serving_batch.run_plan(args, pool)
     result = plan(pool, top, prune=not args.no_prune)
     if args.write_pool:
         atomic_write_text(args.write_pool, dump_json(pool.to_config()) + "\n")

@@ -55,9 +55,9 @@ def run(args) -> int:
 
     cascade = load_cascade(args.config)
     if args.batch is not None:
-        from . import _serving
+        from . import serving_batch
 
-        return _serving.run_predict(args, cascade)
+        return serving_batch.run_predict(args, cascade)
     if args.json:
         print(dump_json(prediction_report(cascade)))
     elif _structured_text(cascade):

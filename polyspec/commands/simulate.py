@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import add_cpu_devices_argument
+from .common import add_cpu_devices_argument
 
 DEFAULT_MAX_EVENTS = 1e9  # ~30 s for 4 models on a 2-core CPU, minutes for many models
 ANNOUNCE_EVENTS = 1e8  # estimates above this are announced on stderr
@@ -110,7 +110,7 @@ def run(args) -> int:
     from polyspec_theory.structured import has_structures
 
     if has_structures(cascade):  # trees / schedules: simulators.structures
-        from ._structured import run_structured
+        from .structured_runs import run_structured
 
         return run_structured(cascade, tokens, seed, chains, args.json)
     # the work, estimated before it starts: each event is one verification round (of one
