@@ -47,8 +47,8 @@ def simulate(cascade, tokens: int = 1_000_000, seed: int = 0, *, chains: int = 1
     """Length-level Monte Carlo of a cascade: speedup with a 95 % CI and per-level estimates
     (:class:`simulators.length.LengthResult`). Same seed, same numbers; ``cpu_devices``
     spreads chains over that many CPU devices (the numbers do not depend on it)."""
-    from simulators._runtime import use_cpu_cores
     from simulators.length import simulate_lengths
+    from simulators.runtime import use_cpu_cores
 
     use_cpu_cores(cpu_devices)
     return simulate_lengths(load_cascade(cascade), tokens, seed, chains=chains)
@@ -57,7 +57,7 @@ def simulate(cascade, tokens: int = 1_000_000, seed: int = 0, *, chains: int = 1
 def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None):
     """Check every numbered result against Monte Carlo: a list of rows
     (:class:`simulators.verify.CheckRecord`, each with ``passed``)."""
-    from simulators._runtime import use_cpu_cores
+    from simulators.runtime import use_cpu_cores
     from simulators.verify import run_checks
 
     use_cpu_cores(cpu_devices)

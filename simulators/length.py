@@ -51,7 +51,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.laws import IIDGeometric
 from polyspec_theory.polybasic import block_bounds
 
-from ._runtime import (
+from .runtime import (
     RatioEstimate,
     chain_mesh,
     make_key,
@@ -346,7 +346,7 @@ def split_bits(key, shape, axis: int = 0):
     """uint32 bits of ``shape`` from half as many uint64 threefry outputs: each threefry block
     yields 64 bits, and ``jax.random.bits(..., uint32)`` would XOR its two words into one, so
     splitting 64-bit outputs doubles the rate. Both halves are independent uniform words.
-    Partitionable threefry (set by ``_runtime``): values do not depend on the sharding."""
+    Partitionable threefry (set by ``runtime``): values do not depend on the sharding."""
     shape = tuple(shape)
     half = list(shape)
     half[axis] = (shape[axis] + 1) // 2

@@ -22,7 +22,7 @@ the first top-level round at which the batch has emitted ``>= tokens_per_chain``
 rounds are iid cycles (all blocks empty at their start), so by Wald's identity the ratio
 estimator ``sum(tokens)/sum(time)`` over independent chains is consistent, with a
 delta-method CI. Random bits: ``jax.random.bits(fold_in(key, chunk), (chunk_len, chains,
-b))`` — a pure function of the seed; float64 throughout (``_runtime`` turns it on).
+b))`` — a pure function of the seed; float64 throughout (``runtime`` turns it on).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from polyspec_theory.config import Cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.serving import batch_cascade
 
-from ._runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits
 from .length import block_bounds
+from .runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits
 
 __all__ = [
     "ServingStatic",

@@ -21,7 +21,7 @@ a token target: with Markov-modulated rounds a token-count stopping time would b
 whereas over a fixed number of rounds ``E[tokens] / E[time]`` is the finite-horizon value of
 :meth:`~polyspec_theory.structured.StructuredPrediction.finite_horizon`, within
 ``exp(-burn_in / mixing time)`` of the stationary one. Chains are independent: ratio
-estimator ``T_1(1) sum tokens / sum time`` with a delta-method CI (:mod:`simulators._runtime`).
+estimator ``T_1(1) sum tokens / sum time`` with a delta-method CI (:mod:`simulators.runtime`).
 
 Token level (:func:`simulate_residual_tree`): SpecInfer's multi-step speculative sampling on
 a tree with real categorical draws — children iid from ``Q``, residual updates of ``P``,
@@ -47,7 +47,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.schedule import ConfidenceLaw, ConfidenceSchedule, HFSchedule
 from polyspec_theory.trees import ResidualLaw, Tree, TreeLaw
 
-from ._runtime import RatioEstimate, make_key, ratio_estimate, to_host
+from .runtime import RatioEstimate, make_key, ratio_estimate, to_host
 
 __all__ = [
     "StructStatic",
@@ -481,7 +481,7 @@ class ResidualTreeResult:
     def mean_emitted(self) -> RatioEstimate:
         d = np.arange(self.accepted_counts.size)
         x = np.repeat(d + 1.0, self.accepted_counts)
-        from ._runtime import mean_estimate
+        from .runtime import mean_estimate
 
         return mean_estimate(x)
 

@@ -51,7 +51,8 @@ from polyspec_theory.errors import (
 from polyspec_theory.laws import pool_cells
 from polyspec_theory.polybasic import block_bounds
 
-from ._runtime import (
+from .length import split_bits
+from .runtime import (
     RatioEstimate,
     chain_mesh,
     make_key,
@@ -60,7 +61,6 @@ from ._runtime import (
     to_host,
     uniform_from_bits,
 )
-from .length import split_bits
 
 __all__ = [
     "MarkovLMs",

@@ -268,7 +268,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     )
     from polyspec_theory.polybasic import predict
 
-    from ._runtime import make_key, uniform_from_bits
+    from .runtime import make_key, uniform_from_bits
 
     cas, acc, _, _ = _default_runs(ctx)
     pred = predict(cas)
@@ -324,7 +324,7 @@ def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
     from polyspec_theory.approximation import identity_from_counts, paper_approximation
     from polyspec_theory.polybasic import predict
 
-    from ._runtime import ratio_estimate
+    from .runtime import ratio_estimate
 
     cas, acc, _, _ = _default_runs(ctx)
     n = cas.n

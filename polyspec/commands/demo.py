@@ -49,8 +49,8 @@ def run(args) -> int:
     atomic_write_text(out / "predict.json", dump_json(prediction_report(cascade)))
 
     _section("2. simulate (length-level JAX Monte Carlo)")
-    from simulators._runtime import use_cpu_cores
     from simulators.length import simulate_lengths
+    from simulators.runtime import use_cpu_cores
 
     use_cpu_cores()
 

@@ -103,8 +103,8 @@ def run(args) -> int:
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**24)
     max_events = as_real(args.max_events, "--max-events", low=1.0)
-    from simulators._runtime import use_cpu_cores
     from simulators.length import estimate_events, histograms_fit, simulate_lengths
+    from simulators.runtime import use_cpu_cores
 
     use_cpu_cores(args.cpu_devices)
     from polyspec_theory.structured import has_structures

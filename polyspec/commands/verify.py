@@ -23,7 +23,7 @@ def run(args) -> int:
     import sys
 
     from polyspec_theory.errors import as_int
-    from simulators._runtime import use_cpu_cores
+    from simulators.runtime import use_cpu_cores
     from simulators.verify import context_departure, format_table, run_checks
     from validation.files import dump_json
 

@@ -1,6 +1,6 @@
 """The Monte-Carlo ratio estimator and its standard error, checked two-sided.
 
-Every Monte-Carlo claim of the project rests on ``simulators/_runtime.py: ratio_estimate``
+Every Monte-Carlo claim of the project rests on ``simulators/runtime.py: ratio_estimate``
 (``sum(num)/sum(den)`` over independent chains with a delta-method standard error). A CI that
 is too narrow makes correct code fail; one that is too wide lets wrong code pass. So the
 standard error is checked against an exact value, not only for coverage from below:
@@ -39,7 +39,7 @@ from polyspec_theory.config import Cascade, Model
 from polyspec_theory.costs import CostCurve
 from polyspec_theory.laws import IIDGeometric, Positional
 from polyspec_theory.polybasic import predict
-from simulators._runtime import Z95, mean_estimate, ratio_estimate
+from simulators.runtime import Z95, mean_estimate, ratio_estimate
 
 Z_WIDTH = float(stats.norm.isf(1e-5 / 2))  # 4.42
 
