@@ -29,6 +29,9 @@ _MODULES = {
         "FitResult", "GaussianBaseline", "goodness_of_fit", "GoodnessOfFit", "IIDGeometric",
         "LAW_FAMILIES", "law_from_config", "Positional",
     ),
+    "p1": (
+        "block_laws", "fill_blocks", "fold_levels", "FoldedLevel", "renewal_masses",
+    ),
     "polybasic": (
         "block_bounds", "emitted_law", "LevelPrediction", "predict", "Prediction",
         "renewal_fill",

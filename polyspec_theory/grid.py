@@ -1,14 +1,13 @@
 """P1 on a grid: exact speedups of one cascade (fixed models, laws, costs, policy) for many
 threshold vectors at once — for planners and threshold searches.
 
-Same mathematics as :func:`polyspec_theory.polybasic.predict` (renewal DP, docs/theory.md §6),
-organised for reuse: level ``i`` depends only on the suffix ``(theta_i, ..., theta_{n-1})``,
-so every distinct suffix is computed once, and for a given lower suffix all requested
-``theta_i`` are done together: the renewal masses ``f(s)`` are computed once up to the
-largest ``theta_i``, the block laws of all thresholds are rows of one matrix
-``W[theta, g] = 1[g >= theta] sum_{s < theta} f(s) P(L = g - s)`` (a cumulative sum), and
-the emitted laws are ``W @ K`` with ``K[g, k] = P(A = k | cap g)``. At the top level only
-means are formed. Results agree with ``predict`` to ~1e-13 relative.
+The P1 kernel of :func:`polyspec_theory.polybasic.predict` (:mod:`polyspec_theory.p1`,
+docs/theory.md §6), organised for reuse: level ``i`` depends only on the suffix
+``(theta_i, ..., theta_{n-1})``, so every distinct suffix is computed once, and for a given
+lower suffix all requested ``theta_i`` are done together by one vectorised renewal fill (the
+renewal masses ``f(s)`` once up to the largest ``theta_i``; the block laws are rows of one
+matrix ``W[theta, g]``; the emitted laws ``W K``, ``K[g, a] = P(A = a | cap g)``). Results
+agree with ``predict`` to ~1e-13 relative.
 
 Public: :func:`predict_many` (any list of threshold vectors), :func:`predict_grid` (a
 Cartesian grid, returns arrays shaped like the grid), :func:`optimize_thresholds`
@@ -25,6 +24,7 @@ from .config import MAX_THRESHOLD, Cascade, as_cascade
 from .costs import CostCurve
 from .errors import PolyspecInputError, as_int, as_int_array
 from .laws import AcceptanceLaw
+from .p1 import BOTTOM_LENGTH_PMF, expected_forward_cost, fill_blocks
 
 __all__ = ["GridPrediction", "predict_many", "predict_grid", "optimize_thresholds"]
 
@@ -45,56 +45,15 @@ class GridPrediction:
     policy: str
 
 
-def _fill_all(l_pmf: np.ndarray, thetas: np.ndarray, policy: str):
-    """Block laws for every threshold in ``thetas``: returns ``(phi, W)`` with ``W[j, g] =
-    P(G = g | theta_j)`` for g = 0..max(thetas)-1+ell."""
-    tmax = int(thetas.max())
-    lmax = l_pmf.size - 1
-    f = np.zeros(tmax)
-    f[0] = 1.0
-    for s in range(1, tmax):
-        lo = max(0, s - lmax)
-        f[s] = np.dot(f[lo:s][::-1], l_pmf[1 : s - lo + 1])
-    phi = np.cumsum(f)[thetas - 1]
-    width = tmax + lmax
-    if policy == "truncate":
-        w = np.zeros((thetas.size, width))
-        w[np.arange(thetas.size), thetas] = 1.0
-        return phi, w
-    s = np.arange(tmax)[:, None]
-    g = np.arange(width)[None, :]
-    d = g - s
-    shift = np.where((d >= 1) & (d <= lmax), l_pmf[np.clip(d, 0, lmax)], 0.0)
-    ch = np.cumsum(f[:, None] * shift, axis=0)  # ch[t-1, g] = sum_{s<t} f(s) P(L = g - s)
-    w = ch[thetas - 1]
-    w[g < thetas[:, None]] = 0.0
-    return phi, w
-
-
-def _capped_matrix(law: AcceptanceLaw, gmax: int) -> np.ndarray:
-    """``K[g, k] = P(A = k | cap g)`` for g, k = 0..gmax (row 0: A = 0)."""
-    s = law.survival(gmax)
-    pm = law._point_masses(s, gmax) if gmax >= 1 else np.zeros(0)
-    k = np.zeros((gmax + 1, gmax + 1))
-    k[:, :gmax] = np.tril(np.ones((gmax + 1, gmax)), -1) * pm[None, :]
-    k[np.arange(gmax + 1), np.arange(gmax + 1)] = s
-    return k
-
-
 def _level(l_pmf, round_cost, thetas, law: AcceptanceLaw, cost: CostCurve, policy: str,
-           top: bool, overhead: float = 0.0):
-    """One level for all ``thetas`` given the lower system's length law and round cost
-    (``overhead``: fixed time per verification round of this level)."""
-    phi, w = _fill_all(l_pmf, thetas, policy)
-    gmax = w.shape[1] - 1
-    fwd_cost = w @ cost(np.arange(1, gmax + 2))
+           overhead: float = 0.0):
+    """One level for all ``thetas`` (the P1 kernel, :mod:`polyspec_theory.p1`) given the lower
+    system's length law and round cost (``overhead``: fixed time per verification round)."""
+    phi, w = fill_blocks(l_pmf, thetas, policy)
+    fwd_cost = np.array([expected_forward_cost(row, cost) for row in w])
     rc = phi * round_cost + fwd_cost + overhead
-    if top:
-        mean_l = w @ np.cumsum(law.survival(gmax))  # E[L | cap g] = sum_{k<=g} S_k
-        return phi, rc, mean_l
-    a = w @ _capped_matrix(law, gmax)
-    lp = np.zeros((thetas.size, gmax + 2))
-    lp[:, 1:] = a
+    lp = np.zeros((thetas.size, w.shape[1] + 1))
+    lp[:, 1:] = law.pmf_over_blocks(w)
     return phi, rc, lp
 
 
@@ -121,7 +80,7 @@ def predict_many(cascade: Cascade, thresholds) -> GridPrediction:
         raise PolyspecInputError("thresholds", f"values must be <= {MAX_THRESHOLD}")
     costs, laws, policy = cascade.costs, cascade.laws, cascade.policy
     # lower[suffix tuple] = (length pmf, round cost) of system S_{i+1} (suffix = thetas i..)
-    lower: dict[tuple, tuple] = {(): (np.array([0.0, 1.0]), costs[-1].t1)}
+    lower: dict[tuple, tuple] = {(): (BOTTOM_LENGTH_PMF, costs[-1].t1)}
     for i in range(n - 2, 0, -1):
         suffixes = np.unique(th[:, i:], axis=0)
         new: dict[tuple, tuple] = {}
@@ -131,7 +90,7 @@ def predict_many(cascade: Cascade, thresholds) -> GridPrediction:
         for rest, ts in groups.items():
             pmf, rc_low = lower[rest]
             t_arr = np.asarray(sorted(ts), dtype=np.int64)
-            _, rc, lp = _level(pmf, rc_low, t_arr, laws[i], costs[i], policy, top=False,
+            _, rc, lp = _level(pmf, rc_low, t_arr, laws[i], costs[i], policy,
                                overhead=cascade.models[i].overhead)
             for j, t in enumerate(t_arr):
                 row_pmf = np.trim_zeros(lp[j], "b")
@@ -150,8 +109,9 @@ def predict_many(cascade: Cascade, thresholds) -> GridPrediction:
         rows_arr = np.asarray(rows)
         t_all = th[rows_arr, 0]
         t_arr, inv = np.unique(t_all, return_inverse=True)
-        phi, rc, ml = _level(pmf, rc_low, t_arr, laws[0], costs[0], policy, top=True,
+        phi, rc, lp = _level(pmf, rc_low, t_arr, laws[0], costs[0], policy,
                              overhead=cascade.models[0].overhead)
+        ml = lp @ np.arange(lp.shape[1])
         tau[rows_arr] = (rc / ml)[inv]
         mean_l[rows_arr] = ml[inv]
         phi_top[rows_arr] = phi[inv]

@@ -121,6 +121,40 @@ class AcceptanceLaw(ABC):
         """``P(A = k)`` for k < cap; subclasses override with cancellation-free forms."""
         return np.maximum(s[:-1] - s[1:], 0.0)
 
+    # --- P1's view: the law of A for every cap at once (docs/theory.md §6) ---------------
+    def cap_pmf_table(self, gmax: int) -> np.ndarray:
+        """``K[g, a] = P(A = a | cap g)`` for g, a = 0..gmax (row 0: ``A = 0``). Here a cap
+        censors one uncapped law: row g is ``P(A = a)`` for a < g and ``S_g`` at a = g.
+        Laws whose law depends on the cap (:class:`polyspec_theory.regimes.RegimeLaw`)
+        override this and the two methods below."""
+        gmax = as_int(gmax, "gmax", low=0, high=MAX_CAP)
+        s = self.survival(gmax)
+        k = np.zeros((gmax + 1, gmax + 1))
+        if gmax >= 1:
+            pm = self._point_masses(s, gmax)
+            k[:, :gmax] = np.tril(np.ones((gmax + 1, gmax)), -1) * pm[None, :]
+        k[np.arange(gmax + 1), np.arange(gmax + 1)] = s
+        return k
+
+    def pmf_over_blocks(self, block_pmf) -> np.ndarray:
+        """``P(A = a) = sum_g P(G = g) K[g, a]`` for a block of random length ``G`` (rows of
+        ``block_pmf``, index = g; a = 0..gmax), in the O(gmax) form
+        ``P(A = a) P(G > a) + S_a P(G = a)`` (``P(A = a)`` uncapped)."""
+        w = np.asarray(block_pmf, dtype=np.float64)
+        if w.ndim not in (1, 2) or w.shape[-1] < 1 or not (np.isfinite(w) & (w >= 0)).all():
+            raise PolyspecInputError("block_pmf", "must be rows of a pmf over block lengths")
+        gmax = w.shape[-1] - 1
+        s = self.survival(gmax)
+        point = np.append(self._point_masses(s, gmax), 0.0)
+        g_gt = np.concatenate(  # P(G > a)
+            [np.cumsum(w[..., ::-1], axis=-1)[..., ::-1][..., 1:], np.zeros(w.shape[:-1] + (1,))],
+            axis=-1)
+        return point * g_gt + w * s
+
+    def capped_mean_emitted(self, gmax: int) -> np.ndarray:
+        """``E[L | cap g] = sum_{k<=g} S_k`` (``L = A + 1``) for g = 0..gmax."""
+        return np.cumsum(self.survival(as_int(gmax, "gmax", low=0, high=MAX_CAP)))
+
     # --- scipy.stats-like interface -----------------------------------------------------
     def pmf(self, k, cap):
         """``P(A = k | cap)`` (0 outside 0..cap)."""

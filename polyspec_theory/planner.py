@@ -54,11 +54,11 @@ extending a batch by one verifier ``u`` (``tau_v <= inv_uv(cut(u, U + {u}))``) a
 scoring the target on top of it (``tau_v <= inv_1v(c)``). Two-model configurations are always
 scored in full (the best two-model configuration is reported).
 
-**Laws per block length.** A pair may carry a law whose cap is not a mere censoring
-(``cap_conditional``, e.g. :class:`.regimes.RegimeLaw`: acceptance that persists across
-rounds): ``P(A = a | G = g) = Q[g, a]``. The search is unchanged with ``M(g) = E[A | G = g]``
-and ``P(L_u = a + 1) = sum_g P(G = g) Q[g, a]`` (P1 does the same,
-:func:`.polybasic.emitted_law`); the bound uses the least concave majorant of ``M`` (for
+**Laws per block length.** A pair's law enters through ``Q[g, a] = P(A = a | G = g)``
+(``law.cap_pmf_table``; a cap need not be a mere censoring, e.g.
+:class:`.regimes.RegimeLaw`: acceptance that persists across rounds):
+``M(g) = E[A | G = g]`` and ``P(L_u = a + 1) = sum_g P(G = g) Q[g, a]`` (the P1 kernel,
+:mod:`.p1`); the bound uses the least concave majorant of ``M`` (for
 docs/theory.md §1.4's laws ``M`` is already concave), for which Jensen's step above still holds, and
 each segment of the majorant is affine, so the minimum is still attained at an integer.
 """
@@ -81,6 +81,7 @@ from .config import (
 )
 from .errors import PolyspecInputError, as_int, require_keys
 from .laws import AcceptanceLaw
+from .p1 import block_laws, renewal_masses
 from .polybasic import predict
 
 __all__ = [
@@ -519,17 +520,11 @@ class _Tables:
             key = (index[vn], index[dn])
             if allowed is not None and key not in allowed:
                 continue
-            if getattr(law, "cap_conditional", False):
-                # a law per block length (regimes.py): Q[g, a] = P(A = a | G = g)
-                q = law.cap_pmf_table(width)
-                m = q @ np.arange(width + 1.0)  # M(g) = E[A | G = g]
-                # the bound needs a concave M: its least concave majorant (module docstring)
-                self.pairs[key] = {"q": q, "m": m, "mb": -_convex_minorant(-m)}
-                continue
-            s = law.survival(width)  # S_0..S_width
-            pt = np.append(law._point_masses(s, width), 0.0)  # P(A=k) uncapped, k<width
-            m = np.concatenate([[0.0], np.cumsum(s[1:])])  # M(g) = sum_{k=1}^g S_k
-            self.pairs[key] = {"s": s, "pt": pt, "m": m, "mb": m}  # M concave: S decreasing
+            # Q[g, a] = P(A = a | G = g), M(g) = E[A | G = g]; the bound needs a concave M:
+            # its least concave majorant (module docstring)
+            m = law.capped_mean_emitted(width) - 1.0
+            self.pairs[key] = {"law": law, "q": law.cap_pmf_table(width), "m": m,
+                               "mb": -_convex_minorant(-m)}
         self.above: dict[int, list[int]] = {}
         for u, v in sorted(self.pairs):
             self.above.setdefault(v, []).append(u)
@@ -585,18 +580,6 @@ class _Cuts:
 # --------------------------------------------------------------------------------------
 # batched P1 step: one verifier on top of many states, all thresholds at once
 # --------------------------------------------------------------------------------------
-def _renewal(p: np.ndarray, th: int) -> np.ndarray:
-    """Rows ``f(s)``, s < th: renewal mass of each row's length law (f(0) = 1)."""
-    b, w = p.shape
-    lmax = w - 1
-    f = np.zeros((b, th))
-    f[:, 0] = 1.0
-    for s in range(1, th):
-        lo = max(0, s - lmax)
-        f[:, s] = (f[:, lo:s][:, ::-1] * p[:, 1 : s - lo + 1]).sum(axis=1)
-    return f
-
-
 def _extend(tables: _Tables, p: np.ndarray, c: np.ndarray, u: int, v: int):
     """Exact ``(tau_u, E[C_u], f)`` for every state (rows of ``p`` = law of L_v, ``c`` =
     E[C_v]) under verifier ``u`` and every threshold ``1..theta_max`` (arrays (B, theta_max)).
@@ -607,7 +590,7 @@ def _extend(tables: _Tables, p: np.ndarray, c: np.ndarray, u: int, v: int):
     """
     th = tables.theta_max
     pair = tables.pairs[(u, v)]
-    f = _renewal(p, th)
+    f = renewal_masses(p, th)
     phi = np.cumsum(f, axis=1)  # phi[:, theta-1] = sum_{s<theta} f(s)
     thetas = np.arange(1, th + 1)
     if tables.truncate:  # G = theta exactly
@@ -625,31 +608,9 @@ def _extend(tables: _Tables, p: np.ndarray, c: np.ndarray, u: int, v: int):
     return cost / (1.0 + out[1]), cost, f
 
 
-def _block_laws(p: np.ndarray, f: np.ndarray, rows: np.ndarray, thetas: np.ndarray):
-    """Block laws ``P(G = g) = sum_{s<theta} f(s) P(L = g - s)`` for ``g >= theta`` (rows) of
-    the selected (state row, threshold) children."""
-    w = p.shape[1]
-    tmax = int(thetas.max())
-    gs = np.arange(tmax + w - 1)
-    pr = p[rows]
-    fs = f[rows, :tmax] * (np.arange(tmax)[None, :] < thetas[:, None])  # s < theta
-    gp = np.zeros((rows.size, gs.size))
-    for s in range(tmax):
-        gp[:, s : s + w] += fs[:, s : s + 1] * pr
-    gp *= gs[None, :] >= thetas[:, None]
-    return gp
-
-
 def _emitted(tables: _Tables, gp: np.ndarray, u: int, v: int) -> np.ndarray:
-    """Law of ``L_u`` (rows, index = l) from block laws ``gp`` (rows): P(L=l) =
-    P(A=l-1) P(G>l-1) + S_{l-1} P(G=l-1)."""
-    pair = tables.pairs[(u, v)]
-    width = gp.shape[1]
-    if "q" in pair:  # law per block length: P(L = a + 1) = sum_g P(G = g) Q[g, a]
-        a = gp @ pair["q"][:width, :width]
-    else:
-        g_gt = np.cumsum(gp[:, ::-1], axis=1)[:, ::-1] - gp  # P(G > k)
-        a = pair["pt"][:width] * g_gt + pair["s"][:width] * gp
+    """Law of ``L_u`` (rows, index = l) from block laws ``gp`` (rows), trimmed."""
+    a = tables.pairs[(u, v)]["law"].pmf_over_blocks(gp)
     out = np.concatenate([np.zeros((gp.shape[0], 1)), a], axis=1)
     nz = np.flatnonzero(out.any(axis=0))
     return out[:, : nz[-1] + 1]
@@ -660,11 +621,7 @@ def _truncate_emitted(tables: _Tables, u: int, v: int, theta: np.ndarray) -> np.
     width = int(theta.max()) + 2
     out = np.zeros((theta.size, width))
     for i, t in enumerate(theta):
-        if "q" in pair:
-            out[i, 1 : t + 2] = pair["q"][t, : t + 1]
-            continue
-        out[i, 1 : t + 1] = pair["pt"][:t]
-        out[i, t + 1] = pair["s"][t]
+        out[i, 1 : t + 2] = pair["q"][t, : t + 1]
     return out
 
 
@@ -826,8 +783,9 @@ class _Search:
                 lp = _truncate_emitted(tables, u, v, thetas)
             else:
                 per = max(1, _CHUNK_ELEMENTS // (self.th * (self.th + p.shape[1])))
-                parts = [_emitted(tables, _block_laws(p, f, rows[a:a + per], thetas[a:a + per]),
-                                  u, v) for a in range(0, rows.size, per)]
+                parts = [_emitted(tables, block_laws(p[r], f[r], thetas[a:a + per]), u, v)
+                         for a in range(0, rows.size, per)
+                         for r in (rows[a:a + per],)]
                 wmax = max(x.shape[1] for x in parts)
                 lp = np.concatenate([np.pad(x, ((0, 0), (0, wmax - x.shape[1]))) for x in parts])
             ps.append(lp)

@@ -23,6 +23,7 @@ import numpy as np
 from .config import Cascade
 from .errors import PolyspecInputError, as_int
 from .laws import AcceptanceLaw
+from .p1 import BOTTOM_LENGTH_PMF, block_laws, fold_levels, renewal_masses
 
 __all__ = [
     "block_bounds",
@@ -39,43 +40,18 @@ def renewal_fill(l_pmf, theta: int) -> tuple[float, np.ndarray]:
 
     ``l_pmf[l] = P(L = l)`` (index 0 must be 0: every round emits >= 1 token). Returns
     ``(phi, g_pmf)``: ``phi = E[N]``, ``N = min{k : L^(1)+...+L^(k) >= theta}``, and
-    ``g_pmf[g] = P(S_N = g)``. Uses ``f(0) = 1``, ``f(s) = sum_l f(s-l) P(L=l)`` (renewal
-    mass at s), ``phi = sum_{s<theta} f(s)``, ``P(G=g) = sum_{s<theta} f(s) P(L = g - s)``.
-    """
+    ``g_pmf[g] = P(S_N = g)`` for g = 0..theta+lmax-1 (:mod:`polyspec_theory.p1`)."""
     p = np.asarray(l_pmf, dtype=np.float64)
     theta = as_int(theta, "theta", low=1)
     if p.ndim != 1 or p.size < 2 or p[0] != 0.0:
         raise PolyspecInputError("l_pmf", "must be a pmf over lengths with P(L = 0) = 0")
-    lmax = p.size - 1
-    f = np.zeros(theta)
-    f[0] = 1.0
-    for s in range(1, theta):
-        lo = max(0, s - lmax)
-        # f(s) = sum_{l=1}^{min(s,lmax)} f(s - l) p[l]
-        f[s] = np.dot(f[lo:s][::-1], p[1 : s - lo + 1])
-    phi = float(f.sum())
-    g_pmf = np.zeros(theta + lmax)
-    # P(G = g) = sum_{s<theta, g-s>=theta-s... } f(s) p[g-s] restricted to g >= theta
-    for s in range(theta):
-        if f[s] == 0.0:
-            continue
-        ls = np.arange(theta - s, lmax + 1)
-        g_pmf[s + ls] += f[s] * p[ls]
-    return phi, g_pmf
+    f = renewal_masses(p, theta)
+    return float(f.sum()), block_laws(p, f, [theta])[0]
 
 
 def emitted_law(g_pmf, law: AcceptanceLaw) -> np.ndarray:
     """``P(L = l) = sum_g P(G = g) P(A = l - 1 | cap g)`` for l = 0..gmax+1 (index = l)."""
-    g_pmf = np.asarray(g_pmf, dtype=np.float64)
-    gmax = g_pmf.size - 1
-    if getattr(law, "cap_conditional", False):  # law of A per block length (regimes.py)
-        return np.concatenate([[0.0], g_pmf @ law.cap_pmf_table(gmax)])
-    s = law.survival(gmax)
-    point = np.append(law._point_masses(s, gmax), 0.0)
-    # P(G > k) for k = 0..gmax
-    g_gt = np.concatenate([np.cumsum(g_pmf[::-1])[::-1][1:], [0.0]])
-    a_pmf = point * g_gt + g_pmf * s
-    return np.concatenate([[0.0], a_pmf])
+    return np.concatenate([[0.0], law.pmf_over_blocks(g_pmf)])
 
 
 @dataclass(frozen=True)
@@ -141,64 +117,41 @@ def predict(cascade: Cascade) -> Prediction:
             return predict_structured(cascade).prediction
     n = cascade.n
     costs = cascade.costs
-    # bottom level: M_n alone
-    l_pmf = np.array([0.0, 1.0])
-    round_cost = costs[-1].t1
-    rev = []  # built bottom-up
-    below = dict(phi=None, l_pmf=l_pmf, round_cost=round_cost, forward_cost=costs[-1].t1,
-                 g_pmf=None)
-    rev.append(below)
-    for i in range(n - 2, -1, -1):
-        theta = cascade.thresholds[i]
-        phi, g_pmf = renewal_fill(below["l_pmf"], theta)
-        if cascade.policy == "truncate":
-            g_pmf = np.zeros(theta + 1)
-            g_pmf[theta] = 1.0
-        else:
-            g_pmf = np.trim_zeros(g_pmf, "b")
-        below["phi"] = phi
-        gs = np.arange(g_pmf.size)
-        nz = g_pmf > 0
-        forward_cost = float(np.dot(g_pmf[nz], costs[i](gs[nz] + 1)))
-        overhead = cascade.models[i].overhead
-        rc = phi * below["round_cost"] + forward_cost + overhead
-        lp = emitted_law(g_pmf, cascade.laws[i])
-        below = dict(phi=None, l_pmf=lp, round_cost=rc, forward_cost=forward_cost, g_pmf=g_pmf,
-                     overhead=overhead)
-        rev.append(below)
-    top = rev[-1]
-    levels_raw = rev[::-1]
-    mean_l1 = float(np.dot(np.arange(top["l_pmf"].size), top["l_pmf"]))
-    tau1 = top["round_cost"] / mean_l1
+    folded = fold_levels(cascade)
+    mean_l1 = float(np.dot(np.arange(folded[0].emitted_pmf.size), folded[0].emitted_pmf))
+    tau1 = folded[0].round_cost / mean_l1
     # forwards per generated token: F_1 = 1/E[L_1], F_{i+1} = F_i phi_{i+1}
     fwd = 1.0 / mean_l1
     out = []
-    for i, lv in enumerate(levels_raw):
-        lp = lv["l_pmf"]
+    for i in range(n):
+        if i < n - 1:
+            lv = folded[i]
+            lp, g, rc, fc, overhead = (lv.emitted_pmf, lv.block_pmf, lv.round_cost,
+                                       lv.forward_cost, lv.overhead)
+        else:  # M_n alone
+            lp, g, overhead = BOTTOM_LENGTH_PMF.copy(), None, 0.0
+            rc = fc = costs[-1].t1
         mean_l = float(np.dot(np.arange(lp.size), lp))
-        g = lv["g_pmf"]
-        mean_g = None if g is None else float(np.dot(np.arange(g.size), g))
-        overhead = lv.get("overhead", 0.0)
-        tpt = fwd * (lv["forward_cost"] + overhead)
+        tpt = fwd * (fc + overhead)
         out.append(
             LevelPrediction(
                 name=cascade.models[i].name,
-                phi=lv["phi"],
+                phi=folded[i - 1].phi if i > 0 else None,
                 block_pmf=g,
-                mean_block=mean_g,
+                mean_block=None if g is None else float(np.dot(np.arange(g.size), g)),
                 emitted_pmf=lp,
                 mean_emitted=mean_l,
-                round_cost=lv["round_cost"],
-                tau=lv["round_cost"] / mean_l,
+                round_cost=rc,
+                tau=rc / mean_l,
                 forwards_per_token=fwd,
-                forward_cost=lv["forward_cost"],
+                forward_cost=fc,
                 time_per_token=tpt,
                 time_share=tpt / tau1,
                 overhead=overhead,
             )
         )
         if i + 1 < n:
-            fwd = fwd * levels_raw[i + 1]["phi"]
+            fwd = fwd * folded[i].phi
     t_ar = costs[0].t1
     if not (math.isfinite(tau1) and tau1 > 0 and math.isfinite(t_ar / tau1)):
         raise PolyspecInputError(

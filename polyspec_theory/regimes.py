@@ -248,12 +248,11 @@ class RegimeLaw(AcceptanceLaw):
 
     Unlike docs/theory.md §1.4's laws a cap does not merely censor one survival sequence:
     ``survival(kmax)`` is the survival function *at cap* ``kmax``, so the per-cap methods
-    (``pmf_vector``, ``mean``, ``sf``, ``mean_emitted``, ...) are exact, and
-    ``cap_conditional`` tells P1 (:func:`polyspec_theory.polybasic.emitted_law`) and the
-    planner to use :meth:`cap_pmf_table` for a block of random length."""
+    (``pmf_vector``, ``mean``, ``sf``, ``mean_emitted``, ...) are exact, and P1's three
+    per-cap methods (:meth:`cap_pmf_table`, :meth:`pmf_over_blocks`,
+    :meth:`capped_mean_emitted`) use the table ``Q`` itself."""
 
     family = "regime"
-    cap_conditional = True
 
     def __init__(self, model: HiddenRegimes, horizon: int):
         if not isinstance(model, HiddenRegimes):
@@ -268,6 +267,17 @@ class RegimeLaw(AcceptanceLaw):
         if self._table is None or self._table.shape[0] <= gmax:
             self._table = self.model.horizon_table(max(gmax, 1), self.horizon)
         return self._table[: gmax + 1, : gmax + 1].copy()
+
+    def pmf_over_blocks(self, block_pmf) -> np.ndarray:
+        """``P(A = a) = sum_g P(G = g) Q[g, a]`` (rows of ``block_pmf``)."""
+        w = np.asarray(block_pmf, dtype=np.float64)
+        if w.ndim not in (1, 2) or w.shape[-1] < 1 or not (np.isfinite(w) & (w >= 0)).all():
+            raise PolyspecInputError("block_pmf", "must be rows of a pmf over block lengths")
+        return w @ self.cap_pmf_table(w.shape[-1] - 1)
+
+    def capped_mean_emitted(self, gmax: int) -> np.ndarray:
+        """``E[L | cap g] = 1 + sum_a a Q[g, a]`` for g = 0..gmax."""
+        return 1.0 + self.cap_pmf_table(gmax) @ np.arange(gmax + 1)
 
     def survival(self, kmax: int) -> np.ndarray:
         """``P(A >= k | cap kmax)``, k = 0..kmax."""

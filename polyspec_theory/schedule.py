@@ -392,8 +392,7 @@ def _law(law, field="law") -> AcceptanceLaw:
 
 def _full_and_mean(law: AcceptanceLaw, g: int) -> tuple[float, float]:
     """``P(A = g | cap g)`` and ``E[L | cap g]``."""
-    p = (law.cap_pmf_table(g)[g, : g + 1] if getattr(law, "cap_conditional", False)
-         else law.pmf_vector(g))
+    p = law.cap_pmf_table(g)[g, : g + 1]
     return float(p[-1]), 1.0 + float(np.dot(np.arange(g + 1), p))
 
 

@@ -42,6 +42,7 @@ from .config import MAX_THRESHOLD, Cascade, Model, as_cascade
 from .costs import CostCurve
 from .errors import PolyspecInputError, as_int
 from .laws import AcceptanceLaw
+from .p1 import BOTTOM_LENGTH_PMF, block_laws, fill_blocks, fold_levels
 from .polybasic import emitted_law, predict, renewal_fill
 
 __all__ = [
@@ -248,47 +249,39 @@ def predict_batch(cascade, batch) -> BatchPrediction:
     costs = bc.costs
     n = cascade.n
     t_n = costs[-1].t1
-    below = dict(l_pmf=np.array([0.0, 1.0]), rc=t_n, fc=t_n, g=None, phi=None, phib=None,
-                 gmax=None)
-    rev = [below]
-    for i in range(n - 2, -1, -1):
-        theta = cascade.thresholds[i]
-        phi, g_pmf = renewal_fill(below["l_pmf"], theta)
-        phib = phi + float(max_excess(exact_tail(below["l_pmf"], theta), b).sum())
-        if cascade.policy == "truncate":
-            g_pmf = np.zeros(theta + 1)
-            g_pmf[theta] = 1.0
-        else:
-            g_pmf = np.trim_zeros(g_pmf, "b")
-        below["phi"], below["phib"] = phi, phib
-        _, fc = _max_forward_cost(g_pmf, costs[i], b)
-        o = cascade.models[i].overhead  # per-round overhead: once per batched verification
-        rc = phib * below["rc"] + fc + o
-        gm = max_block_law(g_pmf, b)
-        below = dict(l_pmf=emitted_law(g_pmf, cascade.laws[i]), rc=rc, fc=fc, g=g_pmf,
-                     phi=None, phib=None, gmax=float(np.dot(np.arange(gm.size), gm)), o=o)
-        rev.append(below)
-    lv_raw = rev[::-1]
-    top = lv_raw[0]
-    mean_l1 = float(np.dot(np.arange(top["l_pmf"].size), top["l_pmf"]))
-    tau = top["rc"] / mean_l1
+    # per-round overhead o_i: once per batched verification
+    folded = fold_levels(
+        cascade, costs,
+        rounds=lambda l_pmf, theta, phi: phi + float(
+            max_excess(exact_tail(l_pmf, theta), b).sum()),
+        forward_cost=lambda g_pmf, i: _max_forward_cost(g_pmf, costs[i], b)[1])
+    top = folded[0]
+    mean_l1 = float(np.dot(np.arange(top.emitted_pmf.size), top.emitted_pmf))
+    tau = top.round_cost / mean_l1
     fwd = 1.0 / mean_l1
     levels = []
-    for i, lv in enumerate(lv_raw):
-        lp = lv["l_pmf"]
-        g = lv["g"]
-        tpt = fwd * (lv["fc"] + lv.get("o", 0.0))
+    for i in range(n):
+        if i < n - 1:
+            lv = folded[i]
+            lp, g, fc, rc, o = (lv.emitted_pmf, lv.block_pmf, lv.forward_cost, lv.round_cost,
+                                lv.overhead)
+            gm = max_block_law(g, b)
+            gmax = float(np.dot(np.arange(gm.size), gm))
+        else:  # M_n alone
+            lp, g, fc, rc, o, gmax = BOTTOM_LENGTH_PMF.copy(), None, t_n, t_n, 0.0, None
+        phi, phib = (None, None) if i == 0 else (folded[i - 1].phi, folded[i - 1].rounds)
+        tpt = fwd * (fc + o)
         levels.append(BatchLevel(
             name=cascade.models[i].name,
-            phi=lv["phi"], phi_batch=lv["phib"],
-            idle_share=None if lv["phi"] is None else 1.0 - lv["phi"] / lv["phib"],
+            phi=phi, phi_batch=phib,
+            idle_share=None if phi is None else 1.0 - phi / phib,
             mean_block=None if g is None else float(np.dot(np.arange(g.size), g)),
-            mean_max_block=lv["gmax"],
+            mean_max_block=gmax,
             mean_emitted=float(np.dot(np.arange(lp.size), lp)),
-            forward_cost=lv["fc"], round_cost=lv["rc"], forwards_per_token=fwd,
+            forward_cost=fc, round_cost=rc, forwards_per_token=fwd,
             time_per_token=tpt, time_share=tpt / tau))
         if i + 1 < n:
-            fwd = fwd * lv_raw[i + 1]["phib"]
+            fwd = fwd * folded[i].rounds
     t_ar = costs[0].t1
     return BatchPrediction(
         batch=b, thresholds=cascade.thresholds, policy=cascade.policy,
@@ -301,19 +294,6 @@ def predict_batch(cascade, batch) -> BatchPrediction:
 # --------------------------------------------------------------------------------------------
 # B6: optimal thresholds at a batch size (exhaustive, every threshold vector)
 # --------------------------------------------------------------------------------------------
-def _capped_matrix(law: AcceptanceLaw, gmax: int) -> np.ndarray:
-    """``K[g, a] = P(A = a | block g)`` for g, a = 0..gmax."""
-    if getattr(law, "cap_conditional", False):
-        return np.asarray(law.cap_pmf_table(gmax), dtype=np.float64)
-    s = law.survival(gmax)
-    k = np.zeros((gmax + 1, gmax + 1))
-    if gmax >= 1:
-        pm = law._point_masses(s, gmax)
-        k[:, :gmax] = np.tril(np.ones((gmax + 1, gmax)), -1) * pm[None, :]
-    k[np.arange(gmax + 1), np.arange(gmax + 1)] = s
-    return k
-
-
 def _level_all(p: np.ndarray, rc_low: float, tmax: int, law: AcceptanceLaw, cost: CostCurve,
                policy: str, b: int, top: bool, overhead: float = 0.0):
     """One level for every threshold ``1..tmax`` above a system with length law ``p`` and
@@ -334,12 +314,7 @@ def _level_all(p: np.ndarray, rc_low: float, tmax: int, law: AcceptanceLaw, cost
         w = np.zeros((tmax, width))
         w[np.arange(tmax), thetas] = 1.0
     else:
-        s = np.arange(tmax)[:, None]
-        g = np.arange(width)[None, :]
-        d = g - s
-        shift = np.where((d >= 1) & (d <= lmax), p[np.clip(d, 0, lmax)], 0.0)
-        w = np.cumsum(f[:, None] * shift, axis=0)
-        w[g < thetas[:, None]] = 0.0
+        w = block_laws(p, f, thetas)
     gmax = width - 1
     t = np.asarray(cost(np.arange(1, gmax + 3)), dtype=np.float64)  # T(g + 1), g = 0..gmax+1
     sf = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]
@@ -347,12 +322,8 @@ def _level_all(p: np.ndarray, rc_low: float, tmax: int, law: AcceptanceLaw, cost
     fc = w @ t[: gmax + 1] + max_excess(sf, b) @ np.diff(t)[: gmax + 1]
     rc = phib * rc_low + fc + overhead
     if top:
-        if getattr(law, "cap_conditional", False):
-            mean_l = 1.0 + w @ (_capped_matrix(law, gmax) @ np.arange(gmax + 1))
-        else:
-            mean_l = w @ np.cumsum(law.survival(gmax))
-        return rc, mean_l
-    a = w @ _capped_matrix(law, gmax)
+        return rc, w @ law.capped_mean_emitted(gmax)
+    a = w @ law.cap_pmf_table(gmax)
     lp = np.zeros((tmax, gmax + 2))
     lp[:, 1:] = a
     return rc, lp
@@ -562,11 +533,7 @@ def large_batch_limit(cascade) -> dict:
         theta = cascade.thresholds[i]
         tail = exact_tail(l_pmf, theta)
         n_max = int(np.count_nonzero(tail > 0.0))
-        _, g_pmf = renewal_fill(l_pmf, theta)
-        if cascade.policy == "truncate":
-            g_pmf = np.zeros(theta + 1)
-            g_pmf[theta] = 1.0
-        g_pmf = np.trim_zeros(g_pmf, "b")
+        g_pmf = fill_blocks(l_pmf, [theta], cascade.policy)[1][0]
         g_max = int(np.flatnonzero(g_pmf > 0).max())
         c_low = n_max * c_low + float(rates[i](g_max + 1))
         l_pmf = emitted_law(g_pmf, cascade.laws[i])

@@ -185,24 +185,6 @@ class _Proc:
     init: int
 
 
-def _acc_table(law: AcceptanceLaw, gmax: int) -> np.ndarray:
-    """``Q[g, k] = P(A = k | cap g)``, g, k = 0..gmax (g = 0: A = 0)."""
-    Q = np.zeros((gmax + 1, gmax + 1))
-    Q[0, 0] = 1.0
-    if gmax == 0:
-        return Q
-    if getattr(law, "cap_conditional", False):
-        T = law.cap_pmf_table(gmax)
-        Q[1:] = T[1: gmax + 1, : gmax + 1]
-        return Q
-    s = law.survival(gmax)
-    point = law._point_masses(s, gmax)
-    for g in range(1, gmax + 1):
-        Q[g, :g] = point[:g]
-        Q[g, g] = s[g]
-    return Q
-
-
 def _bounds(cascade, trees, schedules):
     """Largest block ``G_i`` and emitted length ``L_i`` per pair level, bottom up."""
     m = cascade.n - 1
@@ -243,7 +225,7 @@ def _chain_level(i, cascade, low: _Proc, sched, lay: _Layout, gmax_i, lmax_i) ->
         for l in range(1, min(a, Ll) + 1):
             F[a] += F[a - l] @ K_low[:, l, :]
     W = np.concatenate([np.zeros((1, S, S)), np.cumsum(F, axis=0)])  # W[a] = sum_{a'<a} F
-    Q = _acc_table(cascade.laws[i], gmax_i)
+    Q = cascade.laws[i].cap_pmf_table(gmax_i)
     dq = np.diag(Q).copy()
     Qs = np.tril(Q, -1)  # k < g: not fully accepted
     tcost = cascade.costs[i](np.arange(gmax_i + 1) + 1)

@@ -478,9 +478,7 @@ def accepted_pmf(tree: Tree, law, field: str = "law") -> np.ndarray:
     _require_law(tree, law, field)
     D = tree.max_depth
     if not isinstance(law, TreeLaw):
-        if getattr(law, "cap_conditional", False):
-            return law.cap_pmf_table(D)[D].copy()
-        return law.pmf_vector(D)
+        return law.cap_pmf_table(D)[D].copy()
     f = path_probabilities(tree, law)
     p = law.rank_probs(D + 1, max(tree.max_children, 1))
     cum = np.concatenate([np.zeros((D + 1, 1)), np.cumsum(p, axis=1)], axis=1)

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from polyspec_theory import RegimeLaw
 from polyspec_theory.config import Cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.schedule import ConfidenceLaw, ConfidenceSchedule, HFSchedule
@@ -128,7 +129,7 @@ class StructModel:
             raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
         n, m = cascade.n, cascade.n - 1
         for i, law in enumerate(cascade.laws):
-            if getattr(law, "cap_conditional", False):
+            if isinstance(law, RegimeLaw):
                 raise PolyspecInputError(
                     f"acceptance[{i}]", "cap-conditional (regime) laws are not simulated here")
         trees = cascade.trees or (None,) * m
