@@ -36,8 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from polyspec_theory.config import Cascade  # noqa: E402
-from polyspec_theory.polybasic import block_bounds, predict  # noqa: E402
+from polyspec_theory.core.config import Cascade  # noqa: E402
+from polyspec_theory.core.polybasic import block_bounds, predict  # noqa: E402
 
 
 def _hazards(cascade: Cascade, width: int) -> np.ndarray:

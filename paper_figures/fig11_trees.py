@@ -8,11 +8,11 @@ target ``T(m) = 1 + 0.004 (m - 1)`` (extra verified positions are cheap, as on a
 drafter ``T = 0.03`` per forward (one forward per depth). For a budget of ``N`` drafted nodes:
 
 * (a) the largest ``E[A] = E[L] - 1`` within the budget: the chain of ``N`` tokens, the best
-  fixed-width tree (:func:`~polyspec_theory.trees.beam_tree`, width ``w`` and depth
-  ``<= N / w``), the optimal tree (:func:`~polyspec_theory.trees.max_expected_emitted`);
+  fixed-width tree (:func:`~polyspec_theory.structures.trees.beam_tree`, width ``w`` and depth
+  ``<= N / w``), the optimal tree (:func:`~polyspec_theory.structures.trees.max_expected_emitted`);
 * (b) the largest speedup within the budget: the best chain (:func:`optimal_gamma` up to
-  ``N``), :func:`~polyspec_theory.trees.best_width_tree`,
-  :func:`~polyspec_theory.trees.optimal_tree`.
+  ``N``), :func:`~polyspec_theory.structures.trees.best_width_tree`,
+  :func:`~polyspec_theory.structures.trees.optimal_tree`.
 
 Points: :func:`simulators.structures.simulate_structured` on the plotted structures at a few
 budgets (95 % CIs).
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.config import Cascade
-from polyspec_theory.dualistic import optimal_gamma
-from polyspec_theory.trees import (
+from polyspec_theory.closed_forms.dualistic import optimal_gamma
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.structures.trees import (
     SiblingLaw,
     beam_tree,
     best_width_tree,
@@ -52,7 +52,7 @@ __all__ = ["compute", "draw", "main", "structures", "zoo_panels"]
 
 NAME = "fig11_trees"
 TITLE = "Token trees against the node budget: chain, best fixed-width tree, optimal tree"
-SOURCES = ("polyspec_theory.trees", "simulators.structures")
+SOURCES = ("polyspec_theory.structures.trees", "simulators.structures")
 
 LAW = {"sibling": [0.55, 0.2, 0.1, 0.05]}
 TARGET = {"base": 1.0, "per_token": 0.004}

@@ -15,101 +15,101 @@ _MODULES = {
     "errors": (
         "PolyspecInputError",
     ),
-    "config": (
+    "core.config": (
         "acceptance_from_config", "as_cascade", "Cascade", "Model", "model_from_config",
     ),
-    "costs": (
-        "cost_from_config", "CostCurve", "CostFit", "fit_cost_curve",
+    "core.costs": (
+        "BatchCostCurve", "BatchTableCost", "cost_from_config", "CostCurve", "CostFit",
+        "fit_cost_curve", "RooflineCost",
     ),
-    "counts": (
+    "core.counts": (
         "AcceptanceCounts",
     ),
-    "laws": (
+    "core.laws": (
         "AcceptanceLaw", "best_fit", "BetaMixed", "FAMILIES", "fit_laws", "fit_result",
         "FitResult", "GaussianBaseline", "goodness_of_fit", "GoodnessOfFit", "IIDGeometric",
         "LAW_FAMILIES", "law_from_config", "Positional",
     ),
-    "p1": (
+    "core.p1": (
         "block_laws", "fill_blocks", "fold_levels", "FoldedLevel", "renewal_masses",
     ),
-    "polybasic": (
+    "core.polybasic": (
         "block_bounds", "emitted_law", "LevelPrediction", "predict", "Prediction",
         "renewal_fill",
     ),
-    "dualistic": (
+    "closed_forms.dualistic": (
         "cor39_bound", "dualistic_speedup", "expected_emitted", "leviathan_speedup",
         "operations_factor", "optimal_gamma", "OptimalGamma",
     ),
-    "symbolic": (
+    "closed_forms.symbolic": (
         "closed_forms", "derivation", "derivation_latex", "DerivationStep", "limits_at_one",
     ),
-    "bounds": (
+    "bounds.tails": (
         "exact_tail", "forward_count_moments", "hoeffding_tail", "length_moments", "phi_bounds",
         "PhiBounds", "target_forwards_clt",
     ),
-    "approximation": (
+    "bounds.approximation": (
         "approximation_error", "error_curve", "identity_from_counts",
         "identity_from_prediction", "lemma31_time", "paper_approximation", "PaperApproximation",
     ),
-    "insertion": (
+    "planning.insertion": (
         "decision_confidence", "DecisionConfidence", "insert_model", "insertion_decision",
         "InsertionDecision", "paper_insertion_check", "paper_insertion_condition",
     ),
-    "stability": (
+    "bounds.stability": (
         "beta_heterogeneity_gap", "beta_variance_decomposition", "cv_accepted",
         "cv_dense_check", "cv_derivative_coefficients", "cv_emitted", "cv_emitted_not_monotone",
         "cv_general_proof", "cv_monotone_certificate", "greedy_acceptance", "heterogeneity_gap",
         "speculative_acceptance", "verification_comparison", "VerificationComparison",
     ),
-    "grid": (
+    "planning.grid": (
         "GridPrediction", "optimize_thresholds", "predict_grid", "predict_many",
     ),
-    "planner": (
+    "planning.planner": (
         "greedy_paper_rule", "GreedyResult", "GreedyStep", "Plan", "plan", "plan_thresholds",
         "PlannedCascade", "Pool", "SearchStats",
     ),
-    "regimes": (
+    "core.regimes": (
         "fit_regimes", "HiddenRegimes", "RegimeFit", "RegimeLaw",
     ),
-    "coupling": (
+    "planning.coupling": (
         "coupled_forwards", "fit_coupling", "group_rounds", "LevelCoupling", "select_coupling",
     ),
-    "batch_costs": ("BatchCostCurve", "BatchTableCost", "RooflineCost"),
-    "serving": (
+    "serving.batch": (
         "batch_cascade", "batch_cost", "batch_sweep", "BatchLevel", "BatchOptimum",
         "BatchPoint", "BatchPrediction", "Crossover", "crossover_batch", "large_batch_limit",
         "max_block_law", "max_fill_bounds", "max_fill_mean", "optimize_batch_thresholds",
         "predict_batch",
     ),
-    "serving_plan": ("BatchPlan", "plan_batch", "plan_batches"),
-    "trees": (
+    "serving.plan": ("BatchPlan", "plan_batch", "plan_batches"),
+    "structures.trees": (
         "beam_tree", "best_width_tree", "chain_tree", "expected_emitted_tree",
         "fit_sibling_law", "kary_tree", "max_expected_emitted", "optimal_tree", "OptimalTree",
         "ResidualLaw", "SiblingLaw", "Tree", "tree_round", "tree_speedup", "TreeLaw",
         "TreeRound",
     ),
-    "schedule": (
+    "structures.schedule": (
         "ConfidenceFit", "ConfidenceLaw", "ConfidenceSchedule", "confidence_two_model",
         "fit_confidence_law", "hf_two_model", "HFPrediction", "HFSchedule",
         "stationary_distribution",
     ),
-    "structured": (
+    "structures.structured": (
         "predict_structured", "StructuredPrediction",
     ),
-    "calibration": (
+    "planning.calibration": (
         "acceptance_from_taus", "calibrate", "Calibration", "CalibrationProblem",
         "choose_threshold", "cost_coefficients", "problem_from_config", "ThresholdChoice",
     ),
-    "symbolic_cascade": (
+    "closed_forms.symbolic_cascade": (
         "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",
         "SymbolicCascade", "three_level_closed_form",
     ),
-    "markov": (
+    "yin.markov": (
         "as_chain", "as_kernels", "as_law", "drop_support", "logit_draft", "MarkovPair",
         "MAX_SEQUENCE_LAW_SIZE", "mixture_draft", "PROB_TOL", "random_kernels", "random_law",
         "random_pair", "sequence_law", "state_marginals", "step_tv", "tv_distance",
     ),
-    "yin": (
+    "yin.theorems": (
         "batch_expected_rejections", "batch_improvement", "batch_lower_bound", "BATCH_MODES",
         "batch_output_law", "batch_rejections", "batch_saturation", "batch_sequence_law",
         "batch_step_rejection", "BatchSaturation", "chain_rejections", "optimal_loss",

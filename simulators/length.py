@@ -46,10 +46,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.config import Cascade
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.laws import IIDGeometric
+from polyspec_theory.core.polybasic import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.laws import IIDGeometric
-from polyspec_theory.polybasic import block_bounds
 
 from .runtime import (
     RatioEstimate,
@@ -161,7 +161,7 @@ def estimate_events(cascade: Cascade, tokens: int) -> float:
     """Expected verification rounds (simulator events) to emit ``tokens`` tokens: P1's
     forwards per token of every verifying model times ``tokens`` (``inf`` when P1 is out of
     range)."""
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.polybasic import predict
 
     try:
         pred = predict(cascade)

@@ -37,9 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.config import Cascade
+from polyspec_theory.core.config import Cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.serving import batch_cascade
+from polyspec_theory.serving.batch import batch_cascade
 
 from .length import block_bounds
 from .runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits
@@ -284,7 +284,7 @@ def simulate_serving(cascade, batch, tokens: int, seed: int = 0, *, chains: int 
                      chunk_len: int | None = None, max_events: int | None = None
                      ) -> ServingResult:
     """Monte-Carlo throughput and speedup of ``cascade`` decoded in lockstep batches of
-    ``batch`` sequences (compare with :func:`polyspec_theory.serving.predict_batch`).
+    ``batch`` sequences (compare with :func:`polyspec_theory.serving.batch.predict_batch`).
 
     ``tokens``: total tokens asked for over all chains (each chain = one batch runs until it
     has emitted ``ceil(tokens / chains)``, finishing its top-level round). ``cascade`` may be

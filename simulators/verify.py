@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from polyspec_theory.config import DEFAULT_CASCADE, Cascade
+from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
 
 __all__ = [
     "FAMILY_ALPHA",
@@ -116,7 +116,7 @@ def _ci_row(id_, statement, theory: float, est, detail: str = "", extra_ok: bool
 
 
 def _dualistic(alpha_or_law, gamma: int, draft_cost: float, target_cost=1.0) -> Cascade:
-    from polyspec_theory.laws import law_from_config
+    from polyspec_theory.core.laws import law_from_config
 
     law = alpha_or_law if not isinstance(alpha_or_law, float) else {"alpha": alpha_or_law}
     return Cascade.from_config({
@@ -158,8 +158,8 @@ _D_ALPHA, _D_GAMMA, _D_C = 0.8, 6, 0.05
 
 
 def check_d(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.dualistic import leviathan_speedup
-    from polyspec_theory.symbolic import lambdified
+    from polyspec_theory.closed_forms.dualistic import leviathan_speedup
+    from polyspec_theory.closed_forms.symbolic import lambdified
 
     cas = _dualistic(_D_ALPHA, _D_GAMMA, _D_C)
     res = _length_run(ctx, "D", cas, 300_000, 5_000_000)
@@ -196,7 +196,7 @@ def _default_runs(ctx: VerifyContext):
 
 
 def check_p1(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.polybasic import predict
 
     cas, acc, tcas, trunc = _default_runs(ctx)
     rows = []
@@ -226,7 +226,7 @@ OVERHEAD_CASCADE = {
 
 
 def check_p1_overhead(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.polybasic import predict
 
     cas = Cascade.from_config(OVERHEAD_CASCADE)
     res = _length_run(ctx, "P1o", cas, 300_000, 8_000_000)
@@ -237,8 +237,8 @@ def check_p1_overhead(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_p2(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.bounds import phi_bounds
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.bounds.tails import phi_bounds
+    from polyspec_theory.core.polybasic import predict
 
     cas, acc, _, _ = _default_runs(ctx)
     pred = predict(cas)
@@ -259,14 +259,14 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     import jax
     import jax.numpy as jnp
 
-    from polyspec_theory.bounds import (
+    from polyspec_theory.bounds.tails import (
         exact_tail,
         forward_count_moments,
         hoeffding_tail,
         length_moments,
         target_forwards_clt,
     )
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.polybasic import predict
 
     from .runtime import make_key, uniform_from_bits
 
@@ -288,7 +288,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     exact = float(exact_tail(l_pmf, theta, k)[k])
     bound = float(hoeffding_tail(l_pmf, theta, k))
     # the bound must be Hoeffding's and no looser: its value from the law itself (lengths in
-    # [1, ell], deviation eps = k mu - theta), computed here without polyspec_theory.bounds
+    # [1, ell], deviation eps = k mu - theta), computed here without polyspec_theory.bounds.tails
     lengths_support = np.flatnonzero(np.asarray(l_pmf) > 0)
     ell = int(lengths_support[-1])
     mu_law = float(np.dot(np.arange(len(l_pmf)), l_pmf) / np.sum(l_pmf))
@@ -321,8 +321,8 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.approximation import identity_from_counts, paper_approximation
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.bounds.approximation import identity_from_counts, paper_approximation
+    from polyspec_theory.core.polybasic import predict
 
     from .runtime import ratio_estimate
 
@@ -363,10 +363,10 @@ def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_p5(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.config import Model
-    from polyspec_theory.costs import CostCurve
-    from polyspec_theory.insertion import insertion_decision
-    from polyspec_theory.laws import IIDGeometric
+    from polyspec_theory.core.config import Model
+    from polyspec_theory.core.costs import CostCurve
+    from polyspec_theory.core.laws import IIDGeometric
+    from polyspec_theory.planning.insertion import insertion_decision
 
     base = Cascade.from_config({
         "models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.02}},
@@ -408,7 +408,7 @@ def _cv_est(a_counts) -> _Est:
 
 
 def check_p6(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.stability import cv_accepted
+    from polyspec_theory.bounds.stability import cv_accepted
 
     g = 6
     alphas = (0.5, 0.7, 0.9)
@@ -432,7 +432,7 @@ def check_p6(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_p7(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.stability import beta_heterogeneity_gap
+    from polyspec_theory.bounds.stability import beta_heterogeneity_gap
 
     a, b, g = 3.0, 1.5, 6
     gap = beta_heterogeneity_gap(a, b, g)
@@ -449,14 +449,14 @@ def check_p7(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def _yin_pair():
-    from polyspec_theory.yin import yin_demo_chain
+    from polyspec_theory.yin.theorems import yin_demo_chain
 
     return yin_demo_chain(0)
 
 
 def check_y(ctx: VerifyContext) -> list[CheckRecord]:
     from polyspec_theory import yin
-    from polyspec_theory.markov import tv_distance
+    from polyspec_theory.yin.markov import tv_distance
 
     from .yin_mc import simulate_markov, simulate_step, transition_chi2
 
@@ -565,7 +565,7 @@ def check_f(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_b(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.serving import predict_batch
+    from polyspec_theory.serving.batch import predict_batch
 
     from .serving import VERIFY_THREE_LEVEL, VERIFY_TWO_MODEL, simulate_serving
 

@@ -4,7 +4,8 @@ A1, A2, A4): theory against :mod:`simulators.structures`, same conventions as
 
 Runs with a schedule compare the Monte-Carlo ratio (chains of a fixed number of top-level
 rounds after a burn-in) with the *stationary* theory; the start's exact transient
-(:meth:`~polyspec_theory.structured.StructuredPrediction.finite_horizon` minus stationary) is
+(:meth:`~polyspec_theory.structures.structured.StructuredPrediction.finite_horizon` minus
+stationary) is
 printed in the row and must be below a tenth of the standard error, so it cannot decide the
 row.
 """
@@ -17,7 +18,7 @@ import zlib
 import numpy as np
 from scipy import stats
 
-from polyspec_theory.config import DEFAULT_CASCADE, Cascade
+from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
 
 from .verify import ROW_ALPHA, ROW_Z, CheckRecord, VerifyContext, _ci_row, _fmt, _widen
 
@@ -73,9 +74,9 @@ def _transient(sp, result) -> float:
 
 
 def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.dualistic import optimal_gamma
-    from polyspec_theory.structured import predict_structured
-    from polyspec_theory.trees import (
+    from polyspec_theory.closed_forms.dualistic import optimal_gamma
+    from polyspec_theory.structures.structured import predict_structured
+    from polyspec_theory.structures.trees import (
         ResidualLaw,
         Tree,
         accepted_pmf,
@@ -170,7 +171,7 @@ def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.structured import predict_structured
+    from polyspec_theory.structures.structured import predict_structured
 
     rows = []
     # A1: HF schedule, two models

@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from polyspec_theory.core.laws import pool_cells
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.laws import pool_cells
-from polyspec_theory.markov import MarkovPair, as_chain
+from polyspec_theory.yin.markov import MarkovPair, as_chain
 
 from .runtime import RatioEstimate, make_key, mean_estimate, uniform_from_bits
 

@@ -4,11 +4,13 @@ AR-calibrated cost curves, then, for each node budget ``N``, the trees the figur
 (docs/theory.md Part III-D T4):
 
 * panel ``el`` (largest ``E[A]`` within ``N`` nodes): the chain of ``N`` tokens, the
-  fixed-width tree with the largest ``E[L]`` (:func:`~polyspec_theory.trees.beam_tree` over
-  widths), the ``E[L]``-optimal tree (:func:`~polyspec_theory.trees.max_expected_emitted`);
+  fixed-width tree with the largest ``E[L]`` (:func:`~polyspec_theory.structures.trees.beam_tree`
+  over
+  widths), the ``E[L]``-optimal tree
+  (:func:`~polyspec_theory.structures.trees.max_expected_emitted`);
 * panel ``speedup`` (fastest within ``N`` nodes, T3 time with the fitted costs): the best
-  chain (path of ``g <= N`` nodes), :func:`~polyspec_theory.trees.best_width_tree`,
-  :func:`~polyspec_theory.trees.optimal_tree`.
+  chain (path of ``g <= N`` nodes), :func:`~polyspec_theory.structures.trees.best_width_tree`,
+  :func:`~polyspec_theory.structures.trees.optimal_tree`.
 
 ``python -m validation.tree_plan PILOT.jsonl --budgets 4,8,16,32 --prefix TAG --out
 PLAN.json`` writes the plan (law, costs, one entry per (panel, family, budget) with its tree,
@@ -22,9 +24,9 @@ import argparse
 import hashlib
 import sys
 
-from polyspec_theory.costs import cost_from_config
+from polyspec_theory.core.costs import cost_from_config
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.trees import (
+from polyspec_theory.structures.trees import (
     SiblingLaw,
     beam_tree,
     best_width_tree,

@@ -1,5 +1,5 @@
 """``polyspec plan POOL`` / ``polyspec plan --traces DIR``: the exact best cascade from a pool
-of models (chain, order and thresholds; :mod:`polyspec_theory.planner`)."""
+of models (chain, order and thresholds; :mod:`polyspec_theory.planning.planner`)."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_int
-    from polyspec_theory.planner import DEFAULT_MAX_THRESHOLD, Pool, plan
+    from polyspec_theory.planning.planner import DEFAULT_MAX_THRESHOLD, Pool, plan
     from validation.files import atomic_write_text, dump_json, read_mapping
 
     if (args.pool is None) == (args.traces is None):

@@ -54,8 +54,8 @@ def _run_cascade(args) -> int:
 
     import torch
 
+    from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from polyspec_theory.laws import IIDGeometric
     from validation.analysis.forecast import pair_rounds
     from validation.capture import make_prompts
     from validation.composition import profile_cascade

@@ -10,7 +10,7 @@ MODEL_NOTE = ("lockstep batch (B0): every forward is batched over all b slots an
 
 def parse_batches(text, field: str = "--batch") -> list[int]:
     """``"1,2,4,8,16"`` -> ``[1, 2, 4, 8, 16]`` (errors name the option)."""
-    from polyspec_theory.batch_costs import MAX_BATCH_SIZE
+    from polyspec_theory.core.costs import MAX_BATCH_SIZE
     from polyspec_theory.errors import PolyspecInputError
 
     parts = [p.strip() for p in str(text).split(",")]
@@ -27,7 +27,7 @@ def parse_batches(text, field: str = "--batch") -> list[int]:
 
 
 def _cost_kind(cost) -> str:
-    from polyspec_theory.batch_costs import BatchTableCost, RooflineCost
+    from polyspec_theory.core.costs import BatchTableCost, RooflineCost
 
     if isinstance(cost, RooflineCost):
         return "roofline"
@@ -41,7 +41,7 @@ def predict_batch_report(cascade, batches, max_threshold: int = 16) -> dict:
     speedup, tokens_per_time, thresholds_optimal, speedup_optimal, ...), the crossover (B6)
     and, for roofline costs, the large-batch limit (B5)."""
     from polyspec_theory.errors import PolyspecInputError
-    from polyspec_theory.serving import batch_sweep, crossover_batch, large_batch_limit
+    from polyspec_theory.serving.batch import batch_sweep, crossover_batch, large_batch_limit
 
     pts = batch_sweep(cascade, batches, max_threshold)
     cross = crossover_batch(cascade, max_threshold=max_threshold)
@@ -106,7 +106,7 @@ def explain_predict_batches(rep: dict) -> str:
 
 def run_predict(args, cascade) -> int:
     """``predict CONFIG --batch ...``."""
-    from polyspec_theory.config import MAX_THRESHOLD
+    from polyspec_theory.core.config import MAX_THRESHOLD
     from polyspec_theory.errors import as_int
     from validation.files import dump_json
 
@@ -120,7 +120,7 @@ def run_predict(args, cascade) -> int:
 def run_plan(args, pool) -> int:
     """``plan POOL --batch ...``."""
     from polyspec_theory.errors import PolyspecInputError
-    from polyspec_theory.serving_plan import plan_batches
+    from polyspec_theory.serving.plan import plan_batches
     from validation.files import dump_json
 
     for opt, val in (("--write-config", args.write_config), ("--write-pool", args.write_pool),

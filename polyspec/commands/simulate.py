@@ -94,8 +94,8 @@ def run(args) -> int:
     import sys
 
     from polyspec.api import load_cascade
+    from polyspec_theory.core.polybasic import block_bounds, predict
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from polyspec_theory.polybasic import block_bounds, predict
     from validation.files import dump_json
 
     cascade = load_cascade(args.config)
@@ -107,7 +107,7 @@ def run(args) -> int:
     from simulators.runtime import use_cpu_cores
 
     use_cpu_cores(args.cpu_devices)
-    from polyspec_theory.structured import has_structures
+    from polyspec_theory.structures.structured import has_structures
 
     if has_structures(cascade):  # trees / schedules: simulators.structures
         from .structured_runs import run_structured
@@ -191,7 +191,7 @@ def serving_report(cascade, result, prediction) -> dict:
 
 def _run_batch(args, cascade, tokens, seed, chains) -> int:
     from polyspec_theory.errors import as_int
-    from polyspec_theory.serving import predict_batch
+    from polyspec_theory.serving.batch import predict_batch
     from simulators.serving import MAX_SIM_BATCH, simulate_serving
     from validation.files import dump_json
 

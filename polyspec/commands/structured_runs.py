@@ -1,5 +1,5 @@
 """``polyspec simulate`` for cascades with token trees or adaptive draft lengths
-(:mod:`simulators.structures` next to :mod:`polyspec_theory.structured`)."""
+(:mod:`simulators.structures` next to :mod:`polyspec_theory.structures.structured`)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _text(cascade, result, sp) -> str:
 def run_structured(cascade, tokens: int, seed: int, chains: int, as_json: bool) -> int:
     """Simulate about ``tokens`` tokens: each chain runs a fixed number of top-level rounds,
     sized from the exact mean emitted per top-level round (sizing only)."""
-    from polyspec_theory.structured import predict_structured
+    from polyspec_theory.structures.structured import predict_structured
     from simulators.structures import simulate_structured
     from validation.files import dump_json
 

@@ -1,4 +1,4 @@
-"""The P1 kernel (polyspec_theory.p1, docs/theory.md §6): the per-cap law table, the mixture
+"""The P1 kernel (polyspec_theory.core.p1, docs/theory.md §6): the per-cap law table, the mixture
 over blocks, the vectorised renewal fill and the level fold, each against an independent
 computation (exact enumeration of the rounds, explicit sums over the table)."""
 
@@ -14,8 +14,8 @@ from polyspec_theory import (
     Cascade,
     HiddenRegimes,
     IIDGeometric,
-    Positional,
     PolyspecInputError,
+    Positional,
     RegimeLaw,
     block_laws,
     fill_blocks,

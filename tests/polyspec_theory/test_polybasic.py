@@ -31,7 +31,7 @@ from polyspec_theory import (
     predict,
     renewal_fill,
 )
-from polyspec_theory.grid import predict_many
+from polyspec_theory.planning.grid import predict_many
 
 Z = 4.0  # standard errors; two-sided tail 6.3e-5 per check
 
@@ -195,7 +195,7 @@ def test_p1_per_level_matches_monte_carlo():
 def test_monte_carlo_has_power():
     """The same MC rejects wrong predictions: the other block policy (taus differ by 5.3%
     here) and the paper's Lemma 3.1 approximation (-7.2%)."""
-    from polyspec_theory.approximation import paper_approximation
+    from polyspec_theory.bounds.approximation import paper_approximation
 
     cfg = {"models": [{"name": "a", "cost": 1.0}, {"name": "b", "cost": 0.1},
                       {"name": "c", "cost": 0.01}],

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from scipy import integrate, special, stats
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.dualistic import dualistic_speedup
-from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.schedule import (
+from polyspec_theory.closed_forms.dualistic import dualistic_speedup
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.structures.schedule import (
     ConfidenceLaw,
     ConfidenceSchedule,
     HFSchedule,

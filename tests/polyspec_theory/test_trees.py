@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from scipy import optimize
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.dualistic import dualistic_speedup, leviathan_speedup
-from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.trees import (
+from polyspec_theory.closed_forms.dualistic import dualistic_speedup, leviathan_speedup
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.structures.trees import (
     ResidualLaw,
     SiblingLaw,
     Tree,
@@ -84,7 +84,7 @@ def test_tree_structure():
     ([], "acceptance[0].sibling", "non-empty"),
 ])
 def test_sibling_law_rejects_bad_probabilities(probs, where, words):
-    from polyspec_theory.laws import law_from_config
+    from polyspec_theory.core.laws import law_from_config
 
     with pytest.raises(PolyspecInputError) as e:
         law_from_config({"sibling": probs}, "acceptance[0]")
@@ -92,7 +92,7 @@ def test_sibling_law_rejects_bad_probabilities(probs, where, words):
 
 
 def test_residual_law_rejects_bad_input():
-    from polyspec_theory.laws import law_from_config
+    from polyspec_theory.core.laws import law_from_config
 
     cases = [
         ({"target": [0.5, 0.6], "draft": [0.5, 0.5]}, "acceptance[0].residual.target"),

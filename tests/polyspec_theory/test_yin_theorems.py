@@ -3,7 +3,7 @@ random laws and chains, brute-force enumeration of the literal algorithms, bad i
 
 The brute-force enumerators below simulate the algorithms literally (whole draft sequences,
 normalized residuals, explicit branching over every random outcome) and share no code with
-polyspec_theory.yin; every probability they produce is exact up to float rounding.
+polyspec_theory.yin.theorems; every probability they produce is exact up to float rounding.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.markov import (
+from polyspec_theory.yin.markov import (
     MarkovPair,
     drop_support,
     logit_draft,
@@ -27,7 +27,7 @@ from polyspec_theory.markov import (
     sequence_law,
     state_marginals,
 )
-from polyspec_theory.yin import (
+from polyspec_theory.yin.theorems import (
     BATCH_MODES,
     batch_expected_rejections,
     batch_improvement,
@@ -195,7 +195,7 @@ def _rrs_outcomes(t, d, ys):
 
 
 def brute_force_batch(init, target, draft, M, mode):
-    """Literal batch SD with ``M`` drafts (see polyspec_theory.yin for the two modes),
+    """Literal batch SD with ``M`` drafts (see polyspec_theory.yin.theorems for the two modes),
     enumerated over all draft tuples/sequences and outcomes: ``(law dict, E[N_rej])``."""
     T, K = target.shape[0], target.shape[1]
     law = defaultdict(float)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.polybasic import predict
 from simulators.length import (
     LengthModel,
     init_state,
