@@ -35,15 +35,13 @@ import numpy as np
 
 from polyspec_theory.closed_forms.dualistic import optimal_gamma
 from polyspec_theory.core.config import Cascade
-from polyspec_theory.structures.trees import (
-    SiblingLaw,
+from polyspec_theory.structures.tree_search import (
     beam_tree,
     best_width_tree,
-    chain_tree,
-    expected_emitted_tree,
     max_expected_emitted,
     optimal_tree,
 )
+from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 from simulators.structures import simulate_structured
 
 from . import style

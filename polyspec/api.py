@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from polyspec_theory.core.config import Cascade
-from polyspec_theory.core.polybasic import Prediction
+from polyspec_theory.core.p1 import Prediction
 from polyspec_theory.errors import PolyspecInputError
 
 __all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",

@@ -16,7 +16,8 @@ _MODULES = {
         "PolyspecInputError",
     ),
     "core.config": (
-        "acceptance_from_config", "as_cascade", "Cascade", "Model", "model_from_config",
+        "acceptance_from_config", "as_cascade", "Cascade", "law_from_config", "Model",
+        "model_from_config",
     ),
     "core.costs": (
         "BatchCostCurve", "BatchTableCost", "cost_from_config", "CostCurve", "CostFit",
@@ -28,7 +29,7 @@ _MODULES = {
     "core.laws": (
         "AcceptanceLaw", "best_fit", "BetaMixed", "FAMILIES", "fit_laws", "fit_result",
         "FitResult", "GaussianBaseline", "goodness_of_fit", "GoodnessOfFit", "IIDGeometric",
-        "LAW_FAMILIES", "law_from_config", "Positional",
+        "LAW_FAMILIES", "Positional",
     ),
     "core.p1": (
         "block_laws", "fill_blocks", "fold_levels", "FoldedLevel", "renewal_masses",

@@ -48,7 +48,7 @@ from jax import lax
 
 from polyspec_theory.core.config import Cascade
 from polyspec_theory.core.laws import IIDGeometric
-from polyspec_theory.core.polybasic import block_bounds
+from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .runtime import (

@@ -42,8 +42,8 @@ from scipy import stats
 
 from polyspec_theory.core.config import POLICIES, Cascade, Model
 from polyspec_theory.core.costs import CostCurve
-from polyspec_theory.core.laws import pool_cells
-from polyspec_theory.core.polybasic import block_bounds
+from polyspec_theory.core.fitting import pool_cells
+from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import (
     PolyspecInputError,
     as_int,

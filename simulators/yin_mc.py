@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.core.laws import pool_cells
+from polyspec_theory.core.fitting import pool_cells
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.yin.markov import MarkovPair, as_chain
 

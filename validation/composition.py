@@ -31,7 +31,7 @@ import torch
 
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import AcceptanceLaw
-from polyspec_theory.core.polybasic import block_bounds
+from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .decoder import PolybasicDecoder, autoregressive

@@ -1530,7 +1530,8 @@ def variable_length_model(snap: Snapshot, cap: int, eta: float | None = None) ->
     (``C ~ Beta(a, 1)`` with ``1 - eta^a = q``, acceptance flat at ``r / q``), with the
     schedule, at ``eta`` (default 0.5, an arbitrary label: pass the engine's ``p_min``)."""
     from polyspec_theory.errors import as_probability
-    from polyspec_theory.structures.schedule import ConfidenceLaw, confidence_round
+    from polyspec_theory.structures.schedule import ConfidenceLaw
+    from polyspec_theory.structures.schedule_models import confidence_round
 
     n, cap = snap.rounds, as_int(cap, "cap", low=1)
     if snap.drafted is None:

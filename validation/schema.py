@@ -403,7 +403,7 @@ class RecordChecker:
 
     def __init__(self, header: dict):
         from polyspec_theory.core.config import MAX_THRESHOLD, POLICIES
-        from polyspec_theory.core.polybasic import block_bounds
+        from polyspec_theory.core.p1 import block_bounds
 
         h = header
         check_list(h["models"], "models")

@@ -26,16 +26,14 @@ import sys
 
 from polyspec_theory.core.costs import cost_from_config
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.structures.trees import (
-    SiblingLaw,
+from polyspec_theory.structures.tree_search import (
     beam_tree,
     best_width_tree,
-    chain_tree,
-    expected_emitted_tree,
     max_expected_emitted,
     optimal_tree,
     tree_speedup,
 )
+from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 
 __all__ = ["FAMILIES", "PANELS", "family_structures", "plan_from_capture", "tree_name",
            "main"]

@@ -34,8 +34,7 @@ def run(args) -> int:
     from validation.files import atomic_write_text, dump_json
 
     from .predict import prediction_report
-    from .simulate import _text as simulation_text
-    from .simulate import simulation_report
+    from .simulate import simulation_report, simulation_text
 
     tokens = as_int(args.tokens, "tokens", low=1_000, high=10**10)
     seed = as_int(args.seed, "seed", low=0, high=2**31 - 1)

@@ -21,7 +21,8 @@ def prediction_report(cascade) -> dict:
     from polyspec_theory.bounds.approximation import paper_approximation
     from polyspec_theory.bounds.tails import phi_bounds
     from polyspec_theory.core.polybasic import predict
-    from polyspec_theory.structures.structured import has_structures, structured_report
+    from polyspec_theory.structures.pairs import has_structures
+    from polyspec_theory.structures.structured import structured_report
 
     if has_structures(cascade):  # trees / schedules: no threshold bounds or Lemma 3.1
         return structured_report(cascade)
@@ -39,8 +40,8 @@ def prediction_report(cascade) -> dict:
 def _structured_text(cascade) -> bool:
     """Trees, schedules or tree/confidence laws: explained by
     polyspec_theory.structures.structured."""
+    from polyspec_theory.structures.pairs import has_structures
     from polyspec_theory.structures.schedule import ConfidenceLaw
-    from polyspec_theory.structures.structured import has_structures
     from polyspec_theory.structures.trees import TreeLaw
 
     return has_structures(cascade) or any(

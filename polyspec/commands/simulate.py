@@ -51,7 +51,7 @@ def simulation_report(cascade, result, prediction, notes=()) -> dict:
     return out
 
 
-def _text(cascade, result, pred, notes=()) -> str:
+def simulation_text(cascade, result, pred, notes=()) -> str:
     s = result.speedup
     lines = [
         f"cascade {cascade.name!r}: {cascade.n} models, policy {result.policy}",
@@ -94,7 +94,8 @@ def run(args) -> int:
     import sys
 
     from polyspec.api import load_cascade
-    from polyspec_theory.core.polybasic import block_bounds, predict
+    from polyspec_theory.core.p1 import block_bounds
+    from polyspec_theory.core.polybasic import predict
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from validation.files import dump_json
 
@@ -107,7 +108,7 @@ def run(args) -> int:
     from simulators.runtime import use_cpu_cores
 
     use_cpu_cores(args.cpu_devices)
-    from polyspec_theory.structures.structured import has_structures
+    from polyspec_theory.structures.pairs import has_structures
 
     if has_structures(cascade):  # trees / schedules: simulators.structures
         from .structured_runs import run_structured
@@ -166,7 +167,7 @@ def run(args) -> int:
     if args.json:
         print(dump_json(simulation_report(cascade, result, pred, notes)))
     else:
-        print(_text(cascade, result, pred, notes))
+        print(simulation_text(cascade, result, pred, notes))
     return 0
 
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from polyspec_theory.core.config import law_from_config
 from polyspec_theory.core.costs import cost_from_config
-from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric, law_from_config
+from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric
 from polyspec_theory.errors import PolyspecInputError, as_int, as_nonnegative, as_probability
 
 __all__ = [

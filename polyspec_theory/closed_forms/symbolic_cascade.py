@@ -20,6 +20,10 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import IIDGeometric
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_probability, as_real
 
 __all__ = [
@@ -166,10 +170,6 @@ def three_level_closed_form(theta_1: int = 3, theta_2: int = 2) -> SymbolicCasca
 def evaluate_against_predict(sym: SymbolicCascade, alphas, bases, slopes) -> dict:
     """Substitute numbers into ``sym`` and compute :func:`predict` on the same cascade.
     Returns ``{"symbolic": speedup, "predict": speedup, "phi_symbolic", "phi_predict"}``."""
-    from polyspec_theory.core.config import Cascade, Model
-    from polyspec_theory.core.costs import CostCurve
-    from polyspec_theory.core.laws import IIDGeometric
-    from polyspec_theory.core.polybasic import predict
 
     n = len(sym.thresholds) + 1
     if len(alphas) != n - 1 or len(bases) != n or len(slopes) != n:

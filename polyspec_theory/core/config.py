@@ -25,11 +25,19 @@ import dataclasses
 from dataclasses import dataclass
 
 from polyspec_theory.core.costs import CostCurve, cost_from_config
-from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric, law_from_config
+from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric, chain_law_from_config
+from polyspec_theory.core.p1 import block_bounds
+from polyspec_theory.core.regimes import RegimeLaw
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real, require_keys
+from polyspec_theory.structures.pairs import (
+    check_structures,
+    has_structures,
+    structure_law_from_config,
+)
 
 __all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE",
-           "acceptance_from_config", "model_from_config", "MAX_COST_RATIO", "check_cost_scale"]
+           "law_from_config", "acceptance_from_config", "model_from_config", "MAX_COST_RATIO",
+           "check_cost_scale"]
 
 POLICIES = ("accumulate", "truncate")
 MAX_THRESHOLD = 4096
@@ -101,6 +109,19 @@ def model_from_config(m, field: str) -> Model:
         raise PolyspecInputError(f"{field}.name", "must be a non-empty string")
     overhead = as_real(m.get("overhead", 0.0), f"{field}.overhead", low=0.0)
     return Model(m["name"], cost_from_config(m["cost"], f"{field}.cost"), overhead)
+
+
+def law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
+    """Any acceptance law from its config: a chain family
+    (:func:`polyspec_theory.core.laws.chain_law_from_config`), ``{"regime": {...}}``
+    (:class:`~polyspec_theory.core.regimes.RegimeLaw`) or a tree / confidence law
+    (:func:`polyspec_theory.structures.pairs.structure_law_from_config`). An
+    :class:`AcceptanceLaw` passes through."""
+    if isinstance(spec, dict) and list(spec) == ["regime"]:
+        return RegimeLaw.from_config(spec["regime"], f"{field}.regime")
+    if isinstance(spec, dict) and list(spec) in (["sibling"], ["residual"], ["confidence"]):
+        return structure_law_from_config(spec, field)
+    return chain_law_from_config(spec, field)
 
 
 def acceptance_from_config(spec, threshold=None, field: str = "acceptance") -> AcceptanceLaw:
@@ -176,13 +197,9 @@ class Cascade:
         if len(set(names)) != len(names):
             raise PolyspecInputError("models", f"model names must be unique, got {names}")
         if self.trees is not None or self.schedules is not None:
-            from polyspec_theory.structures.structured import check_structures
-
             trees, schedules = check_structures(self)
             object.__setattr__(self, "trees", trees)
             object.__setattr__(self, "schedules", schedules)
-        from polyspec_theory.core.polybasic import block_bounds
-
         gmax = block_bounds(self.thresholds, self.policy)
         check_cost_scale(self.models, [g + 1 for g in gmax] + [1])
 
@@ -259,8 +276,6 @@ def as_cascade(cascade, field: str = "cascade", *, chain_only: str | None = None
     if not isinstance(cascade, Cascade):
         raise PolyspecInputError(field, "must be a Cascade (use Cascade.from_config)")
     if chain_only is not None:
-        from polyspec_theory.structures.structured import has_structures
-
         if has_structures(cascade):
             raise PolyspecInputError(
                 f"{field}.trees" if cascade.trees and any(t is not None for t in cascade.trees)

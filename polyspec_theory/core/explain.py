@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from polyspec_theory.core.config import Cascade
-from polyspec_theory.core.polybasic import Prediction
+from polyspec_theory.core.p1 import Prediction
 
 
-def _law_text(law) -> str:
+def law_text(law) -> str:
+    """One line describing a chain acceptance law (as ``polyspec predict`` prints it)."""
     cfg = law.to_config()
     (k, v), = cfg.items()
     if k == "alpha":
@@ -36,7 +37,7 @@ def explain_prediction(cascade: Cascade, pred: Prediction, approximation=None) -
     for i in range(cascade.n - 1):
         lv = pred.levels[i]
         lines.append(
-            f"  {names[i]} <- {names[i + 1]}: {_law_text(cascade.laws[i])}, threshold "
+            f"  {names[i]} <- {names[i + 1]}: {law_text(cascade.laws[i])}, threshold "
             f"{cascade.thresholds[i]}; mean block E[G]={lv.mean_block:.3f}, "
             f"emitted per verify E[L]={lv.mean_emitted:.3f}"
         )

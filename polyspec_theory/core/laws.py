@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from polyspec_theory.core.counts import MAX_CAP, AcceptanceCounts, as_sample
+from polyspec_theory.core.fitting import FitResult, fit_result
 from polyspec_theory.errors import (
     PolyspecInputError,
     as_int,
@@ -36,16 +36,10 @@ __all__ = [
     "Positional",
     "BetaMixed",
     "GaussianBaseline",
-    "FitResult",
-    "GoodnessOfFit",
     "LAW_FAMILIES",
     "FAMILIES",
-    "law_from_config",
-    "fit_laws",
-    "best_fit",
-    "fit_result",
-    "goodness_of_fit",
-    "pool_cells",
+    "LAW_FAMILY_NAMES",
+    "chain_law_from_config",
 ]
 
 
@@ -59,43 +53,6 @@ def _rng(seed) -> np.random.Generator:
     if seed is None:
         raise PolyspecInputError("seed", "a seed (int) or numpy Generator is required")
     return np.random.default_rng(as_int(seed, "seed", low=0))
-
-
-@dataclass(frozen=True)
-class GoodnessOfFit:
-    """G-test on cells (cap, accepted) pooled until every expected count is >= ``min_expected``."""
-
-    statistic: float
-    df: int
-    p_value: float
-    n_cells: int
-    min_expected: float
-
-
-@dataclass(frozen=True)
-class FitResult:
-    law: AcceptanceLaw
-    loglik: float
-    n_params: int
-    n: int
-    gof: GoodnessOfFit
-    aic: float = field(init=False)
-
-    def __post_init__(self):
-        object.__setattr__(self, "aic", 2 * self.n_params - 2 * self.loglik)
-
-    def to_dict(self) -> dict:
-        return {
-            "law": self.law.family,
-            "params": self.law.to_config(),
-            "loglik": self.loglik,
-            "aic": self.aic,
-            "n_params": self.n_params,
-            "n": self.n,
-            "g_statistic": self.gof.statistic,
-            "gof_df": self.gof.df,
-            "gof_p_value": self.gof.p_value,
-        }
 
 
 class AcceptanceLaw(ABC):
@@ -589,26 +546,19 @@ LAW_FAMILIES: dict[str, type[AcceptanceLaw]] = {
     "beta": BetaMixed,
     "gaussian": GaussianBaseline,
 }
-FAMILIES = tuple(LAW_FAMILIES)
+LAW_FAMILY_NAMES = tuple(LAW_FAMILIES)  # names of the acceptance-law families
+FAMILIES = LAW_FAMILY_NAMES  # the same, under its older name
 
 _CONFIG_KEYS = {"alpha": "iid", "positional": "positional", "beta": "beta", "gaussian": "gaussian"}
 
 
-def law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
-    """Build a law from ``{"alpha": a}``, ``{"positional": [...]}``, ``{"beta": [a, b]}``
-    or ``{"gaussian": [mu, sigma]}``. An :class:`AcceptanceLaw` passes through."""
+def chain_law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
+    """Build a chain law from ``{"alpha": a}``, ``{"positional": [...]}``, ``{"beta": [a, b]}``
+    or ``{"gaussian": [mu, sigma]}`` (every family, regimes and tree laws included:
+    :func:`polyspec_theory.core.config.law_from_config`). An :class:`AcceptanceLaw` passes
+    through."""
     if isinstance(spec, AcceptanceLaw):
         return spec
-    if isinstance(spec, dict) and list(spec) == ["regime"]:  # hidden regimes (regimes.py)
-        from polyspec_theory.core.regimes import RegimeLaw
-
-        return RegimeLaw.from_config(spec["regime"], f"{field}.regime")
-    if isinstance(spec, dict) and list(spec) in (["sibling"], ["residual"], ["confidence"]):
-        from polyspec_theory.structures.structured import (
-            structure_law_from_config,  # trees / schedules (issue 20)
-        )
-
-        return structure_law_from_config(spec, field)
     if not isinstance(spec, dict) or len(spec) != 1:
         raise PolyspecInputError(
             field,
@@ -629,63 +579,6 @@ def law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
         sub = e.field.split("[")[0]
         suffix = e.field[len(sub):] if sub == key else ""
         raise PolyspecInputError(f"{field}.{key}{suffix}", str(e).split(": ", 1)[1]) from None
-
-
-def pool_cells(expected: np.ndarray, observed: np.ndarray, min_expected: float):
-    """Merge consecutive cells until each pooled cell has expected >= min_expected (a short
-    remainder joins the last cell); returns ``(expected, observed)`` of the pooled cells."""
-    e_out, o_out = [], []
-    e_acc = o_acc = 0.0
-    for e, o in zip(expected, observed, strict=True):
-        e_acc += e
-        o_acc += o
-        if e_acc >= min_expected:
-            e_out.append(e_acc)
-            o_out.append(o_acc)
-            e_acc = o_acc = 0.0
-    if e_acc > 0 or o_acc > 0:
-        if e_out:
-            e_out[-1] += e_acc
-            o_out[-1] += o_acc
-        else:
-            e_out.append(e_acc)
-            o_out.append(o_acc)
-    return np.asarray(e_out), np.asarray(o_out)
-
-
-def goodness_of_fit(law: AcceptanceLaw, data, caps=None, *, min_expected: float = 5.0,
-                    n_fitted_params: int | None = None) -> GoodnessOfFit:
-    """G-test: cells are (cap, k), pooled within each cap until expected counts >= 5.
-
-    ``df = sum over caps (cells - 1) - fitted parameters`` (``NaN`` p-value when df <= 0).
-    """
-    d = AcceptanceCounts.coerce(data, caps)
-    min_expected = as_real(min_expected, "min_expected", low=0.0, low_open=True)
-    stat = 0.0
-    cells = groups = 0
-    for cap in np.unique(d.caps):
-        obs = d.histogram(int(cap)).astype(np.float64)
-        exp = obs.sum() * law.pmf_vector(int(cap))
-        e, o = pool_cells(exp, obs, min_expected)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(o > 0, o * np.log(o / e), 0.0)
-        stat += 2.0 * float(np.sum(terms))
-        cells += e.size
-        groups += 1
-    k = law.n_params if n_fitted_params is None else n_fitted_params
-    df = cells - groups - k
-    from scipy import stats
-
-    p = float(stats.chi2.sf(stat, df)) if df > 0 else float("nan")
-    return GoodnessOfFit(statistic=stat, df=int(df), p_value=p, n_cells=cells,
-                         min_expected=min_expected)
-
-
-def fit_result(law: AcceptanceLaw, data, caps=None) -> FitResult:
-    """``law`` scored on observed rounds: log-likelihood, AIC and G-test."""
-    d = AcceptanceCounts.coerce(data, caps)
-    return FitResult(law=law, loglik=law.loglik(d), n_params=law.n_params, n=d.n_rounds,
-                     gof=goodness_of_fit(law, d))
 
 
 def fit_laws(data, caps=None, families=FAMILIES, *,

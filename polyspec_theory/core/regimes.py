@@ -45,7 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from polyspec_theory.core.laws import AcceptanceLaw, FitResult, as_sample, goodness_of_fit
+from polyspec_theory.core.fitting import FitResult, goodness_of_fit
+from polyspec_theory.core.laws import AcceptanceLaw, as_sample
 from polyspec_theory.errors import PolyspecInputError, as_int, require_keys
 
 __all__ = [

@@ -39,9 +39,10 @@ from polyspec_theory.core.config import (
     Cascade,
     Model,
     acceptance_from_config,
+    law_from_config,
 )
 from polyspec_theory.core.costs import CostCurve, cost_from_config
-from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric, Positional, law_from_config
+from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric, Positional
 from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real, require_keys
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from polyspec_theory.core.config import Cascade, as_cascade
+from polyspec_theory.core.laws import IIDGeometric
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 
 __all__ = ["LevelCoupling", "group_rounds", "fit_coupling", "select_coupling",
@@ -132,8 +134,6 @@ def coupled_forwards(cascade: Cascade, mix: LevelCoupling) -> tuple[np.ndarray, 
     the levels see only that round's class): ``F_i = sum_c w_c E[forwards_i | c] /
     sum_c w_c E[L_1 | c]`` and ``tau = sum_c w_c E[C_1 | c] / sum_c w_c E[L_1 | c]`` (P1 per
     class with ``cascade``'s costs and thresholds)."""
-    from polyspec_theory.core.laws import IIDGeometric
-    from polyspec_theory.core.polybasic import predict
 
     cascade = as_cascade(cascade, chain_only="the level coupling")
     num = np.zeros(cascade.n)

@@ -84,8 +84,10 @@ from polyspec_theory.core.laws import AcceptanceLaw
 from polyspec_theory.core.p1 import block_laws, renewal_masses
 from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, require_keys
+from polyspec_theory.planning.insertion import paper_insertion_check
 
 __all__ = [
+    "as_pool",
     "Pool",
     "PlannedCascade",
     "GreedyStep",
@@ -112,7 +114,6 @@ _CHUNK_ELEMENTS = 2_000_000  # float64 elements per (states x thresholds x block
 @dataclass(frozen=True, eq=False)
 class Pool:
     """Models (target first), pair laws ``{(verifier, drafter): law}``, ``max_threshold``."""
-
     models: tuple[Model, ...]
     pairs: Mapping[tuple[str, str], AcceptanceLaw]
     max_threshold: int = DEFAULT_MAX_THRESHOLD
@@ -333,7 +334,7 @@ def _check_name(name, field: str) -> str:
     return name
 
 
-def _as_pool(pool) -> Pool:
+def as_pool(pool) -> Pool:
     if isinstance(pool, Pool):
         return pool
     if isinstance(pool, dict):
@@ -347,7 +348,6 @@ def _as_pool(pool) -> Pool:
 @dataclass(frozen=True)
 class PlannedCascade:
     """One configuration: ``chain`` (target first), ``thresholds`` and its P1 speedup."""
-
     chain: tuple[str, ...]
     thresholds: tuple[int, ...]
     speedup: float
@@ -383,7 +383,6 @@ class GreedyStep:
 @dataclass(frozen=True)
 class GreedyResult:
     """What the paper's greedy insertion rule (P5, approximate condition) ends with."""
-
     chosen: PlannedCascade
     start: PlannedCascade
     steps: tuple[GreedyStep, ...]
@@ -500,7 +499,6 @@ def _convex_minorant(y: np.ndarray) -> np.ndarray:
 
 class _Tables:
     """Per-pool arrays indexed by model number (0 = target) and pair ``(u, v)``."""
-
     def __init__(self, pool: Pool, allowed: set[tuple[int, int]] | None = None):
         self.pool = pool
         self.k = len(pool.models)
@@ -907,7 +905,7 @@ def plan_thresholds(pool, chain) -> PlannedCascade:
     Same search and pruning as :func:`plan` restricted to this chain, with the incumbent
     seeded by a coordinate-ascent value (achievable, so the pruning still keeps the optimum).
     """
-    pool = _as_pool(pool)
+    pool = as_pool(pool)
     chain = pool.as_chain(chain)
     seed = _coordinate_seed(pool, chain) if len(chain) > 2 else None
     _, records, _ = _search(pool, 0, True, only_chain=chain, seed=seed)
@@ -926,9 +924,8 @@ def greedy_paper_rule(pool, start: PlannedCascade | None = None) -> GreedyResult
     ``theta_i``); insert the one with the largest margin ``rhs - lhs``, re-optimize all
     thresholds exactly (:func:`plan_thresholds`), repeat until no insertion passes.
     Speedups are exact (P1)."""
-    from polyspec_theory.planning.insertion import paper_insertion_check
 
-    pool = _as_pool(pool)
+    pool = as_pool(pool)
     if start is None:
         twos = [plan_thresholds(pool, (pool.target, d)) for v, d in pool.pairs
                 if v == pool.target]
@@ -970,7 +967,7 @@ def plan(pool, top: int = 5, *, prune: bool = True, greedy: bool = True) -> Plan
     by P1's exact speedup; ``top`` next-best distinct chains; the best two-model
     configuration; the greedy paper rule's choice (skipped when ``greedy`` is False). With
     ``prune`` False every configuration is scored (same answer, slower)."""
-    pool = _as_pool(pool)
+    pool = as_pool(pool)
     top = _check_top(top)
     _, records, stats = _search(pool, top, bool(prune))
     names = pool.names

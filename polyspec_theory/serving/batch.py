@@ -53,6 +53,8 @@ from polyspec_theory.core.polybasic import emitted_law, predict, renewal_fill
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 __all__ = [
+    "as_batch",
+    "as_batches",
     "batch_cost",
     "batch_cascade",
     "max_excess",
@@ -75,7 +77,7 @@ __all__ = [
 MAX_SEARCH_CONFIGS = 2_000_000
 
 
-def _as_batch(batch, field: str = "batch") -> int:
+def as_batch(batch, field: str = "batch") -> int:
     return as_int(batch, field, low=1, high=MAX_BATCH_SIZE)
 
 
@@ -85,7 +87,7 @@ def _as_batch(batch, field: str = "batch") -> int:
 def batch_cost(curve, batch) -> CostCurve:
     """``T(batch, .)`` of one model: :meth:`BatchCostCurve.at_batch`, or the curve itself for
     a plain (batch-independent) cost."""
-    b = _as_batch(batch)
+    b = as_batch(batch)
     if isinstance(curve, BatchCostCurve):
         return curve.at_batch(b)
     if not isinstance(curve, CostCurve):
@@ -97,7 +99,7 @@ def batch_cascade(cascade, batch) -> Cascade:
     """``cascade`` with every model's cost replaced by ``T_i(batch, .)`` (plain table/affine
     curves): P1 on it is the *unsynchronised* batch prediction."""
     cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
-    b = _as_batch(batch)
+    b = as_batch(batch)
     models = []
     for i, m in enumerate(cascade.models):
         try:
@@ -119,7 +121,7 @@ def max_excess(sf, batch) -> np.ndarray:
     """``P(max_b X > x) - P(X > x) = F - F^b`` with ``F = 1 - sf`` for survival values ``sf =
     P(X > x)``; computed as ``F (1 - F^(b-1))`` with ``log1p``/``expm1`` (no cancellation for
     small tails) and exactly 0 for ``b = 1``."""
-    b = _as_batch(batch)
+    b = as_batch(batch)
     s = np.clip(np.asarray(sf, dtype=np.float64), 0.0, 1.0)
     if b == 1:
         return np.zeros_like(s)
@@ -156,7 +158,7 @@ def max_fill_bounds(l_pmf, theta, batch) -> dict:
     ``{"exact", "lower", "upper", "n_max", "hartley_david"}``."""
     p = _check_pmf(l_pmf)
     theta = as_int(theta, "theta", low=1, high=MAX_THRESHOLD)
-    b = _as_batch(batch)
+    b = as_batch(batch)
     tail = exact_tail(p, theta)
     k = np.arange(tail.size, dtype=np.float64)
     phi = float(tail.sum())
@@ -251,7 +253,7 @@ def predict_batch(cascade, batch) -> BatchPrediction:
     """B2: exact speedup, throughput and per-sequence time per token of ``cascade`` decoded
     in a lockstep batch of ``batch`` sequences (model B0, see module docstring)."""
     cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
-    b = _as_batch(batch)
+    b = as_batch(batch)
     bc = batch_cascade(cascade, b)
     costs = bc.costs
     n = cascade.n
@@ -382,7 +384,7 @@ def optimize_batch_thresholds(cascade, batch, max_threshold=16) -> BatchOptimum:
     """B6: the threshold vector (each ``theta_i`` in ``1..max_threshold``) with the largest
     exact B2 speedup at ``batch``, by exhaustive search."""
     cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
-    b = _as_batch(batch)
+    b = as_batch(batch)
     mt = as_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
     configs = mt ** (cascade.n - 1)
     if configs > MAX_SEARCH_CONFIGS:
@@ -422,10 +424,10 @@ class BatchPoint:
         return out
 
 
-def _as_batches(batches) -> list[int]:
+def as_batches(batches) -> list[int]:
     if isinstance(batches, (str, bytes)) or not hasattr(batches, "__iter__"):
         raise PolyspecInputError("batches", f"must be a list of batch sizes, got {batches!r}")
-    out = [_as_batch(x, f"batches[{i}]") for i, x in enumerate(batches)]
+    out = [as_batch(x, f"batches[{i}]") for i, x in enumerate(batches)]
     if not out:
         raise PolyspecInputError("batches", "must list at least one batch size")
     return out
@@ -434,7 +436,7 @@ def _as_batches(batches) -> list[int]:
 def batch_sweep(cascade, batches, max_threshold=16) -> tuple[BatchPoint, ...]:
     """B2 at the cascade's thresholds and B6's optimum, for each batch size in ``batches``."""
     cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
-    bs = _as_batches(batches)
+    bs = as_batches(batches)
     mt = as_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
     out = []
     for b in bs:
@@ -479,7 +481,7 @@ def crossover_batch(cascade, *, max_batch=None, max_threshold=16, optimal=True) 
     """B6: the batch size beyond which speculation stops paying (see :class:`Crossover`).
     ``optimal``: compare the optimal thresholds at each batch (else the cascade's own)."""
     cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
-    mb = _default_max_batch(cascade) if max_batch is None else _as_batch(max_batch,
+    mb = _default_max_batch(cascade) if max_batch is None else as_batch(max_batch,
                                                                           "max_batch")
     mt = as_int(max_threshold, "max_threshold", low=1, high=MAX_THRESHOLD)
     seen: dict[int, float] = {}

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from polyspec_theory.core.config import Model
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.planning.planner import Pool, _as_pool, plan
+from polyspec_theory.planning.planner import Pool, as_pool, plan
 from polyspec_theory.serving.batch import (
     MAX_SEARCH_CONFIGS,
-    _as_batch,
-    _as_batches,
+    as_batch,
+    as_batches,
     batch_cost,
     optimize_batch_thresholds,
 )
@@ -85,8 +86,8 @@ def _monotone(pool_b: Pool) -> bool:
 
 def plan_batch(pool, batch, *, start_top: int = 8) -> BatchPlan:
     """B6 for a pool at one batch size (see module docstring)."""
-    pool = _as_pool(pool)
-    b = _as_batch(batch)
+    pool = as_pool(pool)
+    b = as_batch(batch)
     top = as_int(start_top, "start_top", low=1, high=1000)
     pool_b = _pool_at(pool, b)
     monotone = _monotone(pool_b)
@@ -128,12 +129,11 @@ def plan_batch(pool, batch, *, start_top: int = 8) -> BatchPlan:
 
 
 def _unsync(pool_b: Pool, chain, thresholds) -> float:
-    from polyspec_theory.core.polybasic import predict
 
     return float(predict(pool_b.cascade(chain, thresholds)).speedup)
 
 
 def plan_batches(pool, batches) -> tuple[BatchPlan, ...]:
     """:func:`plan_batch` for each batch size in ``batches``."""
-    pool = _as_pool(pool)
-    return tuple(plan_batch(pool, b) for b in _as_batches(batches))
+    pool = as_pool(pool)
+    return tuple(plan_batch(pool, b) for b in as_batches(batches))

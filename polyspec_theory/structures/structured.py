@@ -26,128 +26,31 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from polyspec_theory.core.laws import AcceptanceLaw
-from polyspec_theory.errors import PolyspecInputError, require_keys
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.explain import law_text
+from polyspec_theory.core.p1 import LevelPrediction, Prediction
+from polyspec_theory.errors import PolyspecInputError, as_int
+from polyspec_theory.structures.pairs import (
+    pair_kind,
+)
 from polyspec_theory.structures.schedule import (
     ConfidenceLaw,
     ConfidenceSchedule,
     HFSchedule,
-    confidence_round,
-    schedule_from_config,
     stationary_distribution,
 )
-from polyspec_theory.structures.trees import (
-    ResidualLaw,
-    SiblingLaw,
-    Tree,
-    TreeLaw,
-    accepted_pmf,
-    tree_draft_cost,
-    tree_from_config,
-)
+from polyspec_theory.structures.schedule_models import confidence_round
+from polyspec_theory.structures.tree_search import tree_draft_cost
+from polyspec_theory.structures.trees import ResidualLaw, SiblingLaw, Tree, accepted_pmf
 
 __all__ = [
-    "MAX_STATES",
-    "structure_law_from_config",
-    "check_structures",
-    "has_structures",
-    "pair_kind",
     "StructuredPrediction",
     "predict_structured",
     "explain_structured",
     "structured_report",
 ]
 
-MAX_STATES = 1024  # product of the HF schedules' state counts
 MAX_KERNEL = 40_000_000  # entries of one level's kernel K[s, l, s']
-
-
-def structure_law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
-    """``{"sibling": [...]}``, ``{"residual": {"target", "draft"[, "weights"]}}`` or
-    ``{"confidence": {"beta": [a, b], "logistic": [b0, b1]}}``."""
-    (key, value), = spec.items()
-    f = f"{field}.{key}"
-    if key == "sibling":
-        return SiblingLaw(value, f)
-    if key == "residual":
-        require_keys(value, f, required=["target", "draft"], optional=["weights"])
-        return ResidualLaw(value["target"], value["draft"], value.get("weights"), f)
-    if key == "confidence":
-        require_keys(value, f, required=["beta", "logistic"])
-        return ConfidenceLaw(value["beta"], value["logistic"], f)
-    raise PolyspecInputError(field, f"unknown law {key!r}")
-
-
-def _per_pair(x, name: str, m: int, conv):
-    if x is None:
-        return None
-    if isinstance(x, (str, bytes, dict)) or not isinstance(x, (list, tuple)):
-        raise PolyspecInputError(
-            name, f"must be a list with one entry per adjacent pair ({m}), null for a chain")
-    if len(x) != m:
-        raise PolyspecInputError(name, f"need one entry per adjacent pair ({m}), got {len(x)}")
-    return tuple(None if e is None else conv(e, f"{name}[{i}]") for i, e in enumerate(x))
-
-
-def check_structures(cascade) -> tuple:
-    """Validate and normalize ``cascade.trees`` / ``cascade.schedules`` (module docstring
-    for where each may sit); returns ``(trees, schedules)`` as tuples (or ``None``)."""
-    m = cascade.n - 1
-    trees = _per_pair(cascade.trees, "trees", m, tree_from_config)
-    schedules = _per_pair(cascade.schedules, "schedules", m, schedule_from_config)
-    states = 1
-    for i in range(m):
-        t = trees[i] if trees else None
-        s = schedules[i] if schedules else None
-        law = cascade.laws[i]
-        if t is not None:
-            if i != m - 1:
-                raise PolyspecInputError(
-                    f"trees[{i}]", f"only the bottom pair (trees[{m - 1}]) may draft a tree: "
-                    f"the drafter of pair {i} is the sub-cascade below it, which emits one "
-                    "sequence; use null")
-            if s is not None:
-                raise PolyspecInputError(
-                    f"schedules[{i}]", "this pair drafts a tree: a tree has no draft length "
-                    "to adapt (use null)")
-            if not isinstance(law, TreeLaw) and not t.is_path:
-                raise PolyspecInputError(
-                    f"acceptance[{i}]", "a branching tree needs a tree acceptance law "
-                    "({\"sibling\": [p1, ...]} or {\"residual\": {...}}); "
-                    f"{law.family!r} describes a chain")
-        if isinstance(s, ConfidenceSchedule):
-            if i != m - 1:
-                raise PolyspecInputError(
-                    f"schedules[{i}]", "a confidence cut-off needs the drafter's own top "
-                    f"probability: only the bottom pair (schedules[{m - 1}]) may have one")
-            if not isinstance(law, ConfidenceLaw):
-                raise PolyspecInputError(
-                    f"acceptance[{i}]", "a confidence cut-off needs the joint law of "
-                    "confidence and acceptance: {\"confidence\": {\"beta\": [a, b], "
-                    "\"logistic\": [b0, b1]}}")
-        if isinstance(s, HFSchedule):
-            states *= s.max - s.min + 1
-    if states > MAX_STATES:
-        raise PolyspecInputError(
-            "schedules", f"the HF schedules have {states} joint states (> {MAX_STATES})")
-    return trees, schedules
-
-
-def has_structures(cascade) -> bool:
-    """True when some pair drafts a tree or has a schedule."""
-    return any(x is not None for x in (cascade.trees or ())) or any(
-        x is not None for x in (cascade.schedules or ()))
-
-
-def pair_kind(cascade, i: int) -> str:
-    """``"chain"``, ``"tree"``, ``"hf"`` or ``"confidence"`` for pair ``i``."""
-    t = cascade.trees[i] if cascade.trees else None
-    s = cascade.schedules[i] if cascade.schedules else None
-    if t is not None:
-        return "tree"
-    if s is not None:
-        return s.kind
-    return "chain"
 
 
 # --- the engine -------------------------------------------------------------------------------
@@ -337,8 +240,6 @@ class StructuredPrediction:
         """Exact expectations over top-level rounds ``burn_in + 1 .. burn_in + rounds`` from
         the start state: what a simulation of that many rounds estimates (the gap to the
         stationary speedup is the start's transient)."""
-        from polyspec_theory.errors import as_int
-
         b = as_int(burn_in, "burn_in", low=0)
         r = as_int(rounds, "rounds", low=1)
         mu = np.zeros(self.transition.shape[0])
@@ -361,9 +262,6 @@ class StructuredPrediction:
 def predict_structured(cascade) -> StructuredPrediction:
     """P1 (exact) for a cascade with trees and schedules (module docstring); identical to
     :func:`polyspec_theory.core.polybasic.predict` on plain chains (up to rounding)."""
-    from polyspec_theory.core.config import Cascade
-    from polyspec_theory.core.polybasic import LevelPrediction, Prediction
-
     if not isinstance(cascade, Cascade):
         raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
     n, m = cascade.n, cascade.n - 1
@@ -469,9 +367,7 @@ def _law_text(law) -> str:
     if isinstance(law, ConfidenceLaw):
         return (f"confidence C~Beta({law.a:.3g},{law.b:.3g}), P(acc|c)=sigmoid({law.b0:.3g}"
                 f"{law.b1:+.3g} logit c), alpha={law.alpha:.3g}")
-    from polyspec_theory.core.explain import _law_text as chain_text
-
-    return chain_text(law)
+    return law_text(law)
 
 
 def explain_structured(cascade, sp: StructuredPrediction) -> str:

@@ -20,6 +20,10 @@ import numpy as np
 from polyspec_theory.errors import PolyspecInputError, as_int, as_probability, as_real
 
 __all__ = [
+    "as_output",
+    "kernel_marginals",
+    "check_sequence_size",
+    "augmented_sequence_law",
     "PROB_TOL",
     "MAX_SEQUENCE_LAW_SIZE",
     "MarkovPair",
@@ -161,7 +165,7 @@ def _check_pair(p, q, pf: str, qf: str) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def _out(x):
+def as_output(x):
     """0-d arrays become Python floats; arrays pass through."""
     return float(x) if np.ndim(x) == 0 else x
 
@@ -175,7 +179,7 @@ def tv_distance(p, q):
     ``p``, ``q``: laws of shape ``(..., K)``; returns a float (1-D inputs) or an array ``(...)``.
     """
     a, b = _check_pair(p, q, "p", "q")
-    return _out(0.5 * np.abs(a - b).sum(axis=-1))
+    return as_output(0.5 * np.abs(a - b).sum(axis=-1))
 
 
 def step_tv(target, draft) -> np.ndarray:
@@ -187,7 +191,7 @@ def step_tv(target, draft) -> np.ndarray:
     return 0.5 * np.abs(t - d).sum(axis=-1)
 
 
-def _marginals(init: np.ndarray, kernels: np.ndarray) -> np.ndarray:
+def kernel_marginals(init: np.ndarray, kernels: np.ndarray) -> np.ndarray:
     mu = np.empty((kernels.shape[0] + 1, init.shape[0]))
     mu[0] = init
     for n in range(kernels.shape[0]):
@@ -198,10 +202,10 @@ def _marginals(init: np.ndarray, kernels: np.ndarray) -> np.ndarray:
 def state_marginals(init, kernels) -> np.ndarray:
     """Laws of ``x_0, .., x_T`` under the chain: shape ``(T + 1, K)``, row 0 = ``init``."""
     i, k = as_chain(init, kernels, target_field="kernels")
-    return _marginals(i, k)
+    return kernel_marginals(i, k)
 
 
-def _check_sequence_size(K: int, T: int, field: str) -> None:
+def check_sequence_size(K: int, T: int, field: str) -> None:
     if K**T > MAX_SEQUENCE_LAW_SIZE:
         raise PolyspecInputError(
             field,
@@ -210,7 +214,7 @@ def _check_sequence_size(K: int, T: int, field: str) -> None:
         )
 
 
-def _augmented_sequence_law(init_aug: np.ndarray, trans: np.ndarray) -> np.ndarray:
+def augmented_sequence_law(init_aug: np.ndarray, trans: np.ndarray) -> np.ndarray:
     """Law of ``x_1..x_T`` for a chain on (state, hidden flag).
 
     ``init_aug``: ``(K, F)`` law of ``(x_0, f_0)``; ``trans``: ``(T, K, F, K, F)`` with
@@ -231,8 +235,8 @@ def sequence_law(init, kernels) -> np.ndarray:
     Only for small chains (``K**T <= MAX_SEQUENCE_LAW_SIZE``).
     """
     i, k = as_chain(init, kernels, target_field="kernels")
-    _check_sequence_size(k.shape[1], k.shape[0], "kernels")
-    return _augmented_sequence_law(i[:, None], k[:, :, None, :, None])
+    check_sequence_size(k.shape[1], k.shape[0], "kernels")
+    return augmented_sequence_law(i[:, None], k[:, :, None, :, None])
 
 
 # --- random models with a chosen divergence ------------------------------------------------

@@ -29,13 +29,13 @@ import numpy as np
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.yin.markov import (
     MarkovPair,
-    _augmented_sequence_law,
-    _check_sequence_size,
-    _marginals,
-    _out,
     as_chain,
     as_kernels,
     as_law,
+    as_output,
+    augmented_sequence_law,
+    check_sequence_size,
+    kernel_marginals,
     random_pair,
 )
 
@@ -246,7 +246,7 @@ def sd_rejections_dp(init, target, draft) -> np.ndarray:
 def sd_rejections_tv(init, target, draft) -> np.ndarray:
     """Y1 TV-sum terms ``E_{x_{1:n-1} ~ target}[TV(draft_n, target_n)]``, shape ``(T,)``."""
     i, t, d = as_chain(init, target, draft)
-    mu = _marginals(i, t)[:-1]
+    mu = kernel_marginals(i, t)[:-1]
     return (mu * 0.5 * np.abs(t - d).sum(axis=-1)).sum(axis=-1)
 
 
@@ -269,9 +269,9 @@ def sd_sequence_law(init, target, draft) -> np.ndarray:
     Built from the SD mechanics (the emitted process is Markov because both models are).
     """
     i, t, d = as_chain(init, target, draft)
-    _check_sequence_size(t.shape[1], t.shape[0], "target")
+    check_sequence_size(t.shape[1], t.shape[0], "target")
     kern = _sd_mechanics(t, d)[0]
-    return _augmented_sequence_law(i[:, None], kern[:, :, None, :, None])
+    return augmented_sequence_law(i[:, None], kern[:, :, None, :, None])
 
 
 # --- Y2: unbiased rejection-based algorithms -----------------------------------------------
@@ -281,7 +281,7 @@ def rejection_probability(draft, b):
     """``1 - sum_x draft(x) b(x)``: probability that the drafted token is rejected. ``(...)``."""
     d = as_law(draft, "draft")
     bb = _check_b(b, d.shape)
-    return _out(1.0 - (d * bb).sum(axis=-1))
+    return as_output(1.0 - (d * bb).sum(axis=-1))
 
 
 def output_law(draft, b, resampling):
@@ -356,7 +356,7 @@ def unbiased_resampling_chain(init, target, draft, b, strict=False):
     i, t, d = as_chain(init, target, draft)
     bb = _check_b(b, d.shape)
     p, ok = _unbiased(t, d, bb)
-    reach = _marginals(i, t)[:-1] > 0
+    reach = kernel_marginals(i, t)[:-1] > 0
     ok = ok | ~reach
     if np.all(ok):
         return p
@@ -401,7 +401,7 @@ def y2_chain(init, target, draft, b) -> Y2Result:
     i, t, d = as_chain(init, target, draft)
     bb = _check_b(b, d.shape)
     p, ok = _unbiased(t, d, bb)
-    reach = _marginals(i, t)[:-1] > 0
+    reach = kernel_marginals(i, t)[:-1] > 0
     unbiased = bool(np.all(ok | ~reach))
     rej = float(chain_rejections(i, d, bb, p).sum())
     y1 = sd_expected_rejections(i, t, d, method="tv")
@@ -436,7 +436,7 @@ def batch_step_rejection(target, draft, M):
     ``M = math.inf`` gives the limit, the target mass outside the draft's support.
     """
     t, d = _pair(target, draft)
-    return _out(_rrs(t, d, _check_M(M))[2])
+    return as_output(_rrs(t, d, _check_M(M))[2])
 
 
 def batch_output_law(target, draft, M):
@@ -496,7 +496,7 @@ def batch_lower_bound(init, target, draft, mode="sequences") -> float:
     """
     i, t, d = as_chain(init, target, draft)
     mode = _check_mode(mode)
-    mu = _marginals(i, t)[:-1]
+    mu = kernel_marginals(i, t)[:-1]
     m0 = np.where(d > 0, 0.0, t).sum(axis=-1)
     bound = (mu * m0).sum()
     if mode == "sequences":
@@ -510,9 +510,9 @@ def batch_lower_bound(init, target, draft, mode="sequences") -> float:
 def batch_sequence_law(init, target, draft, M, mode="sequences") -> np.ndarray:
     """Exact law ``(K,) * T`` of the sequence batch SD emits (flag marginalized): = target's."""
     i, t, d = as_chain(init, target, draft)
-    _check_sequence_size(t.shape[1], t.shape[0], "target")
+    check_sequence_size(t.shape[1], t.shape[0], "target")
     init_aug, trans, _ = _batch_chain(i, t, d, _check_M(M), _check_mode(mode))
-    return _augmented_sequence_law(init_aug, trans)
+    return augmented_sequence_law(init_aug, trans)
 
 
 class BatchSaturation(NamedTuple):
@@ -584,14 +584,14 @@ def optimal_loss(target, draft, b):
     """Y4: ``Loss*(b) = min_P TV(draft*b + r*P, target) = sum_x (draft(x) b(x) - target(x))_+``."""
     t, d = _pair(target, draft)
     bb = _check_b(b, d.shape)
-    return _out(np.maximum(d * bb - t, 0.0).sum(axis=-1))
+    return as_output(np.maximum(d * bb - t, 0.0).sum(axis=-1))
 
 
 def output_tv(target, draft, b, resampling):
     """``TV(draft*b + (1 - sum draft*b) * resampling, target)``: the loss of a given law."""
     t, d = _pair(target, draft)
     out = output_law(d, b, resampling)
-    return _out(0.5 * np.abs(out - t).sum(axis=-1))
+    return as_output(0.5 * np.abs(out - t).sum(axis=-1))
 
 
 def pareto_point(target, draft, b) -> tuple[float, float]:

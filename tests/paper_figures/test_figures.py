@@ -387,7 +387,7 @@ def _pooled_rounds(traces_dir):
 
 
 def test_fig04_histograms_match_traces_and_fits(synthetic_traces):
-    from polyspec_theory.core.laws import law_from_config
+    from polyspec_theory.core.config import law_from_config
 
     d = figure_module(4).compute(quick=False, traces_dir=synthetic_traces)
     pooled = _pooled_rounds(synthetic_traces)

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 from polyspec_theory import PolyspecInputError
+from polyspec_theory.core.config import law_from_config
+from polyspec_theory.core.fitting import goodness_of_fit
 from polyspec_theory.core.laws import (
     BetaMixed,
     GaussianBaseline,
@@ -30,8 +32,6 @@ from polyspec_theory.core.laws import (
     Positional,
     as_sample,
     fit_laws,
-    goodness_of_fit,
-    law_from_config,
 )
 from tests._optional import optional_import
 

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
 from polyspec_theory.bounds.approximation import identity_from_prediction
-from polyspec_theory.core.config import Model, acceptance_from_config
+from polyspec_theory.core.config import Model, acceptance_from_config, law_from_config
 from polyspec_theory.core.costs import CostCurve
-from polyspec_theory.core.laws import IIDGeometric, law_from_config
+from polyspec_theory.core.laws import IIDGeometric
 from polyspec_theory.planning.grid import predict_many
 from polyspec_theory.planning.planner import Pool, plan
 

@@ -22,12 +22,14 @@ from polyspec_theory.structures.schedule import (
     ConfidenceLaw,
     ConfidenceSchedule,
     HFSchedule,
-    confidence_round,
-    confidence_two_model,
     fit_confidence_law,
-    hf_two_model,
     schedule_from_config,
     stationary_distribution,
+)
+from polyspec_theory.structures.schedule_models import (
+    confidence_round,
+    confidence_two_model,
+    hf_two_model,
 )
 
 # --- schedules ---------------------------------------------------------------------------------

@@ -18,26 +18,28 @@ from polyspec_theory import PolyspecInputError
 from polyspec_theory.closed_forms.dualistic import dualistic_speedup, leviathan_speedup
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.structures.tree_search import (
+    beam_tree,
+    best_width_tree,
+    max_expected_emitted,
+    optimal_tree,
+    tree_draft_cost,
+    tree_round,
+    tree_round_cost,
+    tree_speedup,
+)
 from polyspec_theory.structures.trees import (
     ResidualLaw,
     SiblingLaw,
     Tree,
     accepted_pmf,
     accepted_survival,
-    beam_tree,
-    best_width_tree,
     chain_tree,
     expected_emitted_tree,
     fit_sibling_law,
     kary_tree,
-    max_expected_emitted,
-    optimal_tree,
     path_probabilities,
     residual_rank_probs,
-    tree_draft_cost,
-    tree_round,
-    tree_round_cost,
-    tree_speedup,
 )
 
 # --- structure -------------------------------------------------------------------------------
@@ -84,7 +86,7 @@ def test_tree_structure():
     ([], "acceptance[0].sibling", "non-empty"),
 ])
 def test_sibling_law_rejects_bad_probabilities(probs, where, words):
-    from polyspec_theory.core.laws import law_from_config
+    from polyspec_theory.core.config import law_from_config
 
     with pytest.raises(PolyspecInputError) as e:
         law_from_config({"sibling": probs}, "acceptance[0]")
@@ -92,7 +94,7 @@ def test_sibling_law_rejects_bad_probabilities(probs, where, words):
 
 
 def test_residual_law_rejects_bad_input():
-    from polyspec_theory.core.laws import law_from_config
+    from polyspec_theory.core.config import law_from_config
 
     cases = [
         ({"target": [0.5, 0.6], "draft": [0.5, 0.5]}, "acceptance[0].residual.target"),

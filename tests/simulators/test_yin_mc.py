@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from polyspec_theory import yin
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.yin import theorems as yin
 from polyspec_theory.yin.markov import random_pair
 from simulators.yin_mc import simulate_markov, simulate_step, transition_chi2
 

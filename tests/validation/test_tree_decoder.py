@@ -442,7 +442,7 @@ def test_tree_decoder_matches_t1_t2_exactly(sampling):
 def test_hf_schedule_occupancy_matches_a1():
     # HF lengths form the Markov chain of A1 (iid alpha = 1 - TV(P, Q)): the mean length over
     # ~2500 rounds against the stationary mean (batch-means standard error)
-    from polyspec_theory.structures.schedule import hf_two_model
+    from polyspec_theory.structures.schedule_models import hf_two_model
 
     levels, p, q = _constant_pair()
     alpha = float(np.minimum(p, q).sum())

@@ -12,8 +12,10 @@ import numpy as np
 from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve, CostFit, fit_cost_curve
 from polyspec_theory.core.counts import AcceptanceCounts
-from polyspec_theory.core.laws import FAMILIES, FitResult, best_fit, fit_laws
-from polyspec_theory.core.polybasic import Prediction, predict
+from polyspec_theory.core.fitting import FitResult
+from polyspec_theory.core.laws import FAMILIES, best_fit, fit_laws
+from polyspec_theory.core.p1 import Prediction
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 
 from ..dataset import Capture
