@@ -40,7 +40,8 @@ from polyspec_theory.core.laws import (  # noqa: E402
     IIDGeometric,
     Positional,
 )
-from polyspec_theory.planning.planner import Pool, plan  # noqa: E402
+from polyspec_theory.planning.planner import plan  # noqa: E402
+from polyspec_theory.planning.pool import Pool
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.planning.grid import optimize_thresholds
-from polyspec_theory.planning.planner import Pool
+from polyspec_theory.planning.pool import Pool
 from polyspec_theory.serving.batch import (
     batch_cascade,
     crossover_batch,

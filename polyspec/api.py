@@ -83,7 +83,7 @@ def validate(traces, **options):
 
 def load_pool(source):
     """A planner :class:`polyspec_theory.planning.planner.Pool` from a pool file or mapping."""
-    from polyspec_theory.planning.planner import Pool
+    from polyspec_theory.planning.pool import Pool
 
     if isinstance(source, Pool):
         return source
@@ -129,7 +129,7 @@ def calibrate(runs, *, method: str | None = None, fit_on=None):
     table; see :func:`load_calibration_runs`): a
     :class:`polyspec_theory.planning.calibration.Calibration`."""
     from polyspec_theory.planning.calibration import calibrate as _calibrate
-    from polyspec_theory.planning.calibration import problem_from_config
+    from polyspec_theory.planning.calibration_problem import problem_from_config
 
     cfg = runs if isinstance(runs, dict) else load_calibration_runs(runs, method=method,
                                                                     fit_on=fit_on)

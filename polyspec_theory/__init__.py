@@ -68,8 +68,10 @@ _MODULES = {
     ),
     "planning.planner": (
         "greedy_paper_rule", "GreedyResult", "GreedyStep", "Plan", "plan", "plan_thresholds",
-        "PlannedCascade", "Pool", "SearchStats",
+        "PlannedCascade",
     ),
+    "planning.pool": ("Pool",),
+    "planning.search": ("SearchStats",),
     "core.regimes": (
         "fit_regimes", "HiddenRegimes", "RegimeFit", "RegimeLaw",
     ),
@@ -98,8 +100,10 @@ _MODULES = {
         "predict_structured", "StructuredPrediction",
     ),
     "planning.calibration": (
-        "acceptance_from_taus", "calibrate", "Calibration", "CalibrationProblem",
-        "choose_threshold", "cost_coefficients", "problem_from_config", "ThresholdChoice",
+        "calibrate", "Calibration", "choose_threshold", "ThresholdChoice",
+    ),
+    "planning.calibration_problem": (
+        "acceptance_from_taus", "CalibrationProblem", "cost_coefficients", "problem_from_config",
     ),
     "closed_forms.symbolic_cascade": (
         "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",

@@ -169,11 +169,8 @@ def run(args) -> int:
 
     from polyspec.api import load_calibration_runs
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from polyspec_theory.planning.calibration import (
-        calibrate,
-        choose_threshold,
-        problem_from_config,
-    )
+    from polyspec_theory.planning.calibration import calibrate, choose_threshold
+    from polyspec_theory.planning.calibration_problem import problem_from_config
     from validation.files import atomic_write_text, dump_json
 
     fit_on = None if args.fit_on is None else [x.strip() for x in args.fit_on.split(",")

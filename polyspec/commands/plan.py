@@ -129,7 +129,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_int
-    from polyspec_theory.planning.planner import DEFAULT_MAX_THRESHOLD, Pool, plan
+    from polyspec_theory.planning.planner import plan
+    from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
     from validation.files import atomic_write_text, dump_json, read_mapping
 
     if (args.pool is None) == (args.traces is None):

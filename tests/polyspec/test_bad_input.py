@@ -202,7 +202,8 @@ def test_a_nan_speedup_is_never_ranked(monkeypatch):
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.errors import PolyspecInputError
-    from polyspec_theory.planning.planner import Pool, plan
+    from polyspec_theory.planning.planner import plan
+    from polyspec_theory.planning.pool import Pool
 
     class Broken(IIDGeometric):
         def survival(self, kmax):

@@ -24,10 +24,9 @@ from scipy import stats
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
 from polyspec_theory.core.laws import Positional
-from polyspec_theory.planning.calibration import (
+from polyspec_theory.planning.calibration import calibrate, choose_threshold
+from polyspec_theory.planning.calibration_problem import (
     acceptance_from_taus,
-    calibrate,
-    choose_threshold,
     cost_coefficients,
     problem_from_config,
 )

@@ -23,7 +23,8 @@ from polyspec_theory.core.config import Model, acceptance_from_config, law_from_
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
 from polyspec_theory.planning.grid import predict_many
-from polyspec_theory.planning.planner import Pool, plan
+from polyspec_theory.planning.planner import plan
+from polyspec_theory.planning.pool import Pool
 
 
 @st.composite

@@ -19,17 +19,14 @@ from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.insertion import paper_insertion_check
 from polyspec_theory.planning.planner import (
-    MAX_POOL_MODELS,
     Plan,
     PlannedCascade,
-    Pool,
-    _convex_minorant,
-    _Cuts,
-    _Tables,
     greedy_paper_rule,
     plan,
     plan_thresholds,
 )
+from polyspec_theory.planning.pool import MAX_POOL_MODELS, Pool
+from polyspec_theory.planning.search import _convex_minorant, _Cuts, _Tables
 from tests._optional import optional_import
 
 POOL_FILE = Path(__file__).resolve().parents[2] / "configs" / "pool.json"

@@ -23,7 +23,8 @@ from polyspec_theory.core.regimes import (
     fit_regimes,
 )
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.planning.planner import Pool, plan, plan_thresholds
+from polyspec_theory.planning.planner import plan, plan_thresholds
+from polyspec_theory.planning.pool import Pool
 
 STICKY = HiddenRegimes([0.7, 0.3], [[0.97, 0.03], [0.02, 0.98]], [0.3, 0.95])
 THREE = HiddenRegimes([0.5, 0.3, 0.2], [[0.9, 0.08, 0.02], [0.1, 0.85, 0.05], [0.01, 0.04, 0.95]],

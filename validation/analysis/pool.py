@@ -11,7 +11,7 @@ from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import LAW_FAMILIES
 from polyspec_theory.core.regimes import MAX_HORIZON, RegimeLaw, fit_regimes
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.planning.planner import MAX_PLAN_THRESHOLD, Pool
+from polyspec_theory.planning.pool import MAX_PLAN_THRESHOLD, Pool
 
 from .fits import fit_costs, fit_pairs
 
