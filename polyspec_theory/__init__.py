@@ -15,28 +15,33 @@ _MODULES = {
     "errors": (
         "PolyspecInputError",
     ),
-    "core.config": (
-        "acceptance_from_config", "as_cascade", "Cascade", "law_from_config", "Model",
-        "model_from_config",
+    "core.counts": (
+        "AcceptanceCounts",
+    ),
+    "core.laws": (
+        "AcceptanceLaw", "best_fit", "BetaMixed", "FAMILIES", "fit_laws", "GaussianBaseline",
+        "IIDGeometric", "LAW_FAMILIES", "Positional",
+    ),
+    "core.fitting": (
+        "fit_result", "FitResult", "goodness_of_fit", "GoodnessOfFit",
+    ),
+    "core.regimes": (
+        "fit_regimes", "HiddenRegimes", "RegimeFit", "RegimeLaw",
     ),
     "core.costs": (
         "BatchCostCurve", "BatchTableCost", "cost_from_config", "CostCurve", "CostFit",
         "fit_cost_curve", "RooflineCost",
     ),
-    "core.counts": (
-        "AcceptanceCounts",
-    ),
-    "core.laws": (
-        "AcceptanceLaw", "best_fit", "BetaMixed", "FAMILIES", "fit_laws", "fit_result",
-        "FitResult", "GaussianBaseline", "goodness_of_fit", "GoodnessOfFit", "IIDGeometric",
-        "LAW_FAMILIES", "Positional",
+    "core.config": (
+        "acceptance_from_config", "as_cascade", "Cascade", "law_from_config", "Model",
+        "model_from_config",
     ),
     "core.p1": (
-        "block_laws", "fill_blocks", "fold_levels", "FoldedLevel", "renewal_masses",
+        "block_bounds", "block_laws", "fill_blocks", "fold_levels", "FoldedLevel",
+        "LevelPrediction", "Prediction", "renewal_masses",
     ),
     "core.polybasic": (
-        "block_bounds", "emitted_law", "LevelPrediction", "predict", "Prediction",
-        "renewal_fill",
+        "emitted_law", "predict", "renewal_fill",
     ),
     "closed_forms.dualistic": (
         "cor39_bound", "dualistic_speedup", "expected_emitted", "leviathan_speedup",
@@ -45,69 +50,75 @@ _MODULES = {
     "closed_forms.symbolic": (
         "closed_forms", "derivation", "derivation_latex", "DerivationStep", "limits_at_one",
     ),
+    "closed_forms.symbolic_cascade": (
+        "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade", "SymbolicCascade",
+        "three_level_closed_form",
+    ),
     "bounds.tails": (
         "exact_tail", "forward_count_moments", "hoeffding_tail", "length_moments", "phi_bounds",
         "PhiBounds", "target_forwards_clt",
     ),
     "bounds.approximation": (
-        "approximation_error", "error_curve", "identity_from_counts",
-        "identity_from_prediction", "lemma31_time", "paper_approximation", "PaperApproximation",
-    ),
-    "planning.insertion": (
-        "decision_confidence", "DecisionConfidence", "insert_model", "insertion_decision",
-        "InsertionDecision", "paper_insertion_check", "paper_insertion_condition",
+        "approximation_error", "error_curve", "identity_from_counts", "identity_from_prediction",
+        "lemma31_time", "paper_approximation", "PaperApproximation",
     ),
     "bounds.stability": (
-        "beta_heterogeneity_gap", "beta_variance_decomposition", "cv_accepted",
-        "cv_dense_check", "cv_derivative_coefficients", "cv_emitted", "cv_emitted_not_monotone",
-        "cv_general_proof", "cv_monotone_certificate", "greedy_acceptance", "heterogeneity_gap",
+        "beta_heterogeneity_gap", "beta_variance_decomposition", "cv_accepted", "cv_dense_check",
+        "cv_derivative_coefficients", "cv_emitted", "cv_emitted_not_monotone", "cv_general_proof",
+        "cv_monotone_certificate", "greedy_acceptance", "heterogeneity_gap",
         "speculative_acceptance", "verification_comparison", "VerificationComparison",
+    ),
+    "structures.trees": (
+        "chain_tree", "expected_emitted_tree", "fit_sibling_law", "kary_tree", "ResidualLaw",
+        "SiblingLaw", "Tree", "TreeLaw",
+    ),
+    "structures.tree_search": (
+        "beam_tree", "best_width_tree", "max_expected_emitted", "optimal_tree", "OptimalTree",
+        "tree_round", "tree_speedup", "TreeRound",
+    ),
+    "structures.schedule": (
+        "ConfidenceFit", "ConfidenceLaw", "ConfidenceSchedule", "fit_confidence_law", "HFSchedule",
+        "stationary_distribution",
+    ),
+    "structures.schedule_models": (
+        "confidence_two_model", "hf_two_model", "HFPrediction",
+    ),
+    "structures.structured": (
+        "predict_structured", "StructuredPrediction",
+    ),
+    "serving.batch": (
+        "batch_cascade", "batch_cost", "batch_sweep", "BatchLevel", "BatchOptimum", "BatchPoint",
+        "BatchPrediction", "Crossover", "crossover_batch", "large_batch_limit", "max_block_law",
+        "max_fill_bounds", "max_fill_mean", "optimize_batch_thresholds", "predict_batch",
+    ),
+    "serving.plan": (
+        "BatchPlan", "plan_batch", "plan_batches",
     ),
     "planning.grid": (
         "GridPrediction", "optimize_thresholds", "predict_grid", "predict_many",
+    ),
+    "planning.pool": (
+        "Pool",
+    ),
+    "planning.search": (
+        "SearchStats",
     ),
     "planning.planner": (
         "greedy_paper_rule", "GreedyResult", "GreedyStep", "Plan", "plan", "plan_thresholds",
         "PlannedCascade",
     ),
-    "planning.pool": ("Pool",),
-    "planning.search": ("SearchStats",),
-    "core.regimes": (
-        "fit_regimes", "HiddenRegimes", "RegimeFit", "RegimeLaw",
-    ),
-    "planning.coupling": (
-        "coupled_forwards", "fit_coupling", "group_rounds", "LevelCoupling", "select_coupling",
-    ),
-    "serving.batch": (
-        "batch_cascade", "batch_cost", "batch_sweep", "BatchLevel", "BatchOptimum",
-        "BatchPoint", "BatchPrediction", "Crossover", "crossover_batch", "large_batch_limit",
-        "max_block_law", "max_fill_bounds", "max_fill_mean", "optimize_batch_thresholds",
-        "predict_batch",
-    ),
-    "serving.plan": ("BatchPlan", "plan_batch", "plan_batches"),
-    "structures.trees": (
-        "beam_tree", "best_width_tree", "chain_tree", "expected_emitted_tree",
-        "fit_sibling_law", "kary_tree", "max_expected_emitted", "optimal_tree", "OptimalTree",
-        "ResidualLaw", "SiblingLaw", "Tree", "tree_round", "tree_speedup", "TreeLaw",
-        "TreeRound",
-    ),
-    "structures.schedule": (
-        "ConfidenceFit", "ConfidenceLaw", "ConfidenceSchedule", "confidence_two_model",
-        "fit_confidence_law", "hf_two_model", "HFPrediction", "HFSchedule",
-        "stationary_distribution",
-    ),
-    "structures.structured": (
-        "predict_structured", "StructuredPrediction",
-    ),
-    "planning.calibration": (
-        "calibrate", "Calibration", "choose_threshold", "ThresholdChoice",
+    "planning.insertion": (
+        "decision_confidence", "DecisionConfidence", "insert_model", "insertion_decision",
+        "InsertionDecision", "paper_insertion_check", "paper_insertion_condition",
     ),
     "planning.calibration_problem": (
         "acceptance_from_taus", "CalibrationProblem", "cost_coefficients", "problem_from_config",
     ),
-    "closed_forms.symbolic_cascade": (
-        "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",
-        "SymbolicCascade", "three_level_closed_form",
+    "planning.calibration": (
+        "calibrate", "Calibration", "choose_threshold", "ThresholdChoice",
+    ),
+    "planning.coupling": (
+        "coupled_forwards", "fit_coupling", "group_rounds", "LevelCoupling", "select_coupling",
     ),
     "yin.markov": (
         "as_chain", "as_kernels", "as_law", "drop_support", "logit_draft", "MarkovPair",
@@ -122,8 +133,8 @@ _MODULES = {
         "ParetoFront", "rejection_probability", "require_over_acceptance", "sd_acceptance",
         "sd_expected_rejections", "sd_output_kernels", "sd_output_law", "sd_rejections_dp",
         "sd_rejections_tv", "sd_residual", "sd_sequence_law", "unbiased_resampling",
-        "unbiased_resampling_chain", "UNBIASED_TOL", "y2_chain", "y2_step", "Y2Result",
-        "yin_demo", "yin_demo_chain",
+        "unbiased_resampling_chain", "UNBIASED_TOL", "y2_chain", "y2_step", "Y2Result", "yin_demo",
+        "yin_demo_chain",
     ),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
