@@ -43,6 +43,7 @@ from polyspec_theory.structures.tree_search import (
 )
 from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 from simulators.structures import simulate_structured
+from validation.tree_plan import TREE_FAMILIES
 
 from . import style
 
@@ -55,7 +56,7 @@ SOURCES = ("polyspec_theory.structures.trees", "simulators.structures")
 LAW = {"sibling": [0.55, 0.2, 0.1, 0.05]}
 TARGET = {"base": 1.0, "per_token": 0.004}
 DRAFT = 0.03
-FAMILIES = ("chain", "width", "optimal")
+
 
 
 def _widest_el(law, n):
@@ -101,7 +102,7 @@ def compute(quick: bool = False, traces_dir=None) -> dict:
     plans (module docstring)."""
     nmax = 16 if quick else 48
     budgets = np.arange(1, nmax + 1)
-    curves = {(p, f): np.empty(budgets.size) for p in ("el", "speedup") for f in FAMILIES}
+    curves = {(p, f): np.empty(budgets.size) for p in ("el", "speedup") for f in TREE_FAMILIES}
     for j, n in enumerate(budgets):
         for key, (_, v) in structures(int(n)).items():
             curves[key][j] = v
@@ -167,7 +168,7 @@ def zoo_panels(directory) -> list[dict]:
         law, tc, dc = plan_law_costs(plan)
         nmax = max(plan["budgets"])
         b = np.arange(1, nmax + 1)
-        curves = {f"{p}_{f}": np.empty(b.size) for p in ("el", "speedup") for f in FAMILIES}
+        curves = {f"{p}_{f}": np.empty(b.size) for p in ("el", "speedup") for f in TREE_FAMILIES}
         for j, n in enumerate(b):
             for (p, f), (_, v) in family_structures(law, tc, dc, int(n)).items():
                 curves[f"{p}_{f}"][j] = v
@@ -197,7 +198,7 @@ LABELS = {"chain": "chain", "width": "best fixed-width tree", "optimal": "optima
 
 
 def _draw_column(ax, axs, b, data, pts_of):
-    for k, fam in enumerate(FAMILIES):
+    for k, fam in enumerate(TREE_FAMILIES):
         col, ls = style.color(k), style.LINESTYLES[k]
         ax.plot(b, data[f"el_{fam}"], color=col, linestyle=ls, label=LABELS[fam])
         axs.plot(b, data[f"speedup_{fam}"], color=col, linestyle=ls, label=LABELS[fam])

@@ -35,10 +35,10 @@ from polyspec_theory.structures.tree_search import (
 )
 from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 
-__all__ = ["FAMILIES", "PANELS", "family_structures", "plan_from_capture", "tree_name",
+__all__ = ["TREE_FAMILIES", "PANELS", "family_structures", "plan_from_capture", "tree_name",
            "main"]
 
-FAMILIES = ("chain", "width", "optimal")
+TREE_FAMILIES = ("chain", "width", "optimal")
 PANELS = ("el", "speedup")
 
 
@@ -55,7 +55,7 @@ def family_structures(law, target_cost, draft_cost, n: int) -> dict:
     if not law.rank_probs(1, 1)[0, 0] > 0:  # nothing is ever accepted: one node is best
         one = chain_tree(1)
         s1 = tree_speedup(one, law, target_cost, draft_cost)
-        return {(p, f): (one, 0.0 if p == "el" else s1) for p in PANELS for f in FAMILIES}
+        return {(p, f): (one, 0.0 if p == "el" else s1) for p in PANELS for f in TREE_FAMILIES}
     out = {}
     ch = chain_tree(n)
     out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)

@@ -123,7 +123,7 @@ law_specs = st.one_of(
     st.tuples(st.floats(-0.5, 5.0), st.floats(0.3, 3.0)).map(lambda t: {"gaussian": list(t)}),
 )
 MAX_THETA = {2: 12, 3: 7, 4: 5, 5: 4}
-FAMILIES = ("alpha", "positional", "beta", "gaussian")
+LAW_CONFIG_KEYS = ("alpha", "positional", "beta", "gaussian")
 
 
 def random_config(rng):
@@ -136,7 +136,7 @@ def random_config(rng):
                                 "per_token": float(rng.uniform(0, 0.05))}})
     laws = []
     for _ in range(n - 1):
-        fam = FAMILIES[int(rng.integers(4))]
+        fam = LAW_CONFIG_KEYS[int(rng.integers(4))]
         if fam == "alpha":
             laws.append({"alpha": float(rng.uniform(0.05, 0.97))})
         elif fam == "positional":
