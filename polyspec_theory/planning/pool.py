@@ -46,15 +46,7 @@ class Pool:
 
     def __post_init__(self):
         models = tuple(self.models)
-        if len(models) < 2:
-            raise PolyspecInputError(
-                "models", f"need the target and at least one drafter, got {len(models)} model(s)"
-            )
-        if len(models) > MAX_POOL_MODELS:
-            raise PolyspecInputError(
-                "models", f"at most {MAX_POOL_MODELS} models (the search is exhaustive over "
-                f"orders), got {len(models)}"
-            )
+        _check_model_count(models)
         for i, m in enumerate(models):
             if not isinstance(m, Model):
                 raise PolyspecInputError(f"models[{i}]", "must be a Model")
@@ -183,15 +175,7 @@ class Pool:
             require_keys(m, f"models[{i}]", required=["name", "cost"], optional=["overhead"])
             _check_name(m["name"], f"models[{i}].name")
             models.append(model_from_config(m, f"models[{i}]"))
-        if len(models) < 2:
-            raise PolyspecInputError(
-                "models", f"need the target and at least one drafter, got {len(models)} model(s)"
-            )
-        if len(models) > MAX_POOL_MODELS:
-            raise PolyspecInputError(
-                "models", f"at most {MAX_POOL_MODELS} models (the search is exhaustive over "
-                f"orders), got {len(models)}"
-            )
+        _check_model_count(models)
         if models[0].cost.t1 <= 0:
             raise PolyspecInputError("models[0].cost", "the target's cost T_1(1) must be > 0")
         names = [m.name for m in models]
@@ -245,6 +229,16 @@ class Pool:
         if self.time_unit is not None:
             out["time_unit"] = self.time_unit
         return out
+
+
+def _check_model_count(models) -> None:
+    if len(models) < 2:
+        raise PolyspecInputError(
+            "models", f"need the target and at least one drafter, got {len(models)} model(s)")
+    if len(models) > MAX_POOL_MODELS:
+        raise PolyspecInputError(
+            "models", f"at most {MAX_POOL_MODELS} models (the search is exhaustive over "
+            f"orders), got {len(models)}")
 
 
 def _check_name(name, field: str) -> str:

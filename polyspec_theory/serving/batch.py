@@ -53,6 +53,7 @@ from polyspec_theory.core.polybasic import emitted_law, predict, renewal_fill
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 __all__ = [
+    "batch_models",
     "as_batch",
     "as_batches",
     "batch_cost",
@@ -99,15 +100,20 @@ def batch_cascade(cascade, batch) -> Cascade:
     """``cascade`` with every model's cost replaced by ``T_i(batch, .)`` (plain table/affine
     curves): P1 on it is the *unsynchronised* batch prediction."""
     cascade = as_cascade(cascade, chain_only="the serving-batch prediction")
-    b = as_batch(batch)
-    models = []
-    for i, m in enumerate(cascade.models):
+    return Cascade(batch_models(cascade.models, as_batch(batch)), cascade.laws,
+                   cascade.thresholds, cascade.policy, cascade.name)
+
+
+def batch_models(models, b: int) -> tuple[Model, ...]:
+    """``models`` with each cost replaced by its curve at batch ``b`` (errors name the
+    model's cost)."""
+    out = []
+    for i, m in enumerate(models):
         try:
-            models.append(Model(m.name, batch_cost(m.cost, b), m.overhead))
+            out.append(Model(m.name, batch_cost(m.cost, b), m.overhead))
         except PolyspecInputError as e:
             raise PolyspecInputError(f"models[{i}].cost", str(e)) from None
-    return Cascade(tuple(models), cascade.laws, cascade.thresholds, cascade.policy,
-                   cascade.name)
+    return tuple(out)
 
 
 def _batch_independent(cascade: Cascade) -> list[str]:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.core.config import Model
 from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.planning.planner import plan
@@ -30,7 +29,7 @@ from polyspec_theory.serving.batch import (
     MAX_SEARCH_CONFIGS,
     as_batch,
     as_batches,
-    batch_cost,
+    batch_models,
     optimize_batch_thresholds,
 )
 
@@ -69,14 +68,8 @@ class BatchPlan:
 
 
 def _pool_at(pool: Pool, b: int) -> Pool:
-    models = []
-    for i, m in enumerate(pool.models):
-        try:
-            models.append(Model(m.name, batch_cost(m.cost, b), m.overhead))
-        except PolyspecInputError as e:
-            raise PolyspecInputError(f"models[{i}].cost", str(e)) from None
-    return Pool(tuple(models), pool.pairs, pool.max_threshold, pool.policy, pool.name,
-                pool.time_unit)
+    return Pool(batch_models(pool.models, b), pool.pairs, pool.max_threshold, pool.policy,
+                pool.name, pool.time_unit)
 
 
 def _monotone(pool_b: Pool) -> bool:
