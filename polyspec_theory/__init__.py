@@ -1,9 +1,14 @@
 """polyspec theory: acceptance-length laws, dualistic and polybasic speculative decoding,
-the planner, Yin et al.'s Markov-chain theorems. Pure functions, no I/O; every numbered result
-is stated in docs/theory.md.
+serving batches, token trees and schedules, the planner, Yin et al.'s Markov-chain theorems.
+Pure functions, no I/O; every numbered result is stated in docs/theory.md.
 
-Names are re-exported explicitly (``__all__``) and loaded on first use, so importing the
-package costs only what is used (sympy and scipy load with the modules that need them).
+Sub-packages: ``core`` (laws, costs, the config, the P1 kernel, ``predict``), ``closed_forms``
+(D1, D2, symbolic P1), ``bounds`` (P2-P4, P6-P7), ``structures`` (trees, schedules, T1-T5,
+A1-A4), ``serving`` (B0-B6), ``planning`` (grids, the planner, P5, calibration, coupling),
+``yin`` (Y1-Y5); input checks in ``errors``. The names a user imports are listed below per
+defining module and re-exported here (``__all__``); each loads its module on first use, so
+importing the package costs only what is used (sympy and scipy load with the modules that
+need them).
 """
 
 from __future__ import annotations
