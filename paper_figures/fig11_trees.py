@@ -36,10 +36,10 @@ import numpy as np
 from polyspec_theory.closed_forms.dualistic import optimal_gamma
 from polyspec_theory.core.config import Cascade
 from polyspec_theory.structures.tree_search import (
-    beam_tree,
     best_width_tree,
     max_expected_emitted,
     optimal_tree,
+    widest_emitted_tree,
 )
 from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 from simulators.structures import simulate_structured
@@ -59,24 +59,13 @@ DRAFT = 0.03
 
 
 
-def _widest_el(law, n):
-    """The fixed-width tree with the largest E[L] within ``n`` nodes."""
-    best = None
-    for w in range(1, n + 1):
-        t = beam_tree(law, w, n // w)
-        el = expected_emitted_tree(t, law)
-        if best is None or el > best[1] * (1 + 1e-12):
-            best = (t, el)
-    return best
-
-
 def structures(n: int) -> dict:
     """For budget ``n``: ``{(panel, family): (tree, theory value)}``."""
     law = SiblingLaw(LAW["sibling"])
     out = {}
     ch = chain_tree(n)
     out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)
-    t, el = _widest_el(law, n)
+    t, el = widest_emitted_tree(law, n)
     out[("el", "width")] = (t, el - 1.0)
     o = max_expected_emitted(law, n)
     out[("el", "optimal")] = (o.tree, o.mean_emitted - 1.0)

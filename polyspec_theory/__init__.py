@@ -79,7 +79,7 @@ _MODULES = {
     ),
     "structures.tree_search": (
         "beam_tree", "best_width_tree", "max_expected_emitted", "optimal_tree", "OptimalTree",
-        "tree_round", "tree_speedup", "TreeRound",
+        "tree_round", "tree_speedup", "TreeRound", "widest_emitted_tree",
     ),
     "structures.schedule": (
         "ConfidenceFit", "ConfidenceLaw", "ConfidenceSchedule", "fit_confidence_law", "HFSchedule",

@@ -27,11 +27,11 @@ import sys
 from polyspec_theory.core.costs import cost_from_config
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.structures.tree_search import (
-    beam_tree,
     best_width_tree,
     max_expected_emitted,
     optimal_tree,
     tree_speedup,
+    widest_emitted_tree,
 )
 from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 
@@ -59,12 +59,7 @@ def family_structures(law, target_cost, draft_cost, n: int) -> dict:
     out = {}
     ch = chain_tree(n)
     out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)
-    best = None
-    for w in range(1, n + 1):
-        t = beam_tree(law, w, n // w)
-        el = expected_emitted_tree(t, law)
-        if best is None or el > best[1] * (1 + 1e-12):
-            best = (t, el)
+    best = widest_emitted_tree(law, n)
     out[("el", "width")] = (best[0], best[1] - 1.0)
     o = max_expected_emitted(law, n)
     out[("el", "optimal")] = (o.tree, o.mean_emitted - 1.0)

@@ -35,6 +35,7 @@ __all__ = [
     "max_expected_emitted",
     "optimal_tree",
     "best_width_tree",
+    "widest_emitted_tree",
 ]
 
 
@@ -322,6 +323,21 @@ def _bfs_order(parents):
             new_id[c] = len(order)
             order.append(c)
     return [-1] + [new_id[parents[v]] for v in order[1:]]
+
+
+def widest_emitted_tree(law, max_nodes: int) -> tuple[Tree, float]:
+    """The fixed-width tree (:func:`beam_tree` of width ``w`` and depth ``max_nodes // w``)
+    with the largest ``E[L]`` within ``max_nodes`` nodes: ``(tree, E[L])`` (ties within
+    1e-12 relative: the narrowest)."""
+    law = _tree_law(law)
+    n = as_int(max_nodes, "max_nodes", low=1, high=MAX_TREE_NODES)
+    best = None
+    for w in range(1, n + 1):
+        t = beam_tree(law, w, n // w)
+        el = expected_emitted_tree(t, law)
+        if best is None or el > best[1] * (1 + 1e-12):
+            best = (t, el)
+    return best
 
 
 def best_width_tree(law, max_nodes: int, target_cost, draft_cost,

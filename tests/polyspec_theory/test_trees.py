@@ -399,3 +399,22 @@ def test_fit_sibling_law_is_the_censored_mle():
     np.testing.assert_allclose(fit.rows[0], ref, atol=2e-5)
     with pytest.raises(PolyspecInputError, match="accepted_rank"):
         fit_sibling_law([3], [2])
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(p=st.lists(st.floats(0.05, 0.6), min_size=1, max_size=3), n=st.integers(1, 12))
+def test_widest_emitted_tree_is_the_best_width_between_chain_and_optimum(p, n):
+    from polyspec_theory import widest_emitted_tree
+
+    law = SiblingLaw(p if sum(p) <= 1 else [x / (sum(p) + 0.01) for x in p])
+    tree, el = widest_emitted_tree(law, n)
+    assert el == pytest.approx(expected_emitted_tree(tree, law), rel=1e-12)
+    # every width's beam tree within the budget, by its own node count
+    for w in range(1, n + 1):
+        t = beam_tree(law, w, n // w)
+        assert len(t.parents) - 1 <= n
+        assert expected_emitted_tree(t, law) <= el * (1 + 1e-12)
+    assert el >= expected_emitted_tree(chain_tree(n), law) * (1 - 1e-12)
+    assert el <= max_expected_emitted(law, n).mean_emitted * (1 + 1e-12)
+    with pytest.raises(PolyspecInputError, match="max_nodes"):
+        widest_emitted_tree(law, 0)
