@@ -1,4 +1,4 @@
-"""Benchmark of the cascade planner (``polyspec_theory.planner.plan``).
+"""Benchmark of the cascade planner (``polyspec_theory.planning.planner.plan``).
 
 Exact optimum over every chain containing the target and every threshold tuple in
 ``1..16``; prints the wall time and how much of the space was scored vs pruned:
@@ -32,15 +32,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from polyspec_theory.config import Model  # noqa: E402
-from polyspec_theory.costs import CostCurve  # noqa: E402
-from polyspec_theory.laws import (  # noqa: E402
+from polyspec_theory.core.config import Model  # noqa: E402
+from polyspec_theory.core.costs import CostCurve  # noqa: E402
+from polyspec_theory.core.laws import (  # noqa: E402
     BetaMixed,
     GaussianBaseline,
     IIDGeometric,
     Positional,
 )
-from polyspec_theory.planner import Pool, plan  # noqa: E402
+from polyspec_theory.planning.planner import plan  # noqa: E402
+from polyspec_theory.planning.pool import Pool
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0

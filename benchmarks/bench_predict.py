@@ -1,4 +1,5 @@
-"""Benchmark of the exact P1 predictor (polyspec_theory.polybasic.predict) and its batched form.
+"""Benchmark of the exact P1 predictor (polyspec_theory.core.polybasic.predict) and its batched
+form.
 
 Prints: the median (and 90th percentile) wall time of one ``predict`` call on random 4-level
 cascades with thresholds <= 16 (target <= 1 ms); how the time grows with the threshold
@@ -24,9 +25,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from polyspec_theory import Cascade, predict  # noqa: E402
-from polyspec_theory.grid import predict_grid  # noqa: E402
+from polyspec_theory.planning.grid import predict_grid  # noqa: E402
 
-FAMILIES = ("alpha", "positional", "beta", "gaussian")
+LAW_CONFIG_KEYS = ("alpha", "positional", "beta", "gaussian")
 
 
 def random_cascade(rng, n: int, theta_max: int | None = None, theta: int | None = None):
@@ -37,7 +38,7 @@ def random_cascade(rng, n: int, theta_max: int | None = None, theta: int | None 
                                 "per_token": float(rng.uniform(0, 0.01))}})
     laws = []
     for _ in range(n - 1):
-        fam = FAMILIES[int(rng.integers(4))]
+        fam = LAW_CONFIG_KEYS[int(rng.integers(4))]
         if fam == "alpha":
             laws.append({"alpha": float(rng.uniform(0.4, 0.95))})
         elif fam == "positional":

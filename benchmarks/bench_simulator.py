@@ -1,7 +1,7 @@
 """Simulated drafted positions per second, side by side in one run:
 
 * the length-level JAX simulator (one uniform per verification round, inverse CDF), its
-  chains sharded over one CPU device per core (``simulators._runtime.use_cpu_cores``);
+  chains sharded over one CPU device per core (``simulators.runtime.use_cpu_cores``);
 * (a) a vectorized numpy reference of the same event-driven algorithm that draws one uniform
   per drafted position (Bernoulli acceptance with the law's hazards);
 * (b) a plain Python loop (one chain, ``random.random()`` per drafted position);
@@ -36,8 +36,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from polyspec_theory.config import Cascade  # noqa: E402
-from polyspec_theory.polybasic import block_bounds, predict  # noqa: E402
+from polyspec_theory.core.config import Cascade  # noqa: E402
+from polyspec_theory.core.p1 import block_bounds  # noqa: E402
+from polyspec_theory.core.polybasic import predict  # noqa: E402
 
 
 def _hazards(cascade: Cascade, width: int) -> np.ndarray:
@@ -149,7 +150,7 @@ def _uniform_rate(key, seconds: float, mesh=None) -> float:
 
 
 def bench(seconds: float = 3.0, cpu_devices: int | None = None) -> dict:
-    from simulators._runtime import chain_mesh, shard_chains, use_cpu_cores
+    from simulators.runtime import chain_mesh, shard_chains, use_cpu_cores
 
     ndev = use_cpu_cores(cpu_devices)  # before any JAX operation
     import jax

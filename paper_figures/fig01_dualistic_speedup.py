@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from polyspec_theory.dualistic import leviathan_speedup, optimal_gamma
+from polyspec_theory.closed_forms.dualistic import leviathan_speedup, optimal_gamma
 
 from . import style
 
 NAME = "fig01_dualistic_speedup"
 TITLE = "Dualistic speedup vs draft length (D2)"
-SOURCES = ("polyspec_theory.dualistic",)
+SOURCES = ("polyspec_theory.closed_forms.dualistic",)
 
 ALPHAS = (0.6, 0.7, 0.8, 0.9)
 COST_RATIOS = (0.02, 0.1, 0.3)

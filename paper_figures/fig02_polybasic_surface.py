@@ -1,7 +1,7 @@
 """Figure 2 — three-level cascade (target ← mid ← small): exact speedup surface over the
 thresholds (θ_1, θ_2) from P1, with length-level Monte-Carlo points and their 95 % CIs.
 
-Data: :func:`polyspec_theory.grid.predict_grid` (exact P1 on the whole grid, model-cost
+Data: :func:`polyspec_theory.planning.grid.predict_grid` (exact P1 on the whole grid, model-cost
 units) and :func:`simulators.length.simulate_lengths` (JAX Monte Carlo of the algorithm itself,
 independent chains, ratio estimator with a delta-method CI; fixed seeds) at a few grid
 points. (a) the surface as a heat map with the optimum marked and the simulated points
@@ -16,15 +16,15 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from polyspec_theory.config import Cascade
-from polyspec_theory.grid import predict_grid
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.planning.grid import predict_grid
 from simulators.length import simulate_lengths
 
 from . import style
 
 NAME = "fig02_polybasic_surface"
 TITLE = "Three-level speedup surface over (θ1, θ2): P1 and Monte Carlo"
-SOURCES = ("polyspec_theory.grid", "simulators.length")
+SOURCES = ("polyspec_theory.planning.grid", "simulators.length")
 
 CASCADE = {
     "name": "three-level",

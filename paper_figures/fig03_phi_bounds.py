@@ -4,7 +4,8 @@ bounds and the paper's E[L] substitution, as the target's threshold θ grows.
 Setting: a 4-level cascade (target ← mid ← small ← n-gram, the example of
 ``configs/default.json``); φ is the number of rounds of the system below the target
 (``S_2``: mid verifying blocks of ``S_3``) needed to fill one target block of ≥ θ tokens.
-Data: ``predict(cascade).levels[1].phi`` (exact, P1), :func:`polyspec_theory.bounds.phi_bounds`
+Data: ``predict(cascade).levels[1].phi`` (exact, P1),
+:func:`polyspec_theory.bounds.tails.phi_bounds`
 applied to the exact law of ``L_2`` (P2: ``max(1, θ/μ) ≤ φ ≤ (θ − 1 + E[L²]/μ)/μ``), and
 the paper's substitution ``θ / E[L_2]`` with the *pairwise* mean emitted length of
 (mid, small) verifying a fixed block of ``θ_2`` tokens (``law.mean_emitted(θ_2)``), which
@@ -18,15 +19,15 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from polyspec_theory.bounds import phi_bounds
-from polyspec_theory.config import DEFAULT_CASCADE, Cascade
-from polyspec_theory.polybasic import predict
+from polyspec_theory.bounds.tails import phi_bounds
+from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
+from polyspec_theory.core.polybasic import predict
 
 from . import style
 
 NAME = "fig03_phi_bounds"
 TITLE = "Forward count φ: exact vs P2 bounds vs the paper's substitution"
-SOURCES = ("polyspec_theory.polybasic", "polyspec_theory.bounds")
+SOURCES = ("polyspec_theory.core.polybasic", "polyspec_theory.bounds.tails")
 
 CASCADE = DEFAULT_CASCADE
 THETA_MAX = 40

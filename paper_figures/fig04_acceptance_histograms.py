@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from polyspec_theory.laws import FAMILIES
+from polyspec_theory.core.laws import FAMILIES
 from validation.analysis.fits import fit_pairs
 from validation.report import expected_histogram
 

@@ -7,7 +7,7 @@ strictly decreasing in α (the formal Thm 3.3). (b) ``CV(L)`` of the emitted len
 ``a + b`` (small = heterogeneous contexts): within-round ``E[Var(A|α)]`` plus between-round
 ``Var(E[A|α])``, with the iid variance at ᾱ for reference.
 
-Data: :func:`polyspec_theory.stability.cv_accepted`, :func:`~.cv_emitted` and
+Data: :func:`polyspec_theory.bounds.stability.cv_accepted`, :func:`~.cv_emitted` and
 :func:`~.beta_variance_decomposition` (exact Beta moments); the iid reference is
 ``IIDGeometric(ᾱ).var(g)``.
 """
@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter
 
-from polyspec_theory.laws import IIDGeometric
-from polyspec_theory.stability import beta_variance_decomposition, cv_accepted, cv_emitted
+from polyspec_theory.bounds.stability import beta_variance_decomposition, cv_accepted, cv_emitted
+from polyspec_theory.core.laws import IIDGeometric
 
 from . import style
 
 NAME = "fig05_stability"
 TITLE = "Stability of acceptance (P6) and Beta-mixed variance decomposition (P7)"
-SOURCES = ("polyspec_theory.stability",)
+SOURCES = ("polyspec_theory.bounds.stability",)
 
 CAPS = (1, 2, 4, 8, 16)
 MEAN_ALPHA = 0.8

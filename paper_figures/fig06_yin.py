@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from polyspec_theory.yin import (
+from polyspec_theory.yin.theorems import (
     BATCH_MODES,
     batch_saturation,
     pareto_front,
@@ -29,7 +29,7 @@ from . import style
 
 NAME = "fig06_yin"
 TITLE = "Yin et al.: Pareto front (Y5) and batch improvement (Y3)"
-SOURCES = ("polyspec_theory.yin", "polyspec_theory.markov")
+SOURCES = ("polyspec_theory.yin.theorems", "polyspec_theory.yin.markov")
 
 CHAIN_SEED = 0
 POINT_SEED = 20240917

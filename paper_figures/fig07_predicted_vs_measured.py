@@ -14,7 +14,7 @@ baseline costs × in-cascade slowdown learned on the other captures — is shown
 row says so), the in-sample **P1 with the AIC-best law per pair** (diagnostic ``p1_best``), and
 the **classic iid formula**: the fitted iid α per pair in the paper's Lemma 3.1 with pairwise
 ``E[L]``, fixed blocks and unit forward costs ``T_i(1)``
-(:func:`polyspec_theory.approximation.paper_approximation` with ``costs="unit"`` on the
+(:func:`polyspec_theory.bounds.approximation.paper_approximation` with ``costs="unit"`` on the
 cascade built by :func:`validation.analysis.fits.capture_cascade`) — for two models exactly
 Leviathan's ``E[L]/(γc + 1)``. Panel (b) adds P1 with the fitted iid law, which separates
 the error of the iid *law* from that of the classic *formula* (fixed blocks, unit costs);
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.approximation import paper_approximation
+from polyspec_theory.bounds.approximation import paper_approximation
 from validation.analysis.fits import capture_cascade, fit_costs, fit_pairs
 from validation.analysis.validate import validate
 
@@ -38,7 +38,7 @@ from . import _traces, style
 NAME = "fig07_predicted_vs_measured"
 TITLE = "Predicted vs measured speedup on real traces"
 SOURCES = ("data/traces/cpu", "data/traces/gpu", "validation.analysis",
-           "polyspec_theory.approximation")
+           "polyspec_theory.bounds.approximation")
 
 BAND = 0.10  # shaded +-10 % band around predicted = measured
 DEVICE_MARKERS = {"cpu": "o", "gpu": "D"}

@@ -5,9 +5,10 @@ Setting: target (affine cost 1 + 0.03 (m − 1)) ← drafter (cost 0.02), iid α
 θ = 4. ``M'`` has constant cost ``T'``; the pair (target, M') is iid α = 0.85 with θ_up = 8,
 the pair (M', drafter) is iid α' with θ_low = 4, and α' is swept so that
 ``L' = E[L']`` (fixed-block mean emitted length of (M', drafter)) covers the y axis.
-Data: :func:`polyspec_theory.insertion.insertion_decision` (exact, P1's τ_1 with vs without;
+Data: :func:`polyspec_theory.planning.insertion.insertion_decision` (exact, P1's τ_1 with vs
+without;
 colour = relative gain ``τ_without/τ_with − 1``, solid contour = 0) and
-:func:`polyspec_theory.insertion.paper_insertion_check` (the paper's condition
+:func:`polyspec_theory.planning.insertion.paper_insertion_check` (the paper's condition
 ``T'/T_i < L'(1/L_i − 1/L_i')``, dashed boundary, hatched where the two disagree).
 """
 
@@ -20,16 +21,16 @@ import numpy as np
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.patches import Patch
 
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.insertion import insertion_decision, paper_insertion_check
-from polyspec_theory.laws import IIDGeometric
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import IIDGeometric
+from polyspec_theory.planning.insertion import insertion_decision, paper_insertion_check
 
 from . import style
 
 NAME = "fig08_insertion"
 TITLE = "Insertion criterion: exact (P1) vs the paper's approximate condition (P5)"
-SOURCES = ("polyspec_theory.insertion",)
+SOURCES = ("polyspec_theory.planning.insertion",)
 
 BASE = {
     "name": "target+draft",

@@ -14,9 +14,10 @@ Setting: the 70B target and drafters of ``configs/serving-pool.json`` (roofline 
 optimal thresholds under the lockstep synchronisation (B2, B6), and the same without
 synchronisation (P1 with the batch costs, an upper bound by B4). The crossover batches
 (B6: first ``b`` with optimal speedup <= 1) are marked.
-Data: :func:`polyspec_theory.serving.optimize_batch_thresholds`,
-:func:`~polyspec_theory.serving.predict_batch`,
-:func:`~polyspec_theory.serving.crossover_batch`, :func:`polyspec_theory.grid.optimize_thresholds`.
+Data: :func:`polyspec_theory.serving.batch.optimize_batch_thresholds`,
+:func:`~polyspec_theory.serving.batch.predict_batch`,
+:func:`~polyspec_theory.serving.batch.crossover_batch`,
+:func:`polyspec_theory.planning.grid.optimize_thresholds`.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.grid import optimize_thresholds
-from polyspec_theory.planner import Pool
-from polyspec_theory.serving import (
+from polyspec_theory.planning.grid import optimize_thresholds
+from polyspec_theory.planning.pool import Pool
+from polyspec_theory.serving.batch import (
     batch_cascade,
     crossover_batch,
     optimize_batch_thresholds,
@@ -39,7 +40,7 @@ from . import style
 
 NAME = "fig10_serving_batch"
 TITLE = "Speedup and optimal thresholds against the serving batch size (B1-B6)"
-SOURCES = ("polyspec_theory.serving", "polyspec_theory.grid")
+SOURCES = ("polyspec_theory.serving.batch", "polyspec_theory.planning.grid")
 
 POOL_FILE = Path(__file__).resolve().parents[1] / "configs" / "serving-pool.json"
 TWO = ("target", "m8b")

@@ -8,11 +8,11 @@ target ``T(m) = 1 + 0.004 (m - 1)`` (extra verified positions are cheap, as on a
 drafter ``T = 0.03`` per forward (one forward per depth). For a budget of ``N`` drafted nodes:
 
 * (a) the largest ``E[A] = E[L] - 1`` within the budget: the chain of ``N`` tokens, the best
-  fixed-width tree (:func:`~polyspec_theory.trees.beam_tree`, width ``w`` and depth
-  ``<= N / w``), the optimal tree (:func:`~polyspec_theory.trees.max_expected_emitted`);
+  fixed-width tree (:func:`~polyspec_theory.structures.trees.beam_tree`, width ``w`` and depth
+  ``<= N / w``), the optimal tree (:func:`~polyspec_theory.structures.trees.max_expected_emitted`);
 * (b) the largest speedup within the budget: the best chain (:func:`optimal_gamma` up to
-  ``N``), :func:`~polyspec_theory.trees.best_width_tree`,
-  :func:`~polyspec_theory.trees.optimal_tree`.
+  ``N``), :func:`~polyspec_theory.structures.trees.best_width_tree`,
+  :func:`~polyspec_theory.structures.trees.optimal_tree`.
 
 Points: :func:`simulators.structures.simulate_structured` on the plotted structures at a few
 budgets (95 % CIs).
@@ -33,18 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.config import Cascade
-from polyspec_theory.dualistic import optimal_gamma
-from polyspec_theory.trees import (
-    SiblingLaw,
-    beam_tree,
+from polyspec_theory.closed_forms.dualistic import optimal_gamma
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.structures.tree_search import (
     best_width_tree,
-    chain_tree,
-    expected_emitted_tree,
     max_expected_emitted,
     optimal_tree,
+    widest_emitted_tree,
 )
+from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 from simulators.structures import simulate_structured
+from validation.tree_plan import TREE_FAMILIES
 
 from . import style
 
@@ -52,23 +51,12 @@ __all__ = ["compute", "draw", "main", "structures", "zoo_panels"]
 
 NAME = "fig11_trees"
 TITLE = "Token trees against the node budget: chain, best fixed-width tree, optimal tree"
-SOURCES = ("polyspec_theory.trees", "simulators.structures")
+SOURCES = ("polyspec_theory.structures.trees", "simulators.structures")
 
 LAW = {"sibling": [0.55, 0.2, 0.1, 0.05]}
 TARGET = {"base": 1.0, "per_token": 0.004}
 DRAFT = 0.03
-FAMILIES = ("chain", "width", "optimal")
 
-
-def _widest_el(law, n):
-    """The fixed-width tree with the largest E[L] within ``n`` nodes."""
-    best = None
-    for w in range(1, n + 1):
-        t = beam_tree(law, w, n // w)
-        el = expected_emitted_tree(t, law)
-        if best is None or el > best[1] * (1 + 1e-12):
-            best = (t, el)
-    return best
 
 
 def structures(n: int) -> dict:
@@ -77,7 +65,7 @@ def structures(n: int) -> dict:
     out = {}
     ch = chain_tree(n)
     out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)
-    t, el = _widest_el(law, n)
+    t, el = widest_emitted_tree(law, n)
     out[("el", "width")] = (t, el - 1.0)
     o = max_expected_emitted(law, n)
     out[("el", "optimal")] = (o.tree, o.mean_emitted - 1.0)
@@ -103,7 +91,7 @@ def compute(quick: bool = False, traces_dir=None) -> dict:
     plans (module docstring)."""
     nmax = 16 if quick else 48
     budgets = np.arange(1, nmax + 1)
-    curves = {(p, f): np.empty(budgets.size) for p in ("el", "speedup") for f in FAMILIES}
+    curves = {(p, f): np.empty(budgets.size) for p in ("el", "speedup") for f in TREE_FAMILIES}
     for j, n in enumerate(budgets):
         for key, (_, v) in structures(int(n)).items():
             curves[key][j] = v
@@ -169,7 +157,7 @@ def zoo_panels(directory) -> list[dict]:
         law, tc, dc = plan_law_costs(plan)
         nmax = max(plan["budgets"])
         b = np.arange(1, nmax + 1)
-        curves = {f"{p}_{f}": np.empty(b.size) for p in ("el", "speedup") for f in FAMILIES}
+        curves = {f"{p}_{f}": np.empty(b.size) for p in ("el", "speedup") for f in TREE_FAMILIES}
         for j, n in enumerate(b):
             for (p, f), (_, v) in family_structures(law, tc, dc, int(n)).items():
                 curves[f"{p}_{f}"][j] = v
@@ -199,7 +187,7 @@ LABELS = {"chain": "chain", "width": "best fixed-width tree", "optimal": "optima
 
 
 def _draw_column(ax, axs, b, data, pts_of):
-    for k, fam in enumerate(FAMILIES):
+    for k, fam in enumerate(TREE_FAMILIES):
         col, ls = style.color(k), style.LINESTYLES[k]
         ax.plot(b, data[f"el_{fam}"], color=col, linestyle=ls, label=LABELS[fam])
         axs.plot(b, data[f"speedup_{fam}"], color=col, linestyle=ls, label=LABELS[fam])

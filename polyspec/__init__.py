@@ -12,7 +12,7 @@
 The mathematics is stated in docs/theory.md; the command line is ``polyspec --help``.
 """
 
-from polyspec_theory.config import Cascade
+from polyspec_theory.core.config import Cascade
 from polyspec_theory.errors import PolyspecInputError
 
 from .api import (

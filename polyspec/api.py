@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polyspec_theory.config import Cascade
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.p1 import Prediction
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.polybasic import Prediction
 
 __all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",
            "load_pool", "plan", "figures", "fit", "calibrate", "profile",
@@ -37,7 +37,7 @@ def load_cascade(source) -> Cascade:
 def predict(cascade) -> Prediction:
     """P1: the exact long-run speedup and per-level accounting of a cascade (any form
     :func:`load_cascade` accepts)."""
-    from polyspec_theory.polybasic import predict as _predict
+    from polyspec_theory.core.polybasic import predict as _predict
 
     return _predict(load_cascade(cascade))
 
@@ -47,8 +47,8 @@ def simulate(cascade, tokens: int = 1_000_000, seed: int = 0, *, chains: int = 1
     """Length-level Monte Carlo of a cascade: speedup with a 95 % CI and per-level estimates
     (:class:`simulators.length.LengthResult`). Same seed, same numbers; ``cpu_devices``
     spreads chains over that many CPU devices (the numbers do not depend on it)."""
-    from simulators._runtime import use_cpu_cores
     from simulators.length import simulate_lengths
+    from simulators.runtime import use_cpu_cores
 
     use_cpu_cores(cpu_devices)
     return simulate_lengths(load_cascade(cascade), tokens, seed, chains=chains)
@@ -57,7 +57,7 @@ def simulate(cascade, tokens: int = 1_000_000, seed: int = 0, *, chains: int = 1
 def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None):
     """Check every numbered result against Monte Carlo: a list of rows
     (:class:`simulators.verify.CheckRecord`, each with ``passed``)."""
-    from simulators._runtime import use_cpu_cores
+    from simulators.runtime import use_cpu_cores
     from simulators.verify import run_checks
 
     use_cpu_cores(cpu_devices)
@@ -82,8 +82,8 @@ def validate(traces, **options):
 
 
 def load_pool(source):
-    """A planner :class:`polyspec_theory.planner.Pool` from a pool file or mapping."""
-    from polyspec_theory.planner import Pool
+    """A planner :class:`polyspec_theory.planning.planner.Pool` from a pool file or mapping."""
+    from polyspec_theory.planning.pool import Pool
 
     if isinstance(source, Pool):
         return source
@@ -97,9 +97,9 @@ def load_pool(source):
 
 def plan(pool, top: int = 5, **options):
     """The exact best cascade from a pool (a pool file, mapping or Pool): a
-    :class:`polyspec_theory.planner.Plan`. To plan from captures, build the pool with
+    :class:`polyspec_theory.planning.planner.Plan`. To plan from captures, build the pool with
     :func:`validation.analysis.pool.pool_from_captures`."""
-    from polyspec_theory.planner import plan as _plan
+    from polyspec_theory.planning.planner import plan as _plan
 
     return _plan(load_pool(pool), top, **options)
 
@@ -127,9 +127,9 @@ def fit(path, *, fmt: str | None = None, gamma: int | None = None,
 def calibrate(runs, *, method: str | None = None, fit_on=None):
     """Fit the unknown cost parameters to measured runs (a runs file, a runs mapping or a sweep
     table; see :func:`load_calibration_runs`): a
-    :class:`polyspec_theory.calibration.Calibration`."""
-    from polyspec_theory.calibration import calibrate as _calibrate
-    from polyspec_theory.calibration import problem_from_config
+    :class:`polyspec_theory.planning.calibration.Calibration`."""
+    from polyspec_theory.planning.calibration import calibrate as _calibrate
+    from polyspec_theory.planning.calibration_problem import problem_from_config
 
     cfg = runs if isinstance(runs, dict) else load_calibration_runs(runs, method=method,
                                                                     fit_on=fit_on)

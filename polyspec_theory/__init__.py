@@ -1,9 +1,14 @@
 """polyspec theory: acceptance-length laws, dualistic and polybasic speculative decoding,
-the planner, Yin et al.'s Markov-chain theorems. Pure functions, no I/O; every numbered result
-is stated in docs/theory.md.
+serving batches, token trees and schedules, the planner, Yin et al.'s Markov-chain theorems.
+Pure functions, no I/O; every numbered result is stated in docs/theory.md.
 
-Names are re-exported explicitly (``__all__``) and loaded on first use, so importing the
-package costs only what is used (sympy and scipy load with the modules that need them).
+Sub-packages: ``core`` (laws, costs, the config, the P1 kernel, ``predict``), ``closed_forms``
+(D1, D2, symbolic P1), ``bounds`` (P2-P4, P6-P7), ``structures`` (trees, schedules, T1-T5,
+A1-A4), ``serving`` (B0-B6), ``planning`` (grids, the planner, P5, calibration, coupling),
+``yin`` (Y1-Y5); input checks in ``errors``. The names a user imports are listed below per
+defining module and re-exported here (``__all__``); each loads its module on first use, so
+importing the package costs only what is used (sympy and scipy load with the modules that
+need them).
 """
 
 from __future__ import annotations
@@ -15,98 +20,117 @@ _MODULES = {
     "errors": (
         "PolyspecInputError",
     ),
-    "config": (
-        "acceptance_from_config", "as_cascade", "Cascade", "Model", "model_from_config",
-    ),
-    "costs": (
-        "cost_from_config", "CostCurve", "CostFit", "fit_cost_curve",
-    ),
-    "counts": (
+    "core.counts": (
         "AcceptanceCounts",
     ),
-    "laws": (
-        "AcceptanceLaw", "best_fit", "BetaMixed", "FAMILIES", "fit_laws", "fit_result",
-        "FitResult", "GaussianBaseline", "goodness_of_fit", "GoodnessOfFit", "IIDGeometric",
-        "LAW_FAMILIES", "law_from_config", "Positional",
+    "core.laws": (
+        "AcceptanceLaw", "best_fit", "BetaMixed", "FAMILIES", "fit_laws", "GaussianBaseline",
+        "IIDGeometric", "LAW_FAMILIES", "Positional",
     ),
-    "polybasic": (
-        "block_bounds", "emitted_law", "LevelPrediction", "predict", "Prediction",
-        "renewal_fill",
+    "core.fitting": (
+        "fit_result", "FitResult", "goodness_of_fit", "GoodnessOfFit",
     ),
-    "dualistic": (
+    "core.regimes": (
+        "fit_regimes", "HiddenRegimes", "RegimeFit", "RegimeLaw",
+    ),
+    "core.costs": (
+        "BatchCostCurve", "BatchTableCost", "cost_from_config", "CostCurve", "CostFit",
+        "fit_cost_curve", "RooflineCost",
+    ),
+    "core.config": (
+        "acceptance_from_config", "as_cascade", "Cascade", "law_from_config", "Model",
+        "model_from_config",
+    ),
+    "core.p1": (
+        "block_bounds", "block_laws", "fill_blocks", "fold_levels", "FoldedLevel",
+        "LevelPrediction", "Prediction", "renewal_masses",
+    ),
+    "core.polybasic": (
+        "emitted_law", "predict", "renewal_fill",
+    ),
+    "closed_forms.dualistic": (
         "cor39_bound", "dualistic_speedup", "expected_emitted", "leviathan_speedup",
         "operations_factor", "optimal_gamma", "OptimalGamma",
     ),
-    "symbolic": (
+    "closed_forms.symbolic": (
         "closed_forms", "derivation", "derivation_latex", "DerivationStep", "limits_at_one",
     ),
-    "bounds": (
+    "closed_forms.symbolic_cascade": (
+        "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade", "SymbolicCascade",
+        "three_level_closed_form",
+    ),
+    "bounds.tails": (
         "exact_tail", "forward_count_moments", "hoeffding_tail", "length_moments", "phi_bounds",
         "PhiBounds", "target_forwards_clt",
     ),
-    "approximation": (
-        "approximation_error", "error_curve", "identity_from_counts",
-        "identity_from_prediction", "lemma31_time", "paper_approximation", "PaperApproximation",
+    "bounds.approximation": (
+        "approximation_error", "error_curve", "identity_from_counts", "identity_from_prediction",
+        "lemma31_time", "paper_approximation", "PaperApproximation",
     ),
-    "insertion": (
+    "bounds.stability": (
+        "beta_heterogeneity_gap", "beta_variance_decomposition", "cv_accepted", "cv_dense_check",
+        "cv_derivative_coefficients", "cv_emitted", "cv_emitted_not_monotone", "cv_general_proof",
+        "cv_monotone_certificate", "greedy_acceptance", "heterogeneity_gap",
+        "speculative_acceptance", "verification_comparison", "VerificationComparison",
+    ),
+    "structures.trees": (
+        "chain_tree", "expected_emitted_tree", "fit_sibling_law", "kary_tree", "ResidualLaw",
+        "SiblingLaw", "Tree", "TreeLaw",
+    ),
+    "structures.tree_search": (
+        "beam_tree", "best_width_tree", "max_expected_emitted", "optimal_tree", "OptimalTree",
+        "tree_round", "tree_speedup", "TreeRound", "widest_emitted_tree",
+    ),
+    "structures.schedule": (
+        "ConfidenceFit", "ConfidenceLaw", "ConfidenceSchedule", "fit_confidence_law", "HFSchedule",
+        "stationary_distribution",
+    ),
+    "structures.schedule_models": (
+        "confidence_two_model", "hf_two_model", "HFPrediction",
+    ),
+    "structures.structured": (
+        "predict_structured", "StructuredPrediction",
+    ),
+    "serving.batch": (
+        "batch_cascade", "batch_cost", "batch_sweep", "BatchLevel", "BatchOptimum", "BatchPoint",
+        "BatchPrediction", "Crossover", "crossover_batch", "large_batch_limit", "max_block_law",
+        "max_fill_bounds", "max_fill_mean", "optimize_batch_thresholds", "predict_batch",
+    ),
+    "serving.plan": (
+        "BatchPlan", "plan_batch", "plan_batches",
+    ),
+    "planning.grid": (
+        "GridPrediction", "optimize_thresholds", "predict_grid", "predict_many",
+    ),
+    "planning.pool": (
+        "Pool",
+    ),
+    "planning.search": (
+        "SearchStats",
+    ),
+    "planning.planner": (
+        "greedy_paper_rule", "GreedyResult", "GreedyStep", "Plan", "plan", "plan_thresholds",
+        "PlannedCascade",
+    ),
+    "planning.insertion": (
         "decision_confidence", "DecisionConfidence", "insert_model", "insertion_decision",
         "InsertionDecision", "paper_insertion_check", "paper_insertion_condition",
     ),
-    "stability": (
-        "beta_heterogeneity_gap", "beta_variance_decomposition", "cv_accepted",
-        "cv_dense_check", "cv_derivative_coefficients", "cv_emitted", "cv_emitted_not_monotone",
-        "cv_general_proof", "cv_monotone_certificate", "greedy_acceptance", "heterogeneity_gap",
-        "speculative_acceptance", "verification_comparison", "VerificationComparison",
+    "planning.calibration_problem": (
+        "acceptance_from_taus", "CalibrationProblem", "cost_coefficients", "problem_from_config",
     ),
-    "grid": (
-        "GridPrediction", "optimize_thresholds", "predict_grid", "predict_many",
+    "planning.calibration": (
+        "calibrate", "Calibration", "choose_threshold", "ThresholdChoice",
     ),
-    "planner": (
-        "greedy_paper_rule", "GreedyResult", "GreedyStep", "Plan", "plan", "plan_thresholds",
-        "PlannedCascade", "Pool", "SearchStats",
-    ),
-    "regimes": (
-        "fit_regimes", "HiddenRegimes", "RegimeFit", "RegimeLaw",
-    ),
-    "coupling": (
+    "planning.coupling": (
         "coupled_forwards", "fit_coupling", "group_rounds", "LevelCoupling", "select_coupling",
     ),
-    "batch_costs": ("BatchCostCurve", "BatchTableCost", "RooflineCost"),
-    "serving": (
-        "batch_cascade", "batch_cost", "batch_sweep", "BatchLevel", "BatchOptimum",
-        "BatchPoint", "BatchPrediction", "Crossover", "crossover_batch", "large_batch_limit",
-        "max_block_law", "max_fill_bounds", "max_fill_mean", "optimize_batch_thresholds",
-        "predict_batch",
-    ),
-    "serving_plan": ("BatchPlan", "plan_batch", "plan_batches"),
-    "trees": (
-        "beam_tree", "best_width_tree", "chain_tree", "expected_emitted_tree",
-        "fit_sibling_law", "kary_tree", "max_expected_emitted", "optimal_tree", "OptimalTree",
-        "ResidualLaw", "SiblingLaw", "Tree", "tree_round", "tree_speedup", "TreeLaw",
-        "TreeRound",
-    ),
-    "schedule": (
-        "ConfidenceFit", "ConfidenceLaw", "ConfidenceSchedule", "confidence_two_model",
-        "fit_confidence_law", "hf_two_model", "HFPrediction", "HFSchedule",
-        "stationary_distribution",
-    ),
-    "structured": (
-        "predict_structured", "StructuredPrediction",
-    ),
-    "calibration": (
-        "acceptance_from_taus", "calibrate", "Calibration", "CalibrationProblem",
-        "choose_threshold", "cost_coefficients", "problem_from_config", "ThresholdChoice",
-    ),
-    "symbolic_cascade": (
-        "evaluate_against_predict", "leviathan_derivation", "symbolic_cascade",
-        "SymbolicCascade", "three_level_closed_form",
-    ),
-    "markov": (
+    "yin.markov": (
         "as_chain", "as_kernels", "as_law", "drop_support", "logit_draft", "MarkovPair",
         "MAX_SEQUENCE_LAW_SIZE", "mixture_draft", "PROB_TOL", "random_kernels", "random_law",
         "random_pair", "sequence_law", "state_marginals", "step_tv", "tv_distance",
     ),
-    "yin": (
+    "yin.theorems": (
         "batch_expected_rejections", "batch_improvement", "batch_lower_bound", "BATCH_MODES",
         "batch_output_law", "batch_rejections", "batch_saturation", "batch_sequence_law",
         "batch_step_rejection", "BatchSaturation", "chain_rejections", "optimal_loss",
@@ -114,8 +138,8 @@ _MODULES = {
         "ParetoFront", "rejection_probability", "require_over_acceptance", "sd_acceptance",
         "sd_expected_rejections", "sd_output_kernels", "sd_output_law", "sd_rejections_dp",
         "sd_rejections_tv", "sd_residual", "sd_sequence_law", "unbiased_resampling",
-        "unbiased_resampling_chain", "UNBIASED_TOL", "y2_chain", "y2_step", "Y2Result",
-        "yin_demo", "yin_demo_chain",
+        "unbiased_resampling_chain", "UNBIASED_TOL", "y2_chain", "y2_step", "Y2Result", "yin_demo",
+        "yin_demo_chain",
     ),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}

@@ -46,12 +46,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.config import Cascade
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.laws import IIDGeometric
+from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.laws import IIDGeometric
-from polyspec_theory.polybasic import block_bounds
 
-from ._runtime import (
+from .runtime import (
     RatioEstimate,
     chain_mesh,
     make_key,
@@ -161,7 +161,7 @@ def estimate_events(cascade: Cascade, tokens: int) -> float:
     """Expected verification rounds (simulator events) to emit ``tokens`` tokens: P1's
     forwards per token of every verifying model times ``tokens`` (``inf`` when P1 is out of
     range)."""
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.polybasic import predict
 
     try:
         pred = predict(cascade)
@@ -346,7 +346,7 @@ def split_bits(key, shape, axis: int = 0):
     """uint32 bits of ``shape`` from half as many uint64 threefry outputs: each threefry block
     yields 64 bits, and ``jax.random.bits(..., uint32)`` would XOR its two words into one, so
     splitting 64-bit outputs doubles the rate. Both halves are independent uniform words.
-    Partitionable threefry (set by ``_runtime``): values do not depend on the sharding."""
+    Partitionable threefry (set by ``runtime``): values do not depend on the sharding."""
     shape = tuple(shape)
     half = list(shape)
     half[axis] = (shape[axis] + 1) // 2

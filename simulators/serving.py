@@ -22,7 +22,7 @@ the first top-level round at which the batch has emitted ``>= tokens_per_chain``
 rounds are iid cycles (all blocks empty at their start), so by Wald's identity the ratio
 estimator ``sum(tokens)/sum(time)`` over independent chains is consistent, with a
 delta-method CI. Random bits: ``jax.random.bits(fold_in(key, chunk), (chunk_len, chains,
-b))`` — a pure function of the seed; float64 throughout (``_runtime`` turns it on).
+b))`` — a pure function of the seed; float64 throughout (``runtime`` turns it on).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.config import Cascade
+from polyspec_theory.core.config import Cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.serving import batch_cascade
+from polyspec_theory.serving.batch import batch_cascade
 
-from ._runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits
 from .length import block_bounds
+from .runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits
 
 __all__ = [
     "ServingStatic",
@@ -284,7 +284,7 @@ def simulate_serving(cascade, batch, tokens: int, seed: int = 0, *, chains: int 
                      chunk_len: int | None = None, max_events: int | None = None
                      ) -> ServingResult:
     """Monte-Carlo throughput and speedup of ``cascade`` decoded in lockstep batches of
-    ``batch`` sequences (compare with :func:`polyspec_theory.serving.predict_batch`).
+    ``batch`` sequences (compare with :func:`polyspec_theory.serving.batch.predict_batch`).
 
     ``tokens``: total tokens asked for over all chains (each chain = one batch runs until it
     has emitted ``ceil(tokens / chains)``, finishing its top-level round). ``cascade`` may be

@@ -1,6 +1,6 @@
 """Monte Carlo of cascades with token trees and adaptive draft lengths, in JAX (the independent
-check of :mod:`polyspec_theory.structured`, :mod:`polyspec_theory.trees` and
-:mod:`polyspec_theory.schedule`; docs/theory.md Part III-D).
+check of :mod:`polyspec_theory.structures.structured`, :mod:`polyspec_theory.structures.trees` and
+:mod:`polyspec_theory.structures.schedule`; docs/theory.md Part III-D).
 
 Length level (:func:`simulate_structured`): the algorithm itself, event by event, one event =
 one verification round at some pair level, as in :mod:`simulators.length`:
@@ -19,13 +19,13 @@ Each chain runs ``burn_in`` top-level rounds (discarded: the length chains forge
 and then exactly ``rounds`` measured top-level rounds. A fixed number of rounds per chain, not
 a token target: with Markov-modulated rounds a token-count stopping time would bias the ratio,
 whereas over a fixed number of rounds ``E[tokens] / E[time]`` is the finite-horizon value of
-:meth:`~polyspec_theory.structured.StructuredPrediction.finite_horizon`, within
+:meth:`~polyspec_theory.structures.structured.StructuredPrediction.finite_horizon`, within
 ``exp(-burn_in / mixing time)`` of the stationary one. Chains are independent: ratio
-estimator ``T_1(1) sum tokens / sum time`` with a delta-method CI (:mod:`simulators._runtime`).
+estimator ``T_1(1) sum tokens / sum time`` with a delta-method CI (:mod:`simulators.runtime`).
 
 Token level (:func:`simulate_residual_tree`): SpecInfer's multi-step speculative sampling on
 a tree with real categorical draws — children iid from ``Q``, residual updates of ``P``,
-correction / bonus tokens — for a :class:`~polyspec_theory.trees.ResidualLaw`.
+correction / bonus tokens — for a :class:`~polyspec_theory.structures.trees.ResidualLaw`.
 
 Random numbers: ``jax.random`` (threefry) keys ``fold_in(key(seed), chunk)``; results depend
 on ``(seed, chains, chunk_len)`` only. float64 throughout.
@@ -42,12 +42,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.config import Cascade
+from polyspec_theory import RegimeLaw
+from polyspec_theory.core.config import Cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.schedule import ConfidenceLaw, ConfidenceSchedule, HFSchedule
-from polyspec_theory.trees import ResidualLaw, Tree, TreeLaw
+from polyspec_theory.structures.schedule import ConfidenceLaw, ConfidenceSchedule, HFSchedule
+from polyspec_theory.structures.trees import ResidualLaw, Tree, TreeLaw
 
-from ._runtime import RatioEstimate, make_key, ratio_estimate, to_host
+from .runtime import RatioEstimate, make_key, ratio_estimate, to_host
 
 __all__ = [
     "StructStatic",
@@ -128,7 +129,7 @@ class StructModel:
             raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
         n, m = cascade.n, cascade.n - 1
         for i, law in enumerate(cascade.laws):
-            if getattr(law, "cap_conditional", False):
+            if isinstance(law, RegimeLaw):
                 raise PolyspecInputError(
                     f"acceptance[{i}]", "cap-conditional (regime) laws are not simulated here")
         trees = cascade.trees or (None,) * m
@@ -481,7 +482,7 @@ class ResidualTreeResult:
     def mean_emitted(self) -> RatioEstimate:
         d = np.arange(self.accepted_counts.size)
         x = np.repeat(d + 1.0, self.accepted_counts)
-        from ._runtime import mean_estimate
+        from .runtime import mean_estimate
 
         return mean_estimate(x)
 

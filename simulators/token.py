@@ -40,18 +40,19 @@ import numpy as np
 from jax import lax
 from scipy import stats
 
-from polyspec_theory.config import POLICIES, Cascade, Model
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.config import POLICIES, Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.fitting import pool_cells
+from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import (
     PolyspecInputError,
     as_int,
     as_real,
     as_real_array,
 )
-from polyspec_theory.laws import pool_cells
-from polyspec_theory.polybasic import block_bounds
 
-from ._runtime import (
+from .length import split_bits
+from .runtime import (
     RatioEstimate,
     chain_mesh,
     make_key,
@@ -60,7 +61,6 @@ from ._runtime import (
     to_host,
     uniform_from_bits,
 )
-from .length import split_bits
 
 __all__ = [
     "MarkovLMs",
@@ -211,8 +211,8 @@ class TokenModel:
             costs = [4.0**-j for j in range(n)]
         if len(costs) != n:
             raise PolyspecInputError("costs", f"need one cost per model ({n}), got {len(costs)}")
-        from polyspec_theory.costs import cost_from_config
-        from polyspec_theory.laws import IIDGeometric
+        from polyspec_theory.core.costs import cost_from_config
+        from polyspec_theory.core.laws import IIDGeometric
 
         curves = [c if isinstance(c, CostCurve) else cost_from_config(c, f"costs[{j}]")
                   for j, c in enumerate(costs)]
@@ -629,8 +629,8 @@ def departure_from_p1(result: TokenResult) -> dict:
     acceptance rate; positional = per-position hazards; Beta-mixed) and compare its speedup
     with the token-level Monte Carlo. P1 assumes rounds independent with one law of ``A``
     censored by the block; context-dependent, correlated acceptance breaks that."""
-    from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
+    from polyspec_theory.core.polybasic import predict
 
     cas = result.model.cascade
     fitted = {"iid": [], "positional": [], "beta": []}

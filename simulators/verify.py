@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from polyspec_theory.config import DEFAULT_CASCADE, Cascade
+from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
 
 __all__ = [
+    "ci_row",
+    "fmt",
+    "widen_ci",
     "FAMILY_ALPHA",
     "MAX_ROWS",
     "ROW_ALPHA",
@@ -93,7 +96,7 @@ class VerifyContext:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _fmt(x: float) -> str:
+def fmt(x: float) -> str:
     if x is None or not math.isfinite(x):
         return str(x)
     a = abs(x)
@@ -102,21 +105,21 @@ def _fmt(x: float) -> str:
     return f"{x:.5f}"
 
 
-def _widen(est, z: float = ROW_Z) -> tuple[float, float, float]:
+def widen_ci(est, z: float = ROW_Z) -> tuple[float, float, float]:
     """(value, low, high) at the row level from a RatioEstimate (se-based)."""
     return est.value, est.value - z * est.se, est.value + z * est.se
 
 
-def _ci_row(id_, statement, theory: float, est, detail: str = "", extra_ok: bool = True,
+def ci_row(id_, statement, theory: float, est, detail: str = "", extra_ok: bool = True,
             z: float = ROW_Z) -> CheckRecord:
-    v, lo, hi = _widen(est, z)
+    v, lo, hi = widen_ci(est, z)
     ok = bool(lo <= theory <= hi) and extra_ok
-    return CheckRecord(id_, statement, _fmt(theory), f"{_fmt(v)} ± {_fmt(hi - v)}", ok,
+    return CheckRecord(id_, statement, fmt(theory), f"{fmt(v)} ± {fmt(hi - v)}", ok,
                        float(theory), float(v), (float(lo), float(hi)), detail)
 
 
 def _dualistic(alpha_or_law, gamma: int, draft_cost: float, target_cost=1.0) -> Cascade:
-    from polyspec_theory.laws import law_from_config
+    from polyspec_theory.core.config import law_from_config
 
     law = alpha_or_law if not isinstance(alpha_or_law, float) else {"alpha": alpha_or_law}
     return Cascade.from_config({
@@ -142,7 +145,7 @@ def _moments_from_counts(counts: np.ndarray) -> tuple[float, ...]:
 
 
 class _Est:
-    """A value with a standard error (same interface as RatioEstimate for _widen)."""
+    """A value with a standard error (same interface as RatioEstimate for widen_ci)."""
 
     def __init__(self, value, se):
         self.value, self.se = float(value), float(se)
@@ -158,8 +161,8 @@ _D_ALPHA, _D_GAMMA, _D_C = 0.8, 6, 0.05
 
 
 def check_d(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.dualistic import leviathan_speedup
-    from polyspec_theory.symbolic import lambdified
+    from polyspec_theory.closed_forms.dualistic import leviathan_speedup
+    from polyspec_theory.closed_forms.symbolic import lambdified
 
     cas = _dualistic(_D_ALPHA, _D_GAMMA, _D_C)
     res = _length_run(ctx, "D", cas, 300_000, 5_000_000)
@@ -171,14 +174,14 @@ def check_d(ctx: VerifyContext) -> list[CheckRecord]:
     mean_t = float(lambdified("mean")(_D_ALPHA, _D_GAMMA))
     var_t = float(lambdified("var")(_D_ALPHA, _D_GAMMA))
     rows = [
-        _ci_row("D1", f"E[A] capped geometric, alpha={_D_ALPHA}, g={_D_GAMMA} (sympy closed form)",
+        ci_row("D1", f"E[A] capped geometric, alpha={_D_ALPHA}, g={_D_GAMMA} (sympy closed form)",
                 mean_t, _Est(m1, math.sqrt(var / n)), f"{int(n)} rounds"),
-        _ci_row("D1", f"Var[A] capped geometric, alpha={_D_ALPHA}, g={_D_GAMMA} (sympy)",
+        ci_row("D1", f"Var[A] capped geometric, alpha={_D_ALPHA}, g={_D_GAMMA} (sympy)",
                 var_t, _Est(var, math.sqrt(max(mu4c - var * var, 0.0) / n)),
                 f"{int(n)} rounds"),
     ]
     theory = leviathan_speedup(_D_ALPHA, _D_GAMMA, _D_C)
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "D2", f"Leviathan speedup (1-a^(g+1))/((1-a)(gc+1)), a={_D_ALPHA}, g={_D_GAMMA}, "
         f"c={_D_C}", theory, res.speedup, f"{res.tokens} tokens, {res.chains} chains"))
     return rows
@@ -196,7 +199,7 @@ def _default_runs(ctx: VerifyContext):
 
 
 def check_p1(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.polybasic import predict
 
     cas, acc, tcas, trunc = _default_runs(ctx)
     rows = []
@@ -206,7 +209,7 @@ def check_p1(ctx: VerifyContext) -> list[CheckRecord]:
         for lp, ls in zip(pred.levels[1:], r.levels[1:], strict=True):
             zs.append(abs(ls.phi.value - lp.phi) / ls.phi.se if ls.phi.se > 0 else 0.0)
         phi_ok = max(zs) <= ROW_Z
-        rows.append(_ci_row(
+        rows.append(ci_row(
             "P1", f"exact speedup, 4-level default cascade (mixed laws, affine costs), {pol}",
             pred.speedup, r.speedup,
             f"phi |z| max {max(zs):.2f}; {r.tokens} tokens", extra_ok=phi_ok))
@@ -226,31 +229,31 @@ OVERHEAD_CASCADE = {
 
 
 def check_p1_overhead(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.polybasic import predict
 
     cas = Cascade.from_config(OVERHEAD_CASCADE)
     res = _length_run(ctx, "P1o", cas, 300_000, 8_000_000)
     pred = predict(cas)
-    return [_ci_row(
+    return [ci_row(
         "P1", "exact speedup with per-round overheads o_i (3 levels, table + affine costs)",
         pred.speedup, res.speedup, f"o = 0.15, 0.05; {res.tokens} tokens")]
 
 
 def check_p2(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.bounds import phi_bounds
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.bounds.tails import phi_bounds
+    from polyspec_theory.core.polybasic import predict
 
     cas, acc, _, _ = _default_runs(ctx)
     pred = predict(cas)
     rows = []
     for j in (1, 2):  # phi of mid (random blocks below) and small
         b = phi_bounds(pred.levels[j].emitted_pmf, cas.thresholds[j - 1])
-        v, lo, hi = _widen(acc.levels[j].phi)
+        v, lo, hi = widen_ci(acc.levels[j].phi)
         ok = (lo <= pred.levels[j].phi <= hi) and (hi >= b.lower) and (lo <= b.upper)
         rows.append(CheckRecord(
             "P2", f"theta/mu <= phi <= (theta-1+E[L^2]/mu)/mu for {cas.models[j].name}",
-            f"[{_fmt(b.lower)}, {_fmt(b.upper)}] (exact {_fmt(pred.levels[j].phi)})",
-            f"{_fmt(v)} ± {_fmt(hi - v)}", ok, float(pred.levels[j].phi), float(v),
+            f"[{fmt(b.lower)}, {fmt(b.upper)}] (exact {fmt(pred.levels[j].phi)})",
+            f"{fmt(v)} ± {fmt(hi - v)}", ok, float(pred.levels[j].phi), float(v),
             (float(lo), float(hi)), "MC phi inside the bounds and equal to the exact DP"))
     return rows
 
@@ -259,16 +262,16 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     import jax
     import jax.numpy as jnp
 
-    from polyspec_theory.bounds import (
+    from polyspec_theory.bounds.tails import (
         exact_tail,
         forward_count_moments,
         hoeffding_tail,
         length_moments,
         target_forwards_clt,
     )
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.polybasic import predict
 
-    from ._runtime import make_key, uniform_from_bits
+    from .runtime import make_key, uniform_from_bits
 
     cas, acc, _, _ = _default_runs(ctx)
     pred = predict(cas)
@@ -288,7 +291,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     exact = float(exact_tail(l_pmf, theta, k)[k])
     bound = float(hoeffding_tail(l_pmf, theta, k))
     # the bound must be Hoeffding's and no looser: its value from the law itself (lengths in
-    # [1, ell], deviation eps = k mu - theta), computed here without polyspec_theory.bounds
+    # [1, ell], deviation eps = k mu - theta), computed here without polyspec_theory.bounds.tails
     lengths_support = np.flatnonzero(np.asarray(l_pmf) > 0)
     ell = int(lengths_support[-1])
     mu_law = float(np.dot(np.arange(len(l_pmf)), l_pmf) / np.sum(l_pmf))
@@ -296,12 +299,12 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     hoeffding = (math.exp(-2.0 * eps * eps / (k * (ell - 1) ** 2)) if ell > 1
                  else float(k < theta))  # ell = 1: N = theta exactly
     sharp = abs(bound / hoeffding - 1.0) <= 1e-9
-    v, lo, hi = _widen(_Est(p_mc, se))
+    v, lo, hi = widen_ci(_Est(p_mc, se))
     rows = [CheckRecord(
         "P3", f"P(N>{k}) <= Hoeffding exp(-2k(mu-theta/k)^2/(l-1)^2), theta={theta}",
-        f"exact {_fmt(exact)} <= bound {_fmt(bound)}", f"{_fmt(v)} ± {_fmt(hi - v)}",
+        f"exact {fmt(exact)} <= bound {fmt(bound)}", f"{fmt(v)} ± {fmt(hi - v)}",
         bool(lo <= exact <= hi and lo <= bound and sharp), exact, v, (lo, hi),
-        f"{n} block fills; Hoeffding's value from the law (ell={ell}) {_fmt(hoeffding)}")]
+        f"{n} block fills; Hoeffding's value from the law (ell={ell}) {fmt(hoeffding)}")]
     # (b) CLT: target forwards per chain = first passage of the top renewal process
     top = pred.levels[0].emitted_pmf
     target_tok = int(math.ceil(ctx.size(400_000, 10_000_000) / acc.chains))
@@ -312,19 +315,19 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     var_mc = float(fwd.var(ddof=1))
     kurt = float(np.mean((fwd - fwd.mean()) ** 4)) / var_mc**2 if var_mc > 0 else 3.0
     se_var = var_mc * math.sqrt(max(kurt - 1.0, 0.1) / kch)
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "P3", f"Var(target forwards for {target_tok} tokens) ~ N sigma^2/mu^3 (renewal CLT)",
         clt["var"], _Est(var_mc, se_var),
-        f"exact Var {_fmt(exact_m['var'])}; {kch} chains",
+        f"exact Var {fmt(exact_m['var'])}; {kch} chains",
         extra_ok=abs(exact_m["var"] / clt["var"] - 1) < 0.05))
     return rows
 
 
 def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.approximation import identity_from_counts, paper_approximation
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.bounds.approximation import identity_from_counts, paper_approximation
+    from polyspec_theory.core.polybasic import predict
 
-    from ._runtime import ratio_estimate
+    from .runtime import ratio_estimate
 
     cas, acc, _, _ = _default_runs(ctx)
     n = cas.n
@@ -341,20 +344,20 @@ def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
                       for tok, f in zip(acc.chain_tokens, fw, strict=True)])
     est = ratio_estimate(ident, acc.chain_time)
     beta_exact = bool(np.all(fw[:, n - 1] == beta * fw[:, n - 2]))
-    rows = [_ci_row(
+    rows = [ci_row(
         "P4", "Lemma 3.1 with the MC forward counts (L_i := N/F_i), beta = theta_{n-1} and "
         "P1's E[T_i(G_i+1)] = the simulated total time", 1.0, est,
         f"formula/simulated time; F_n = theta_{{n-1}} F_{{n-1}} on every chain: {beta_exact}; "
         f"{acc.tokens} tokens", extra_ok=beta_exact)]
     approx = paper_approximation(cas)
     tau = acc.time_per_token
-    v, lo, hi = _widen(tau)
+    v, lo, hi = widen_ci(tau)
     mc_err = approx.time_per_token / v - 1.0
     lo_e, hi_e = approx.time_per_token / hi - 1.0, approx.time_per_token / lo - 1.0
     ok = lo_e <= approx.relative_error <= hi_e
     rows.append(CheckRecord(
         "P4", "paper's approximation (pairwise E[L_i], fixed blocks): relative error of tau",
-        _fmt(approx.relative_error), f"{_fmt(mc_err)} ± {_fmt((hi_e - lo_e) / 2)}", ok,
+        fmt(approx.relative_error), f"{fmt(mc_err)} ± {fmt((hi_e - lo_e) / 2)}", ok,
         approx.relative_error, mc_err, (lo_e, hi_e), "MC tau against the approximation"))
     return rows
 
@@ -363,10 +366,10 @@ def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_p5(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.config import Model
-    from polyspec_theory.costs import CostCurve
-    from polyspec_theory.insertion import insertion_decision
-    from polyspec_theory.laws import IIDGeometric
+    from polyspec_theory.core.config import Model
+    from polyspec_theory.core.costs import CostCurve
+    from polyspec_theory.core.laws import IIDGeometric
+    from polyspec_theory.planning.insertion import insertion_decision
 
     base = Cascade.from_config({
         "models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.02}},
@@ -382,9 +385,9 @@ def check_p5(ctx: VerifyContext) -> list[CheckRecord]:
         rel_se = math.hypot(r0.time_per_token.se / r0.time_per_token.value,
                             r1.time_per_token.se / r1.time_per_token.value)
         est = _Est(g, (1 + g) * rel_se)
-        v, lo, hi = _widen(est)
+        v, lo, hi = widen_ci(est)
         sign_ok = (lo > 0) if d.helps else (hi < 0)
-        rows.append(_ci_row(
+        rows.append(ci_row(
             "P5", f"insert M' (T'={cost}, alphas {au}/{al}) between target and draft: "
             f"{'helps' if d.helps else 'hurts'} (exact P1 decision)", d.relative_gain, est,
             "relative gain tau_without/tau_with - 1", extra_ok=sign_ok))
@@ -408,7 +411,7 @@ def _cv_est(a_counts) -> _Est:
 
 
 def check_p6(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.stability import cv_accepted
+    from polyspec_theory.bounds.stability import cv_accepted
 
     g = 6
     alphas = (0.5, 0.7, 0.9)
@@ -418,30 +421,30 @@ def check_p6(ctx: VerifyContext) -> list[CheckRecord]:
         cnt = r.levels[0].joint_hist[g][1:g + 2]
         e = _cv_est(cnt)
         t = cv_accepted(a, g)
-        v, lo, hi = _widen(e)
+        v, lo, hi = widen_ci(e)
         ests.append((v, lo, hi))
         theory.append(t)
         oks.append(lo <= t <= hi)
     decreasing = all(ests[i][1] > ests[i + 1][2] for i in range(len(ests) - 1))
     return [CheckRecord(
         "P6", f"CV(A) strictly decreasing in alpha (g={g}; alpha={', '.join(map(str, alphas))})",
-        " > ".join(_fmt(t) for t in theory),
-        " > ".join(f"{_fmt(v)}±{_fmt(hi - v)}" for v, _, hi in ests),
+        " > ".join(fmt(t) for t in theory),
+        " > ".join(f"{fmt(v)}±{fmt(hi - v)}" for v, _, hi in ests),
         bool(all(oks) and decreasing), None, None, None,
         "each MC CV contains theory and the MC intervals are strictly ordered")]
 
 
 def check_p7(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.stability import beta_heterogeneity_gap
+    from polyspec_theory.bounds.stability import beta_heterogeneity_gap
 
     a, b, g = 3.0, 1.5, 6
     gap = beta_heterogeneity_gap(a, b, g)
     r = _length_run(ctx, "P7", _dualistic({"beta": [a, b]}, g, 0.05), 200_000, 4_000_000)
     est = r.levels[0].mean_emitted
-    v, lo, hi = _widen(est)
-    return [_ci_row(
+    v, lo, hi = widen_ci(est)
+    return [ci_row(
         "P7", f"alpha~Beta({a},{b}), g={g}: mixed E[L] >= iid E[L](mean alpha) "
-        f"= {_fmt(gap['iid'])}", gap["mixed"], est, "MC E[L] of the mixed law",
+        f"= {fmt(gap['iid'])}", gap["mixed"], est, "MC E[L] of the mixed law",
         extra_ok=lo > gap["iid"])]
 
 
@@ -449,14 +452,14 @@ def check_p7(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def _yin_pair():
-    from polyspec_theory.yin import yin_demo_chain
+    from polyspec_theory.yin.theorems import yin_demo_chain
 
     return yin_demo_chain(0)
 
 
 def check_y(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory import yin
-    from polyspec_theory.markov import tv_distance
+    from polyspec_theory.yin import theorems as yin
+    from polyspec_theory.yin.markov import tv_distance
 
     from .yin_mc import simulate_markov, simulate_step, transition_chi2
 
@@ -466,7 +469,7 @@ def check_y(ctx: VerifyContext) -> list[CheckRecord]:
     y1 = yin.sd_expected_rejections(*pair, method="tv")
     r = simulate_markov(pair, n, seed=ctx.seed + 11)
     _, df, p = transition_chi2(r.transitions, pair.target)
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "Y1", "SD unbiased; E[N_rej] = sum_n E[TV(draft_n, target_n)] (7 states, T=50)", y1,
         r.mean_rejections, f"{n} sequences; unbiased chi2 p={p:.3g} (df {df})",
         extra_ok=p >= ROW_ALPHA))
@@ -474,10 +477,10 @@ def check_y(ctx: VerifyContext) -> list[CheckRecord]:
     y2 = yin.y2_chain(*pair, b)
     r2 = simulate_markov(pair, n, seed=ctx.seed + 12, accept=b, resampling=y2.resampling)
     _, df2, p2 = transition_chi2(r2.transitions, pair.target)
-    v, lo, hi = _widen(r2.mean_rejections)
-    rows.append(_ci_row(
+    v, lo, hi = widen_ci(r2.mean_rejections)
+    rows.append(ci_row(
         "Y2", "unbiased rule b = 0.6 b_SD rejects more than SD (>= Y1 sum)", y2.rejection,
-        r2.mean_rejections, f"Y1 sum {_fmt(y1)}; unbiased chi2 p={p2:.3g}",
+        r2.mean_rejections, f"Y1 sum {fmt(y1)}; unbiased chi2 p={p2:.3g}",
         extra_ok=(p2 >= ROW_ALPHA) and lo > y1))
     M = 3
     for mode in ("sequences", "per_position"):
@@ -485,10 +488,10 @@ def check_y(ctx: VerifyContext) -> list[CheckRecord]:
         lb = yin.batch_lower_bound(*pair, mode)
         r3 = simulate_markov(pair, n, seed=ctx.seed + 13, M=M, mode=mode)
         _, _, p3 = transition_chi2(r3.transitions, pair.target)
-        rows.append(_ci_row(
+        rows.append(ci_row(
             "Y3", f"batch SD, M={M} ({mode}): unbiased, E[N_rej] = Y1 sum - improvement",
-            y3, r3.mean_rejections, f"improvement {_fmt(y1 - y3)}, M-free lower bound "
-            f"{_fmt(lb)}; chi2 p={p3:.3g}", extra_ok=p3 >= ROW_ALPHA))
+            y3, r3.mean_rejections, f"improvement {fmt(y1 - y3)}, M-free lower bound "
+            f"{fmt(lb)}; chi2 p={p3:.3g}", extra_ok=p3 >= ROW_ALPHA))
     # Y4 / Y5 on one step (first position, state 0)
     t, d = pair.target[0, 0], pair.draft[0, 0]
     bsd = yin.sd_acceptance(t, d)
@@ -504,7 +507,7 @@ def check_y(ctx: VerifyContext) -> list[CheckRecord]:
     loss_mc = freq_plus - t[plus].sum()
     se_l = math.sqrt(freq_plus * (1 - freq_plus) / ns)
     chi = stats.chisquare(counts[out_law > 0], ns * out_law[out_law > 0])
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "Y4", f"over-acceptance b = b_SD + {lam}(1-b_SD) with optimal P*: TV loss = "
         "sum (draft b - target)_+", yin.optimal_loss(t, d, bo), _Est(loss_mc, se_l),
         f"output law chi2 p={chi.pvalue:.3g}", extra_ok=chi.pvalue >= ROW_ALPHA))
@@ -514,9 +517,9 @@ def check_y(ctx: VerifyContext) -> list[CheckRecord]:
     z = (rej + counts[plus].sum()) / ns
     z_var = z * (1 - z)
     est5 = _Est(z - t[plus].sum(), math.sqrt(z_var / ns))
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "Y5", "Pareto front: P(reject) + Loss*(b) = TV(draft, target)",
-        float(tv_distance(d, t)), est5, f"P(reject) MC {_fmt(rej / ns)}"))
+        float(tv_distance(d, t)), est5, f"P(reject) MC {fmt(rej / ns)}"))
     return rows
 
 
@@ -555,7 +558,7 @@ def check_f(ctx: VerifyContext) -> list[CheckRecord]:
         acc = ok_run.acceptance[i]
         exp = ok_run.expected_acceptance[i]
         est = _Est(acc.value, gap.se)
-        rows.append(_ci_row(
+        rows.append(ci_row(
             "F2", f"acceptance rate = E[1 - TV(p_{i + 1}, p_{i + 2})] over checked contexts "
             f"(pair {i})", exp, est, f"{int(ok_run.rounds[i])} rounds"))
     return rows
@@ -565,7 +568,7 @@ def check_f(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_b(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.serving import predict_batch
+    from polyspec_theory.serving.batch import predict_batch
 
     from .serving import VERIFY_THREE_LEVEL, VERIFY_TWO_MODEL, simulate_serving
 
@@ -588,10 +591,10 @@ def check_b(ctx: VerifyContext) -> list[CheckRecord]:
         # Bonferroni inside the row too: 1 + len(zs) comparisons share the row's level
         z_row = float(stats.norm.isf(ROW_ALPHA / (2 * (1 + len(zs)))))
         z_unsync = abs(r.speedup.value - pr.speedup_unsynchronised) / r.speedup.se
-        rows.append(_ci_row(
+        rows.append(ci_row(
             id_, f"exact batch speedup vs AR at the same batch, {what}", pr.speedup, r.speedup,
             f"phi_batch/E[max G] |z| max {zmax:.2f} (limit {z_row:.2f}); unsynchronised P1 "
-            f"{_fmt(pr.speedup_unsynchronised)} (|z| {z_unsync:.1f}); {r.tokens} tokens",
+            f"{fmt(pr.speedup_unsynchronised)} (|z| {z_unsync:.1f}); {r.tokens} tokens",
             extra_ok=zmax <= z_row, z=z_row))
     return rows
 def check_trees(ctx: VerifyContext) -> list[CheckRecord]:

@@ -4,7 +4,8 @@ A1, A2, A4): theory against :mod:`simulators.structures`, same conventions as
 
 Runs with a schedule compare the Monte-Carlo ratio (chains of a fixed number of top-level
 rounds after a burn-in) with the *stationary* theory; the start's exact transient
-(:meth:`~polyspec_theory.structured.StructuredPrediction.finite_horizon` minus stationary) is
+(:meth:`~polyspec_theory.structures.structured.StructuredPrediction.finite_horizon` minus
+stationary) is
 printed in the row and must be below a tenth of the standard error, so it cannot decide the
 row.
 """
@@ -17,9 +18,9 @@ import zlib
 import numpy as np
 from scipy import stats
 
-from polyspec_theory.config import DEFAULT_CASCADE, Cascade
+from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
 
-from .verify import ROW_ALPHA, ROW_Z, CheckRecord, VerifyContext, _ci_row, _fmt, _widen
+from .verify import ROW_ALPHA, ROW_Z, CheckRecord, VerifyContext, ci_row, fmt, widen_ci
 
 __all__ = ["check_trees", "check_schedules", "TREE_PAIR", "HF_PAIR", "CONFIDENCE_PAIR"]
 
@@ -73,15 +74,14 @@ def _transient(sp, result) -> float:
 
 
 def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.dualistic import optimal_gamma
-    from polyspec_theory.structured import predict_structured
-    from polyspec_theory.trees import (
+    from polyspec_theory.closed_forms.dualistic import optimal_gamma
+    from polyspec_theory.structures.structured import predict_structured
+    from polyspec_theory.structures.tree_search import best_width_tree, optimal_tree
+    from polyspec_theory.structures.trees import (
         ResidualLaw,
         Tree,
         accepted_pmf,
-        best_width_tree,
         expected_emitted_tree,
-        optimal_tree,
     )
 
     from .structures import simulate_residual_tree
@@ -94,14 +94,14 @@ def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
     tree = cas.trees[0]
     counts = r.hist[0].sum(axis=0)[1: tree.max_depth + 2]
     chi = stats.chisquare(counts, counts.sum() * accepted_pmf(tree, cas.laws[0]))
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "T1", f"tree E[L] = sum_v f(v), sibling ranks by depth ({tree.n_nodes} nodes, depth "
         f"{tree.max_depth})", sp.prediction.levels[0].mean_emitted, r.levels[0].mean_emitted,
         f"law of A chi2 p={chi.pvalue:.3g}; {r.tokens} tokens",
         extra_ok=chi.pvalue >= ROW_ALPHA))
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "T3", "tree speedup T1(1)E[L]/(sum_d T2(m_d) + T1(N+1)), two models",
-        sp.speedup, r.speedup, f"drafter forwards/round {_fmt(r.levels[1].phi.value)} "
+        sp.speedup, r.speedup, f"drafter forwards/round {fmt(r.levels[1].phi.value)} "
         f"(depth {tree.max_depth})", extra_ok=_z(r.levels[1].phi, tree.max_depth) <= ROW_Z))
     # T2: SpecInfer's residual rule, token level
     law = ResidualLaw(RESIDUAL["target"], RESIDUAL["draft"], RESIDUAL["weights"])
@@ -120,7 +120,7 @@ def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
         stat += float(np.sum((row[keep] - exp[keep]) ** 2 / exp[keep]))
         df += keep.sum() - 1
     p_rank = float(stats.chi2.sf(stat, df))
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "T2", "SpecInfer residual rule: ranks p_k = r_k prod_{j<k}(1-r_j); E[L] of the tree",
         expected_emitted_tree(rt, law), res.mean_emitted(),
         f"rank chi2 p={p_rank:.3g} (df {int(df)}); {n} rounds, token level",
@@ -150,19 +150,19 @@ def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
         "acceptance": [OPT_LAW], "thresholds": [1],
         "trees": [{"parents": list(opt.tree.parents)}]})
     ro = _run(ctx, "T4", ocas, 300, 6000)
-    v, lo, hi = _widen(ro.speedup)
-    rows.append(_ci_row(
+    v, lo, hi = widen_ci(ro.speedup)
+    rows.append(ci_row(
         "T4", f"optimal tree (DP, <= {OPT_BUDGET} nodes) beats the best chain "
-        f"({_fmt(chain.speedup)}) and best width tree ({_fmt(width_s)})", opt.speedup,
+        f"({fmt(chain.speedup)}) and best width tree ({fmt(width_s)})", opt.speedup,
         ro.speedup, f"tree {opt.tree.n_nodes} nodes depth {opt.tree.max_depth}; MC lower "
-        f"bound {_fmt(lo)} > best chain", extra_ok=bool(opt.exact and lo > chain.speedup
+        f"bound {fmt(lo)} > best chain", extra_ok=bool(opt.exact and lo > chain.speedup
                                                         and opt.speedup >= width_s)))
     # T5: a tree at the bottom of a 3-level cascade
     tc = Cascade.from_config(TREE_CASCADE)
     tsp = predict_structured(tc)
     rt5 = _run(ctx, "T5", tc, 250, 5000)
     zs = _phi_zs(rt5, tsp)
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "T5", "P1 with a tree at the bottom pair (3 levels: Beta-mixed chain over a tree)",
         tsp.speedup, rt5.speedup, f"phi |z| max {max(zs):.2f}; {rt5.tokens} tokens",
         extra_ok=max(zs) <= ROW_Z))
@@ -170,7 +170,7 @@ def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.structured import predict_structured
+    from polyspec_theory.structures.structured import predict_structured
 
     rows = []
     # A1: HF schedule, two models
@@ -180,9 +180,9 @@ def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
     bias = _transient(sp, r)
     zl = _z(r.levels[0].mean_block, sp.pairs[0]["mean_length"])
     zf = _z(r.levels[0].full_acceptance, sp.pairs[0]["full_acceptance"])
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "A1", "HF schedule (+2 if fully accepted, -1 else, [1,16]): stationary speedup",
-        sp.speedup, r.speedup, f"mean length {_fmt(sp.pairs[0]['mean_length'])} |z| "
+        sp.speedup, r.speedup, f"mean length {fmt(sp.pairs[0]['mean_length'])} |z| "
         f"{zl:.2f}; P(full) |z| {zf:.2f}; transient {bias:.1e}",
         extra_ok=max(zl, zf) <= ROW_Z and abs(bias) < 0.1 * r.speedup.se))
     # A2: confidence cut-off, two models
@@ -191,7 +191,7 @@ def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
     rc = _run(ctx, "A2", cc, 400, 8000)
     zg = _z(rc.levels[0].mean_block, csp.pairs[0]["mean_block"])
     zd = _z(rc.levels[1].phi, csp.pairs[0]["draft_forwards"])
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "A2", "confidence cut-off eta=0.6 (C~Beta, logistic acceptance): speedup",
         csp.speedup, rc.speedup, f"E[G] |z| {zg:.2f}, drafter forwards |z| {zd:.2f}; "
         f"q={csp.pairs[0]['q']:.3f}, r={csp.pairs[0]['r']:.3f}",
@@ -205,7 +205,7 @@ def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
     rm = _run(ctx, "A4", mc, 250, 5000)
     zs = _phi_zs(rm, msp)
     bias = _transient(msp, rm)
-    rows.append(_ci_row(
+    rows.append(ci_row(
         "A4", "Markov-modulated P1: HF schedule on the middle pair of the default cascade",
         msp.speedup, rm.speedup, f"phi |z| max {max(zs):.2f}; transient {bias:.1e}",
         extra_ok=max(zs) <= ROW_Z and abs(bias) < 0.1 * rm.speedup.se))

@@ -30,11 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from polyspec_theory.core.fitting import pool_cells
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.laws import pool_cells
-from polyspec_theory.markov import MarkovPair, as_chain
+from polyspec_theory.yin.markov import MarkovPair, as_chain
 
-from ._runtime import RatioEstimate, make_key, mean_estimate, uniform_from_bits
+from .runtime import RatioEstimate, make_key, mean_estimate, uniform_from_bits
 
 __all__ = ["MarkovMC", "simulate_markov", "simulate_step", "transition_chi2"]
 

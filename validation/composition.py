@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import AcceptanceLaw
+from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.laws import AcceptanceLaw
-from polyspec_theory.polybasic import block_bounds
 
 from .decoder import PolybasicDecoder, autoregressive
 

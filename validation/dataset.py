@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError
 
 from .schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
@@ -91,8 +91,8 @@ def header_structures(header: dict) -> tuple:
     """``(trees, schedules)`` of a trace header's cascade, one entry per pair (``None`` =
     chain; both ``None`` for a plain capture), validated (errors name
     ``cascade.trees[i]...`` / ``cascade.schedules[i]...``)."""
-    from polyspec_theory.schedule import schedule_from_config
-    from polyspec_theory.trees import tree_from_config
+    from polyspec_theory.structures.schedule import schedule_from_config
+    from polyspec_theory.structures.trees import tree_from_config
 
     casc = header["cascade"]
     m = len(casc["models"]) - 1
@@ -164,7 +164,7 @@ class StructureRecords:
 
     def sibling_data(self) -> tuple[np.ndarray, np.ndarray]:
         """``(accepted_rank, n_children)`` of every visited node: the data of
-        :func:`polyspec_theory.trees.fit_sibling_law`."""
+        :func:`polyspec_theory.structures.trees.fit_sibling_law`."""
         v = [x for x in self.visits if len(x)]
         if not v:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -183,7 +183,8 @@ class StructureRecords:
                                                                      np.int64)) for x in out]
 
     def confidence_data(self, G, A) -> tuple[np.ndarray, np.ndarray]:
-        """``(confidence, accepted)`` for :func:`polyspec_theory.schedule.fit_confidence_law`
+        """``(confidence, accepted)`` for
+        :func:`polyspec_theory.structures.schedule.fit_confidence_law`
         (truncation 0): every drafted token's top probability with the verifier's decision
         (1 before the first rejection, 0 at it, NaN after) and the stop position's top
         probability (NaN: not drafted)."""
@@ -430,7 +431,8 @@ class Capture(CaptureConfig):
     # --- draft structures (docs/theory.md Part III-D) --------------------------------------------
     @property
     def trees(self) -> tuple | None:
-        """Per pair: a :class:`~polyspec_theory.trees.Tree` or ``None`` (chain); ``None`` if
+        """Per pair: a :class:`~polyspec_theory.structures.trees.Tree` or ``None`` (chain);
+        ``None`` if
         the capture has no tree."""
         return header_structures(self.header)[0]
 

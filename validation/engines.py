@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real_array
 
 __all__ = [
@@ -1530,7 +1530,8 @@ def variable_length_model(snap: Snapshot, cap: int, eta: float | None = None) ->
     (``C ~ Beta(a, 1)`` with ``1 - eta^a = q``, acceptance flat at ``r / q``), with the
     schedule, at ``eta`` (default 0.5, an arbitrary label: pass the engine's ``p_min``)."""
     from polyspec_theory.errors import as_probability
-    from polyspec_theory.schedule import ConfidenceLaw, confidence_round
+    from polyspec_theory.structures.schedule import ConfidenceLaw
+    from polyspec_theory.structures.schedule_models import confidence_round
 
     n, cap = snap.rounds, as_int(cap, "cap", low=1)
     if snap.drafted is None:
@@ -1597,7 +1598,7 @@ def acceptance_report(out: EngineOutput, eta: float | None = None) -> dict:
     or unknown caps): no chain law, a warning saying why, and, where the drafted count and the
     maximum draft length are known, ``variable_length``: the confidence cut-off that
     reproduces them (:func:`variable_length_model`; ``eta`` labels its representative)."""
-    from polyspec_theory.laws import IIDGeometric, best_fit, fit_laws
+    from polyspec_theory.core.laws import IIDGeometric, best_fit, fit_laws
 
     if not isinstance(out, EngineOutput):
         raise PolyspecInputError("output", "must be an EngineOutput (load_engine_output)")

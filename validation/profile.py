@@ -3,7 +3,8 @@
 For each model (a zoo level, a zoo ``.safetensors`` file or a Hugging Face checkpoint
 directory) the time of one forward scoring ``m`` new positions, ``m = 1..max_m``, is measured
 ``repeats`` times with ``context`` tokens already in the KV cache (after ``warmup`` untimed
-forwards), and summarized by its median per ``m`` (:func:`polyspec_theory.costs.fit_cost_curve`:
+forwards), and summarized by its median per ``m``
+(:func:`polyspec_theory.core.costs.fit_cost_curve`:
 timing noise is heavy-tailed) and an affine fit. The output's ``models`` entries have the
 config syntax (``{"name", "cost": {"table": [...]}}``) in ``time_unit`` (default ms), ready
 to paste into a cascade config or a pool, or to give ``polyspec calibrate`` known costs.
@@ -20,7 +21,7 @@ import time
 
 import numpy as np
 
-from polyspec_theory.costs import fit_cost_curve
+from polyspec_theory.core.costs import fit_cost_curve
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 __all__ = ["profile_models", "UNITS"]

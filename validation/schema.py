@@ -7,7 +7,7 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     ``models``: list (target first) of ``{name, kind, params, vocab_size, max_len, ...}``
     (zoo GPTs add ``n_layer, n_head, d_model, source``; the n-gram ``order``),
     ``dtype``, ``device``, ``device_name``, ``torch``, ``threads``,
-    ``cascade``: the project's cascade config (:mod:`polyspec_theory.config`): ``name``,
+    ``cascade``: the project's cascade config (:mod:`polyspec_theory.core.config`): ``name``,
     ``models`` [{"name": ...}] target first (no ``cost``: it is measured), ``thresholds``,
     ``acceptance`` = null (measured), ``policy`` = "accumulate",
     ``temperature`` (0 = greedy), ``top_k`` (0 = off), ``seed``,
@@ -402,8 +402,8 @@ class RecordChecker:
     :class:`FieldError`."""
 
     def __init__(self, header: dict):
-        from polyspec_theory.config import MAX_THRESHOLD, POLICIES
-        from polyspec_theory.polybasic import block_bounds
+        from polyspec_theory.core.config import MAX_THRESHOLD, POLICIES
+        from polyspec_theory.core.p1 import block_bounds
 
         h = header
         check_list(h["models"], "models")

@@ -24,10 +24,10 @@ import math
 import numpy as np
 from scipy import stats
 
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import AcceptanceLaw
+from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from polyspec_theory.laws import AcceptanceLaw
-from polyspec_theory.polybasic import block_bounds
 
 from .dataset import Capture
 from .schema import Round
@@ -227,7 +227,7 @@ def synthetic_profile(models, costs, thresholds, *, context: float, ar_context: 
     block length the accumulate policy allows, the bottom model's forward likewise at
     ``m = 1``, and the target's autoregressive time per token at ``ar_context`` (no cascade
     load)."""
-    from polyspec_theory.polybasic import block_bounds
+    from polyspec_theory.core.p1 import block_bounds
 
     from .composition import CompositionProfile
 

@@ -46,8 +46,8 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.schedule import ConfidenceSchedule, HFSchedule, schedule_from_config
-from polyspec_theory.trees import Tree, tree_from_config
+from polyspec_theory.structures.schedule import ConfidenceSchedule, HFSchedule, schedule_from_config
+from polyspec_theory.structures.trees import Tree, tree_from_config
 
 from .decoder import CascadeResult, PolybasicDecoder
 from .schema import Round, StructuredRound

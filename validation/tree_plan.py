@@ -4,11 +4,13 @@ AR-calibrated cost curves, then, for each node budget ``N``, the trees the figur
 (docs/theory.md Part III-D T4):
 
 * panel ``el`` (largest ``E[A]`` within ``N`` nodes): the chain of ``N`` tokens, the
-  fixed-width tree with the largest ``E[L]`` (:func:`~polyspec_theory.trees.beam_tree` over
-  widths), the ``E[L]``-optimal tree (:func:`~polyspec_theory.trees.max_expected_emitted`);
+  fixed-width tree with the largest ``E[L]`` (:func:`~polyspec_theory.structures.trees.beam_tree`
+  over
+  widths), the ``E[L]``-optimal tree
+  (:func:`~polyspec_theory.structures.trees.max_expected_emitted`);
 * panel ``speedup`` (fastest within ``N`` nodes, T3 time with the fitted costs): the best
-  chain (path of ``g <= N`` nodes), :func:`~polyspec_theory.trees.best_width_tree`,
-  :func:`~polyspec_theory.trees.optimal_tree`.
+  chain (path of ``g <= N`` nodes), :func:`~polyspec_theory.structures.trees.best_width_tree`,
+  :func:`~polyspec_theory.structures.trees.optimal_tree`.
 
 ``python -m validation.tree_plan PILOT.jsonl --budgets 4,8,16,32 --prefix TAG --out
 PLAN.json`` writes the plan (law, costs, one entry per (panel, family, budget) with its tree,
@@ -22,23 +24,21 @@ import argparse
 import hashlib
 import sys
 
-from polyspec_theory.costs import cost_from_config
+from polyspec_theory.core.costs import cost_from_config
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.trees import (
-    SiblingLaw,
-    beam_tree,
+from polyspec_theory.structures.tree_search import (
     best_width_tree,
-    chain_tree,
-    expected_emitted_tree,
     max_expected_emitted,
     optimal_tree,
     tree_speedup,
+    widest_emitted_tree,
 )
+from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 
-__all__ = ["FAMILIES", "PANELS", "family_structures", "plan_from_capture", "tree_name",
+__all__ = ["TREE_FAMILIES", "PANELS", "family_structures", "plan_from_capture", "tree_name",
            "main"]
 
-FAMILIES = ("chain", "width", "optimal")
+TREE_FAMILIES = ("chain", "width", "optimal")
 PANELS = ("el", "speedup")
 
 
@@ -55,16 +55,11 @@ def family_structures(law, target_cost, draft_cost, n: int) -> dict:
     if not law.rank_probs(1, 1)[0, 0] > 0:  # nothing is ever accepted: one node is best
         one = chain_tree(1)
         s1 = tree_speedup(one, law, target_cost, draft_cost)
-        return {(p, f): (one, 0.0 if p == "el" else s1) for p in PANELS for f in FAMILIES}
+        return {(p, f): (one, 0.0 if p == "el" else s1) for p in PANELS for f in TREE_FAMILIES}
     out = {}
     ch = chain_tree(n)
     out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)
-    best = None
-    for w in range(1, n + 1):
-        t = beam_tree(law, w, n // w)
-        el = expected_emitted_tree(t, law)
-        if best is None or el > best[1] * (1 + 1e-12):
-            best = (t, el)
+    best = widest_emitted_tree(law, n)
     out[("el", "width")] = (best[0], best[1] - 1.0)
     o = max_expected_emitted(law, n)
     out[("el", "optimal")] = (o.tree, o.mean_emitted - 1.0)

@@ -18,7 +18,7 @@ On an idle machine, profile first and reuse the committed acceptance:
    1 - TV(p, q) on held-out text (speculative sampling's per-token acceptance).
 2. Costs T(m), m = 1..16, of every model (validation.profile.profile_models, 1 thread), or
    read from --costs (the JSON this script writes, or `polyspec profile --json` output).
-3. The planner (polyspec_theory.planner.plan, P1 exact) on the pool with iid laws at those
+3. The planner (polyspec_theory.planning.planner.plan, P1 exact) on the pool with iid laws at those
    acceptance rates: best cascade, best two-model cascade, best cascade of >= 3 models.
 4. The map: for a drafter D of the target with acceptance a (target|D) and cost ratio
    c = T_D(1)/T_target(1), the gain of the best cascade using D (and the n-gram below it)
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from polyspec_theory.planner import plan, plan_thresholds  # noqa: E402
+from polyspec_theory.planning.planner import plan, plan_thresholds  # noqa: E402
 from validation.zoo.data import load_split  # noqa: E402
 from validation.zoo.distill import eval_windows, greedy_texts, next_byte_laws  # noqa: E402
 

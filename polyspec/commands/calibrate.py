@@ -1,11 +1,11 @@
 """``polyspec calibrate RUNS``: measured runs of a pair or cascade -> least-squares fit of the
 unknown cost parameters (drafter cost per forward, per-round overhead, verify-cost growth),
 with uncertainty, leave-one-out errors, predictions for unmeasured thresholds and the best
-threshold (:mod:`polyspec_theory.calibration`)."""
+threshold (:mod:`polyspec_theory.planning.calibration`)."""
 
 from __future__ import annotations
 
-from ._common import dump_strict_json
+from .common import dump_strict_json
 
 HELP = ("Fit the unknown cost parameters (drafter cost, per-round overhead, verify-cost growth) "
         "to measured runs (a runs file, or a sweep table of acceptance length and time per "
@@ -48,7 +48,7 @@ def calibration_report(cal, choice, grid_choice, args_within) -> dict:
     """The JSON object printed by ``calibrate --json``."""
     import numpy as np
 
-    from polyspec_theory.calibration import t_quantile
+    from polyspec_theory.planning.calibration import t_quantile
 
     pr = cal.problem
     sd = cal.sd
@@ -168,8 +168,9 @@ def explain_calibration(rep: dict, within: float) -> str:
 def run(args) -> int:
 
     from polyspec.api import load_calibration_runs
-    from polyspec_theory.calibration import calibrate, choose_threshold, problem_from_config
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+    from polyspec_theory.planning.calibration import calibrate, choose_threshold
+    from polyspec_theory.planning.calibration_problem import problem_from_config
     from validation.files import atomic_write_text, dump_json
 
     fit_on = None if args.fit_on is None else [x.strip() for x in args.fit_on.split(",")

@@ -128,7 +128,7 @@ def _run_batches(args, models) -> int:
     from validation.batch_capture import capture_batches
     from validation.batch_dataset import read_batch_trace
 
-    from ._serving import parse_batches
+    from .serving_batch import parse_batches
 
     if args.batch is not None:
         batches = parse_batches(str(args.batch), "--batch")

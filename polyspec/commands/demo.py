@@ -27,15 +27,14 @@ def _section(title: str) -> None:
 
 def run(args) -> int:
     from polyspec.api import load_cascade
-    from polyspec_theory.approximation import paper_approximation
+    from polyspec_theory.bounds.approximation import paper_approximation
+    from polyspec_theory.core.explain import explain_prediction
+    from polyspec_theory.core.polybasic import predict
     from polyspec_theory.errors import as_int
-    from polyspec_theory.explain import explain_prediction
-    from polyspec_theory.polybasic import predict
     from validation.files import atomic_write_text, dump_json
 
     from .predict import prediction_report
-    from .simulate import _text as simulation_text
-    from .simulate import simulation_report
+    from .simulate import simulation_report, simulation_text
 
     tokens = as_int(args.tokens, "tokens", low=1_000, high=10**10)
     seed = as_int(args.seed, "seed", low=0, high=2**31 - 1)
@@ -49,8 +48,8 @@ def run(args) -> int:
     atomic_write_text(out / "predict.json", dump_json(prediction_report(cascade)))
 
     _section("2. simulate (length-level JAX Monte Carlo)")
-    from simulators._runtime import use_cpu_cores
     from simulators.length import simulate_lengths
+    from simulators.runtime import use_cpu_cores
 
     use_cpu_cores()
 

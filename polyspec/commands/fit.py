@@ -3,7 +3,7 @@ fitted laws (:mod:`validation.engines`)."""
 
 from __future__ import annotations
 
-from ._common import dump_strict_json
+from .common import dump_strict_json
 
 HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llama.cpp, "
         "TensorRT-LLM logs, metrics or per-request JSON), count rounds and accepted tokens, "

@@ -33,7 +33,7 @@ def run(args) -> int:
     from validation.models import model_name
     from validation.traces import read_traces
 
-    from ._common import dump_strict_json
+    from .common import dump_strict_json
 
     models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
     try:

@@ -1,5 +1,5 @@
 """``polyspec plan POOL`` / ``polyspec plan --traces DIR``: the exact best cascade from a pool
-of models (chain, order and thresholds; :mod:`polyspec_theory.planner`)."""
+of models (chain, order and thresholds; :mod:`polyspec_theory.planning.planner`)."""
 
 from __future__ import annotations
 
@@ -129,7 +129,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_int
-    from polyspec_theory.planner import DEFAULT_MAX_THRESHOLD, Pool, plan
+    from polyspec_theory.planning.planner import plan
+    from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
     from validation.files import atomic_write_text, dump_json, read_mapping
 
     if (args.pool is None) == (args.traces is None):
@@ -165,9 +166,9 @@ def run(args) -> int:
             cfg = dict(cfg, max_threshold=args.max_threshold)
         pool = Pool.from_config(cfg)
     if args.batch is not None:
-        from . import _serving
+        from . import serving_batch
 
-        return _serving.run_plan(args, pool)
+        return serving_batch.run_plan(args, pool)
     result = plan(pool, top, prune=not args.no_prune)
     if args.write_pool:
         atomic_write_text(args.write_pool, dump_json(pool.to_config()) + "\n")

@@ -18,10 +18,11 @@ def add_arguments(p):
 
 def prediction_report(cascade) -> dict:
     """The JSON object printed by ``predict --json``."""
-    from polyspec_theory.approximation import paper_approximation
-    from polyspec_theory.bounds import phi_bounds
-    from polyspec_theory.polybasic import predict
-    from polyspec_theory.structured import has_structures, structured_report
+    from polyspec_theory.bounds.approximation import paper_approximation
+    from polyspec_theory.bounds.tails import phi_bounds
+    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.structures.pairs import has_structures
+    from polyspec_theory.structures.structured import structured_report
 
     if has_structures(cascade):  # trees / schedules: no threshold bounds or Lemma 3.1
         return structured_report(cascade)
@@ -37,10 +38,11 @@ def prediction_report(cascade) -> dict:
 
 
 def _structured_text(cascade) -> bool:
-    """Trees, schedules or tree/confidence laws: explained by polyspec_theory.structured."""
-    from polyspec_theory.schedule import ConfidenceLaw
-    from polyspec_theory.structured import has_structures
-    from polyspec_theory.trees import TreeLaw
+    """Trees, schedules or tree/confidence laws: explained by
+    polyspec_theory.structures.structured."""
+    from polyspec_theory.structures.pairs import has_structures
+    from polyspec_theory.structures.schedule import ConfidenceLaw
+    from polyspec_theory.structures.trees import TreeLaw
 
     return has_structures(cascade) or any(
         isinstance(law, TreeLaw | ConfidenceLaw) for law in cascade.laws)
@@ -48,20 +50,20 @@ def _structured_text(cascade) -> bool:
 
 def run(args) -> int:
     from polyspec.api import load_cascade
-    from polyspec_theory.approximation import paper_approximation
-    from polyspec_theory.explain import explain_prediction
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.bounds.approximation import paper_approximation
+    from polyspec_theory.core.explain import explain_prediction
+    from polyspec_theory.core.polybasic import predict
     from validation.files import dump_json
 
     cascade = load_cascade(args.config)
     if args.batch is not None:
-        from . import _serving
+        from . import serving_batch
 
-        return _serving.run_predict(args, cascade)
+        return serving_batch.run_predict(args, cascade)
     if args.json:
         print(dump_json(prediction_report(cascade)))
     elif _structured_text(cascade):
-        from polyspec_theory.structured import explain_structured, predict_structured
+        from polyspec_theory.structures.structured import explain_structured, predict_structured
 
         print(explain_structured(cascade, predict_structured(cascade)))
     else:

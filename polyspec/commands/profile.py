@@ -54,8 +54,8 @@ def _run_cascade(args) -> int:
 
     import torch
 
+    from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from polyspec_theory.laws import IIDGeometric
     from validation.analysis.forecast import pair_rounds
     from validation.capture import make_prompts
     from validation.composition import profile_cascade
@@ -63,7 +63,7 @@ def _run_cascade(args) -> int:
     from validation.models import load_model
     from validation.traces import read_traces
 
-    from ._common import dump_strict_json
+    from .common import dump_strict_json
 
     if args.thresholds is None or args.traces is None:
         raise PolyspecInputError("--cascade", "needs --thresholds and --traces")
@@ -126,7 +126,7 @@ def run(args) -> int:
     from validation.files import atomic_write_text
     from validation.profile import profile_models
 
-    from ._common import dump_strict_json
+    from .common import dump_strict_json
 
     def progress(spec, rec):
         if not args.json and sys.stderr.isatty():
@@ -134,7 +134,7 @@ def run(args) -> int:
 
     batches = None
     if args.batch is not None:
-        from ._serving import parse_batches
+        from .serving_batch import parse_batches
 
         batches = parse_batches(args.batch, "--batch")
     rep = profile_models(args.models, max_m=args.max_m, repeats=args.repeats,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import add_cpu_devices_argument
+from .common import add_cpu_devices_argument
 
 DEFAULT_MAX_EVENTS = 1e9  # ~30 s for 4 models on a 2-core CPU, minutes for many models
 ANNOUNCE_EVENTS = 1e8  # estimates above this are announced on stderr
@@ -51,7 +51,7 @@ def simulation_report(cascade, result, prediction, notes=()) -> dict:
     return out
 
 
-def _text(cascade, result, pred, notes=()) -> str:
+def simulation_text(cascade, result, pred, notes=()) -> str:
     s = result.speedup
     lines = [
         f"cascade {cascade.name!r}: {cascade.n} models, policy {result.policy}",
@@ -94,8 +94,9 @@ def run(args) -> int:
     import sys
 
     from polyspec.api import load_cascade
+    from polyspec_theory.core.p1 import block_bounds
+    from polyspec_theory.core.polybasic import predict
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from polyspec_theory.polybasic import block_bounds, predict
     from validation.files import dump_json
 
     cascade = load_cascade(args.config)
@@ -103,14 +104,14 @@ def run(args) -> int:
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**24)
     max_events = as_real(args.max_events, "--max-events", low=1.0)
-    from simulators._runtime import use_cpu_cores
     from simulators.length import estimate_events, histograms_fit, simulate_lengths
+    from simulators.runtime import use_cpu_cores
 
     use_cpu_cores(args.cpu_devices)
-    from polyspec_theory.structured import has_structures
+    from polyspec_theory.structures.pairs import has_structures
 
     if has_structures(cascade):  # trees / schedules: simulators.structures
-        from ._structured import run_structured
+        from .structured_runs import run_structured
 
         return run_structured(cascade, tokens, seed, chains, args.json)
     # the work, estimated before it starts: each event is one verification round (of one
@@ -166,7 +167,7 @@ def run(args) -> int:
     if args.json:
         print(dump_json(simulation_report(cascade, result, pred, notes)))
     else:
-        print(_text(cascade, result, pred, notes))
+        print(simulation_text(cascade, result, pred, notes))
     return 0
 
 
@@ -191,7 +192,7 @@ def serving_report(cascade, result, prediction) -> dict:
 
 def _run_batch(args, cascade, tokens, seed, chains) -> int:
     from polyspec_theory.errors import as_int
-    from polyspec_theory.serving import predict_batch
+    from polyspec_theory.serving.batch import predict_batch
     from simulators.serving import MAX_SIM_BATCH, simulate_serving
     from validation.files import dump_json
 

@@ -50,8 +50,8 @@ def add_arguments(p):
 def run(args) -> int:
     from pathlib import Path
 
+    from polyspec_theory.core.laws import LAW_FAMILIES
     from polyspec_theory.errors import PolyspecInputError, as_int
-    from polyspec_theory.laws import LAW_FAMILIES
     from validation.analysis.validate import validate
     from validation.files import dump_json
     from validation.report import write_report

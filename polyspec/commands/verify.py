@@ -3,7 +3,7 @@ F1, F2, B1, B2). Exit status 1 if any check fails."""
 
 from __future__ import annotations
 
-from ._common import add_cpu_devices_argument
+from .common import add_cpu_devices_argument
 
 HELP = ("Check every numbered result (D1, D2, P1-P7, Y1-Y5, F1, F2, B1, B2) against the "
         "Monte-Carlo simulators; exit status 1 if any fails.")
@@ -23,7 +23,7 @@ def run(args) -> int:
     import sys
 
     from polyspec_theory.errors import as_int
-    from simulators._runtime import use_cpu_cores
+    from simulators.runtime import use_cpu_cores
     from simulators.verify import context_departure, format_table, run_checks
     from validation.files import dump_json
 

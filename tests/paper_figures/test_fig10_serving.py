@@ -10,7 +10,7 @@ import pytest
 
 from paper_figures import fig10_serving_batch as fig
 from polyspec_theory import predict
-from polyspec_theory.serving import batch_cascade, optimize_batch_thresholds, predict_batch
+from polyspec_theory.serving.batch import batch_cascade, optimize_batch_thresholds, predict_batch
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from paper_figures import fig11_trees as fig
-from polyspec_theory.dualistic import dualistic_speedup
-from polyspec_theory.trees import SiblingLaw, Tree, expected_emitted_tree, tree_speedup
+from polyspec_theory.closed_forms.dualistic import dualistic_speedup
+from polyspec_theory.structures.tree_search import tree_speedup
+from polyspec_theory.structures.trees import SiblingLaw, Tree, expected_emitted_tree
 
 
 @pytest.fixture(scope="module")

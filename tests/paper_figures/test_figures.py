@@ -40,8 +40,8 @@ def synthetic_traces(tmp_path_factory):
     """A small trace directory written by the synthetic decoder (known laws and costs, same
     schema as the real captures): the trace figures are always exercised, real traces or
     not."""
-    from polyspec_theory.costs import CostCurve
-    from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
+    from polyspec_theory.core.costs import CostCurve
+    from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
     from validation.synthetic import simulate_capture, write_trace
 
     out = tmp_path_factory.mktemp("traces")
@@ -137,8 +137,8 @@ def test_compute_is_deterministic(built):
 
 
 def test_fig01_matches_d2(built):
-    from polyspec_theory.dualistic import dualistic_speedup, optimal_gamma
-    from polyspec_theory.laws import IIDGeometric
+    from polyspec_theory.closed_forms.dualistic import dualistic_speedup, optimal_gamma
+    from polyspec_theory.core.laws import IIDGeometric
 
     d, _ = _get(built, 1)
     for ci, c in enumerate(d["cost_ratios"]):
@@ -159,9 +159,9 @@ def test_fig01_matches_d2(built):
 
 
 def test_fig03_matches_p1_and_p2(built):
-    from polyspec_theory.bounds import forward_count_moments
-    from polyspec_theory.config import Cascade
-    from polyspec_theory.polybasic import predict, renewal_fill
+    from polyspec_theory.bounds.tails import forward_count_moments
+    from polyspec_theory.core.config import Cascade
+    from polyspec_theory.core.polybasic import predict, renewal_fill
 
     d, _ = _get(built, 3)
     cas = Cascade.from_config(d["cascade"])
@@ -183,7 +183,7 @@ def test_fig03_matches_p1_and_p2(built):
 
 
 def test_fig05_matches_p6_p7(built):
-    from polyspec_theory.laws import BetaMixed, IIDGeometric
+    from polyspec_theory.core.laws import BetaMixed, IIDGeometric
 
     d, _ = _get(built, 5)
     for j, g in enumerate(d["caps"]):
@@ -211,7 +211,7 @@ def test_fig05_matches_p6_p7(built):
 
 
 def test_fig06_matches_yin(built):
-    from polyspec_theory.yin import batch_improvement, yin_demo_chain
+    from polyspec_theory.yin.theorems import batch_improvement, yin_demo_chain
 
     d, _ = _get(built, 6)
     pair = yin_demo_chain(d["chain_seed"])
@@ -234,11 +234,11 @@ def test_fig06_matches_yin(built):
 
 
 def test_fig08_matches_p5(built):
-    from polyspec_theory.config import Cascade, Model
-    from polyspec_theory.costs import CostCurve
-    from polyspec_theory.insertion import insert_model
-    from polyspec_theory.laws import IIDGeometric
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.config import Cascade, Model
+    from polyspec_theory.core.costs import CostCurve
+    from polyspec_theory.core.laws import IIDGeometric
+    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.planning.insertion import insert_model
 
     d, _ = _get(built, 8)
     base = Cascade.from_config(d["base"])
@@ -302,8 +302,8 @@ Z_MC = 4.5  # two-sided normal tail 6.8e-6 per estimate
 
 
 def test_fig02_matches_p1_and_simulation(built):
-    from polyspec_theory.config import Cascade
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.config import Cascade
+    from polyspec_theory.core.polybasic import predict
 
     d, _ = _get(built, 2)
     cas = Cascade.from_config(d["cascade"])
@@ -325,8 +325,8 @@ def test_fig02_matches_p1_and_simulation(built):
 
 
 def test_fig09_converges_to_p1(built):
-    from polyspec_theory.config import Cascade
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.core.config import Cascade
+    from polyspec_theory.core.polybasic import predict
 
     d, _ = _get(built, 9)
     exact = predict(Cascade.from_config(d["cascade"])).speedup
@@ -387,7 +387,7 @@ def _pooled_rounds(traces_dir):
 
 
 def test_fig04_histograms_match_traces_and_fits(synthetic_traces):
-    from polyspec_theory.laws import law_from_config
+    from polyspec_theory.core.config import law_from_config
 
     d = figure_module(4).compute(quick=False, traces_dir=synthetic_traces)
     pooled = _pooled_rounds(synthetic_traces)
@@ -413,10 +413,10 @@ def test_fig04_histograms_match_traces_and_fits(synthetic_traces):
 
 
 def test_fig07_rows_match_traces_and_formulas(synthetic_traces):
-    from polyspec_theory.config import Cascade, Model
-    from polyspec_theory.dualistic import leviathan_speedup
-    from polyspec_theory.laws import IIDGeometric
-    from polyspec_theory.polybasic import predict
+    from polyspec_theory.closed_forms.dualistic import leviathan_speedup
+    from polyspec_theory.core.config import Cascade, Model
+    from polyspec_theory.core.laws import IIDGeometric
+    from polyspec_theory.core.polybasic import predict
     from validation.analysis.fits import fit_costs
     from validation.traces import read_traces
 

@@ -168,7 +168,7 @@ def test_beta_law_with_tiny_parameters(tmp_path, capsys):
 def test_beta_survival_against_high_precision():
     import mpmath
 
-    from polyspec_theory.laws import BetaMixed
+    from polyspec_theory.core.laws import BetaMixed
 
     for a, b in ((1e-20, 1e-20), (1e-20, 3.0), (2.5, 1e-12), (1e-300, 1e-300), (7.0, 2.0),
                  (1e8, 3.0), (1e200, 1e200), (3.0, 1e-300)):
@@ -198,11 +198,12 @@ def test_plan_with_a_tiny_beta_pair_ranks_finite_values(tmp_path, capsys):
 
 
 def test_a_nan_speedup_is_never_ranked(monkeypatch):
-    from polyspec_theory.config import Model
-    from polyspec_theory.costs import CostCurve
+    from polyspec_theory.core.config import Model
+    from polyspec_theory.core.costs import CostCurve
+    from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.errors import PolyspecInputError
-    from polyspec_theory.laws import IIDGeometric
-    from polyspec_theory.planner import Pool, plan
+    from polyspec_theory.planning.planner import plan
+    from polyspec_theory.planning.pool import Pool
 
     class Broken(IIDGeometric):
         def survival(self, kmax):
@@ -282,8 +283,8 @@ def test_capture_names_stay_inside_out(tmp_path, capsys, name):
 
 
 def test_json_output_is_strict_with_a_note(tmp_path, capsys):
-    from polyspec_theory.costs import CostCurve
-    from polyspec_theory.laws import IIDGeometric
+    from polyspec_theory.core.costs import CostCurve
+    from polyspec_theory.core.laws import IIDGeometric
     from validation.synthetic import simulate_capture, write_trace
 
     d = tmp_path / "one"

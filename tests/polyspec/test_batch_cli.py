@@ -10,7 +10,7 @@ import pytest
 
 from polyspec.cli import main
 from polyspec_theory import Cascade
-from polyspec_theory.serving import predict_batch
+from polyspec_theory.serving.batch import predict_batch
 from validation.analysis.batch_validate import load_profile
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]

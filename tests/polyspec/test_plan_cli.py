@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from polyspec.cli import main
-from polyspec_theory.config import Cascade
-from polyspec_theory.planner import Pool, plan
-from polyspec_theory.polybasic import predict
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.polybasic import predict
+from polyspec_theory.planning.planner import plan
+from polyspec_theory.planning.pool import Pool
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL = ROOT / "configs" / "pool.json"

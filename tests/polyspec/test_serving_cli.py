@@ -8,7 +8,7 @@ import pytest
 
 from polyspec.cli import main
 from polyspec_theory import Cascade
-from polyspec_theory.serving import optimize_batch_thresholds, predict_batch
+from polyspec_theory.serving.batch import optimize_batch_thresholds, predict_batch
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 

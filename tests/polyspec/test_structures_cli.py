@@ -9,8 +9,8 @@ import json
 import pytest
 
 from polyspec.cli import main
-from polyspec_theory.config import Cascade
-from polyspec_theory.structured import predict_structured
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.structures.structured import predict_structured
 
 Z = 4.5
 TWO = {"models": [{"name": "t", "cost": {"base": 1.0, "per_token": 0.02}},

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from polyspec.cli import main
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.laws import BetaMixed, Positional
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, Positional
 from validation.analysis.validate import validate
 from validation.synthetic import simulate_capture, write_trace
 from validation.traces import read_traces

@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from polyspec_theory.serving import batch_cost
+from polyspec_theory.serving.batch import batch_cost
 
 
 def enumerate_batch(cascade, b: int) -> dict:
@@ -77,7 +77,7 @@ def enumerate_batch(cascade, b: int) -> dict:
 def random_small_cascade(draw, st, n_max=3, theta_max=3, table_len=4):
     """A hypothesis-drawn small cascade with batch-dependent costs (roofline or batch table)
     for the enumerator (blocks stay small)."""
-    from polyspec_theory.config import Cascade
+    from polyspec_theory.core.config import Cascade
 
     n = draw(st.integers(2, n_max))
     models = []

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
-from polyspec_theory.approximation import (
+from polyspec_theory.bounds.approximation import (
     approximation_error,
     error_curve,
     identity_from_counts,

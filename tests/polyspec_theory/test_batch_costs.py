@@ -9,9 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import Cascade, PolyspecInputError
-from polyspec_theory.batch_costs import BatchTableCost, RooflineCost
-from polyspec_theory.costs import CostCurve, cost_from_config
-from polyspec_theory.planner import Pool
+from polyspec_theory.core.costs import BatchTableCost, CostCurve, RooflineCost, cost_from_config
+from polyspec_theory.planning.pool import Pool
 
 PROPS = settings(derandomize=True, deadline=None, max_examples=80)
 rows = st.lists(st.floats(0.0, 10.0), min_size=1, max_size=6)

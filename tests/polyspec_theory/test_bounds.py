@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError, predict, renewal_fill
-from polyspec_theory.bounds import (
+from polyspec_theory.bounds.tails import (
     exact_tail,
     forward_count_moments,
     hoeffding_tail,
@@ -22,7 +22,7 @@ from polyspec_theory.bounds import (
     phi_bounds,
     target_forwards_clt,
 )
-from polyspec_theory.config import Cascade
+from polyspec_theory.core.config import Cascade
 
 
 def random_law(rng):

@@ -1,4 +1,5 @@
-"""Calibration of cost parameters (polyspec_theory.calibration; docs/theory.md Part III-B, O2).
+"""Calibration of cost parameters (polyspec_theory.planning.calibration; docs/theory.md Part III-B,
+O2).
 
 - the linear design ``known + x . beta`` equals P1 (predict) on random cascades, for any
   subset of unknown parameters (independent: predict sums the costs level by level);
@@ -22,14 +23,13 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
-from polyspec_theory.calibration import (
+from polyspec_theory.core.laws import Positional
+from polyspec_theory.planning.calibration import calibrate, choose_threshold
+from polyspec_theory.planning.calibration_problem import (
     acceptance_from_taus,
-    calibrate,
-    choose_threshold,
     cost_coefficients,
     problem_from_config,
 )
-from polyspec_theory.laws import Positional
 from tests._samples import sample
 
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.config import DEFAULT_CASCADE, MAX_THRESHOLD, Cascade, Model
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
+from polyspec_theory.core.config import DEFAULT_CASCADE, MAX_THRESHOLD, Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

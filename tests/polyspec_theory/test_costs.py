@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.costs import CostCurve, cost_from_config
+from polyspec_theory.core.costs import CostCurve, cost_from_config
 
 PROPS = settings(derandomize=True, deadline=None, max_examples=100)
 nonneg = st.floats(0.0, 1e3)

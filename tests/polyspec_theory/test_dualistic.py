@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.dualistic import (
+from polyspec_theory.closed_forms.dualistic import (
     cor39_bound,
     dualistic_speedup,
     expected_emitted,
@@ -21,7 +20,8 @@ from polyspec_theory.dualistic import (
     operations_factor,
     optimal_gamma,
 )
-from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
 
 PROPS = settings(derandomize=True, deadline=None, max_examples=100)
 

@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyspec_theory.costs import fit_cost_curve
-from polyspec_theory.counts import AcceptanceCounts
-from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import (
+from polyspec_theory.core.costs import fit_cost_curve
+from polyspec_theory.core.counts import AcceptanceCounts
+from polyspec_theory.core.laws import (
     LAW_FAMILIES,
     BetaMixed,
     GaussianBaseline,
@@ -21,6 +20,7 @@ from polyspec_theory.laws import (
     best_fit,
     fit_laws,
 )
+from polyspec_theory.errors import PolyspecInputError
 
 
 def fit_law(family, data, caps=None):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
-from polyspec_theory.grid import optimize_thresholds, predict_grid, predict_many
+from polyspec_theory.planning.grid import optimize_thresholds, predict_grid, predict_many
 
 CFG = {
     "models": [{"name": "a", "cost": {"base": 1.0, "per_token": 0.03}},

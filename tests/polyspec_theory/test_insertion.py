@@ -25,7 +25,7 @@ from polyspec_theory import (
     Positional,
     predict,
 )
-from polyspec_theory.insertion import (
+from polyspec_theory.planning.insertion import (
     decision_confidence,
     insert_model,
     insertion_decision,

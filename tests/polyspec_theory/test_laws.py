@@ -23,15 +23,15 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.laws import (
+from polyspec_theory.core.config import law_from_config
+from polyspec_theory.core.fitting import goodness_of_fit
+from polyspec_theory.core.laws import (
     BetaMixed,
     GaussianBaseline,
     IIDGeometric,
     Positional,
     as_sample,
     fit_laws,
-    goodness_of_fit,
-    law_from_config,
 )
 from tests._optional import optional_import
 
@@ -592,7 +592,7 @@ def test_goodness_of_fit_cells_and_df_counted_by_hand():
     cap 4, 12 rounds: (6, 3, 1.5, .75, .75) -> (6), (3 + 1.5 + .75) and a short remainder
     (.75) that joins the last cell -> two.
     Eight cells in four caps: df = 8 - 4 - fitted parameters."""
-    from polyspec_theory.counts import AcceptanceCounts
+    from polyspec_theory.core.counts import AcceptanceCounts
 
     obs = {1: [4, 2], 2: [18, 12, 10], 3: [7, 2, 1, 2], 4: [5, 4, 2, 0, 1]}
     exp_pooled = {1: [6.0], 2: [20.0, 10.0, 10.0], 3: [6.0, 6.0], 4: [6.0, 6.0]}

@@ -18,12 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
-from polyspec_theory.approximation import identity_from_prediction
-from polyspec_theory.config import Model, acceptance_from_config
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.grid import predict_many
-from polyspec_theory.laws import IIDGeometric, law_from_config
-from polyspec_theory.planner import Pool, plan
+from polyspec_theory.bounds.approximation import identity_from_prediction
+from polyspec_theory.core.config import Model, acceptance_from_config, law_from_config
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import IIDGeometric
+from polyspec_theory.planning.grid import predict_many
+from polyspec_theory.planning.planner import plan
+from polyspec_theory.planning.pool import Pool
 
 
 @st.composite
@@ -81,7 +82,7 @@ def test_overhead_adds_forwards_times_overhead(cfg):
     assert identity_from_prediction(with_o) == pytest.approx(with_o.time_per_token, rel=1e-10)
     # for two models the paper's formula (T_i read as forward + overhead) is still exact
     if len(cfg["models"]) == 2 and cfg["policy"] == "accumulate":
-        from polyspec_theory.approximation import paper_approximation
+        from polyspec_theory.bounds.approximation import paper_approximation
 
         assert paper_approximation(Cascade.from_config(cfg)).relative_error == pytest.approx(
             0.0, abs=1e-10)
@@ -220,7 +221,7 @@ def test_serving_batch_theory_carries_the_overhead(cfg, batch):
     """B2 with per-round overheads: once per batched verification round, so b = 1 is P1 and
     for any b the overheads add sum_i F_i^b o_i (F^b: batched forwards per token, which do
     not depend on costs)."""
-    from polyspec_theory.serving import optimize_batch_thresholds, predict_batch
+    from polyspec_theory.serving.batch import optimize_batch_thresholds, predict_batch
 
     c = Cascade.from_config(cfg)
     c0 = Cascade.from_config(_without_overhead(cfg))
@@ -238,10 +239,10 @@ def test_serving_batch_theory_carries_the_overhead(cfg, batch):
 
 
 def test_structured_cascades_carry_the_overhead():
-    """Trees and schedules (polyspec_theory.structured): the overhead is paid once per
+    """Trees and schedules (polyspec_theory.structures.structured): the overhead is paid once per
     verification round, so it adds (verification rounds of M_i per token) x o_i, and a plain
     chain through the structured engine equals P1 with overheads."""
-    from polyspec_theory.structured import predict_structured
+    from polyspec_theory.structures.structured import predict_structured
 
     two = {"models": [{"name": "t", "cost": {"base": 1.0, "per_token": 0.02}, "overhead": 0.3},
                       {"name": "d", "cost": 0.05}],

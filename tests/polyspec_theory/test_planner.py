@@ -12,24 +12,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyspec_theory.config import Model
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.config import Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.insertion import paper_insertion_check
-from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.planner import (
-    MAX_POOL_MODELS,
+from polyspec_theory.planning.insertion import paper_insertion_check
+from polyspec_theory.planning.planner import (
     Plan,
     PlannedCascade,
-    Pool,
-    _convex_minorant,
-    _Cuts,
-    _Tables,
     greedy_paper_rule,
     plan,
     plan_thresholds,
 )
-from polyspec_theory.polybasic import predict
+from polyspec_theory.planning.pool import MAX_POOL_MODELS, Pool
+from polyspec_theory.planning.search import _convex_minorant, _Cuts, _Tables
 from tests._optional import optional_import
 
 POOL_FILE = Path(__file__).resolve().parents[2] / "configs" / "pool.json"

@@ -31,7 +31,7 @@ from polyspec_theory import (
     predict,
     renewal_fill,
 )
-from polyspec_theory.grid import predict_many
+from polyspec_theory.planning.grid import predict_many
 
 Z = 4.0  # standard errors; two-sided tail 6.3e-5 per check
 
@@ -123,7 +123,7 @@ law_specs = st.one_of(
     st.tuples(st.floats(-0.5, 5.0), st.floats(0.3, 3.0)).map(lambda t: {"gaussian": list(t)}),
 )
 MAX_THETA = {2: 12, 3: 7, 4: 5, 5: 4}
-FAMILIES = ("alpha", "positional", "beta", "gaussian")
+LAW_CONFIG_KEYS = ("alpha", "positional", "beta", "gaussian")
 
 
 def random_config(rng):
@@ -136,7 +136,7 @@ def random_config(rng):
                                 "per_token": float(rng.uniform(0, 0.05))}})
     laws = []
     for _ in range(n - 1):
-        fam = FAMILIES[int(rng.integers(4))]
+        fam = LAW_CONFIG_KEYS[int(rng.integers(4))]
         if fam == "alpha":
             laws.append({"alpha": float(rng.uniform(0.05, 0.97))})
         elif fam == "positional":
@@ -195,7 +195,7 @@ def test_p1_per_level_matches_monte_carlo():
 def test_monte_carlo_has_power():
     """The same MC rejects wrong predictions: the other block policy (taus differ by 5.3%
     here) and the paper's Lemma 3.1 approximation (-7.2%)."""
-    from polyspec_theory.approximation import paper_approximation
+    from polyspec_theory.bounds.approximation import paper_approximation
 
     cfg = {"models": [{"name": "a", "cost": 1.0}, {"name": "b", "cost": 0.1},
                       {"name": "c", "cost": 0.01}],

@@ -15,19 +15,21 @@ from hypothesis import strategies as st
 from scipy import integrate, special, stats
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.dualistic import dualistic_speedup
-from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.schedule import (
+from polyspec_theory.closed_forms.dualistic import dualistic_speedup
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.structures.schedule import (
     ConfidenceLaw,
     ConfidenceSchedule,
     HFSchedule,
-    confidence_round,
-    confidence_two_model,
     fit_confidence_law,
-    hf_two_model,
     schedule_from_config,
     stationary_distribution,
+)
+from polyspec_theory.structures.schedule_models import (
+    confidence_round,
+    confidence_two_model,
+    hf_two_model,
 )
 
 # --- schedules ---------------------------------------------------------------------------------

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
-from polyspec_theory.bounds import exact_tail
-from polyspec_theory.config import DEFAULT_CASCADE
-from polyspec_theory.polybasic import renewal_fill
-from polyspec_theory.serving import (
+from polyspec_theory.bounds.tails import exact_tail
+from polyspec_theory.core.config import DEFAULT_CASCADE
+from polyspec_theory.core.polybasic import renewal_fill
+from polyspec_theory.serving.batch import (
     _speedup_table,
     batch_cascade,
     batch_sweep,
@@ -291,8 +291,8 @@ def test_bad_inputs_name_the_field():
 
 def test_cap_conditional_laws_search_equals_predict():
     """Hidden-regime laws (a law of A per block length) go through the same search."""
-    from polyspec_theory.config import Model
-    from polyspec_theory.regimes import HiddenRegimes, RegimeLaw
+    from polyspec_theory.core.config import Model
+    from polyspec_theory.core.regimes import HiddenRegimes, RegimeLaw
 
     sticky = HiddenRegimes([0.7, 0.3], [[0.97, 0.03], [0.02, 0.98]], [0.3, 0.95])
     base = Cascade.from_config({

@@ -9,9 +9,9 @@ import math
 import pytest
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.planner import Pool
-from polyspec_theory.serving import predict_batch
-from polyspec_theory.serving_plan import plan_batch, plan_batches
+from polyspec_theory.planning.pool import Pool
+from polyspec_theory.serving.batch import predict_batch
+from polyspec_theory.serving.plan import plan_batch, plan_batches
 
 POOL = {
     "name": "tiny",

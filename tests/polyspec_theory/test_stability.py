@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import BetaMixed, IIDGeometric, PolyspecInputError
-from polyspec_theory.stability import (
+from polyspec_theory.bounds.stability import (
     beta_heterogeneity_gap,
     beta_variance_decomposition,
     cv_accepted,

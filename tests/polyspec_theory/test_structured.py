@@ -14,16 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.config import DEFAULT_CASCADE, Cascade
-from polyspec_theory.polybasic import predict
-from polyspec_theory.schedule import ConfidenceLaw, confidence_two_model, hf_two_model
-from polyspec_theory.structured import (
+from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
+from polyspec_theory.core.polybasic import predict
+from polyspec_theory.structures.pairs import has_structures
+from polyspec_theory.structures.schedule import ConfidenceLaw
+from polyspec_theory.structures.schedule_models import confidence_two_model, hf_two_model
+from polyspec_theory.structures.structured import (
     explain_structured,
-    has_structures,
     predict_structured,
     structured_report,
 )
-from polyspec_theory.trees import SiblingLaw, Tree, tree_speedup
+from polyspec_theory.structures.tree_search import tree_speedup
+from polyspec_theory.structures.trees import SiblingLaw, Tree
 
 LAW_SPECS = st.one_of(
     st.builds(lambda a: {"alpha": a}, st.floats(0.05, 0.97)),

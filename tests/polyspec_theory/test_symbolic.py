@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory import symbolic as sym
-from polyspec_theory.laws import IIDGeometric
+from polyspec_theory.closed_forms import symbolic as sym
+from polyspec_theory.core.laws import IIDGeometric
 
 alpha_s, g_s, k_s, z_s = sym.symbols()
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=120)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError, leviathan_speedup
-from polyspec_theory.symbolic_cascade import (
+from polyspec_theory.closed_forms.symbolic_cascade import (
     evaluate_against_predict,
     leviathan_derivation,
     symbolic_cascade,

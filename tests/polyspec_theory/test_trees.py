@@ -15,29 +15,31 @@ from hypothesis import strategies as st
 from scipy import optimize
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.dualistic import dualistic_speedup, leviathan_speedup
-from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.trees import (
+from polyspec_theory.closed_forms.dualistic import dualistic_speedup, leviathan_speedup
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.structures.tree_search import (
+    beam_tree,
+    best_width_tree,
+    max_expected_emitted,
+    optimal_tree,
+    tree_draft_cost,
+    tree_round,
+    tree_round_cost,
+    tree_speedup,
+)
+from polyspec_theory.structures.trees import (
     ResidualLaw,
     SiblingLaw,
     Tree,
     accepted_pmf,
     accepted_survival,
-    beam_tree,
-    best_width_tree,
     chain_tree,
     expected_emitted_tree,
     fit_sibling_law,
     kary_tree,
-    max_expected_emitted,
-    optimal_tree,
     path_probabilities,
     residual_rank_probs,
-    tree_draft_cost,
-    tree_round,
-    tree_round_cost,
-    tree_speedup,
 )
 
 # --- structure -------------------------------------------------------------------------------
@@ -84,7 +86,7 @@ def test_tree_structure():
     ([], "acceptance[0].sibling", "non-empty"),
 ])
 def test_sibling_law_rejects_bad_probabilities(probs, where, words):
-    from polyspec_theory.laws import law_from_config
+    from polyspec_theory.core.config import law_from_config
 
     with pytest.raises(PolyspecInputError) as e:
         law_from_config({"sibling": probs}, "acceptance[0]")
@@ -92,7 +94,7 @@ def test_sibling_law_rejects_bad_probabilities(probs, where, words):
 
 
 def test_residual_law_rejects_bad_input():
-    from polyspec_theory.laws import law_from_config
+    from polyspec_theory.core.config import law_from_config
 
     cases = [
         ({"target": [0.5, 0.6], "draft": [0.5, 0.5]}, "acceptance[0].residual.target"),
@@ -397,3 +399,22 @@ def test_fit_sibling_law_is_the_censored_mle():
     np.testing.assert_allclose(fit.rows[0], ref, atol=2e-5)
     with pytest.raises(PolyspecInputError, match="accepted_rank"):
         fit_sibling_law([3], [2])
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(p=st.lists(st.floats(0.05, 0.6), min_size=1, max_size=3), n=st.integers(1, 12))
+def test_widest_emitted_tree_is_the_best_width_between_chain_and_optimum(p, n):
+    from polyspec_theory import widest_emitted_tree
+
+    law = SiblingLaw(p if sum(p) <= 1 else [x / (sum(p) + 0.01) for x in p])
+    tree, el = widest_emitted_tree(law, n)
+    assert el == pytest.approx(expected_emitted_tree(tree, law), rel=1e-12)
+    # every width's beam tree within the budget, by its own node count
+    for w in range(1, n + 1):
+        t = beam_tree(law, w, n // w)
+        assert len(t.parents) - 1 <= n
+        assert expected_emitted_tree(t, law) <= el * (1 + 1e-12)
+    assert el >= expected_emitted_tree(chain_tree(n), law) * (1 - 1e-12)
+    assert el <= max_expected_emitted(law, n).mean_emitted * (1 + 1e-12)
+    with pytest.raises(PolyspecInputError, match="max_nodes"):
+        widest_emitted_tree(law, 0)

@@ -1,4 +1,4 @@
-"""Finite-state non-stationary Markov models (polyspec_theory.markov): laws, marginals,
+"""Finite-state non-stationary Markov models (polyspec_theory.yin.markov): laws, marginals,
 whole-sequence laws, random generators with a chosen divergence, input validation."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.markov import (
+from polyspec_theory.yin.markov import (
     MAX_SEQUENCE_LAW_SIZE,
     MarkovPair,
     as_chain,

@@ -1,6 +1,6 @@
 """The Monte-Carlo ratio estimator and its standard error, checked two-sided.
 
-Every Monte-Carlo claim of the project rests on ``simulators/_runtime.py: ratio_estimate``
+Every Monte-Carlo claim of the project rests on ``simulators/runtime.py: ratio_estimate``
 (``sum(num)/sum(den)`` over independent chains with a delta-method standard error). A CI that
 is too narrow makes correct code fail; one that is too wide lets wrong code pass. So the
 standard error is checked against an exact value, not only for coverage from below:
@@ -13,7 +13,8 @@ standard error is checked against an exact value, not only for coverage from bel
   and its tokens ``S_N``. The estimator's residual is ``S_N - mu N`` with mean 0 and
   variance ``sigma^2 E[N]`` exactly (Wald's first and second identities), hence
   ``sd(speedup estimate) = (T_1/C) sigma / sqrt(K E[N])`` over ``K`` chains, with
-  ``E[N]`` from ``polyspec_theory/bounds.py: forward_count_moments`` and ``sigma^2 = Var L_1``;
+  ``E[N]`` from ``polyspec_theory/bounds/tails.py: forward_count_moments`` and ``sigma^2 = Var
+  L_1``;
 * by coverage bounded above AND below over many seeds at a 50 % nominal level (at 95 % a
   too-wide interval cannot be noticed with a few dozen seeds);
 * for the token-level simulator (context-dependent acceptance: no closed form), by the spread
@@ -34,12 +35,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from polyspec_theory.bounds import forward_count_moments, length_moments
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.laws import IIDGeometric, Positional
-from polyspec_theory.polybasic import predict
-from simulators._runtime import Z95, mean_estimate, ratio_estimate
+from polyspec_theory.bounds.tails import forward_count_moments, length_moments
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import IIDGeometric, Positional
+from polyspec_theory.core.polybasic import predict
+from simulators.runtime import Z95, mean_estimate, ratio_estimate
 
 Z_WIDTH = float(stats.norm.isf(1e-5 / 2))  # 4.42
 

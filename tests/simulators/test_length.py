@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.polybasic import predict
 from simulators.length import (
     LengthModel,
     init_state,
@@ -197,8 +197,8 @@ def test_run_chunk_equals_event_by_event_transition(idx):
     model times) replays exactly the events of :func:`transition` fed the same uniforms."""
     import jax
 
-    from simulators._runtime import uniform_from_bits
     from simulators.length import chunk_bits, run_chunk
+    from simulators.runtime import uniform_from_bits
 
     cas = CONFIGS[idx]
     model = LengthModel.from_cascade(cas, histograms=False)
@@ -230,8 +230,8 @@ def test_event_bits_are_uniform_uncorrelated_and_padding_invariant():
     level 1e-4 each: false-failure rate <= 4e-4 (fixed key, so runs repeat)."""
     import jax
 
-    from simulators._runtime import uniform_from_bits
     from simulators.length import chunk_bits
+    from simulators.runtime import uniform_from_bits
 
     key = jax.random.key(2024)
     b = np.asarray(chunk_bits(key, jnp.int64(0), 512, 1024))

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
-from polyspec_theory.config import DEFAULT_CASCADE
-from polyspec_theory.serving import predict_batch
+from polyspec_theory.core.config import DEFAULT_CASCADE
+from polyspec_theory.serving.batch import predict_batch
 from simulators.serving import ServingModel, simulate_serving
 
 Z = 4.5

@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent("""
     import json
     import jax
     import numpy as np
-    from polyspec_theory.config import Cascade
+    from polyspec_theory.core.config import Cascade
     from simulators.length import LengthModel, simulate_lengths
     from simulators.token import TokenModel, make_lms, simulate_tokens
 

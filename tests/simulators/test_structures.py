@@ -14,9 +14,9 @@ import pytest
 from scipy import stats
 
 from polyspec_theory import PolyspecInputError
-from polyspec_theory.config import DEFAULT_CASCADE, Cascade
-from polyspec_theory.structured import predict_structured
-from polyspec_theory.trees import ResidualLaw, Tree, accepted_pmf
+from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
+from polyspec_theory.structures.structured import predict_structured
+from polyspec_theory.structures.trees import ResidualLaw, Tree, accepted_pmf
 from simulators.structures import simulate_residual_tree, simulate_structured
 
 Z = 4.5

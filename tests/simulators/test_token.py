@@ -8,8 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from polyspec_theory.bounds.stability import speculative_acceptance
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.stability import speculative_acceptance
 from simulators.token import (
     TokenModel,
     departure_from_p1,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import polyspec_theory.approximation as approximation
-import polyspec_theory.bounds as bounds
+import polyspec_theory.bounds.approximation as approximation
+import polyspec_theory.bounds.tails as bounds
 from simulators.verify import VerifyContext, check_p3, check_p4
 
 

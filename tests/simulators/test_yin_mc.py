@@ -1,13 +1,14 @@
-"""Yin setting Monte Carlo against the exact values of polyspec_theory.yin (small chains)."""
+"""Yin setting Monte Carlo against the exact values of polyspec_theory.yin.theorems (small
+chains)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from polyspec_theory import yin
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.markov import random_pair
+from polyspec_theory.yin import theorems as yin
+from polyspec_theory.yin.markov import random_pair
 from simulators.yin_mc import simulate_markov, simulate_step, transition_chi2
 
 PAIR = random_pair(8, 4, seed=5, kind="mixture", eps=0.6)

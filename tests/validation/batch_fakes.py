@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from polyspec_theory.batch_costs import RooflineCost
+from polyspec_theory.core.costs import RooflineCost
 from validation.batch_models import BatchLevel
 
 
@@ -136,7 +136,7 @@ def write_fake_traces(directory, cascades=((2, (3,)), (3, (3, 2))), batches=(1, 
 
 def fake_profile(models=("m2",), batches=(1, 2, 4, 8), rows=16):
     """``{name: BatchTableCost}`` (seconds) of the fake levels' exact costs."""
-    from polyspec_theory.batch_costs import BatchTableCost
+    from polyspec_theory.core.costs import BatchTableCost
 
     out = {}
     for name in models:

@@ -1,17 +1,18 @@
 """Analysis of captures (validation.analysis) on synthetic captures with known laws and costs
 (validation.synthetic runs the block policy round by round), and the level coupling model
-(polyspec_theory.coupling) fitted on them."""
+(polyspec_theory.planning.coupling) fitted on them."""
 
 import math
 
 import numpy as np
 import pytest
 
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
+from polyspec_theory.core.p1 import block_bounds
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import BetaMixed, IIDGeometric, Positional
-from polyspec_theory.polybasic import block_bounds, predict
 from validation.analysis.fits import fit_costs, fit_pairs, predict_config
 from validation.analysis.residuals import lag1_correlation, overhead_model
 from validation.analysis.validate import validate
@@ -264,7 +265,7 @@ def test_validate_input_errors():
 
 # --- acceptance coupled across the levels of a top-level round ------------------------------
 def test_group_rounds_follows_the_accumulate_identity():
-    from polyspec_theory.coupling import group_rounds
+    from polyspec_theory.planning.coupling import group_rounds
 
     laws = [BetaMixed(6.0, 2.0), Positional([0.7, 0.5]), IIDGeometric(0.6)]
     cap, _ = simulate_capture("g", ["t", "mid", "small", "ng"], [T, MID, SMALL, NG], laws,
@@ -284,7 +285,7 @@ def test_group_rounds_follows_the_accumulate_identity():
 
 
 def test_coupling_recovers_shared_acceptance_and_predicts_the_time():
-    from polyspec_theory.coupling import (
+    from polyspec_theory.planning.coupling import (
         LevelCoupling,
         coupled_forwards,
         fit_coupling,

@@ -15,7 +15,7 @@ from scipy import stats
 
 from polyspec_theory import Cascade
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.serving import predict_batch
+from polyspec_theory.serving.batch import predict_batch
 from tests.validation.batch_fakes import FakeClock, fake_cascade, product_laws
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram
 from validation.batch_decoder import (

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from polyspec.cli import main
-from polyspec_theory.batch_costs import BatchTableCost
-from polyspec_theory.config import Cascade, Model
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import BatchTableCost
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.serving import predict_batch
+from polyspec_theory.serving.batch import predict_batch
 from tests.validation.batch_fakes import fake_profile, write_fake_traces
 from validation.analysis import batch_validate as bv
 from validation.analysis.fits import fit_pairs

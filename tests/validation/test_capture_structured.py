@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from polyspec_theory.trees import Tree, fit_sibling_law
+from polyspec_theory.structures.trees import Tree, fit_sibling_law
 from validation.analysis.structured import confidence_qr, sibling_law_by_depth
 from validation.analysis.validate import validate
 from validation.capture import capture

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import IIDGeometric, Positional
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import IIDGeometric, Positional
-from polyspec_theory.polybasic import predict
 from tests.validation.tiny_zoo import tiny_family
 from validation.composition import CompositionProfile, ReplayDecoder, profile_cascade
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from polyspec.cli import main
-from polyspec_theory.config import Cascade
-from polyspec_theory.schedule import ConfidenceLaw, confidence_round
-from polyspec_theory.structured import predict_structured
+from polyspec_theory.core.config import Cascade
+from polyspec_theory.structures.schedule import ConfidenceLaw
+from polyspec_theory.structures.schedule_models import confidence_round
+from polyspec_theory.structures.structured import predict_structured
 from tests.validation.test_engines import sample
 from validation.engines import acceptance_report, load_engine_output, parse_engine_output
 

@@ -16,7 +16,7 @@ loads compare. The planner's pool is built exactly as the command builds it
 import numpy as np
 import pytest
 
-from polyspec_theory.planner import plan
+from polyspec_theory.planning.planner import plan
 from validation.analysis.pool import pool_from_captures
 from validation.paths import traces_dir
 from validation.traces import read_traces

@@ -15,8 +15,8 @@ import json
 import pytest
 import torch
 
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.laws import IIDGeometric
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import IIDGeometric
 from validation.capture import capture, resume_point
 from validation.synthetic import simulate_capture, write_trace
 from validation.traces import TraceWriter, read_records

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.laws import BetaMixed, IIDGeometric
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import BetaMixed, IIDGeometric
 from validation.schema import TraceError
 from validation.synthetic import simulate_capture, write_trace
 from validation.traces import read_records, read_trace, read_traces

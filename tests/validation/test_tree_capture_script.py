@@ -81,7 +81,7 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
 
 
 def test_plan_structures_equal_figure_11s_and_degenerate_law():
-    from polyspec_theory.trees import SiblingLaw
+    from polyspec_theory.structures.trees import SiblingLaw
     from validation.tree_plan import family_structures
 
     law = SiblingLaw(fig.LAW["sibling"])

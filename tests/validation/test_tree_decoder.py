@@ -14,7 +14,7 @@ import torch
 from scipy import stats
 
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.trees import Tree, residual_rank_probs
+from polyspec_theory.structures.trees import Tree, residual_rank_probs
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram
 from validation.decoder import Sampler, autoregressive
 from validation.schema import StructuredRound, check_round_extras
@@ -414,7 +414,12 @@ def test_tree_decoder_matches_t1_t2_exactly(sampling):
     # with context-free laws the accepted path length A of every round has exactly the law
     # of T1 with T2's rank law (iid children) or the enumerated law of Sequoia's rule
     # (distinct children): χ² of the A histogram over ~1500 rounds and a z-test of E[L]
-    from polyspec_theory.trees import ResidualLaw, SiblingLaw, accepted_pmf, expected_emitted_tree
+    from polyspec_theory.structures.trees import (
+        ResidualLaw,
+        SiblingLaw,
+        accepted_pmf,
+        expected_emitted_tree,
+    )
 
     levels, p, q = _constant_pair()
     tree = Tree([-1, 0, 0, 0, 1, 1, 2, 4, 4, 7])
@@ -437,7 +442,7 @@ def test_tree_decoder_matches_t1_t2_exactly(sampling):
 def test_hf_schedule_occupancy_matches_a1():
     # HF lengths form the Markov chain of A1 (iid alpha = 1 - TV(P, Q)): the mean length over
     # ~2500 rounds against the stationary mean (batch-means standard error)
-    from polyspec_theory.schedule import hf_two_model
+    from polyspec_theory.structures.schedule_models import hf_two_model
 
     levels, p, q = _constant_pair()
     alpha = float(np.minimum(p, q).sum())

@@ -2,7 +2,7 @@
 (``polyspec validate`` on batched traces; docs/theory.md, B0–B6).
 
 Per batched capture (cascade ``C`` at batch ``b``), the B2 prediction
-:func:`polyspec_theory.serving.predict_batch` with
+:func:`polyspec_theory.serving.batch.predict_batch` with
 
 * **laws** — each pair's AIC-best law (censored MLE, as :func:`.fits.fit_pairs`) from the
   per-sequence rounds;
@@ -36,7 +36,8 @@ with the measured ones (:class:`validation.batch_dataset.BatchCapture`). Variant
     the same without the catch-up positions: what B0 itself explains of the capture.
 
 Per cascade swept over batch sizes: the measured crossover (first measured ``b`` with speedup
-``<= 1``) and, per variant, the predicted one — :func:`~polyspec_theory.serving.crossover_batch`
+``<= 1``) and, per variant, the predicted one —
+:func:`~polyspec_theory.serving.batch.crossover_batch`
 on a ``batch_table`` cascade whose rows are that variant's ``T_i(b, m)`` (orchestration
 folded in: ``+ a_b``, and ``+ o_b`` for the verify forwards, ``m >= 2``) at the measured
 batch sizes, linear in ``b`` between them. "Within one grid step" compares the two on the
@@ -53,12 +54,11 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.batch_costs import BatchTableCost
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve, fit_cost_curve
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import BatchTableCost, CostCurve, fit_cost_curve
+from polyspec_theory.core.laws import FAMILIES, fit_laws
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import FAMILIES, fit_laws
-from polyspec_theory.serving import crossover_batch, predict_batch
+from polyspec_theory.serving.batch import crossover_batch, predict_batch
 
 from ..batch_dataset import BatchCapture
 from .fits import PairFit

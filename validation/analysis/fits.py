@@ -9,12 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve, CostFit, fit_cost_curve
-from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve, CostFit, fit_cost_curve
+from polyspec_theory.core.counts import AcceptanceCounts
+from polyspec_theory.core.fitting import FitResult
+from polyspec_theory.core.laws import FAMILIES, best_fit, fit_laws
+from polyspec_theory.core.p1 import Prediction
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import FAMILIES, FitResult, best_fit, fit_laws
-from polyspec_theory.polybasic import Prediction, predict
 
 from ..dataset import Capture
 

@@ -27,11 +27,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.counts import AcceptanceCounts
+from polyspec_theory.core.laws import IIDGeometric
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from polyspec_theory.laws import IIDGeometric
-from polyspec_theory.polybasic import predict
 
 from .residuals import overhead_model
 

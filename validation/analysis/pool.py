@@ -1,4 +1,4 @@
-"""A planner pool (:class:`polyspec_theory.planner.Pool`) built from captures: the models
+"""A planner pool (:class:`polyspec_theory.planning.planner.Pool`) built from captures: the models
 seen, their cost curves in units of one target forward, and the acceptance law of every pair
 captured (``polyspec plan --traces``)."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from polyspec_theory.config import Model
-from polyspec_theory.costs import CostCurve
+from polyspec_theory.core.config import Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.laws import LAW_FAMILIES
+from polyspec_theory.core.regimes import MAX_HORIZON, RegimeLaw, fit_regimes
 from polyspec_theory.errors import PolyspecInputError, as_int
-from polyspec_theory.laws import LAW_FAMILIES
-from polyspec_theory.planner import MAX_PLAN_THRESHOLD, Pool
-from polyspec_theory.regimes import MAX_HORIZON, RegimeLaw, fit_regimes
+from polyspec_theory.planning.pool import MAX_PLAN_THRESHOLD, Pool
 
 from .fits import fit_costs, fit_pairs
 
@@ -38,7 +38,7 @@ def capture_horizon(captures) -> int:
 
 def regime_fits(captures, ks=REGIME_KS) -> dict:
     """``{(verifier, drafter): {k: RegimeFit}}``: hidden-regime models
-    (:func:`polyspec_theory.regimes.fit_regimes`) per pair, on the rounds of every capture
+    (:func:`polyspec_theory.core.regimes.fit_regimes`) per pair, on the rounds of every capture
     using the pair, one sequence per (capture, prompt), rounds in order."""
     data: dict[tuple[str, str], list] = {}
     for ci, c in enumerate(captures):
@@ -60,7 +60,7 @@ def regime_fits(captures, ks=REGIME_KS) -> dict:
 def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
                        temperature: float | None = None, name: str = "traces",
                        horizon: int | None = None, profiles=None):
-    """A :class:`polyspec_theory.planner.Pool` from captures
+    """A :class:`polyspec_theory.planning.planner.Pool` from captures
     (:func:`validation.traces.read_traces`).
 
     - Models: every model of the captures; the target (first model of every capture; all
@@ -69,7 +69,7 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
       (:func:`validation.analysis.fits.fit_pairs`) and, as sequences per prompt, by hidden-regime
       models with 2 and 3 regimes (:func:`regime_fits`: acceptance that persists across
       rounds, whose law depends on the block length; used through
-      :class:`polyspec_theory.regimes.RegimeLaw` for decodes of ``horizon`` tokens, default
+      :class:`polyspec_theory.core.regimes.RegimeLaw` for decodes of ``horizon`` tokens, default
       :func:`capture_horizon`). Both likelihoods are of the same observed rounds, so
       ``law="best"`` takes the AIC-best of the non-Gaussian iid families and the regime
       models; ``"regime"`` the AIC-best regime model; a family name that family. Only pairs

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.polybasic import Prediction
+from polyspec_theory.core.p1 import Prediction
 
 from ..dataset import Capture, Rounds
 from .fits import fit_costs, predict_config

@@ -6,12 +6,13 @@ Per structured capture (:func:`analyse_structured`):
 
 1. **Laws**, fitted on the capture's own rounds, per pair:
 
-   * tree: :class:`~polyspec_theory.trees.SiblingLaw` by
-     :func:`~polyspec_theory.trees.fit_sibling_law` on the recorded visits (children, rank
+   * tree: :class:`~polyspec_theory.structures.trees.SiblingLaw` by
+     :func:`~polyspec_theory.structures.trees.fit_sibling_law` on the recorded visits (children,
+     rank
      of the accepted child), one row per depth where every depth up to it has at least
      :data:`MIN_VISITS` visits (the last row repeats), and the one-row law as a variant;
-   * confidence cut-off: :class:`~polyspec_theory.schedule.ConfidenceLaw` by
-     :func:`~polyspec_theory.schedule.fit_confidence_law` on every drafted token's top
+   * confidence cut-off: :class:`~polyspec_theory.structures.schedule.ConfidenceLaw` by
+     :func:`~polyspec_theory.structures.schedule.fit_confidence_law` on every drafted token's top
      probability with the verifier's decision and the stop positions' top probabilities
      (no truncation: the decoder records the stop position);
    * chain or HF schedule: every chain law family by censored MLE on ``(A, G)`` (each round
@@ -20,7 +21,7 @@ Per structured capture (:func:`analyse_structured`):
 2. **Costs**: each model's AR-calibrated cost curve from the capture's baselines
    (:func:`validation.analysis.fits.fit_costs`), as for chains.
 
-3. **Predicted** = :func:`~polyspec_theory.structured.predict_structured` of the cascade
+3. **Predicted** = :func:`~polyspec_theory.structures.structured.predict_structured` of the cascade
    with those laws, costs, the capture's tree and schedules (stationary; with an HF schedule
    that restarts every prompt also the exact finite-horizon value over the mean number of
    top-level rounds per prompt): in-sample, a diagnostic like ``p1_best`` for chains.
@@ -50,14 +51,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.config import Cascade, Model
-from polyspec_theory.costs import CostCurve
-from polyspec_theory.counts import AcceptanceCounts
+from polyspec_theory.core.config import Cascade, Model
+from polyspec_theory.core.costs import CostCurve
+from polyspec_theory.core.counts import AcceptanceCounts
+from polyspec_theory.core.laws import FAMILIES, best_fit, fit_laws
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import FAMILIES, best_fit, fit_laws
-from polyspec_theory.schedule import fit_confidence_law
-from polyspec_theory.structured import predict_structured
-from polyspec_theory.trees import SiblingLaw, accepted_pmf, fit_sibling_law
+from polyspec_theory.structures.schedule import fit_confidence_law
+from polyspec_theory.structures.structured import predict_structured
+from polyspec_theory.structures.trees import SiblingLaw, accepted_pmf, fit_sibling_law
 
 from ..dataset import StructureRecords
 from .fits import fit_costs

@@ -23,7 +23,7 @@ Diagnostics per capture:
    **Measured** = the capture's AR target time per token / its cascade time per token.
 4. **Extended** (a diagnostic: it uses this capture's measured forward times): P1's forward
    counts with acceptance coupled across the levels of a top-level round (cascades of
-   n >= 3 models, :mod:`polyspec_theory.coupling`, 1-3 classes by BIC, fitted on the
+   n >= 3 models, :mod:`polyspec_theory.planning.coupling`, 1-3 classes by BIC, fitted on the
    capture's rounds) times the capture's measured mean forward time per model, plus decoder
    overhead fitted on the OTHER captures of the same sampling mode. **In-run**: the same
    with P1's independent acceptance. **Predictive** variants use no timing of the capture:
@@ -45,10 +45,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.coupling import coupled_forwards, select_coupling
+from polyspec_theory.core.laws import FAMILIES
+from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.laws import FAMILIES
-from polyspec_theory.polybasic import predict
+from polyspec_theory.planning.coupling import coupled_forwards, select_coupling
 
 from .fits import capture_cascade, fit_costs, fit_pairs, predict_config
 from .forecast import NoHoldoutData, forecast_capture, measured_ci95
