@@ -81,7 +81,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
                    progress=None, batches=None) -> dict:
     """Measured cost tables of the models ``specs`` (see the module docstring). With
     ``batches`` (batch sizes, 1 among them): ``T(b, m)`` per batch size from batched forwards
-    (:func:`validation.batch_capture.batch_cost_records`: ``b`` slots with ``context`` cached
+    (:func:`validation.batch.capture.batch_cost_records`: ``b`` slots with ``context`` cached
     tokens each), written as ``{"batch_table": {"1": [...], "2": [...], ...}}`` costs."""
     import torch
 
@@ -155,8 +155,8 @@ def _profile_batches(specs, batches, *, max_m, repeats, context, warmup, device,
                      threads, unit, zoo_dir, progress) -> dict:
     import torch
 
-    from .batch_capture import MAX_CAPTURE_BATCH, batch_cost_records
-    from .batch_models import batch_level
+    from .batch.capture import MAX_CAPTURE_BATCH, batch_cost_records
+    from .batch.levels import batch_level
     from .models import load_model
 
     if isinstance(specs, str) or not specs:

@@ -57,7 +57,7 @@ The measured speedup of a capture (:attr:`validation.dataset.Capture.measured_sp
 (Σ target AR ``wall_s`` / Σ ``n_tokens``) / (Σ summary ``wall_s`` / Σ ``n_generated``) over
 the prompts the capture finished.
 
-**Batched traces** (:mod:`validation.batch_decoder`, :mod:`validation.batch_capture`;
+**Batched traces** (:mod:`validation.batch.decoder`, :mod:`validation.batch.capture`;
 docs/theory.md B0): the same schema and version, read by the same reader, with a
 ``batch`` object in the header — ``{size: b, policy: "lockstep", waiting: "discard", kv:
 "per-sequence", stop: ..., decodes, prompts_per_decode}`` — and these record types instead of

@@ -211,7 +211,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             discarded += before - len(kept)
             continue
         if batched:
-            from .batch_dataset import check_batch_record
+            from .batch.dataset import check_batch_record
 
             msg = check_batch_record(rec, header)
             if msg:
@@ -352,7 +352,7 @@ def _capture(tr: TraceRecords) -> Capture:
     name = Path(tr.path).name
     if is_batch_header(tr.header):
         raise TraceError(f"{tr.path}: a batched trace (header 'batch'): read it with "
-                         "validation.batch_dataset.read_batch_trace (polyspec validate does)")
+                         "validation.batch.dataset.read_batch_trace (polyspec validate does)")
     notes = []
     if tr.truncated_tail:
         notes.append(f"{name}: truncated last line skipped (--allow-truncated)")
@@ -365,7 +365,7 @@ def _capture(tr: TraceRecords) -> Capture:
 
 def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     """Every single-stream ``*.jsonl`` trace of a directory, sorted by file name (batched
-    traces, read by :func:`validation.batch_dataset.read_batch_traces`, are skipped). Two
+    traces, read by :func:`validation.batch.dataset.read_batch_traces`, are skipped). Two
     files holding the same records (a copy, renamed or not) are refused: counted twice they
     would weigh one capture double in every fit (``validate`` and ``plan --traces`` both read
     through here).

@@ -125,8 +125,8 @@ def run(args) -> int:
 def _run_batches(args, models) -> int:
     import sys
 
-    from validation.batch_capture import capture_batches
-    from validation.batch_dataset import read_batch_trace
+    from validation.batch.capture import capture_batches
+    from validation.batch.dataset import read_batch_trace
 
     from ._serving import parse_batches
 

@@ -11,8 +11,8 @@ import torch
 
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from validation.batch_capture import capture_batch, capture_batches
-from validation.batch_dataset import read_batch_trace, read_batch_traces
+from validation.batch.capture import capture_batch, capture_batches
+from validation.batch.dataset import read_batch_trace, read_batch_traces
 from validation.capture import capture
 from validation.schema import TraceError
 from validation.traces import read_records, read_trace, read_traces

@@ -120,7 +120,7 @@ def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_pa
     exactly the missing cells, once each."""
     import torch
 
-    from validation.batch_capture import capture_batch
+    from validation.batch.capture import capture_batch
     from validation.zoo.model import GPT, GPTConfig
     from validation.zoo.weights import save_model
 

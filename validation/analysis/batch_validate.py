@@ -14,7 +14,7 @@ Per batched capture (cascade ``C`` at batch ``b``), the B2 prediction
   baseline is ``T_1(b, 1) + a_b``.
 
 The predicted speedup ``(T_1(b,1) + a_b) / tau_b`` and throughput ``b / tau_b`` are compared
-with the measured ones (:class:`validation.batch_dataset.BatchCapture`). Variants:
+with the measured ones (:class:`validation.batch.dataset.BatchCapture`). Variants:
 
 ``predictive`` (the prediction: nothing of the predicted capture goes in)
     laws pooled over the OTHER captures with the same pairs (the same cascade at the other
@@ -60,7 +60,7 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.laws import FAMILIES, fit_laws
 from polyspec_theory.serving import crossover_batch, predict_batch
 
-from ..batch_dataset import BatchCapture
+from ..batch.dataset import BatchCapture
 from .fits import PairFit
 
 __all__ = ["BatchVariant", "BatchConfigResult", "CrossoverResult", "BatchValidation",

@@ -29,15 +29,7 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from .batch_decoder import (
-    BATCH_POLICY,
-    POLICY,
-    BatchCascadeDecoder,
-    batch_autoregressive,
-    forwards_record,
-)
-from .batch_models import batch_level
-from .capture import (
+from ..capture import (
     COST_M,
     _device_name,
     _progress,
@@ -47,8 +39,16 @@ from .capture import (
     load_models,
     make_prompts,
 )
-from .decoder import _now_fn
-from .traces import TraceWriter, read_records
+from ..decoder import _now_fn
+from ..traces import TraceWriter, read_records
+from .decoder import (
+    BATCH_POLICY,
+    POLICY,
+    BatchCascadeDecoder,
+    batch_autoregressive,
+    forwards_record,
+)
+from .levels import batch_level
 
 __all__ = ["capture_batch", "capture_batches", "record_decodes", "batch_cost_records",
            "batch_header", "MAX_CAPTURE_BATCH"]
@@ -100,7 +100,7 @@ def batch_header(levels, thresholds, batch: int, *, name, temperature, top_k, se
                  n_decodes: int, contexts, cost_repeats, ms=COST_M, dtype="float32",
                  device="cpu", device_name="", argv=None, prompt_info=None) -> dict:
     """The header of a batched trace (schema: :mod:`validation.schema`)."""
-    from .capture import json_bytes
+    from ..capture import json_bytes
 
     info = {"source": "given", "n_prompts": len(prompts),
             "prompt_len": max(len(p) for p in prompts)}
@@ -222,7 +222,7 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
         raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
                                  f"of batch {b}: use a multiple of {b}")
     torch.set_num_threads(threads)
-    from .capture import check_name
+    from ..capture import check_name
 
     name = check_name(name if name is not None else
                       f"{default_name(models, thresholds, temperature, top_k)}_b{b}", out)
@@ -237,7 +237,7 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
     prompts, offsets = make_prompts(n_prompts, prompt_len, seed, None)
     maxlen = min((lv.max_len for lv in levels if lv.max_len is not None), default=None)
     contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(COST_M) <= maxlen]
-    from .zoo.data import corpus_digest
+    from ..zoo.data import corpus_digest
 
     header = batch_header(
         levels, thresholds, b, name=name, temperature=temperature, top_k=top_k, seed=seed,

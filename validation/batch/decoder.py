@@ -1,5 +1,5 @@
 """The n-level polybasic decoder over a lockstep batch of ``b`` sequences (docs/theory.md,
-model B0) and the batched autoregressive baseline, on the levels of :mod:`validation.batch_models`.
+model B0) and the batched autoregressive baseline, on the levels of :mod:`validation.batch.levels`.
 
 Models are ordered target first (``levels[0] = M_1`` … ``levels[n-1] = M_n``);
 ``thresholds[i]`` is θ of the pair (``levels[i]`` verifier, ``levels[i+1]`` drafter).
@@ -56,9 +56,9 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from .batch_models import BatchLevel, batch_level
-from .decoder import POLICY, Sampler, _now_fn, check_decoder_args
-from .schema import BatchRound, SeqRound
+from ..decoder import POLICY, Sampler, _now_fn, check_decoder_args
+from ..schema import BatchRound, SeqRound
+from .levels import BatchLevel, batch_level
 
 __all__ = ["BatchCascadeDecoder", "BatchCascadeResult", "BatchARResult", "ForwardTiming",
            "batch_autoregressive", "round_extent", "BATCH_POLICY", "POLICY", "UNTIL"]

@@ -1,4 +1,4 @@
-"""The models of the batched decoder (:mod:`validation.batch_decoder`): one level decodes ``b``
+"""The models of the batched decoder (:mod:`validation.batch.decoder`): one level decodes ``b``
 sequences at once, each with its own length.
 
 A batch level keeps ``pos[j]`` = how many leading tokens of sequence ``j`` its cache holds.
@@ -25,7 +25,7 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from .models import DecoderModel, NGramDrafter, ZooModel
+from ..models import DecoderModel, NGramDrafter, ZooModel
 
 __all__ = ["BatchLevel", "BatchZooLevel", "BatchNGramLevel", "batch_level"]
 
