@@ -28,9 +28,9 @@ from .schema import (
     Round,
     StructuredRound,
     TraceError,
-    _show,
     check_round_extras,
     is_batch_header,
+    shown,
 )
 
 __all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces",
@@ -177,9 +177,9 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     _, header = parsed[0]
     if header.get("type") != "header" or header.get("schema") != SCHEMA:
         raise _fail(p, 1, f"not a polyspec trace (expected a header with schema '{SCHEMA}', "
-                    f"got type={_show(header.get('type'))} schema={_show(header.get('schema'))})")
+                    f"got type={shown(header.get('type'))} schema={shown(header.get('schema'))})")
     if header.get("schema_version") != SCHEMA_VERSION:
-        raise _fail(p, 1, f"unsupported schema_version {_show(header.get('schema_version'))} "
+        raise _fail(p, 1, f"unsupported schema_version {shown(header.get('schema_version'))} "
                     f"(this reader knows {SCHEMA_VERSION})")
     _check_fields(p, 1, header)
     batched = is_batch_header(header)
@@ -191,7 +191,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     for i, rec in parsed[1:]:
         t = rec.get("type")
         if not isinstance(t, str) or t not in RECORD_FIELDS or t == "header":
-            raise _fail(p, i, f"unknown record type {_show(t)} (known: "
+            raise _fail(p, i, f"unknown record type {shown(t)} (known: "
                         f"{sorted(k for k in RECORD_FIELDS if k != 'header')})")
         _check_fields(p, i, rec)
         if batched != (t in BATCH_RECORD_TYPES) and t not in ("resume", "end"):

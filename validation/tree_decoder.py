@@ -218,15 +218,6 @@ class StructuredDecoder(PolybasicDecoder):
             self.on_round(rec if extra is None else StructuredRound(rec, extra))
             self._cb_s += self._now() - t2
 
-    def _timed(self, j: int, fn):
-        t0 = self._now()
-        out = fn()
-        t1 = self._now()
-        self._fwd_s[j] += t1 - t0
-        self._fwd_n[j] += 1
-        self._last_fwd = t1 - t0
-        return out
-
     def _top_probability(self, lg) -> tuple[float, np.ndarray | None]:
         """(top probability, the law drafted from; ``None`` when greedy) of logits (1, V)."""
         if self.greedy:
