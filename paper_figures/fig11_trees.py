@@ -35,15 +35,7 @@ import numpy as np
 
 from polyspec_theory.config import Cascade
 from polyspec_theory.dualistic import optimal_gamma
-from polyspec_theory.trees import (
-    SiblingLaw,
-    beam_tree,
-    best_width_tree,
-    chain_tree,
-    expected_emitted_tree,
-    max_expected_emitted,
-    optimal_tree,
-)
+from polyspec_theory.trees import SiblingLaw, chain_tree
 from simulators.structures import simulate_structured
 
 from . import style
@@ -60,33 +52,15 @@ DRAFT = 0.03
 FAMILIES = ("chain", "width", "optimal")
 
 
-def _widest_el(law, n):
-    """The fixed-width tree with the largest E[L] within ``n`` nodes."""
-    best = None
-    for w in range(1, n + 1):
-        t = beam_tree(law, w, n // w)
-        el = expected_emitted_tree(t, law)
-        if best is None or el > best[1] * (1 + 1e-12):
-            best = (t, el)
-    return best
-
-
 def structures(n: int) -> dict:
-    """For budget ``n``: ``{(panel, family): (tree, theory value)}``."""
-    law = SiblingLaw(LAW["sibling"])
-    out = {}
-    ch = chain_tree(n)
-    out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)
-    t, el = _widest_el(law, n)
-    out[("el", "width")] = (t, el - 1.0)
-    o = max_expected_emitted(law, n)
-    out[("el", "optimal")] = (o.tree, o.mean_emitted - 1.0)
+    """For budget ``n``: ``{(panel, family): (tree, theory value)}``
+    (:func:`validation.tree_plan.family_structures`; the best chain's speedup by the
+    dualistic optimum, :func:`~polyspec_theory.dualistic.optimal_gamma`)."""
+    from validation.tree_plan import family_structures
+
+    out = family_structures(SiblingLaw(LAW["sibling"]), TARGET, DRAFT, n)
     g = optimal_gamma({"alpha": LAW["sibling"][0]}, TARGET, DRAFT, max_gamma=n)
     out[("speedup", "chain")] = (chain_tree(g.gamma), g.speedup)
-    t, s, _ = best_width_tree(law, n, TARGET, DRAFT)
-    out[("speedup", "width")] = (t, s)
-    o = optimal_tree(law, n, TARGET, DRAFT)
-    out[("speedup", "optimal")] = (o.tree, o.speedup)
     return out
 
 

@@ -103,8 +103,21 @@ class TraceRecords:
     truncated_tail: bool = False
     notes: list[str] = field(default_factory=list)
     digest: str = ""  # sha256 of every line after the header: what was measured
+
     def of_type(self, kind: str) -> list[dict]:
         return [r for r in self.records if r["type"] == kind]
+
+    def skipped_notes(self) -> list[str]:
+        """Notes on what reading left out: a cut last line, an interrupted attempt's
+        records (the capture built from these records starts with them)."""
+        name = Path(self.path).name
+        notes = []
+        if self.truncated_tail:
+            notes.append(f"{name}: truncated last line skipped (--allow-truncated)")
+        if self.n_discarded:
+            notes.append(f"{name}: {self.n_discarded} record(s) of an interrupted attempt "
+                         "discarded (resume)")
+        return notes
 
 
 def _fail(path, lineno, msg) -> TraceError:
@@ -349,18 +362,11 @@ def read_trace(path, *, allow_truncated: bool = False) -> Capture:
 
 
 def _capture(tr: TraceRecords) -> Capture:
-    name = Path(tr.path).name
     if is_batch_header(tr.header):
         raise TraceError(f"{tr.path}: a batched trace (header 'batch'): read it with "
                          "validation.batch.dataset.read_batch_trace (polyspec validate does)")
-    notes = []
-    if tr.truncated_tail:
-        notes.append(f"{name}: truncated last line skipped (--allow-truncated)")
-    if tr.n_discarded:
-        notes.append(f"{name}: {tr.n_discarded} record(s) of an interrupted attempt discarded "
-                     "(resume)")
     return Capture.from_records(tr.header, tr.records, path=tr.path, complete=tr.complete,
-                                notes=notes)
+                                notes=tr.skipped_notes())
 
 
 def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:

@@ -27,19 +27,8 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from ..capture_setup import (
-    COST_M,
-    CaptureSpec,
-    capture_header,
-    device_name,
-    json_bytes,
-    load_models,
-    make_prompts,
-    open_trace,
-    progress_bar,
-    tokenizer_for,
-    trace_path,
-)
+from .. import capture_setup as setup
+from ..capture_setup import COST_M, CaptureSpec
 from ..decoder import wall_clock
 from .decoder import (
     BATCH_POLICY,
@@ -103,8 +92,8 @@ def batch_header(levels, thresholds, batch: int, *, name, temperature, top_k, se
     info = {"source": "given", "n_prompts": len(prompts),
             "prompt_len": max(len(p) for p in prompts)}
     info.update(prompt_info or {})
-    info["sha256"] = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
-    header = capture_header(levels, thresholds, name=name, tool="polyspec capture --batch",
+    info["sha256"] = hashlib.sha256(setup.json_bytes(prompts)).hexdigest()[:16]
+    header = setup.capture_header(levels, thresholds, name=name, tool="polyspec capture --batch",
                             policy=POLICY, dtype=dtype, device=device,
                             device_name=device_name, argv=argv, temperature=temperature,
                             top_k=top_k, seed=seed)
@@ -136,7 +125,7 @@ def record_decodes(levels, thresholds, prompts, batch: int, max_new: int, writer
                               seed=seed, clock=clock)
     greedy = dec.greedy
     tgt = levels[0]
-    bar = progress_bar(decodes, progress, name)
+    bar = setup.progress_bar(decodes, progress, name)
     ar_tt, cas_tt = [0.0, 0], [0.0, 0]
     for d in bar:
         bp = prompts[d * b:(d + 1) * b]
@@ -195,7 +184,7 @@ def record_decodes(levels, thresholds, prompts, batch: int, max_new: int, writer
 
 
 def _load(models, device, dtype, zoo_dir):
-    dev, loaded = load_models(models, device, dtype, zoo_dir)
+    dev, loaded = setup.load_models(models, device, dtype, zoo_dir)
     return dev, loaded, [batch_level(lv) for lv in loaded]
 
 
@@ -214,13 +203,13 @@ def capture_batch(spec: CaptureSpec, *, batch, out, name=None, resume=False, for
         raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
                                  f"of batch {b}: use a multiple of {b}")
     torch.set_num_threads(spec.threads)
-    path = trace_path(name if name is not None else f"{spec.name()}_b{b}", out,
+    path = setup.trace_path(name if name is not None else f"{spec.name()}_b{b}", out,
                       resume=resume, force=force)
     name = path.stem
     dev, loaded, levels = loaded or _load(models, spec.device, spec.dtype, spec.zoo_dir)
-    if tokenizer_for(loaded, models) is not None:
+    if setup.tokenizer_for(loaded, models) is not None:
         raise PolyspecInputError("models", "batched captures run byte-level zoo models")
-    prompts, offsets = make_prompts(n_prompts, prompt_len, seed, None)
+    prompts, offsets = setup.make_prompts(n_prompts, prompt_len, seed, None)
     maxlen = min((lv.max_len for lv in levels if lv.max_len is not None), default=None)
     contexts = [int(c) for c in spec.cost_contexts
                 if maxlen is None or c + max(COST_M) <= maxlen]
@@ -230,11 +219,11 @@ def capture_batch(spec: CaptureSpec, *, batch, out, name=None, resume=False, for
         levels, thresholds, b, name=name, temperature=temperature, top_k=top_k, seed=seed,
         prompts=prompts, n_decodes=n_prompts // b, contexts=contexts,
         cost_repeats=spec.cost_repeats, dtype=spec.dtype, device=dev.type,
-        device_name=device_name(dev), argv=argv,
+        device_name=setup.device_name(dev), argv=argv,
         prompt_info={"source": "stdlib validation split", "prompt_len": prompt_len,
                      "max_new_tokens": max_new, "offsets": offsets,
                      "corpus_digest": corpus_digest()})
-    writer, start, done_cells = open_trace(path, header, resume=resume,
+    writer, start, done_cells = setup.open_trace(path, header, resume=resume,
                                            fingerprint=FINGERPRINT, batch=b)
     if writer is None:
         return path
