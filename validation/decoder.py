@@ -227,9 +227,26 @@ class PolybasicDecoder:
         if self.greedy:
             return accept_greedy(block, torch.argmax(lg, dim=-1).tolist())
         P = self.sampler.probs(lg)
-        a, corr = accept_sampled(self.sampler, block, P, self._laws[i + 1][base : base + g])
+        if g == 0:  # nothing drafted (a confidence cut-off): one token from the verifier's law
+            a, corr = 0, self.sampler.draw(P[0])
+        else:
+            a, corr = accept_sampled(self.sampler, block, P, self._laws[i + 1][base : base + g])
         self._laws[i][base : base + a + 1] = P[: a + 1]
         return a, corr
+
+    def _verify_block(self, i: int, base: int, g: int) -> tuple[int, int, float]:
+        """Model ``i`` verifies the block ``seq[base:base+g]`` in one forward, the text is cut
+        to the accepted prefix and the correction (or bonus) token appended: returns (A,
+        positions fed m, the forward's seconds)."""
+        # the level's cache holds seq[:pos]; usually pos == base - 1 (m = G + 1); each level
+        # at or above this one whose last round accepted its whole block appended a token
+        # this cache has not seen, so 1 <= m - G <= i + 1 (catch-up positions)
+        m = base + g - self.models[i].pos
+        lg = self._forward(i, base + g)
+        a, corr = self._verify(i, lg[-(g + 1):], base, g)
+        self._truncate(base + a, i)
+        self.seq.append(corr)
+        return a, m, self._last_fwd
 
     def _round(self, i: int, base: int) -> int:
         """One round of S_i on top of ``seq[:base]``; returns L (tokens appended)."""
@@ -247,15 +264,7 @@ class PolybasicDecoder:
         g = acc
         t1 = self._now()
         cb1 = self._cb_s
-        # the level's cache holds seq[:pos]; usually pos == base - 1 (m = G + 1); each level
-        # at or above this one whose last round accepted its whole block appended a token
-        # this cache has not seen, so 1 <= m - G <= i + 1 (catch-up positions)
-        m = base + g - self.models[i].pos
-        lg = self._forward(i, base + g)
-        verify_s = self._last_fwd
-        a, corr = self._verify(i, lg[-(g + 1):], base, g)
-        self._truncate(base + a, i)
-        self.seq.append(corr)
+        a, m, verify_s = self._verify_block(i, base, g)
         t2 = self._now()
         rec = Round(prompt=self.prompt_index, level=i + 1, ctx=base, G=g, A=a, L=a + 1, m=m,
                     verify_s=verify_s, draft_s=t1 - t0 - (cb1 - cb0),
