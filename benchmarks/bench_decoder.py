@@ -40,7 +40,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from validation.capture import make_prompts
+    from validation.capture_setup import make_prompts
     from validation.decoder import PolybasicDecoder, autoregressive
     from validation.models import load_model
 

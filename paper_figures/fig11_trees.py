@@ -35,15 +35,9 @@ import numpy as np
 
 from polyspec_theory.closed_forms.dualistic import optimal_gamma
 from polyspec_theory.core.config import Cascade
-from polyspec_theory.structures.tree_search import (
-    best_width_tree,
-    max_expected_emitted,
-    optimal_tree,
-    widest_emitted_tree,
-)
-from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
+from polyspec_theory.structures.trees import SiblingLaw, chain_tree
 from simulators.structures import simulate_structured
-from validation.tree_plan import TREE_FAMILIES
+from validation.tree_plan import TREE_FAMILIES, family_structures
 
 from . import style
 
@@ -58,23 +52,13 @@ TARGET = {"base": 1.0, "per_token": 0.004}
 DRAFT = 0.03
 
 
-
 def structures(n: int) -> dict:
-    """For budget ``n``: ``{(panel, family): (tree, theory value)}``."""
-    law = SiblingLaw(LAW["sibling"])
-    out = {}
-    ch = chain_tree(n)
-    out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)
-    t, el = widest_emitted_tree(law, n)
-    out[("el", "width")] = (t, el - 1.0)
-    o = max_expected_emitted(law, n)
-    out[("el", "optimal")] = (o.tree, o.mean_emitted - 1.0)
+    """For budget ``n``: ``{(panel, family): (tree, theory value)}``
+    (:func:`validation.tree_plan.family_structures`; the best chain's speedup by the
+    dualistic optimum, :func:`~polyspec_theory.closed_forms.dualistic.optimal_gamma`)."""
+    out = family_structures(SiblingLaw(LAW["sibling"]), TARGET, DRAFT, n)
     g = optimal_gamma({"alpha": LAW["sibling"][0]}, TARGET, DRAFT, max_gamma=n)
     out[("speedup", "chain")] = (chain_tree(g.gamma), g.speedup)
-    t, s, _ = best_width_tree(law, n, TARGET, DRAFT)
-    out[("speedup", "width")] = (t, s)
-    o = optimal_tree(law, n, TARGET, DRAFT)
-    out[("speedup", "optimal")] = (o.tree, o.speedup)
     return out
 
 

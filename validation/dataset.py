@@ -14,6 +14,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,9 +24,51 @@ from polyspec_theory.errors import PolyspecInputError
 from .schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
 
 __all__ = ["Rounds", "Baseline", "CaptureConfig", "Capture", "DRIFT_NOTE", "StructureRecords",
-           "header_structures"]
+           "header_structures", "finished", "Finished", "check_captures"]
 
 DRIFT_NOTE = 0.05  # a model's T(1) moving more than this between start and end is noted
+
+
+class Finished(NamedTuple):
+    """What every ``from_records`` starts from: where the trace is (``where`` for errors,
+    ``label`` for notes), its notes so far, its summaries in order and the finished units."""
+
+    where: str
+    label: str
+    notes: list
+    summaries: list
+    done: set
+
+
+def finished(header: dict, records, *, path: str, complete: bool, notes, unit: str = "prompt"
+             ) -> Finished:
+    """The finished units (``"prompt"``: ``summary`` records; ``"decode"``: ``bsummary``) of a
+    trace's records; an unfinished capture (no ``end`` record) adds a note, none finished is
+    an error."""
+    where = path or header["cascade"].get("name", "capture")
+    label = Path(path).name if path else where
+    kind = "summary" if unit == "prompt" else "bsummary"
+    summaries = sorted((r for r in records if r["type"] == kind), key=lambda s: s[unit])
+    if not summaries:
+        raise TraceError(f"{where}: no finished {unit} (no {kind} record)")
+    notes = list(notes)
+    if not complete:
+        notes.append(f"{label}: capture not finished (no end record); "
+                     f"{len(summaries)} {unit}(s) used")
+    return Finished(where, label, notes, summaries, {int(s[unit]) for s in summaries})
+
+
+def check_captures(captures, *, empty: str, kind: str = "configuration") -> list:
+    """``captures`` as a list: at least one (else the error ``empty``), names unique (``kind``
+    names them in the error)."""
+    caps = list(captures)
+    if not caps:
+        raise PolyspecInputError("traces", empty)
+    names = [c.name for c in caps]
+    if len(set(names)) != len(names):
+        dup = next(x for x in names if names.count(x) > 1)
+        raise PolyspecInputError("traces", f"{kind} name {dup!r} appears twice")
+    return caps
 
 
 def _ids(ids, limit: int = 8) -> str:
@@ -338,19 +381,10 @@ class Capture(CaptureConfig):
                      notes=()) -> Capture:
         """Build a capture from a header and trace records (``round``, ``ar``, ``cost``,
         ``summary``; others ignored), keeping the prompts that have a summary."""
-        where = path or header["cascade"].get("name", "capture")
-        label = Path(path).name if path else where
+        where, label, notes, summaries, done = finished(header, records, path=path,
+                                                        complete=complete, notes=notes)
         names = [m["name"] for m in header["cascade"]["models"]]
         n = len(names)
-        notes = list(notes)
-        summaries = sorted((r for r in records if r["type"] == "summary"),
-                           key=lambda s: s["prompt"])
-        if not summaries:
-            raise TraceError(f"{where}: no finished prompt (no summary record)")
-        if not complete:
-            notes.append(f"{label}: capture not finished (no end record); "
-                         f"{len(summaries)} prompt(s) used")
-        done = {int(s["prompt"]) for s in summaries}
         orphans = sorted({int(r["prompt"]) for r in records
                           if r["type"] in ("round", "ar") and int(r["prompt"]) not in done})
         if orphans:

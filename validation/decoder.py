@@ -36,7 +36,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from .schema import Round
 
 __all__ = ["Sampler", "PolybasicDecoder", "CascadeResult", "ARResult", "autoregressive",
-           "POLICY"]
+           "accept_greedy", "accept_sampled", "check_decoder_args", "wall_clock", "POLICY"]
 
 POLICY = "accumulate"
 
@@ -113,7 +113,9 @@ class ARResult:
     forward_s: float
 
 
-def _now_fn(device):
+def wall_clock(device):
+    """The clock every decoder and capture times with: ``time.perf_counter``, on CUDA after
+    synchronizing the device (so a reading follows the forwards queued before it)."""
     if torch.device(device).type == "cuda":
 
         def now():
@@ -122,6 +124,34 @@ def _now_fn(device):
 
         return now
     return time.perf_counter
+
+
+def accept_greedy(block, argmax) -> tuple[int, int]:
+    """Greedy verification of the drafted ``block`` (G tokens) against the verifier's argmax
+    tokens ``argmax`` (G + 1 positions): ``(A, correction)`` with A = the longest prefix of the
+    block equal to the argmax tokens and the correction (or bonus) token ``argmax[A]``."""
+    a, g = 0, len(block)
+    while a < g and block[a] == argmax[a]:
+        a += 1
+    return a, int(argmax[a])
+
+
+def accept_sampled(sampler: Sampler, block, P: np.ndarray, Q: np.ndarray) -> tuple[int, int]:
+    """Speculative sampling of the drafted ``block`` (G tokens) with the verifier's laws ``P``
+    (G + 1, V) and the drafter's ``Q`` (G, V): token ``x`` accepted with probability
+    ``min(1, P(x)/Q(x))``; at the first rejection the correction is drawn from ``(P − Q)_+``
+    normalized (``P`` if that is empty), after G acceptances the bonus from ``P[G]``. Returns
+    ``(A, correction)``; the output has law ``P`` token by token (lossless)."""
+    g = len(block)
+    ar = np.arange(g)
+    x = np.asarray(block)
+    ok = sampler.uniform(g) * Q[ar, x] < P[ar, x]
+    a = g if ok.all() else int(ok.argmin())
+    if a < g:
+        r = np.maximum(P[a] - Q[a], 0.0)
+        s = float(r.sum())
+        return a, sampler.draw(r / s if s > 0 else P[a])
+    return a, sampler.draw(P[g])
 
 
 def check_decoder_args(models, thresholds) -> tuple[list[int], int]:
@@ -157,21 +187,25 @@ class PolybasicDecoder:
         self.on_round = on_round
         # seconds, read around every forward and round; ``clock`` replaces the wall clock
         # (tests: a scripted clock makes every recorded time exact)
-        self._now = clock if clock is not None else _now_fn(self.device)
+        self._now = clock if clock is not None else wall_clock(self.device)
 
     def headroom(self) -> int:
         """Extra positions beyond the committed text a round may feed (Σ θ)."""
         return sum(self.thresholds)
 
     # ------------------------------------------------------------------ internals
-    def _forward(self, i: int, end: int) -> torch.Tensor:
+    def _timed(self, i: int, fn):
+        """``fn()``, a forward of model ``i``, timed and counted."""
         t0 = self._now()
-        lg = self.models[i].logits(self.seq, end)
+        out = fn()
         t1 = self._now()
         self._fwd_s[i] += t1 - t0
         self._fwd_n[i] += 1
         self._last_fwd = t1 - t0
-        return lg
+        return out
+
+    def _forward(self, i: int, end: int) -> torch.Tensor:
+        return self._timed(i, lambda: self.models[i].logits(self.seq, end))
 
     def _truncate(self, length: int, from_level: int) -> None:
         del self.seq[length:]
@@ -191,25 +225,28 @@ class PolybasicDecoder:
         (g + 1, V): returns (accepted count A, the correction or bonus token)."""
         block = self.seq[base : base + g]
         if self.greedy:
-            am = torch.argmax(lg, dim=-1).tolist()
-            a = 0
-            while a < g and block[a] == am[a]:
-                a += 1
-            return a, am[a]
+            return accept_greedy(block, torch.argmax(lg, dim=-1).tolist())
         P = self.sampler.probs(lg)
-        Q = self._laws[i + 1][base : base + g]
-        ar = np.arange(g)
-        x = np.asarray(block)
-        ok = self.sampler.uniform(g) * Q[ar, x] < P[ar, x]
-        a = g if ok.all() else int(ok.argmin())
-        if a < g:
-            r = np.maximum(P[a] - Q[a], 0.0)
-            s = float(r.sum())
-            corr = self.sampler.draw(r / s if s > 0 else P[a])
+        if g == 0:  # nothing drafted (a confidence cut-off): one token from the verifier's law
+            a, corr = 0, self.sampler.draw(P[0])
         else:
-            corr = self.sampler.draw(P[g])
+            a, corr = accept_sampled(self.sampler, block, P, self._laws[i + 1][base : base + g])
         self._laws[i][base : base + a + 1] = P[: a + 1]
         return a, corr
+
+    def _verify_block(self, i: int, base: int, g: int) -> tuple[int, int, float]:
+        """Model ``i`` verifies the block ``seq[base:base+g]`` in one forward, the text is cut
+        to the accepted prefix and the correction (or bonus) token appended: returns (A,
+        positions fed m, the forward's seconds)."""
+        # the level's cache holds seq[:pos]; usually pos == base - 1 (m = G + 1); each level
+        # at or above this one whose last round accepted its whole block appended a token
+        # this cache has not seen, so 1 <= m - G <= i + 1 (catch-up positions)
+        m = base + g - self.models[i].pos
+        lg = self._forward(i, base + g)
+        a, corr = self._verify(i, lg[-(g + 1):], base, g)
+        self._truncate(base + a, i)
+        self.seq.append(corr)
+        return a, m, self._last_fwd
 
     def _round(self, i: int, base: int) -> int:
         """One round of S_i on top of ``seq[:base]``; returns L (tokens appended)."""
@@ -227,15 +264,7 @@ class PolybasicDecoder:
         g = acc
         t1 = self._now()
         cb1 = self._cb_s
-        # the level's cache holds seq[:pos]; usually pos == base - 1 (m = G + 1); each level
-        # at or above this one whose last round accepted its whole block appended a token
-        # this cache has not seen, so 1 <= m - G <= i + 1 (catch-up positions)
-        m = base + g - self.models[i].pos
-        lg = self._forward(i, base + g)
-        verify_s = self._last_fwd
-        a, corr = self._verify(i, lg[-(g + 1):], base, g)
-        self._truncate(base + a, i)
-        self.seq.append(corr)
+        a, m, verify_s = self._verify_block(i, base, g)
         t2 = self._now()
         rec = Round(prompt=self.prompt_index, level=i + 1, ctx=base, G=g, A=a, L=a + 1, m=m,
                     verify_s=verify_s, draft_s=t1 - t0 - (cb1 - cb0),
@@ -304,7 +333,7 @@ def autoregressive(model, prompt, max_new_tokens: int, *, temperature=0.0, top_k
         raise PolyspecInputError("max_new_tokens", f"prompt + tokens exceeds {model.name}'s "
                                  f"context {model.max_len}")
     s = sampler or Sampler(temperature, top_k, seed)
-    now = _now_fn(model.device)
+    now = wall_clock(model.device)
     seq = list(prompt)
     steps = []
     fwd = 0.0

@@ -28,13 +28,16 @@ import torch
 
 from . import paths
 
-__all__ = ["DecoderModel", "ZooModel", "NGramDrafter", "HFModel", "load_model", "ZOO_MODELS"]
+__all__ = ["ModelInfo", "DecoderModel", "ZooModel", "NGramDrafter", "HFModel", "load_model",
+           "ZOO_MODELS"]
 
 ZOO_MODELS = ("target", "mid", "draft-t", "small", "ngram")
 
 
-class DecoderModel(ABC):
-    """Base class; subclasses set name, kind, params, vocab_size, max_len, device."""
+class ModelInfo:
+    """What a decoder's model says about itself (subclasses set it): ``name``, ``kind``,
+    ``params``, ``vocab_size``, ``max_len`` (``None``: unbounded), ``device``; its trace header
+    entry is :meth:`describe`."""
 
     name: str
     kind: str
@@ -42,6 +45,15 @@ class DecoderModel(ABC):
     vocab_size: int
     max_len: int | None
     device: torch.device
+
+    def describe(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "params": int(self.params),
+                "vocab_size": int(self.vocab_size), "max_len": self.max_len}
+
+
+class DecoderModel(ModelInfo, ABC):
+    """Base class of the single-stream models (:class:`ModelInfo` set by subclasses)."""
+
     pos: int = 0
     spec: int = 0  # speculative (tree) slots held after ``pos`` (module docstring)
     supports_tree: bool = False
@@ -96,11 +108,6 @@ class DecoderModel(ABC):
     @abstractmethod
     def logits(self, seq: list[int], end: int) -> torch.Tensor:
         """Logits (m, V) for positions ``self.pos..end-1`` of ``seq``; advances the cache."""
-
-    def describe(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "params": int(self.params),
-                "vocab_size": int(self.vocab_size), "max_len": self.max_len}
-
 
 class ZooModel(DecoderModel):
     """A zoo GPT with a preallocated KV cache (rollback = index move)."""

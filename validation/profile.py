@@ -56,8 +56,9 @@ def _cpu_name() -> str:
 
 
 def _check_timing_args(max_m, repeats, context, warmup, unit, dtype, device, threads):
-    """The options both timers share, checked (threads applied); returns ``max_m, repeats,
-    context, warmup, torch dtype, unit scale``."""
+    """The options both timers share, checked (threads applied); returns ``max_m``, the
+    positions timed ``1..max_m``, ``repeats, context, warmup``, the torch dtype, the unit
+    scale."""
     import torch
 
     max_m = as_int(max_m, "--max-m", low=1, high=512)
@@ -73,7 +74,8 @@ def _check_timing_args(max_m, repeats, context, warmup, unit, dtype, device, thr
         raise PolyspecInputError("--device", "CUDA is not available on this machine")
     if threads is not None:
         torch.set_num_threads(as_int(threads, "--threads", low=1, high=1024))
-    return max_m, repeats, context, warmup, dtypes[dtype], UNITS[unit]
+    return (max_m, tuple(range(1, max_m + 1)), repeats, context, warmup, dtypes[dtype],
+            UNITS[unit])
 
 
 def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64,
@@ -82,7 +84,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
                    progress=None, batches=None) -> dict:
     """Measured cost tables of the models ``specs`` (see the module docstring). With
     ``batches`` (batch sizes, 1 among them): ``T(b, m)`` per batch size from batched forwards
-    (:func:`validation.batch_capture.batch_cost_records`: ``b`` slots with ``context`` cached
+    (:func:`validation.batch.capture.batch_cost_records`: ``b`` slots with ``context`` cached
     tokens each), written as ``{"batch_table": {"1": [...], "2": [...], ...}}`` costs."""
     import torch
 
@@ -93,21 +95,15 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
                                 progress=progress)
 
     from .capture import cost_curve_records
-    from .models import load_model
 
     if isinstance(specs, str) or not specs:
         raise PolyspecInputError("models", "give at least one model")
-    max_m, repeats, context, warmup, torch_dtype, scale = _check_timing_args(
+    max_m, ms, repeats, context, warmup, torch_dtype, scale = _check_timing_args(
         max_m, repeats, context, warmup, unit, dtype, device, threads)
-    ms = tuple(range(1, max_m + 1))
     out = []
     for spec in specs:
         t0 = time.perf_counter()
-        level = load_model(spec, device=device, dtype=torch_dtype, zoo_dir=zoo_dir)
-        if level.max_len is not None and context + max_m > level.max_len:
-            raise PolyspecInputError("--context", f"{spec}: context + max_m = "
-                                     f"{context + max_m} exceeds the model's {level.max_len} "
-                                     "positions")
+        level = _load(spec, context + max_m, device, torch_dtype, zoo_dir)
         filler = _filler(level.vocab_size, context + max_m)
         if warmup:
             cost_curve_records(level, [context], warmup, filler, "warmup", ms)
@@ -152,13 +148,23 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
     }
 
 
+def _load(spec, positions: int, device, torch_dtype, zoo_dir):
+    """The model ``spec``, refused when it holds fewer than ``positions`` positions."""
+    from .models import load_model
+
+    level = load_model(spec, device=device, dtype=torch_dtype, zoo_dir=zoo_dir)
+    if level.max_len is not None and positions > level.max_len:
+        raise PolyspecInputError("--context", f"{spec}: context + max_m = {positions} exceeds "
+                                 f"the model's {level.max_len} positions")
+    return level
+
+
 def _profile_batches(specs, batches, *, max_m, repeats, context, warmup, device, dtype,
                      threads, unit, zoo_dir, progress) -> dict:
     import torch
 
-    from .batch_capture import MAX_CAPTURE_BATCH, batch_cost_records
-    from .batch_models import batch_level
-    from .models import load_model
+    from .batch.capture import MAX_CAPTURE_BATCH, batch_cost_records
+    from .batch.levels import batch_level
 
     if isinstance(specs, str) or not specs:
         raise PolyspecInputError("models", "give at least one model")
@@ -168,18 +174,12 @@ def _profile_batches(specs, batches, *, max_m, repeats, context, warmup, device,
     if 1 not in bs:
         raise PolyspecInputError("--batch", f"must include 1 (a batch_table's single-stream "
                                  f"row), got {bs}")
-    max_m, repeats, context, warmup, torch_dtype, scale = _check_timing_args(
+    max_m, ms, repeats, context, warmup, torch_dtype, scale = _check_timing_args(
         max_m, repeats, context, warmup, unit, dtype, device, threads)
-    ms = tuple(range(1, max_m + 1))
     out = []
     for spec in specs:
         t0 = time.perf_counter()
-        level = batch_level(load_model(spec, device=device, dtype=torch_dtype,
-                                       zoo_dir=zoo_dir))
-        if level.max_len is not None and context + max_m > level.max_len:
-            raise PolyspecInputError("--context", f"{spec}: context + max_m = "
-                                     f"{context + max_m} exceeds the model's {level.max_len} "
-                                     "positions")
+        level = batch_level(_load(spec, context + max_m, device, torch_dtype, zoo_dir))
         filler = _filler(level.vocab_size, context + max_m)
         rows, affine = {}, {}
         for b in bs:

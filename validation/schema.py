@@ -57,7 +57,7 @@ The measured speedup of a capture (:attr:`validation.dataset.Capture.measured_sp
 (Σ target AR ``wall_s`` / Σ ``n_tokens``) / (Σ summary ``wall_s`` / Σ ``n_generated``) over
 the prompts the capture finished.
 
-**Batched traces** (:mod:`validation.batch_decoder`, :mod:`validation.batch_capture`;
+**Batched traces** (:mod:`validation.batch.decoder`, :mod:`validation.batch.capture`;
 docs/theory.md B0): the same schema and version, read by the same reader, with a
 ``batch`` object in the header — ``{size: b, policy: "lockstep", waiting: "discard", kv:
 "per-sequence", stop: ..., decodes, prompts_per_decode}`` — and these record types instead of
@@ -104,7 +104,7 @@ from polyspec_theory.errors import PolyspecInputError
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Round", "ROUND_FIELDS", "RECORD_FIELDS",
            "RECORD_TYPES", "TraceError", "TIME_DIGITS", "StructuredRound", "ROUND_OPTIONAL",
            "check_round_extras", "SeqRound", "BatchRound", "BATCH_RECORD_TYPES",
-           "is_batch_header", "FieldError", "RecordChecker"]
+           "is_batch_header", "FieldError", "RecordChecker", "shown"]
 
 SCHEMA = "polyspec-trace"
 SCHEMA_VERSION = 1
@@ -322,7 +322,9 @@ class FieldError(Exception):
         super().__init__(f"{field}: {message}")
 
 
-def _show(v) -> str:
+def shown(v) -> str:
+    """``v`` as an error message shows it: JSON (strings and non-JSON values as repr), at most
+    40 characters."""
     r = repr(v) if isinstance(v, str) or not _jsonable(v) else json.dumps(v)
     return r if len(r) <= 40 else r[:36] + " ..."
 
@@ -344,10 +346,10 @@ def check_int(v, field: str, low: int | None = 0, high: int | None = None) -> in
     if type(v) is int and (low is None or v >= low) and (high is None or v <= high):
         return v  # the common case, fast
     if not _is_num(v):
-        raise FieldError(field, f"must be an integer, got {_show(v)}")
+        raise FieldError(field, f"must be an integer, got {shown(v)}")
     if isinstance(v, float):
         if not math.isfinite(v) or v != int(v):
-            raise FieldError(field, f"must be an integer, got {_show(v)}")
+            raise FieldError(field, f"must be an integer, got {shown(v)}")
         v = int(v)
     if low is not None and v < low:
         raise FieldError(field, f"must be >= {low}, got {v}")
@@ -361,13 +363,13 @@ def check_real(v, field: str, low: float | None = 0.0) -> float:
     if type(v) is float and math.isfinite(v) and (low is None or v >= low):
         return v  # the common case, fast
     if not _is_num(v):
-        raise FieldError(field, f"must be a number, got {_show(v)}")
+        raise FieldError(field, f"must be a number, got {shown(v)}")
     try:
         x = float(v)
     except OverflowError:
         raise FieldError(field, "must be finite, got an integer beyond 1e308") from None
     if not math.isfinite(x):
-        raise FieldError(field, f"must be a finite number, got {_show(v)}")
+        raise FieldError(field, f"must be a finite number, got {shown(v)}")
     if low is not None and x < low:
         raise FieldError(field, f"must be >= {low:g}, got {x!r}")
     return x
@@ -375,7 +377,7 @@ def check_real(v, field: str, low: float | None = 0.0) -> float:
 
 def check_list(v, field: str, length: int | None = None, min_len: int = 0) -> list:
     if not isinstance(v, list):
-        raise FieldError(field, f"must be a list, got {_show(v)}")
+        raise FieldError(field, f"must be a list, got {shown(v)}")
     if length is not None and len(v) != length:
         raise FieldError(field, f"must have {length} entries, got {len(v)}")
     if len(v) < min_len:
@@ -385,13 +387,13 @@ def check_list(v, field: str, length: int | None = None, min_len: int = 0) -> li
 
 def check_str(v, field: str) -> str:
     if not isinstance(v, str) or not v:
-        raise FieldError(field, f"must be a non-empty string, got {_show(v)}")
+        raise FieldError(field, f"must be a non-empty string, got {shown(v)}")
     return v
 
 
 def check_object(v, field: str) -> dict:
     if not isinstance(v, dict):
-        raise FieldError(field, f"must be an object, got {_show(v)}")
+        raise FieldError(field, f"must be an object, got {shown(v)}")
     return v
 
 
@@ -409,7 +411,7 @@ class RecordChecker:
         check_list(h["models"], "models")
         for k in ("dtype", "device", "torch"):
             if not isinstance(h[k], str):
-                raise FieldError(k, f"must be a string, got {_show(h[k])}")
+                raise FieldError(k, f"must be a string, got {shown(h[k])}")
         h["threads"] = check_int(h["threads"], "threads", low=1)
         c = check_object(h["cascade"], "cascade")
         if "models" not in c:
@@ -429,9 +431,9 @@ class RecordChecker:
                  for i, t in enumerate(th)]
         policy = c.get("policy", "accumulate")
         if policy not in POLICIES:
-            raise FieldError("cascade.policy", f"must be one of {POLICIES}, got {_show(policy)}")
+            raise FieldError("cascade.policy", f"must be one of {POLICIES}, got {shown(policy)}")
         if "name" in c and c["name"] is not None and not isinstance(c["name"], str):
-            raise FieldError("cascade.name", f"must be a string, got {_show(c['name'])}")
+            raise FieldError("cascade.name", f"must be a string, got {shown(c['name'])}")
         t = check_real(h["temperature"], "temperature")
         if t > 100:
             raise FieldError("temperature", f"must be <= 100, got {t!r}")
@@ -496,7 +498,7 @@ class RecordChecker:
     def _model(self, r):
         name = r["model"]
         if name not in self.names:
-            raise FieldError("model", f"{_show(name)} is not a model of the cascade "
+            raise FieldError("model", f"{shown(name)} is not a model of the cascade "
                              f"({', '.join(self.names)})")
 
     def _ar(self, r):
@@ -515,7 +517,7 @@ class RecordChecker:
     def _cost(self, r):
         self._model(r)
         if "phase" in r and r["phase"] not in ("start", "end"):
-            raise FieldError("phase", f"must be 'start' or 'end', got {_show(r['phase'])}")
+            raise FieldError("phase", f"must be 'start' or 'end', got {shown(r['phase'])}")
         r["ctx"] = check_int(r["ctx"], "ctx")
         r["m"] = check_int(r["m"], "m", low=1)
         times = check_list(r["times_s"], "times_s", min_len=1)
@@ -543,7 +545,7 @@ class RecordChecker:
             nr[:] = [check_int(x, f"n_rounds[{j}]") for j, x in enumerate(nr)]
         if r.get("matches_target_ar") not in (None, True, False):
             raise FieldError("matches_target_ar", "must be true, false or null, got "
-                             f"{_show(r['matches_target_ar'])}")
+                             f"{shown(r['matches_target_ar'])}")
 
     def _resume(self, r):
         r["next_prompt"] = check_int(r["next_prompt"], "next_prompt")

@@ -28,9 +28,9 @@ from .schema import (
     Round,
     StructuredRound,
     TraceError,
-    _show,
     check_round_extras,
     is_batch_header,
+    shown,
 )
 
 __all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces",
@@ -103,8 +103,21 @@ class TraceRecords:
     truncated_tail: bool = False
     notes: list[str] = field(default_factory=list)
     digest: str = ""  # sha256 of every line after the header: what was measured
+
     def of_type(self, kind: str) -> list[dict]:
         return [r for r in self.records if r["type"] == kind]
+
+    def skipped_notes(self) -> list[str]:
+        """Notes on what reading left out: a cut last line, an interrupted attempt's
+        records (the capture built from these records starts with them)."""
+        name = Path(self.path).name
+        notes = []
+        if self.truncated_tail:
+            notes.append(f"{name}: truncated last line skipped (--allow-truncated)")
+        if self.n_discarded:
+            notes.append(f"{name}: {self.n_discarded} record(s) of an interrupted attempt "
+                         "discarded (resume)")
+        return notes
 
 
 def _fail(path, lineno, msg) -> TraceError:
@@ -177,9 +190,9 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     _, header = parsed[0]
     if header.get("type") != "header" or header.get("schema") != SCHEMA:
         raise _fail(p, 1, f"not a polyspec trace (expected a header with schema '{SCHEMA}', "
-                    f"got type={_show(header.get('type'))} schema={_show(header.get('schema'))})")
+                    f"got type={shown(header.get('type'))} schema={shown(header.get('schema'))})")
     if header.get("schema_version") != SCHEMA_VERSION:
-        raise _fail(p, 1, f"unsupported schema_version {_show(header.get('schema_version'))} "
+        raise _fail(p, 1, f"unsupported schema_version {shown(header.get('schema_version'))} "
                     f"(this reader knows {SCHEMA_VERSION})")
     _check_fields(p, 1, header)
     batched = is_batch_header(header)
@@ -191,7 +204,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     for i, rec in parsed[1:]:
         t = rec.get("type")
         if not isinstance(t, str) or t not in RECORD_FIELDS or t == "header":
-            raise _fail(p, i, f"unknown record type {_show(t)} (known: "
+            raise _fail(p, i, f"unknown record type {shown(t)} (known: "
                         f"{sorted(k for k in RECORD_FIELDS if k != 'header')})")
         _check_fields(p, i, rec)
         if batched != (t in BATCH_RECORD_TYPES) and t not in ("resume", "end"):
@@ -211,7 +224,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             discarded += before - len(kept)
             continue
         if batched:
-            from .batch_dataset import check_batch_record
+            from .batch.dataset import check_batch_record
 
             msg = check_batch_record(rec, header)
             if msg:
@@ -349,23 +362,16 @@ def read_trace(path, *, allow_truncated: bool = False) -> Capture:
 
 
 def _capture(tr: TraceRecords) -> Capture:
-    name = Path(tr.path).name
     if is_batch_header(tr.header):
         raise TraceError(f"{tr.path}: a batched trace (header 'batch'): read it with "
-                         "validation.batch_dataset.read_batch_trace (polyspec validate does)")
-    notes = []
-    if tr.truncated_tail:
-        notes.append(f"{name}: truncated last line skipped (--allow-truncated)")
-    if tr.n_discarded:
-        notes.append(f"{name}: {tr.n_discarded} record(s) of an interrupted attempt discarded "
-                     "(resume)")
+                         "validation.batch.dataset.read_batch_trace (polyspec validate does)")
     return Capture.from_records(tr.header, tr.records, path=tr.path, complete=tr.complete,
-                                notes=notes)
+                                notes=tr.skipped_notes())
 
 
 def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     """Every single-stream ``*.jsonl`` trace of a directory, sorted by file name (batched
-    traces, read by :func:`validation.batch_dataset.read_batch_traces`, are skipped). Two
+    traces, read by :func:`validation.batch.dataset.read_batch_traces`, are skipped). Two
     files holding the same records (a copy, renamed or not) are refused: counted twice they
     would weigh one capture double in every fit (``validate`` and ``plan --traces`` both read
     through here).

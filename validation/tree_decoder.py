@@ -218,15 +218,6 @@ class StructuredDecoder(PolybasicDecoder):
             self.on_round(rec if extra is None else StructuredRound(rec, extra))
             self._cb_s += self._now() - t2
 
-    def _timed(self, j: int, fn):
-        t0 = self._now()
-        out = fn()
-        t1 = self._now()
-        self._fwd_s[j] += t1 - t0
-        self._fwd_n[j] += 1
-        self._last_fwd = t1 - t0
-        return out
-
     def _top_probability(self, lg) -> tuple[float, np.ndarray | None]:
         """(top probability, the law drafted from; ``None`` when greedy) of logits (1, V)."""
         if self.greedy:
@@ -257,17 +248,7 @@ class StructuredDecoder(PolybasicDecoder):
             confs.append(c)
             g += 1
         t1 = self._now()
-        m = base + g - self.models[i].pos
-        lg = self._forward(i, base + g)
-        verify_s = self._last_fwd
-        if g == 0 and not self.greedy:  # nothing drafted: one token from the verifier's law
-            p = self.sampler.probs(lg[-1:])[0]
-            self._laws[i][base] = p
-            a, corr = 0, self.sampler.draw(p)
-        else:
-            a, corr = self._verify(i, lg[-(g + 1):], base, g)
-        self._truncate(base + a, i)
-        self.seq.append(corr)
+        a, m, verify_s = self._verify_block(i, base, g)
         t2 = self._now()
         rec = Round(prompt=self.prompt_index, level=i + 1, ctx=base, G=g, A=a, L=a + 1, m=m,
                     verify_s=verify_s, draft_s=t1 - t0, round_s=t2 - t0)

@@ -30,8 +30,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cost-contexts", default="32,96,160",
                         help="context lengths of the cost curves T(m), m=1..16")
     parser.add_argument("--cost-repeats", type=int, default=3)
-    parser.add_argument("--ar-models", default="all", choices=["all", "target"],
-                        help="autoregressive baselines of every model or the target only")
+    parser.add_argument("--ar-models", default=None, choices=["all", "target"],
+                        help="autoregressive baselines of every model (default) or the target "
+                        "only (batched captures: the target only)")
     parser.add_argument("--zoo-dir", default=None, help="zoo weights dir (default: committed)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted trace")
     parser.add_argument("--force", action="store_true", help="overwrite an existing trace")
@@ -91,6 +92,21 @@ def _schedules(specs, n_pairs):
     return out
 
 
+def _spec(args, models):
+    """The :class:`validation.capture_setup.CaptureSpec` of the command line."""
+    from validation.capture_setup import CaptureSpec
+
+    return CaptureSpec(
+        models, _ints(args.thresholds, "thresholds"), temperature=args.temperature,
+        top_k=args.top_k, n_prompts=args.prompts, prompt_len=args.prompt_len,
+        max_new_tokens=args.tokens, seed=args.seed, threads=args.threads, device=args.device,
+        dtype=args.dtype, warmup=args.warmup,
+        cost_contexts=_ints(args.cost_contexts, "cost_contexts"),
+        cost_repeats=args.cost_repeats, ar_models=args.ar_models, zoo_dir=args.zoo_dir,
+        tree=args.tree, schedules=_schedules(args.schedule, len(models) - 1),
+        tree_sampling=args.tree_sampling)
+
+
 def run(args) -> int:
     import sys
 
@@ -100,19 +116,8 @@ def run(args) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.batch is not None or args.batches is not None:
         return _run_batches(args, models)
-    path = capture(
-        models, _ints(args.thresholds, "thresholds"), out=args.out,
-        temperature=args.temperature, top_k=args.top_k,
-        n_prompts=12 if args.prompts is None else args.prompts,
-        prompt_len=args.prompt_len, max_new_tokens=args.tokens, seed=args.seed,
-        name=args.name, resume=args.resume, force=args.force, threads=args.threads,
-        device=args.device, dtype=args.dtype, warmup=args.warmup,
-        cost_contexts=_ints(args.cost_contexts, "cost_contexts"),
-        cost_repeats=args.cost_repeats, progress=not args.no_progress,
-        zoo_dir=args.zoo_dir, ar_models=args.ar_models, argv=sys.argv[1:],
-        tree=args.tree, schedules=_schedules(args.schedule, len(models) - 1),
-        tree_sampling=args.tree_sampling,
-    )
+    path = capture(_spec(args, models), out=args.out, name=args.name, resume=args.resume,
+                   force=args.force, progress=not args.no_progress, argv=sys.argv[1:])
     t = read_trace(path)
     print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, "
           f"measured speedup {t.measured_speedup:.3f} "
@@ -125,8 +130,8 @@ def run(args) -> int:
 def _run_batches(args, models) -> int:
     import sys
 
-    from validation.batch_capture import capture_batches
-    from validation.batch_dataset import read_batch_trace
+    from validation.batch.capture import capture_batches
+    from validation.batch.dataset import read_batch_trace
 
     from .serving_batch import parse_batches
 
@@ -137,15 +142,9 @@ def _run_batches(args, models) -> int:
     else:
         batches = parse_batches(args.batches, "--batches")
         name = args.name
-    paths = capture_batches(
-        models, _ints(args.thresholds, "thresholds"), batches=batches, out=args.out,
-        name=name, temperature=args.temperature, top_k=args.top_k,
-        n_prompts=48 if args.prompts is None else args.prompts, prompt_len=args.prompt_len,
-        max_new_tokens=args.tokens, seed=args.seed, resume=args.resume, force=args.force,
-        threads=args.threads, device=args.device, dtype=args.dtype, warmup=args.warmup,
-        cost_contexts=_ints(args.cost_contexts, "cost_contexts"),
-        cost_repeats=args.cost_repeats, progress=not args.no_progress, zoo_dir=args.zoo_dir,
-        argv=sys.argv[1:])
+    paths = capture_batches(_spec(args, models), batches=batches, out=args.out, name=name,
+                            resume=args.resume, force=args.force,
+                            progress=not args.no_progress, argv=sys.argv[1:])
     for path in paths:
         t = read_batch_trace(path)
         lossless = {None: "", True: ", greedy lossless", False: ", NOT LOSSLESS"}

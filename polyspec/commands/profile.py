@@ -57,7 +57,7 @@ def _run_cascade(args) -> int:
     from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from validation.analysis.forecast import pair_rounds
-    from validation.capture import make_prompts
+    from validation.capture_setup import make_prompts
     from validation.composition import profile_cascade
     from validation.files import atomic_write_text
     from validation.models import load_model

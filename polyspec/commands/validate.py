@@ -154,7 +154,7 @@ def run(args) -> int:
         print(f"note: {n}")
     print(f"report: {paths['markdown']}")
     if batched is not None:
-        from validation.batch_report import batch_text
+        from validation.batch.report import batch_text
 
         print()
         print(batch_text(batched[0]))
@@ -173,8 +173,8 @@ def _validate_batched(args, tdir, fams, out):
     from pathlib import Path
 
     from validation.analysis.batch_validate import load_profile, validate_batches
-    from validation.batch_dataset import read_batch_traces
-    from validation.batch_report import write_batch_report
+    from validation.batch.dataset import read_batch_traces
+    from validation.batch.report import write_batch_report
     from validation.traces import read_traces
 
     if not tdir.is_dir():
@@ -199,7 +199,7 @@ def _validate_batched(args, tdir, fams, out):
 
 
 def _print_batched(args, batched) -> int:
-    from validation.batch_report import batch_text
+    from validation.batch.report import batch_text
     from validation.files import dump_json
 
     res, paths = batched

@@ -11,9 +11,10 @@ import torch
 
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from validation.batch_capture import capture_batch, capture_batches
-from validation.batch_dataset import read_batch_trace, read_batch_traces
+from validation.batch.capture import capture_batch, capture_batches
+from validation.batch.dataset import read_batch_trace, read_batch_traces
 from validation.capture import capture
+from validation.capture_setup import CaptureSpec
 from validation.schema import TraceError
 from validation.traces import read_records, read_trace, read_traces
 from validation.zoo.model import GPT, GPTConfig
@@ -22,7 +23,7 @@ from validation.zoo.weights import save_model
 torch.set_num_threads(1)
 
 KW = dict(n_prompts=4, prompt_len=16, max_new_tokens=20, warmup=1, cost_contexts=(8, 40),
-          cost_repeats=1, progress=False)
+          cost_repeats=1)
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +43,8 @@ def zoo_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sweep(zoo_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("batch")
-    paths = capture_batches(["target", "small", "ngram"], [3, 2], batches=[1, 2, 4], out=out,
-                            zoo_dir=zoo_dir, **KW)
+    paths = capture_batches(CaptureSpec(["target", "small", "ngram"], [3, 2], zoo_dir=zoo_dir,
+                                        **KW), batches=[1, 2, 4], out=out, progress=False)
     return out, paths
 
 
@@ -98,8 +99,9 @@ def test_sweep_traces(sweep):
 
 def test_resume_and_interrupted(zoo_dir, tmp_path):
     kw = dict(KW, n_prompts=6)
-    full = capture_batch(["target", "small"], [2], batch=2, out=tmp_path / "a", temperature=1.0,
-                         top_k=20, zoo_dir=zoo_dir, seed=3, **kw)
+    spec = CaptureSpec(["target", "small"], [2], temperature=1.0, top_k=20, zoo_dir=zoo_dir,
+                       seed=3, **kw)
+    full = capture_batch(spec, batch=2, out=tmp_path / "a", progress=False)
     a = read_batch_trace(full)
     assert a.greedy_lossless is None and a.n_decodes == 3
     lines = full.read_text().splitlines(keepends=True)
@@ -112,13 +114,11 @@ def test_resume_and_interrupted(zoo_dir, tmp_path):
     b1 = read_batch_trace(part, allow_truncated=True)
     assert b1.n_decodes == 1 and not b1.complete
     with pytest.raises(PolyspecInputError, match="^out"):
-        capture_batch(["target", "small"], [2], batch=2, out=tmp_path / "b", temperature=1.0,
-                      top_k=20, zoo_dir=zoo_dir, seed=3, **kw)
+        capture_batch(spec, batch=2, out=tmp_path / "b", progress=False)
     with pytest.raises(PolyspecInputError, match="^resume"):
-        capture_batch(["target", "small"], [2], batch=2, out=tmp_path / "b", temperature=1.0,
-                      top_k=20, zoo_dir=zoo_dir, seed=4, resume=True, **kw)
-    capture_batch(["target", "small"], [2], batch=2, out=tmp_path / "b", temperature=1.0,
-                  top_k=20, zoo_dir=zoo_dir, seed=3, resume=True, **kw)
+        capture_batch(spec._replace(seed=4), batch=2, out=tmp_path / "b", resume=True,
+                      progress=False)
+    capture_batch(spec, batch=2, out=tmp_path / "b", resume=True, progress=False)
     b = read_batch_trace(part)
     assert b.complete and b.n_decodes == 3
     assert any("interrupted attempt" in n for n in b.notes)
@@ -131,8 +131,8 @@ def test_resume_and_interrupted(zoo_dir, tmp_path):
 
 def test_batched_and_single_stream_traces_side_by_side(zoo_dir, sweep, tmp_path):
     out, paths = sweep
-    single = capture(["target", "small"], [3], out=out, zoo_dir=zoo_dir,
-                     **dict(KW, n_prompts=2))
+    single = capture(CaptureSpec(["target", "small"], [3], zoo_dir=zoo_dir,
+                                 **dict(KW, n_prompts=2)), out=out, progress=False)
     caps = read_traces(out)  # single-stream readers skip the batched traces
     assert [c.name for c in caps] == [single.stem]
     assert len(read_batch_traces(out)) == 3  # and the batched reader skips the other

@@ -18,12 +18,12 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving.batch import predict_batch
 from tests.validation.batch_fakes import FakeClock, fake_cascade, product_laws
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram
-from validation.batch_decoder import (
+from validation.batch.decoder import (
     BatchCascadeDecoder,
     batch_autoregressive,
     round_extent,
 )
-from validation.batch_models import BatchZooLevel, batch_level
+from validation.batch.levels import BatchZooLevel, batch_level
 from validation.decoder import PolybasicDecoder, Sampler, autoregressive
 from validation.models import HFModel
 

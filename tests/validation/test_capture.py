@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from validation.capture import capture, make_prompts
+from validation.capture import capture
+from validation.capture_setup import CaptureSpec, make_prompts
 from validation.traces import read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
@@ -29,12 +30,12 @@ def zoo_dir(tmp_path_factory):
 
 
 KW = dict(n_prompts=3, prompt_len=16, max_new_tokens=24, warmup=1, cost_contexts=(8, 40),
-          cost_repeats=2, progress=False)
+          cost_repeats=2)
 
 
 def test_capture_greedy_4_levels(zoo_dir, tmp_path):
-    path = capture(["target", "mid", "small", "ngram"], [5, 3, 2], out=tmp_path,
-                   zoo_dir=zoo_dir, **KW)
+    path = capture(CaptureSpec(["target", "mid", "small", "ngram"], [5, 3, 2], zoo_dir=zoo_dir,
+                               **KW), out=tmp_path, progress=False)
     t = read_trace(path)
     assert t.complete and t.n == 4 and t.thresholds == (5, 3, 2)
     assert t.header["cascade"]["acceptance"] is None
@@ -65,8 +66,9 @@ def test_capture_greedy_4_levels(zoo_dir, tmp_path):
 
 def test_capture_sampling_and_resume(zoo_dir, tmp_path):
     kw = dict(KW, n_prompts=4)
-    full = capture(["target", "small"], [3], out=tmp_path / "a", temperature=1.0, top_k=20,
-                   zoo_dir=zoo_dir, seed=3, **kw)
+    spec = CaptureSpec(["target", "small"], [3], temperature=1.0, top_k=20, zoo_dir=zoo_dir,
+                       seed=3, **kw)
+    full = capture(spec, out=tmp_path / "a", progress=False)
     ta = read_trace(full)
     assert all(s["matches_target_ar"] is None for s in ta.summaries)
     # simulate a capture killed during prompt 2: keep lines up to a round of prompt 2,
@@ -79,13 +81,11 @@ def test_capture_sampling_and_resume(zoo_dir, tmp_path):
     with pytest.raises(Exception, match="truncated last line"):
         read_trace(part)
     with pytest.raises(Exception, match="exists"):
-        capture(["target", "small"], [3], out=part.parent, temperature=1.0, top_k=20,
-                zoo_dir=zoo_dir, seed=3, **kw)
+        capture(spec, out=part.parent, progress=False)
     with pytest.raises(Exception, match="different settings"):
-        capture(["target", "small"], [4], out=part.parent, name=full.stem, resume=True,
-                temperature=1.0, top_k=20, zoo_dir=zoo_dir, seed=3, **kw)
-    capture(["target", "small"], [3], out=part.parent, temperature=1.0, top_k=20,
-            zoo_dir=zoo_dir, seed=3, resume=True, **kw)
+        capture(spec._replace(thresholds=[4]), out=part.parent, name=full.stem, resume=True,
+                progress=False)
+    capture(spec, out=part.parent, resume=True, progress=False)
     assert read_records(part).n_discarded > 0
     tb = read_trace(part)
     assert tb.complete and tb.n_prompts == 4

@@ -120,7 +120,8 @@ def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_pa
     exactly the missing cells, once each."""
     import torch
 
-    from validation.batch_capture import capture_batch
+    from validation.batch.capture import capture_batch
+    from validation.capture_setup import CaptureSpec
     from validation.zoo.model import GPT, GPTConfig
     from validation.zoo.weights import save_model
 
@@ -130,9 +131,10 @@ def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_pa
         torch.manual_seed(i)
         m = GPT(GPTConfig(1, 2, 16))
         save_model(m, zoo / f"{name}.safetensors", {"name": name, "params": m.num_params()})
-    kw = dict(batch=2, n_prompts=2, prompt_len=8, max_new_tokens=6, warmup=0,
-              cost_contexts=(8,), cost_repeats=1, progress=False, zoo_dir=zoo, name="b")
-    full = capture_batch(["target", "small"], [2], out=tmp_path / "full", **kw)
+    spec = CaptureSpec(["target", "small"], [2], n_prompts=2, prompt_len=8, max_new_tokens=6,
+                       warmup=0, cost_contexts=(8,), cost_repeats=1, zoo_dir=zoo)
+    kw = dict(batch=2, progress=False, name="b")
+    full = capture_batch(spec, out=tmp_path / "full", **kw)
     lines = full.read_bytes().split(b"\n")[:-1]
 
     def cells(path):
@@ -151,6 +153,6 @@ def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_pa
         part = tmp_path / phase / "b.jsonl"
         part.parent.mkdir()
         part.write_bytes(b"\n".join(lines[:k]) + b"\n" + lines[k][: len(lines[k]) // 2])
-        capture_batch(["target", "small"], [2], out=part.parent, resume=True, **kw)
+        capture_batch(spec, out=part.parent, resume=True, **kw)
         assert cells(part) == want, phase
         assert read_records(part).complete

@@ -16,6 +16,7 @@ from polyspec_theory.structures.trees import Tree, fit_sibling_law
 from validation.analysis.structured import confidence_qr, sibling_law_by_depth
 from validation.analysis.validate import validate
 from validation.capture import capture
+from validation.capture_setup import CaptureSpec
 from validation.traces import read_records, read_trace, read_traces
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
@@ -44,11 +45,12 @@ def zoo_dir(tmp_path_factory):
 
 
 KW = dict(n_prompts=3, prompt_len=16, max_new_tokens=24, warmup=1, cost_contexts=(8, 40),
-          cost_repeats=2, progress=False)
+          cost_repeats=2)
 
 
 def test_tree_capture_records_and_validate(zoo_dir, tmp_path):
-    path = capture(["target", "ngram"], [2], out=tmp_path, zoo_dir=zoo_dir, tree=TREE, **KW)
+    path = capture(CaptureSpec(["target", "ngram"], [2], zoo_dir=zoo_dir, tree=TREE, **KW),
+                   out=tmp_path, progress=False)
     assert re.fullmatch(r"target-ngram_th2_T0_tree7n3d[0-9a-f]{6}\.jsonl", path.name)
     t = read_trace(path)
     assert t.structured and t.pair_kind(0) == "tree" and t.trees[0] == Tree(TREE)
@@ -81,8 +83,9 @@ def test_tree_capture_records_and_validate(zoo_dir, tmp_path):
 
 def test_schedules_capture_sampling_resume_and_mixed_validate(zoo_dir, tmp_path):
     kw = dict(KW, n_prompts=4)
-    conf = capture(["target", "small"], [4], out=tmp_path, temperature=1.0, zoo_dir=zoo_dir,
-                   schedules=["confidence:0.3"], seed=2, **kw)
+    spec = CaptureSpec(["target", "small"], [4], temperature=1.0, zoo_dir=zoo_dir,
+                       schedules=["confidence:0.3"], seed=2, **kw)
+    conf = capture(spec, out=tmp_path, progress=False)
     assert conf.name == "target-small_th4_T1_conf0p3.jsonl"
     t = read_trace(conf)
     assert t.pair_kind(0) == "confidence" and t.header["cascade"]["schedules"] == [
@@ -105,25 +108,25 @@ def test_schedules_capture_sampling_resume_and_mixed_validate(zoo_dir, tmp_path)
     part = tmp_path / "b" / conf.name
     part.parent.mkdir()
     part.write_text("".join(lines[:cut]))
-    capture(["target", "small"], [4], out=tmp_path / "b", temperature=1.0, zoo_dir=zoo_dir,
-            schedules=["confidence:0.3"], seed=2, resume=True, **kw)
+    capture(spec, out=tmp_path / "b", resume=True, progress=False)
     tb = read_trace(part)
     assert tb.complete and [x.tolist() for x in tb.structure(0).conf] == [
         x.tolist() for x in st.conf]
     with pytest.raises(Exception, match="different settings"):
-        capture(["target", "small"], [4], out=tmp_path / "b", temperature=1.0,
-                zoo_dir=zoo_dir, schedules=["confidence:0.4"], seed=2, resume=True,
-                name=conf.stem, **kw)
+        capture(spec._replace(schedules=["confidence:0.4"]), out=tmp_path / "b", resume=True,
+                name=conf.stem, progress=False)
     # an HF schedule on the upper pair with a tree below it, greedy
-    hf = capture(["target", "mid", "small"], [3, 2], out=tmp_path, zoo_dir=zoo_dir,
-                 schedules=["hf:2:1:6", None], tree=[-1, 0, 0, 1], **KW)
+    hf = capture(CaptureSpec(["target", "mid", "small"], [3, 2], zoo_dir=zoo_dir,
+                             schedules=["hf:2:1:6", None], tree=[-1, 0, 0, 1], **KW),
+                 out=tmp_path, progress=False)
     th = read_trace(hf)
     assert [th.pair_kind(i) for i in (0, 1)] == ["hf", "tree"]
     assert all(s["matches_target_ar"] for s in th.summaries)
     assert th.header["schedule_restart"] == "prompt"
     g = th.structure(0).theta
     assert set(g) <= set(range(1, 7)) and g[0] == 2
-    plain = capture(["target", "small"], [3], out=tmp_path, zoo_dir=zoo_dir, **KW)
+    plain = capture(CaptureSpec(["target", "small"], [3], zoo_dir=zoo_dir, **KW), out=tmp_path,
+                    progress=False)
     assert not read_trace(plain).structured and read_trace(plain).structures == (None,)
     res = validate(read_traces(tmp_path), holdout=False, insertions=False)
     assert [c.name for c in res.configs] == [plain.stem]
@@ -136,8 +139,8 @@ def test_schedules_capture_sampling_resume_and_mixed_validate(zoo_dir, tmp_path)
 
 
 def test_reader_rejects_inconsistent_structure_fields(zoo_dir, tmp_path):
-    path = capture(["target", "ngram"], [2], out=tmp_path, zoo_dir=zoo_dir, tree=TREE,
-                   **dict(KW, n_prompts=1))
+    path = capture(CaptureSpec(["target", "ngram"], [2], zoo_dir=zoo_dir, tree=TREE,
+                               **dict(KW, n_prompts=1)), out=tmp_path, progress=False)
     lines = path.read_text().splitlines()
     i = next(k for k, ln in enumerate(lines) if '"type":"round"' in ln)
     rec = json.loads(lines[i])

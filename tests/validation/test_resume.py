@@ -17,7 +17,8 @@ import torch
 
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
-from validation.capture import capture, resume_point
+from validation.capture import capture
+from validation.capture_setup import CaptureSpec, resume_point
 from validation.synthetic import simulate_capture, write_trace
 from validation.traces import TraceWriter, read_records
 
@@ -82,9 +83,10 @@ def zoo_dir(tmp_path_factory):
 
 
 def test_resume_after_a_summary_keeps_it_and_redoes_nothing(zoo_dir, tmp_path):
-    kw = dict(n_prompts=3, prompt_len=8, max_new_tokens=10, warmup=0, cost_contexts=(8,),
-              cost_repeats=1, progress=False, temperature=1.0, seed=5, zoo_dir=zoo_dir)
-    full = capture(["target", "small"], [2], out=tmp_path / "a", **kw)
+    spec = CaptureSpec(["target", "small"], [2], n_prompts=3, prompt_len=8, max_new_tokens=10,
+                       warmup=0, cost_contexts=(8,), cost_repeats=1, temperature=1.0, seed=5,
+                       zoo_dir=zoo_dir)
+    full = capture(spec, out=tmp_path / "a", progress=False)
     lines = full.read_bytes().split(b"\n")[:-1]
     lines = [x + b"\n" for x in lines]
     types = [json.loads(x)["type"] for x in lines]
@@ -93,7 +95,7 @@ def test_resume_after_a_summary_keeps_it_and_redoes_nothing(zoo_dir, tmp_path):
     part.parent.mkdir()
     cut = b"".join(lines[: last_summary + 1])
     part.write_bytes(cut + lines[last_summary + 1][:15])  # killed while writing the next
-    capture(["target", "small"], [2], out=part.parent, resume=True, **kw)
+    capture(spec, out=part.parent, resume=True, progress=False)
     tr = read_records(part)
     assert tr.complete and tr.n_discarded == 0  # prompts 0 and 1 were not redone
     assert part.read_bytes().startswith(cut)  # every complete record kept byte for byte

@@ -14,7 +14,7 @@ Per batched capture (cascade ``C`` at batch ``b``), the B2 prediction
   baseline is ``T_1(b, 1) + a_b``.
 
 The predicted speedup ``(T_1(b,1) + a_b) / tau_b`` and throughput ``b / tau_b`` are compared
-with the measured ones (:class:`validation.batch_dataset.BatchCapture`). Variants:
+with the measured ones (:class:`validation.batch.dataset.BatchCapture`). Variants:
 
 ``predictive`` (the prediction: nothing of the predicted capture goes in)
     laws pooled over the OTHER captures with the same pairs (the same cascade at the other
@@ -60,7 +60,8 @@ from polyspec_theory.core.laws import FAMILIES, fit_laws
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving.batch import crossover_batch, predict_batch
 
-from ..batch_dataset import BatchCapture
+from ..batch.dataset import BatchCapture
+from ..dataset import check_captures
 from .fits import PairFit
 
 __all__ = ["BatchVariant", "BatchConfigResult", "CrossoverResult", "BatchValidation",
@@ -502,15 +503,9 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
     """Predicted vs measured per batched capture and the crossover per cascade (module
     docstring). ``profile``: ``{model: BatchTableCost}`` in seconds (:func:`load_profile`);
     ``law_captures``: other captures (e.g. single-stream) used only as law sources."""
-    caps = list(captures)
-    if not caps:
-        raise PolyspecInputError("traces", "no batched captures")
+    caps = check_captures(captures, empty="no batched captures", kind="capture")
     if any(not isinstance(c, BatchCapture) for c in caps):
         raise PolyspecInputError("traces", "validate_batches takes batched captures")
-    names = [c.name for c in caps]
-    if len(set(names)) != len(names):
-        dup = next(x for x in names if names.count(x) > 1)
-        raise PolyspecInputError("traces", f"capture name {dup!r} appears twice")
     families = tuple(families)
     extra = list(law_captures)
     notes = []

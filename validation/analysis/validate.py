@@ -50,6 +50,7 @@ from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.coupling import coupled_forwards, select_coupling
 
+from ..dataset import check_captures
 from .fits import capture_cascade, fit_costs, fit_pairs, predict_config
 from .forecast import NoHoldoutData, forecast_capture, measured_ci95
 from .insertion import insertion_analysis
@@ -380,13 +381,8 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     name -> composition profile of its cascade (anything with ``cost_curves()``, ``ar_s``,
     ``models`` and ``thresholds``, e.g. :class:`validation.composition.CompositionProfile`);
     captures without one get no headline forecast."""
-    captures = list(captures)
-    if not captures:
-        raise PolyspecInputError("traces", "no captured configurations")
+    captures = check_captures(captures, empty="no captured configurations")
     names = [c.name for c in captures]
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise PolyspecInputError("traces", f"configuration name {dup!r} appears twice")
     families = tuple(families)
     if laws not in ("config", "pooled"):
         raise PolyspecInputError("laws", f"must be 'config' or 'pooled', got {laws!r}")

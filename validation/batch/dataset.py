@@ -22,8 +22,8 @@ import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
 
-from .dataset import CaptureConfig, Rounds
-from .schema import Round, TraceError, is_batch_header
+from ..dataset import CaptureConfig, Rounds, finished
+from ..schema import Round, TraceError, is_batch_header
 
 __all__ = ["BatchCapture", "BatchRounds", "Forwards", "check_batch_record",
            "read_batch_trace", "read_batch_traces"]
@@ -160,20 +160,13 @@ class BatchCapture(CaptureConfig):
     @classmethod
     def from_records(cls, header: dict, records, *, path: str = "", complete: bool = True,
                      notes=()) -> BatchCapture:
-        where = path or header["cascade"].get("name", "capture")
-        label = Path(path).name if path else where
         if not is_batch_header(header):
+            where = path or header["cascade"].get("name", "capture")
             raise TraceError(f"{where}: not a batched trace (no header 'batch')")
+        where, _, notes, summaries, done = finished(header, records, path=path,
+                                                    complete=complete, notes=notes,
+                                                    unit="decode")
         n = len(header["cascade"]["models"])
-        notes = list(notes)
-        summaries = sorted((r for r in records if r["type"] == "bsummary"),
-                           key=lambda s: s["decode"])
-        if not summaries:
-            raise TraceError(f"{where}: no finished decode (no bsummary record)")
-        if not complete:
-            notes.append(f"{label}: capture not finished (no end record); "
-                         f"{len(summaries)} decode(s) used")
-        done = {int(s["decode"]) for s in summaries}
         ar = sorted((r for r in records if r["type"] == "bar" and int(r["decode"]) in done),
                     key=lambda r: r["decode"])
         if {int(r["decode"]) for r in ar} != done:
@@ -365,26 +358,19 @@ class BatchCapture(CaptureConfig):
 
 def read_batch_trace(path, *, allow_truncated: bool = False) -> BatchCapture:
     """The :class:`BatchCapture` of one batched trace file."""
-    from .traces import read_records
+    from ..traces import read_records
 
     tr = read_records(path, allow_truncated=allow_truncated)
-    name = Path(tr.path).name
     if not is_batch_header(tr.header):
         raise TraceError(f"{tr.path}: not a batched trace (no header 'batch')")
-    notes = []
-    if tr.truncated_tail:
-        notes.append(f"{name}: truncated last line skipped (--allow-truncated)")
-    if tr.n_discarded:
-        notes.append(f"{name}: {tr.n_discarded} record(s) of an interrupted attempt discarded "
-                     "(resume)")
     return BatchCapture.from_records(tr.header, tr.records, path=tr.path,
-                                     complete=tr.complete, notes=notes)
+                                     complete=tr.complete, notes=tr.skipped_notes())
 
 
 def read_batch_traces(directory, *, allow_truncated: bool = False) -> list[BatchCapture]:
     """Every batched ``*.jsonl`` trace of a directory (single-stream ones are skipped), sorted
     by file name; names made unique."""
-    from .traces import is_batched_file
+    from ..traces import is_batched_file
 
     d = Path(directory)
     if not d.is_dir():

@@ -1,4 +1,4 @@
-"""The models of the batched decoder (:mod:`validation.batch_decoder`): one level decodes ``b``
+"""The models of the batched decoder (:mod:`validation.batch.decoder`): one level decodes ``b``
 sequences at once, each with its own length.
 
 A batch level keeps ``pos[j]`` = how many leading tokens of sequence ``j`` its cache holds.
@@ -25,21 +25,15 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from .models import DecoderModel, NGramDrafter, ZooModel
+from ..models import DecoderModel, ModelInfo, NGramDrafter, ZooModel
 
 __all__ = ["BatchLevel", "BatchZooLevel", "BatchNGramLevel", "batch_level"]
 
 
-class BatchLevel(ABC):
-    """A level of the batched decoder (see the module docstring). Subclasses set ``name``,
-    ``kind``, ``params``, ``vocab_size``, ``max_len``, ``device``."""
+class BatchLevel(ModelInfo, ABC):
+    """A level of the batched decoder (see the module docstring; :class:`ModelInfo` set by
+    subclasses)."""
 
-    name: str
-    kind: str
-    params: int
-    vocab_size: int
-    max_len: int | None
-    device: torch.device
     batch: int = 0
 
     def reset(self, batch: int, slack: int = 0) -> None:
@@ -70,11 +64,6 @@ class BatchLevel(ABC):
     @abstractmethod
     def logits(self, seqs, ends) -> tuple[torch.Tensor, np.ndarray]:
         """``(logits (b, m, V), m_j)``; advances ``pos`` to ``ends``."""
-
-    def describe(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "params": int(self.params),
-                "vocab_size": int(self.vocab_size), "max_len": self.max_len}
-
 
 class BatchZooLevel(BatchLevel):
     """A zoo GPT over ``b`` sequences: one :class:`BatchKVCache` row per sequence, position

@@ -1,5 +1,5 @@
 """The n-level polybasic decoder over a lockstep batch of ``b`` sequences (docs/theory.md,
-model B0) and the batched autoregressive baseline, on the levels of :mod:`validation.batch_models`.
+model B0) and the batched autoregressive baseline, on the levels of :mod:`validation.batch.levels`.
 
 Models are ordered target first (``levels[0] = M_1`` … ``levels[n-1] = M_n``);
 ``thresholds[i]`` is θ of the pair (``levels[i]`` verifier, ``levels[i+1]`` drafter).
@@ -56,9 +56,16 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from .batch_models import BatchLevel, batch_level
-from .decoder import POLICY, Sampler, _now_fn, check_decoder_args
-from .schema import BatchRound, SeqRound
+from ..decoder import (
+    POLICY,
+    Sampler,
+    accept_greedy,
+    accept_sampled,
+    check_decoder_args,
+    wall_clock,
+)
+from ..schema import BatchRound, SeqRound
+from .levels import BatchLevel, batch_level
 
 __all__ = ["BatchCascadeDecoder", "BatchCascadeResult", "BatchARResult", "ForwardTiming",
            "batch_autoregressive", "round_extent", "BATCH_POLICY", "POLICY", "UNTIL"]
@@ -180,7 +187,7 @@ class BatchCascadeDecoder:
         self.device = self.levels[0].device
         self.sampler = Sampler(temperature, top_k, seed)
         self.greedy = self.sampler.greedy
-        self.clock = clock or _now_fn(self.device)
+        self.clock = clock or wall_clock(self.device)
         self.extent = round_extent(self.thresholds)
 
     # ------------------------------------------------------------------ internals
@@ -224,34 +231,17 @@ class BatchCascadeDecoder:
         b = self.b
         a_out = np.zeros(b, dtype=np.int64)
         corr = []
-        if self.greedy:
-            am = torch.argmax(lg, dim=-1).cpu().numpy()
-            for j in range(b):
-                gj, r0 = int(g[j]), int(mj[j] - g[j] - 1)
-                block = self.seqs[j][base[j] : base[j] + gj]
-                row = am[j, r0 : r0 + gj + 1]
-                a = 0
-                while a < gj and block[a] == row[a]:
-                    a += 1
-                a_out[j] = a
-                corr.append(int(row[a]))
-            return a_out, corr
-        probs = self.sampler.probs(lg)
+        am = torch.argmax(lg, dim=-1).cpu().numpy() if self.greedy else None
+        probs = None if self.greedy else self.sampler.probs(lg)
         for j in range(b):
             gj, r0, bj = int(g[j]), int(mj[j] - g[j] - 1), int(base[j])
-            P = probs[j, r0 : r0 + gj + 1]
-            Q = self._laws[i + 1][j, bj : bj + gj]
-            ar = np.arange(gj)
-            x = np.asarray(self.seqs[j][bj : bj + gj])
-            ok = self.sampler.uniform(gj) * Q[ar, x] < P[ar, x]
-            a = gj if ok.all() else int(ok.argmin())
-            if a < gj:
-                r = np.maximum(P[a] - Q[a], 0.0)
-                s = float(r.sum())
-                c = self.sampler.draw(r / s if s > 0 else P[a])
+            block = self.seqs[j][bj : bj + gj]
+            if self.greedy:
+                a, c = accept_greedy(block, am[j, r0 : r0 + gj + 1])
             else:
-                c = self.sampler.draw(P[gj])
-            self._laws[i][j, bj : bj + a + 1] = P[: a + 1]
+                P = probs[j, r0 : r0 + gj + 1]
+                a, c = accept_sampled(self.sampler, block, P, self._laws[i + 1][j, bj : bj + gj])
+                self._laws[i][j, bj : bj + a + 1] = P[: a + 1]
             a_out[j] = a
             corr.append(int(c))
         return a_out, corr
@@ -378,7 +368,7 @@ def batch_autoregressive(level, prompts, max_new_tokens: int, *, temperature=0.0
         raise PolyspecInputError("max_new_tokens", f"longest prompt + tokens exceeds "
                                  f"{lv.name}'s context {lv.max_len}")
     s = sampler or Sampler(temperature, top_k, seed)
-    now = clock or _now_fn(lv.device)
+    now = clock or wall_clock(lv.device)
     b = len(seqs)
     steps, forwards = [], []
     fwd = 0.0

@@ -19,9 +19,7 @@ tests run it on levels with a fake clock).
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -29,33 +27,24 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from .batch_decoder import (
+from .. import capture_setup as setup
+from ..capture_setup import COST_M, CaptureSpec
+from ..decoder import wall_clock
+from .decoder import (
     BATCH_POLICY,
     POLICY,
     BatchCascadeDecoder,
     batch_autoregressive,
     forwards_record,
 )
-from .batch_models import batch_level
-from .capture import (
-    COST_M,
-    _device_name,
-    _progress,
-    _tokenizer_for,
-    check_capture_args,
-    default_name,
-    load_models,
-    make_prompts,
-)
-from .decoder import _now_fn
-from .traces import TraceWriter, read_records
+from .levels import batch_level
 
 __all__ = ["capture_batch", "capture_batches", "record_decodes", "batch_cost_records",
-           "batch_header", "MAX_CAPTURE_BATCH"]
+           "batch_header", "MAX_CAPTURE_BATCH", "FINGERPRINT"]
 
 MAX_CAPTURE_BATCH = 256
-_FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "device",
-                "threads", "cost_curve", "batch")
+FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "device",
+               "threads", "cost_curve", "batch")
 
 
 def batch_cost_records(level, batch: int, contexts, repeats: int, filler, phase: str,
@@ -67,7 +56,7 @@ def batch_cost_records(level, batch: int, contexts, repeats: int, filler, phase:
     lv = batch_level(level)
     b = as_int(batch, "batch", low=1, high=MAX_CAPTURE_BATCH)
     repeats = as_int(repeats, "cost_repeats", low=1, high=1000)
-    now = clock or _now_fn(lv.device)
+    now = clock or wall_clock(lv.device)
     out = []
     with torch.inference_mode():
         for c in contexts:
@@ -100,30 +89,23 @@ def batch_header(levels, thresholds, batch: int, *, name, temperature, top_k, se
                  n_decodes: int, contexts, cost_repeats, ms=COST_M, dtype="float32",
                  device="cpu", device_name="", argv=None, prompt_info=None) -> dict:
     """The header of a batched trace (schema: :mod:`validation.schema`)."""
-    from .capture import json_bytes
-
     info = {"source": "given", "n_prompts": len(prompts),
             "prompt_len": max(len(p) for p in prompts)}
     info.update(prompt_info or {})
-    info["sha256"] = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
-    return {
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "tool": "polyspec capture --batch",
-        "argv": list(argv) if argv is not None else None,
-        "models": [lv.describe() for lv in levels],
-        "dtype": dtype, "device": device, "device_name": device_name,
-        "torch": torch.__version__, "python": sys.version.split()[0],
-        "threads": torch.get_num_threads(),
-        "cascade": {"name": name, "models": [{"name": lv.name} for lv in levels],
-                    "thresholds": list(thresholds), "acceptance": None, "policy": POLICY},
-        "temperature": temperature, "top_k": top_k, "seed": int(seed),
+    info["sha256"] = hashlib.sha256(setup.json_bytes(prompts)).hexdigest()[:16]
+    header = setup.capture_header(levels, thresholds, name=name, tool="polyspec capture --batch",
+                            policy=POLICY, dtype=dtype, device=device,
+                            device_name=device_name, argv=argv, temperature=temperature,
+                            top_k=top_k, seed=seed)
+    header.update({
         "prompts": info,
         "batch": {"size": int(batch), **BATCH_POLICY, "decodes": int(n_decodes),
                   "prompts_per_decode": int(batch)},
         "cost_curve": {"m": list(ms), "contexts": list(contexts), "repeats": cost_repeats,
                        "batch": int(batch)},
         "ar_models": "target", "time_base": "seconds", "prefill": "excluded",
-    }
+    })
+    return header
 
 
 def record_decodes(levels, thresholds, prompts, batch: int, max_new: int, writer, *,
@@ -143,7 +125,7 @@ def record_decodes(levels, thresholds, prompts, batch: int, max_new: int, writer
                               seed=seed, clock=clock)
     greedy = dec.greedy
     tgt = levels[0]
-    bar = _progress(decodes, progress, name)
+    bar = setup.progress_bar(decodes, progress, name)
     ar_tt, cas_tt = [0.0, 0], [0.0, 0]
     for d in bar:
         bp = prompts[d * b:(d + 1) * b]
@@ -202,79 +184,56 @@ def record_decodes(levels, thresholds, prompts, batch: int, max_new: int, writer
 
 
 def _load(models, device, dtype, zoo_dir):
-    dev, loaded = load_models(models, device, dtype, zoo_dir)
+    dev, loaded = setup.load_models(models, device, dtype, zoo_dir)
     return dev, loaded, [batch_level(lv) for lv in loaded]
 
 
-def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n_prompts=48,
-                  prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
-                  force=False, threads=1, device="cpu", dtype="float32", warmup=1,
-                  cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
-                  argv=None, _loaded=None) -> Path:
-    """Run one batched capture (``batch`` sequences per decode, ``n_prompts / batch``
-    decodes) and return the trace path ``<out>/<name>.jsonl`` (default name: the
-    single-stream name + ``_b<batch>``)."""
-    models, thresholds, temperature, top_k, max_new, threads, cost_repeats = check_capture_args(
-        models, thresholds, temperature, top_k, max_new_tokens, threads, dtype, cost_repeats)
+def capture_batch(spec: CaptureSpec, *, batch, out, name=None, resume=False, force=False,
+                  progress=True, argv=None, loaded=None) -> Path:
+    """Run the batched capture ``spec`` describes (``batch`` sequences per decode,
+    ``n_prompts / batch`` decodes) and return the trace path ``<out>/<name>.jsonl`` (default
+    name: the single-stream name + ``_b<batch>``); ``loaded``: the models already loaded
+    (``(device, models, levels)``, :func:`capture_batches`)."""
+    spec = spec.checked(batched=True)
+    models, thresholds, max_new = spec.models, spec.thresholds, spec.max_new_tokens
+    temperature, top_k, seed = spec.temperature, spec.top_k, spec.seed
+    n_prompts, prompt_len = spec.n_prompts, spec.prompt_len
     b = as_int(batch, "batch", low=1, high=MAX_CAPTURE_BATCH)
-    n_prompts = as_int(n_prompts, "n_prompts", low=1, high=100000)
     if n_prompts % b:
         raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
                                  f"of batch {b}: use a multiple of {b}")
-    torch.set_num_threads(threads)
-    from .capture import check_name
-
-    name = check_name(name if name is not None else
-                      f"{default_name(models, thresholds, temperature, top_k)}_b{b}", out)
-    path = Path(out) / f"{name}.jsonl"
-    if path.exists() and not (resume or force):
-        raise PolyspecInputError("out", f"{path} exists: pass --resume to continue it or "
-                                 "--force to overwrite")
-    dev, loaded, levels = _loaded or _load(models, device, dtype, zoo_dir)
-    tok = _tokenizer_for(loaded, models)
-    if tok is not None:
+    torch.set_num_threads(spec.threads)
+    path = setup.trace_path(name if name is not None else f"{spec.name()}_b{b}", out,
+                      resume=resume, force=force)
+    name = path.stem
+    dev, loaded, levels = loaded or _load(models, spec.device, spec.dtype, spec.zoo_dir)
+    if setup.tokenizer_for(loaded, models) is not None:
         raise PolyspecInputError("models", "batched captures run byte-level zoo models")
-    prompts, offsets = make_prompts(n_prompts, prompt_len, seed, None)
+    prompts, offsets = setup.make_prompts(n_prompts, prompt_len, seed, None)
     maxlen = min((lv.max_len for lv in levels if lv.max_len is not None), default=None)
-    contexts = [int(c) for c in cost_contexts if maxlen is None or c + max(COST_M) <= maxlen]
-    from .zoo.data import corpus_digest
+    contexts = [int(c) for c in spec.cost_contexts
+                if maxlen is None or c + max(COST_M) <= maxlen]
+    from ..zoo.data import corpus_digest
 
     header = batch_header(
         levels, thresholds, b, name=name, temperature=temperature, top_k=top_k, seed=seed,
         prompts=prompts, n_decodes=n_prompts // b, contexts=contexts,
-        cost_repeats=cost_repeats, dtype=dtype, device=dev.type,
-        device_name=_device_name(dev), argv=argv,
+        cost_repeats=spec.cost_repeats, dtype=spec.dtype, device=dev.type,
+        device_name=setup.device_name(dev), argv=argv,
         prompt_info={"source": "stdlib validation split", "prompt_len": prompt_len,
                      "max_new_tokens": max_new, "offsets": offsets,
                      "corpus_digest": corpus_digest()})
-    start, done_cells = 0, set()
-    if path.exists() and resume and b"\n" not in path.read_bytes():
-        resume = False  # killed before the header was written: nothing to keep
-    if path.exists() and resume:
-        old = read_records(path, allow_truncated=True)
-        diff = [k for k in _FINGERPRINT if old.header.get(k) != header.get(k)]
-        if diff:
-            raise PolyspecInputError("resume", f"{path} was captured with different "
-                                     f"settings ({', '.join(diff)}); use --force or another "
-                                     "--name")
-        if old.complete:
-            return path
-        start = len(old.of_type("bsummary"))
-        # the cost cells already recorded, per model and phase: only the others are measured
-        done_cells = {(r["model"], r.get("phase"), r["ctx"], r["m"])
-                      for r in old.of_type("bcost")}
-        writer = TraceWriter(path, append=True)
-        writer.write({"type": "resume", "next_prompt": start * b, "next_decode": start,
-                      "at": datetime.now(UTC).isoformat(timespec="seconds")})
-    else:
-        writer = TraceWriter(path, header)
+    writer, start, done_cells = setup.open_trace(path, header, resume=resume,
+                                           fingerprint=FINGERPRINT, batch=b)
+    if writer is None:
+        return path
     filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
     t_start = time.perf_counter()
     with writer:
-        if warmup:
+        if spec.warmup:
             dec = BatchCascadeDecoder(levels, thresholds, temperature=temperature,
                                       top_k=top_k, seed=seed)
-            for _ in range(max(0, int(warmup))):
+            for _ in range(spec.warmup):
                 dec.generate(prompts[:b], min(32, max_new))
                 batch_autoregressive(levels[0], prompts[:b], min(16, max_new),
                                      temperature=temperature, top_k=top_k, seed=seed)
@@ -282,8 +241,8 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
             for lv in levels:
                 skip = {(c, m) for (nm, ph, c, m) in done_cells
                         if nm == batch_level(lv).name and ph == phase}
-                for rec in batch_cost_records(lv, b, contexts, cost_repeats, filler, phase,
-                                              skip=skip):
+                for rec in batch_cost_records(lv, b, contexts, spec.cost_repeats, filler,
+                                              phase, skip=skip):
                     writer.write(rec)
 
         cost_curves("start")
@@ -296,8 +255,8 @@ def capture_batch(models, thresholds, *, batch, out, temperature=0.0, top_k=0, n
     return path
 
 
-def capture_batches(models, thresholds, *, batches, name=None, device="cpu",
-                    dtype="float32", zoo_dir=None, **kw) -> list[Path]:
+def capture_batches(spec: CaptureSpec, *, batches, out, name=None, resume=False, force=False,
+                    progress=True, argv=None) -> list[Path]:
     """:func:`capture_batch` at every batch size of ``batches`` (models loaded once); one trace
     per size, ``<name>_b<b>.jsonl``."""
     if isinstance(batches, (str, bytes)) or not hasattr(batches, "__iter__"):
@@ -308,17 +267,15 @@ def capture_batches(models, thresholds, *, batches, name=None, device="cpu",
         raise PolyspecInputError("batches", "must list at least one batch size")
     if len(set(bs)) != len(bs):
         raise PolyspecInputError("batches", f"lists a batch size twice: {bs}")
-    n_prompts = kw.get("n_prompts", 48)
-    bad = [b for b in bs if as_int(n_prompts, "n_prompts", low=1) % b]
+    checked = spec.checked(batched=True)
+    bad = [b for b in bs if checked.n_prompts % b]
     if bad:
-        raise PolyspecInputError("n_prompts", f"{n_prompts} prompts do not split into decodes "
-                                 f"of batch {bad[0]}: use a multiple of every batch size")
-    check_capture_args(models, thresholds, kw.get("temperature", 0.0), kw.get("top_k", 0),
-                       kw.get("max_new_tokens", 128), kw.get("threads", 1), dtype,
-                       kw.get("cost_repeats", 3))
-    torch.set_num_threads(as_int(kw.get("threads", 1), "threads", low=1, high=1024))
-    loaded = _load(list(models), device, dtype, zoo_dir)
-    base = name or default_name(list(models), list(thresholds), kw.get("temperature", 0.0),
-                                kw.get("top_k", 0))
-    return [capture_batch(models, thresholds, batch=b, name=f"{base}_b{b}", device=device,
-                          dtype=dtype, zoo_dir=zoo_dir, _loaded=loaded, **kw) for b in bs]
+        raise PolyspecInputError("n_prompts", f"{checked.n_prompts} prompts do not split into "
+                                 f"decodes of batch {bad[0]}: use a multiple of every batch "
+                                 "size")
+    torch.set_num_threads(checked.threads)
+    loaded = _load(checked.models, checked.device, checked.dtype, checked.zoo_dir)
+    base = name or checked.name()
+    return [capture_batch(spec, batch=b, out=out, name=f"{base}_b{b}", resume=resume,
+                          force=force, progress=progress, argv=argv, loaded=loaded)
+            for b in bs]
