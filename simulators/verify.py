@@ -246,7 +246,10 @@ def check_p2(ctx: VerifyContext) -> list[CheckRecord]:
     for j in (1, 2):  # phi of mid (random blocks below) and small
         b = phi_bounds(pred.levels[j].emitted_pmf, cas.thresholds[j - 1])
         v, lo, hi = _widen(acc.levels[j].phi)
-        ok = (lo <= pred.levels[j].phi <= hi) and (hi >= b.lower) and (lo <= b.upper)
+        exact = pred.levels[j].phi
+        # the exact DP inside the Wald/Lorden bounds (the theorem), and the MC inside both
+        in_bounds = b.contains(exact, rtol=1e-9)
+        ok = (lo <= exact <= hi) and in_bounds and (hi >= b.lower) and (lo <= b.upper)
         rows.append(CheckRecord(
             "P2", f"theta/mu <= phi <= (theta-1+E[L^2]/mu)/mu for {cas.models[j].name}",
             f"[{_fmt(b.lower)}, {_fmt(b.upper)}] (exact {_fmt(pred.levels[j].phi)})",

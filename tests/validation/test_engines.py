@@ -352,6 +352,37 @@ def test_sglang_log_newer_rate_convention():
     assert any("2 running requests" in w for w in out2.warnings)
 
 
+def _sg_decode(token, al="2.00", running=1):
+    return (f"[TP0] Decode batch. #running-req: {running}, #token: {token}, accept len: {al}, "
+            "gen throughput (token/s): 100.0,")
+
+
+def test_sglang_log_counts_cached_prompt_tokens():
+    # the prompt enters the token count whole: 20 new + 100 cached; 40 rounds at accept len
+    # 2.50 emit 100 tokens -> #token 220 (the new tokens alone would make it 80 rounds)
+    lines = ["[TP0] Prefill batch. #new-seq: 1, #new-token: 20, #cached-token: 100, "
+             "#running-req: 0,", _sg_decode(220, "2.50"), _sg_decode(320, "2.50")]
+    out = parse_engine_output("\n".join(lines), gamma=3)
+    assert [s.rounds for s in out.snapshots] == [40, 40]
+    assert out.pooled.accepted == 60 + 60
+
+
+def test_sglang_log_prefill_between_decodes_is_a_request_switch():
+    # request 1 decodes to #token 340; request 2 (300 new + 100 cached prompt tokens) starts
+    # in the next interval: that interval's count mixes the two requests and is skipped
+    # (#token - 340 = 140 would pass for 70 rounds at 2.00); the one after is 40 rounds
+    lines = ["[TP0] Prefill batch. #new-seq: 1, #new-token: 20, #cached-token: 0, "
+             "#running-req: 0,", _sg_decode(100), _sg_decode(180), _sg_decode(260),
+             "[TP0] Prefill batch. #new-seq: 1, #new-token: 300, #cached-token: 100, "
+             "#running-req: 0,", _sg_decode(480), _sg_decode(560)]
+    out = parse_engine_output("\n".join(lines), gamma=3)
+    assert [s.rounds for s in out.snapshots] == [40, 40, 40, 40]
+    assert [s.label for s in out.snapshots] == ["interval 1", "interval 2", "interval 3",
+                                                "interval 5"]
+    assert any("interval 4: a request ended" in x for x in out.skipped)
+    assert out.pooled.accepted == 4 * 40
+
+
 PROM = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter
 vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {d0}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from polyspec_theory.counts import AcceptanceCounts
@@ -110,12 +108,16 @@ def parse_sglang_meta(text: str, gamma) -> EngineOutput:
 
 
 def parse_sglang_log(text: str, gamma) -> EngineOutput:
-    rows, prefills = [], 0
+    rows = []
     for line in text.splitlines():
         if "Prefill batch." in line:
-            m = re.search(r"#new-token:\s*(\d+)", line)
-            prefills += int(m.group(1)) if m else 0
-            rows.append(("prefill", int(m.group(1)) if m else None, line))
+            # the prompt's tokens enter the token count: new ones and those from the cache
+            new = line_field(r"#new-token:\s*(\d+)", line, "#new-token", required=False)
+            cached = line_field(r"#cached-token:\s*(\d+)", line, "#cached-token",
+                                required=False)
+            before = line_field(r"#running-req:\s*(\d+)", line, "#running-req", required=False)
+            rows.append(("prefill", {"tokens": None if new is None else int(new) + int(cached or 0),
+                                     "running": None if before is None else int(before)}, line))
             continue
         if "Decode batch." not in line or "accept len" not in line:
             continue
@@ -173,23 +175,33 @@ def parse_sglang_log(text: str, gamma) -> EngineOutput:
                                  + (f" (candidates {sorted(cands)})" if cands else "")
                                  + "; pass --gamma (speculative_num_steps)")
     snaps = []
-    prev_token, pending_prefill, j = None, 0, 0
+    prev, pending, j = None, [], 0
     for kind, d, _line in rows:
         if kind == "prefill":
-            pending_prefill += d or 0
+            pending.append(d)
             continue
         j += 1
         label = f"interval {j}"
-        if prev_token is None:
-            base = pending_prefill if pending_prefill else None
+        pre = sum(p["tokens"] or 0 for p in pending)
+        # a prefill after a decode line with nothing else running: that request ended inside
+        # this interval (its last tokens left the count) and the next one started
+        switched = prev is not None and any(p["running"] in (0, None) for p in pending)
+        unknown = any(p["tokens"] is None for p in pending)
+        if prev is None:
+            base = pre if pending and not unknown else None
         else:
-            base = prev_token + pending_prefill
-        prev_token, pending_prefill = d["token"], 0
+            base = prev["token"] + pre
+        prev_running = None if prev is None else prev["running"]
+        prev, pending = d, []
         if d["running"] != 1:
             skipped.append(f"{label}: {d['running']} running requests (the token count does not "
                            "give the rounds)")
             continue
-        if base is None:
+        if switched or (prev_running is not None and prev_running != 1):
+            skipped.append(f"{label}: a request ended and another started within the interval "
+                           "(the finished request's last tokens are not in the token count)")
+            continue
+        if base is None or unknown:
             skipped.append(f"{label}: no earlier line to count the tokens from")
             continue
         delta = d["token"] - base
