@@ -143,6 +143,19 @@ def test_calibrate_eagle_sweep(capsys, method, tol, best):
     assert d6["leave_one_out_max_abs"] < 0.1
 
 
+def test_calibrate_holdout_errors_are_the_held_out_runs_only(capsys):
+    d = _calibrate_json(capsys, sample("vllm_eagle_sweep_issue20780.txt"), "--method",
+                        "EAGLE 1", "--fit-on", "2,3,4")
+    held = [r for r in d["runs"] if r["holdout"]]
+    assert [r["name"] for r in held] == d["holdout_runs"] == ["K=5", "K=6", "K=7"]
+    by_run = d["holdout_errors"]["measured_acceptance"]["by_run"]
+    assert by_run == {r["name"]: r["predicted"] / r["measured"] - 1 for r in held}
+    assert d["holdout_errors"]["measured_acceptance"]["max_abs"] == max(map(abs,
+                                                                            by_run.values()))
+    # the fit runs (three runs, two parameters: not reproduced exactly) are not in it
+    assert any(r["relative_error"] != 0 for r in d["runs"] if not r["holdout"])
+
+
 def test_calibrate_runs_file_with_fit_files_and_plan(tmp_path, capsys):
     _run(capsys, "fit", sample("llamacpp_server_pr24536.txt"), "--out", tmp_path / "acc.json")
     runs = {
