@@ -15,6 +15,7 @@ False-failure rate: the rows' own (``ROW_ALPHA`` = 2.5e-5 each, 6 rows here) at 
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 import pytest
 
