@@ -170,7 +170,7 @@ def run(args) -> int:
     from polyspec.api import load_calibration_runs
     from polyspec_theory.calibration import calibrate, choose_threshold, problem_from_config
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from validation.files import atomic_write_text, dump_json
+    from validation.files import dump_json, write_output
 
     fit_on = None if args.fit_on is None else [x.strip() for x in args.fit_on.split(",")
                                                 if x.strip()]
@@ -198,7 +198,8 @@ def run(args) -> int:
         c = casc.to_config()
         c["description"] = (f"calibrated by polyspec calibrate from {args.runs}: predicted "
                             f"{choice.time_per_token:.4g} {problem.time_unit or ''} per token")
-        atomic_write_text(args.write_config, dump_json(c) + "\n")
+        write_output(args.write_config, dump_json(c) + "\n", "--write-config",
+                     inputs=[args.runs])
     if args.write_pool:
         models = cal.models()
         names = [m.name for m in models]
@@ -214,7 +215,8 @@ def run(args) -> int:
             pool["time_unit"] = problem.time_unit
         if problem.policy != "accumulate":
             pool["policy"] = problem.policy
-        atomic_write_text(args.write_pool, dump_json(pool) + "\n")
+        write_output(args.write_pool, dump_json(pool) + "\n", "--write-pool",
+                     inputs=[args.runs])
     if args.json:
         print(dump_strict_json(rep))
     else:

@@ -277,3 +277,55 @@ def test_fit_help_lists_every_parser_format():
     rc = __import__("polyspec.cli", fromlist=["main"]).main(
         ["fit", sample("vllm_v0_log_issue9539.txt"), "--format", "nope"])
     assert rc == 2
+
+
+# --- issue 27: files that are not what they seem -------------------------------------------
+def test_fit_out_never_overwrites_its_input_or_writes_a_directory(tmp_path, capsys):
+    log = tmp_path / "engine.log"
+    log.write_bytes(_sample("vllm_v1_log_issue19254.txt").read_bytes())
+    before = log.read_bytes()
+    rc, _, err = _run(capsys, "fit", log, "--out", log)
+    assert rc == 2 and "--out" in err and "input file" in err and len(err.splitlines()) == 1
+    assert log.read_bytes() == before
+    link = tmp_path / "link.json"
+    link.symlink_to(log)
+    rc, _, err = _run(capsys, "fit", log, "--out", link)
+    assert rc == 2 and "input file" in err and log.read_bytes() == before
+    for out, needle in ((tmp_path, "is a directory"), ("/proc/polyspec-nope/x.json",
+                                                      "cannot write"),
+                        ("/dev/null", "not a regular file")):
+        rc, _, err = _run(capsys, "fit", log, "--out", out)
+        assert rc == 2 and needle in err and len(err.splitlines()) == 1, err
+    rc, _, err = _run(capsys, "fit", log, "--out", tmp_path / "new" / "fit.json")
+    assert rc == 0 and json.loads((tmp_path / "new" / "fit.json").read_text())["rounds"] > 0
+
+
+def test_fit_refuses_devices_fifos_and_loops_and_reads_a_bom(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    for path, needle in (("/dev/zero", "not a regular file"), (fifo, "not a regular file"),
+                         (a, "symbolic link loop"), (tmp_path / "none.txt", "not found")):
+        rc, _, err = _run(capsys, "fit", path)
+        assert rc == 2 and needle in err and len(err.splitlines()) == 1, err
+    empty = tmp_path / "empty.log"
+    empty.write_text("\n")
+    rc, _, err = _run(capsys, "fit", empty)
+    assert rc == 2 and "is empty" in err and str(empty) in err
+    bom = tmp_path / "bom.log"
+    bom.write_bytes(b"\xef\xbb\xbf" + _sample("vllm_v1_log_issue19254.txt").read_bytes())
+    rc, out, err = _run(capsys, "fit", bom, "--json")
+    plain = _run(capsys, "fit", _sample("vllm_v1_log_issue19254.txt"), "--json")[1]
+    assert rc == 0 and _strict(out)["rounds"] == _strict(plain)["rounds"] == 625
+
+
+def test_validate_refuses_a_fifo_named_jsonl(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "a.jsonl")
+    rc, _, err = _run(capsys, "validate", tmp_path)
+    assert rc == 2 and "not a regular file" in err and len(err.splitlines()) == 1

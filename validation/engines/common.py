@@ -5,9 +5,11 @@ rates to counts)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -167,20 +169,38 @@ class SweepTable:
 # ------------------------------------------------------------------------------------------
 def read_engine_text(path) -> tuple[str, str]:
     """``(body, source)``: the file's text without the ``#`` source header above a ``---``
-    line (the shared samples' convention); ``source`` is that header."""
+    line (the shared samples' convention); ``source`` is that header. Only regular files;
+    the read is bounded by the bytes actually read (a device or a FIFO reports size 0), a
+    UTF-8 byte-order mark is dropped, and every failure is a one-line error naming the file."""
     p = Path(path)
-    if not p.exists():
-        raise PolyspecInputError("file", f"not found: {p}")
-    if p.is_dir():
-        raise PolyspecInputError("file", f"is a directory, expected an engine output: {p}")
-    size = p.stat().st_size
-    if size > MAX_ENGINE_BYTES:
-        raise PolyspecInputError("file", f"{p} is {size:,} bytes; an engine output may have at "
-                                 f"most {MAX_ENGINE_BYTES:,} (cut it to the run you mean)")
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise PolyspecInputError("file", f"is not UTF-8 text: {p}") from None
+        st = p.stat()
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise PolyspecInputError("file", f"symbolic link loop: {p}") from None
+        if e.errno == errno.ENOENT:
+            raise PolyspecInputError("file", f"not found: {p}") from None
+        raise PolyspecInputError("file", f"cannot read {p}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise PolyspecInputError("file", f"is a directory, expected an engine output: {p}")
+    if not stat.S_ISREG(st.st_mode):
+        raise PolyspecInputError("file", f"not a regular file (a device, FIFO or socket): {p}")
+    if st.st_size > MAX_ENGINE_BYTES:
+        raise PolyspecInputError("file", f"{p} is {st.st_size:,} bytes; an engine output may "
+                                 f"have at most {MAX_ENGINE_BYTES:,} (cut it to the run you mean)")
+    try:
+        with open(p, "rb") as f:
+            raw = f.read(MAX_ENGINE_BYTES + 1)
+    except OSError as e:
+        raise PolyspecInputError("file", f"cannot read {p}: {e.strerror or e}") from None
+    if len(raw) > MAX_ENGINE_BYTES:
+        raise PolyspecInputError("file", f"{p} has more than {MAX_ENGINE_BYTES:,} bytes; cut "
+                                 "it to the run you mean")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise PolyspecInputError("file", f"is not UTF-8 text: {p} (line {line})") from None
     return split_header(text)
 
 

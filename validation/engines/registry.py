@@ -111,6 +111,8 @@ def load_engine_output(path, fmt: str | None = None, gamma: int | None = None) -
     """Read and parse an engine output file (``fmt`` overrides detection; ``gamma`` gives
     the draft length where the output does not state it)."""
     text, source = read_engine_text(path)
+    if not text.strip():
+        raise PolyspecInputError("file", f"is empty: {path}")
     return parse_engine_output(text, fmt, gamma, source)
 
 
