@@ -37,6 +37,27 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+# a fit that misses one of its own runs by more than this fraction is not a model of them
+FIT_RUN_TOLERANCE = 0.5
+
+
+def check_reproduces_fit_runs(cal) -> None:
+    """The calibration must reproduce the runs it was fitted to (within
+    :data:`FIT_RUN_TOLERANCE`): a miss beyond it means inconsistent inputs (a wrong time
+    unit, a corrupt value, runs of different setups), not a calibration to report."""
+    from polyspec_theory.errors import PolyspecInputError
+
+    for r in cal.runs:
+        if r.holdout or r.measured is None or r.relative_error is None:
+            continue
+        if not abs(r.relative_error) <= FIT_RUN_TOLERANCE:
+            raise PolyspecInputError(
+                "runs", f"the fitted model misses its own fit run {r.name} by "
+                f"{100 * r.relative_error:+.3g} % (predicted {r.predicted:.4g}, measured "
+                f"{r.measured:.4g}): the runs are inconsistent (a wrong time unit, a corrupt "
+                "value, or runs of different setups?)")
+
+
 def _errors(preds) -> dict:
     held = [r for r in preds if r.holdout and r.measured is not None]
     errs = {r.name: r.relative_error for r in held}
@@ -184,6 +205,7 @@ def run(args) -> int:
     seed = as_int(args.seed, "--seed", low=0, high=2**31 - 1)
     problem = problem_from_config(cfg)
     cal = calibrate(problem)
+    check_reproduces_fit_runs(cal)
     choice = choose_threshold(cal, within=within, seed=seed)
     grid = None
     measured = [r for r in problem.runs if r.time_per_token is not None]

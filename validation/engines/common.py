@@ -361,12 +361,40 @@ def short_draft_note(s: Snapshot) -> str | None:
 
 
 def line_field(pat: str, line: str, fieldname: str, required=True):
+    """Group 1 of ``pat`` in ``line``; a number that continues past the match (``1e308``,
+    ``3.5`` where a count is expected) is an error, not its leading digits."""
     m = re.search(pat, line)
     if m is None:
         if required:
             raise PolyspecInputError(fieldname, f"missing in line: {line.strip()[:120]!r}")
         return None
+    rest = re.match(r"[.eE][-+]?\d[\w.+-]*|\d", line[m.end(1):])
+    if rest:
+        raise PolyspecInputError(fieldname, f"{m.group(1) + rest.group(0)!r} is not a "
+                                 f"{'count' if m.group(1).isdigit() else 'number'} (line: "
+                                 f"{line.strip()[:80]!r})")
     return m.group(1)
+
+
+def check_counts(s: Snapshot) -> None:
+    """Counts no engine can produce are refused, naming the snapshot: no rounds, more accepted
+    drafts than drafted or than ``rounds x gamma``."""
+    where = f"{s.label}"
+    if not s.rounds > 0:
+        raise PolyspecInputError("rounds", f"{where}: {s.rounds} verification rounds")
+    if s.accepted < 0 or (s.drafted is not None and s.drafted < 0):
+        raise PolyspecInputError("accepted", f"{where}: negative counts")
+    if s.drafted is not None and s.accepted > s.drafted:
+        raise PolyspecInputError("accepted", f"{where}: {s.accepted} accepted drafts exceed "
+                                 f"the {s.drafted} drafted: impossible counts (a corrupt or "
+                                 "mixed log?)")
+    cap = s.cap if s.cap is not None else s.draft_cap
+    if cap is not None and s.accepted > s.rounds * cap:
+        raise PolyspecInputError("accepted", f"{where}: {s.accepted} accepted drafts exceed "
+                                 f"{s.rounds} rounds x {cap} drafts")
+    if cap is not None and s.drafted is not None and s.drafted > s.rounds * cap:
+        raise PolyspecInputError("drafted", f"{where}: {s.drafted} drafted tokens exceed "
+                                 f"{s.rounds} rounds x {cap} drafts")
 
 
 def rounds_from_mal(accepted: int, mal_text: str) -> tuple[float, float]:

@@ -9,6 +9,7 @@ from dataclasses import replace
 from polyspec_theory.errors import PolyspecInputError, as_int
 from validation.engines.common import (
     EngineOutput,
+    check_counts,
     json_or_none,
     read_engine_text,
     strip_meta,
@@ -134,4 +135,6 @@ def parse_engine_output(text: str, fmt: str | None = None, gamma: int | None = N
     out = _PARSERS[fmt](text, gamma)
     if not out.snapshots:
         raise PolyspecInputError("rounds", f"no usable {FORMATS[fmt]} snapshot found")
+    for s in out.snapshots:
+        check_counts(s)
     return replace(out, source=source)

@@ -3,6 +3,7 @@ number of speculative tokens K, as ``polyspec calibrate`` runs."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -23,9 +24,51 @@ def load_sweep(path) -> SweepTable:
     return parse_sweep(text, source)
 
 
+_UNITS = {"ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms", "s": "s",
+          "sec": "s", "second": "s", "seconds": "s", "us": "us", "µs": "us", "usec": "us"}
+
+
+def _time_unit(rows) -> str:
+    """The unit of the TPOT table from its header cell (``TPOT ms``, ``TPOT (s)``...): one of
+    ms, s, us; a throughput or a missing / unknown unit is an error (never a guess)."""
+    for lineno, cells in rows:
+        for c in cells:
+            m = re.search(r"TPOT\s*[\(\[]?\s*([^\s\)\]|]*)", c, re.I)
+            if not m:
+                continue
+            unit = m.group(1).strip().lower()
+            if "/" in unit or "tok" in unit:
+                raise PolyspecInputError("TPOT", f"line {lineno}: {c.strip()!r} is a throughput, "
+                                         "not a time per output token: convert it to TPOT")
+            if unit not in _UNITS:
+                raise PolyspecInputError("TPOT", f"line {lineno}: the time unit of "
+                                         f"{c.strip()!r} is {'missing' if not unit else repr(unit)}"
+                                         f"; write one of {', '.join(sorted(set(_UNITS)))}")
+            return _UNITS[unit]
+    raise PolyspecInputError("TPOT", "no 'TPOT <unit>' header above the table of times per "
+                             "token: the time unit is unknown")
+
+
+def _cell(cells, j: int, lineno: int, what: str, low: float = 0.0) -> str:
+    """Cell ``j`` of a row as text, checked: present, a finite number > ``low``."""
+    if j >= len(cells):
+        raise PolyspecInputError(what, f"line {lineno}: the row has {len(cells)} cells, "
+                                 f"column {j + 1} is missing")
+    c = cells[j].strip()
+    try:
+        v = float(c)
+    except ValueError:
+        raise PolyspecInputError(what, f"line {lineno}, column {j + 1}: {c!r} is not a "
+                                 "number") from None
+    if not (math.isfinite(v) and v > low):
+        raise PolyspecInputError(what, f"line {lineno}, column {j + 1}: {c!r} must be a finite "
+                                 f"number > {low:g}")
+    return c
+
+
 def parse_sweep(text: str, source: str = "") -> SweepTable:
     tables, cur = [], None
-    for raw in text.splitlines():
+    for lineno, raw in enumerate(text.splitlines(), 1):
         if "|" not in raw:
             cur = None
             continue
@@ -35,33 +78,41 @@ def parse_sweep(text: str, source: str = "") -> SweepTable:
         if cur is None:
             cur = []
             tables.append(cur)
-        cur.append(cells)
+        cur.append((lineno, cells))
     al_tab = tpot_tab = None
     for t in tables:
-        hdr = next((r for r in t if r and r[0].upper() == "K"), None)
+        hdr = next((r for r in t if r[1] and r[1][0].upper() == "K"), None)
         if hdr is not None:
-            al_tab = (hdr, [r for r in t if r and r[0].isdigit()])
-        hdr2 = next((r for r in t if r and re.match(r"BS\s*\d+", r[0])), None)
+            al_tab = (hdr, [r for r in t if r[1] and re.fullmatch(r"\d+", r[1][0])])
+        hdr2 = next((r for r in t if r[1] and re.match(r"BS\s*\d+", r[1][0])), None)
         if hdr2 is not None:
-            tpot_tab = (hdr2, [r for r in t if r and re.match(r"K\s*=\s*\d+", r[0])],
-                        [r for r in t if r and r[0].lower().startswith("best k")])
+            tpot_tab = (hdr2, [r for r in t if r[1] and re.match(r"K\s*=\s*\d+", r[1][0])],
+                        [r for r in t if r[1] and r[1][0].lower().startswith("best k")], t)
     if al_tab is None:
         raise PolyspecInputError("AL", "no table with a 'K' column of mean acceptance lengths")
     if tpot_tab is None:
         raise PolyspecInputError("TPOT", "no table 'BS b | vanilla | ...' of times per token "
                                  "with rows K=k")
-    hdr, rows = al_tab
+    (_, hdr), rows = al_tab
     methods, al_dec = {}, []
     for j, name in enumerate(hdr[1:], 1):
         if not name or "gain" in name.lower():
             continue
         col = {}
-        for r in rows:
-            if j < len(r) and r[j]:
-                col[int(r[0])] = float(r[j])
-                al_dec.append(half_unit(r[j]))
+        for lineno, r in rows:
+            k = int(r[0])
+            if not 1 <= k <= 256:
+                raise PolyspecInputError("K", f"line {lineno}: K = {k} is not in 1..256")
+            if k in col:
+                raise PolyspecInputError("K", f"line {lineno}: K = {k} appears twice in the "
+                                         "acceptance-length table")
+            if j < len(r) and r[j] and r[j].upper() not in ("N/A", "NA", "-"):
+                cell = _cell(r, j, lineno, "AL", low=1.0 - 1e-12)
+                col[k] = float(cell)
+                al_dec.append(half_unit(cell))
         methods[name] = {"al": col}
-    hdr2, rows2, best_rows = tpot_tab
+    (hlineno, hdr2), rows2, best_rows, tab2 = tpot_tab
+    unit = _time_unit(tab2)
     bs = int(re.match(r"BS\s*(\d+)", hdr2[0]).group(1))
     vanilla, tp_dec = {}, []
     colmap = {}
@@ -78,22 +129,27 @@ def parse_sweep(text: str, source: str = "") -> SweepTable:
         if m not in colmap:
             raise PolyspecInputError("TPOT", f"no TPOT column for method {m!r}")
         methods[m]["tpot"] = {}
-    for r in rows2:
+    for lineno, r in rows2:
         k = int(re.match(r"K\s*=\s*(\d+)", r[0]).group(1))
-        vanilla[k] = float(r[colmap["vanilla"]])
+        if k in vanilla:
+            raise PolyspecInputError("K", f"line {lineno}: K={k} appears twice in the TPOT "
+                                     "table")
+        vanilla[k] = float(_cell(r, colmap["vanilla"], lineno, "TPOT"))
         for m in methods:
-            cell = r[colmap[m]]
+            cell = _cell(r, colmap[m], lineno, "TPOT")
             methods[m]["tpot"][k] = float(cell)
             tp_dec.append(half_unit(cell))
     best = {}
-    for r in best_rows:
+    for _, r in best_rows:
         for m in methods:
             j = colmap[m]
             if j < len(r) and r[j].strip().isdigit():
                 best[m] = int(r[j])
+    if not al_dec or not tp_dec:
+        raise PolyspecInputError("AL", "no K with both a mean acceptance length and a TPOT")
     # resolution: the step of the printed values (the median over the column: a spreadsheet
     # drops trailing zeros, so "2.1" in a column of 2-decimal values is 2.10)
-    return SweepTable(methods, vanilla, bs, "ms", 2 * float(np.median(al_dec)),
+    return SweepTable(methods, vanilla, bs, unit, 2 * float(np.median(al_dec)),
                       2 * float(np.median(tp_dec)), best, source)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.engines.common import NUM, EngineOutput, Snapshot, half_unit
+from validation.engines.common import NUM, EngineOutput, Snapshot, count, half_unit
 
 
 def parse_trtllm(text: str, gamma) -> EngineOutput:
@@ -17,7 +17,10 @@ def parse_trtllm(text: str, gamma) -> EngineOutput:
             return None
         return m.group(1)
 
-    n_req = int(float(num(r"Number of requests:\s*(" + NUM + ")", "Number of requests")))
+    n_req = count(num(r"Number of requests:\s*(" + NUM + ")", "Number of requests"),
+                  "Number of requests")
+    if not 1 <= n_req <= 10**9:
+        raise PolyspecInputError("Number of requests", f"{n_req} is not a request count")
     out_len = num(r"Average Output Length \(tokens\):\s*(" + NUM + ")",
                   "Average Output Length (tokens)")
     adt = num(r"^\[ADT\]\s*AVERAGE\s*:\s*(" + NUM + ")", "[ADT] AVERAGE")
