@@ -566,3 +566,33 @@ def test_ar_time_per_token_is_a_ratio_of_sums():
     again = Capture.from_records(cap.header, recs, path="synthetic")
     assert again.ar_time_per_token == pytest.approx((0.2 + 0.5 + 0.9) / 150, rel=1e-12)
     assert abs(again.ar_time_per_token - np.mean([0.02, 0.005, 0.0225])) > 1e-3
+
+
+def test_holdout_from_pooled_minus_own_equals_pooling_the_others():
+    """validate's leave-one-out laws (pooled counts minus the capture's own, linear in the
+    number of captures) are exactly those of pooling the other captures afresh."""
+    from polyspec_theory.laws import FAMILIES
+    from validation.analysis.fits import counts_without, fit_pairs
+    from validation.analysis.validate import _holdout_speedup
+
+    caps, other, _ = _forecast_captures()
+    caps = caps + [other]
+    pooled = fit_pairs(caps)
+    for c in caps:
+        costs = fit_costs(c)
+        others = [x for x in caps if x.name != c.name]
+        fresh = fit_pairs(others)
+        for i in range(c.n - 1):
+            key = c.pair_key(i)
+            if key in fresh:
+                got = counts_without(pooled[key].counts, c.rounds[i].counts())
+                want = fresh[key].counts
+                for f in ("accepted", "caps", "counts"):
+                    np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
+        h = _holdout_speedup(c, pooled, FAMILIES, costs)
+        if all(c.pair_key(i) in fresh for i in range(c.n - 1)):
+            assert h == predict_config(c, fresh, costs, None).speedup
+        else:
+            assert h is None
+    with pytest.raises(PolyspecInputError, match="more rounds in the part"):
+        counts_without(caps[0].rounds[0].counts(), pooled[caps[0].pair_key(0)].counts)
