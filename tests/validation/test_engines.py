@@ -562,3 +562,84 @@ def test_report_and_sweep_reject_bad_input():
     with pytest.raises(PolyspecInputError) as e:
         survival_from_rates([0.5, 0.2], 10, None, [0.005])
     assert e.value.field == "half_units"
+
+
+# --- issue 27: inputs that must be refused with the reason, never merged or padded -----------
+def _text(name):
+    from validation.engines import read_engine_text
+
+    return read_engine_text(sample(name))[0]
+
+
+def test_interleaved_engines_and_several_runs_are_refused():
+    mixed = _text("vllm_v0_log_issue9539.txt") + "\n" + _text("vllm_v1_log_issue19254.txt")
+    with pytest.raises(PolyspecInputError, match="several engine formats.*vllm-v0-log, "
+                                                 "vllm-v1-log"):
+        parse_engine_output(mixed)
+    # --format reads one format's lines: the V1 intervals only
+    v1 = parse_engine_output(mixed, fmt="vllm-v1-log")
+    assert v1.pooled.rounds == parse_engine_output(_text("vllm_v1_log_issue19254.txt")
+                                                   ).pooled.rounds
+    two = _text("llamacpp_speculative_pr2926_cpu.txt") * 2
+    with pytest.raises(PolyspecInputError, match="2 llama-speculative runs"):
+        parse_engine_output(two)
+    srv = _text("llamacpp_server_pr24536.txt")
+    stat = next(ln for ln in srv.splitlines() if "#gen drafts" in ln)
+    with pytest.raises(PolyspecInputError, match="2 llama-server statistics lines"):
+        parse_engine_output(srv + "\n" + stat)
+
+
+def test_impossible_or_unreadable_counts_are_refused_naming_the_field():
+    srv = _text("llamacpp_server_pr24536.txt")
+    cases = [
+        (srv.replace("#gen drafts =     87", "#gen drafts =     0"), "#gen drafts.*is 0"),
+        (srv.replace("#gen tokens =    259", "#gen tokens =    1e308"), "#gen tokens.*not a count"),
+        (srv.replace("#gen tokens =    259", "#gen tokens =    150"), "exceed the 150 drafted"),
+    ]
+    for text, pat in cases:
+        assert text != srv
+        with pytest.raises(PolyspecInputError, match=pat):
+            parse_engine_output(text, fmt="llamacpp-server")
+    pr = _text("vllm_per_request_metrics_llamaswap1032.json")
+    for old, new, pat in (('"acceptance_histogram": [39, 1, 0, 3]',
+                           '"acceptance_histogram": [39, 1, 3]', "must have 4 cells"),
+                          ('"mean_acceptance_length": 1.2325581395348837',
+                           '"mean_acceptance_length": "n/a"', "mean_acceptance_length.*finite"),
+                          ('"mean_acceptance_length": 1.2325581395348837',
+                           '"mean_acceptance_length": null', "mean_acceptance_length.*finite")):
+        assert old in pr
+        with pytest.raises(PolyspecInputError, match=pat):
+            parse_engine_output(pr.replace(old, new))
+
+
+def _sweep(**repl):
+    from validation.engines.sweep import parse_sweep
+
+    text = _text("vllm_eagle_sweep_issue20780.txt")
+    for old, new in repl.values():
+        assert old in text
+        text = text.replace(old, new, 1)
+    return parse_sweep(text)
+
+
+def test_sweep_units_cells_and_duplicate_rows():
+    assert _sweep().time_unit == "ms"
+    assert _sweep(u=("TPOT ms", "TPOT msec")).time_unit == "ms"
+    assert _sweep(u=("TPOT ms", "TPOT s")).time_unit == "s"
+    for head, pat in (("TPOT tokens/s", "throughput"), ("TPOT", "missing"),
+                      ("TPOT furlongs", "'furlongs'")):
+        with pytest.raises(PolyspecInputError, match=pat):
+            _sweep(u=("TPOT ms", head))
+    for old, new, pat in (("K=3 | 7.07 | 4.29 |", "K=3 | 7.07 | N/A |", "not a number"),
+                          ("K=3 | 7.07 | 4.29 |", "K=3 | 7.07 |  |", "not a number"),
+                          ("K=3 | 7.07 | 4.29 |", "K=3 | 7.07 | inf |", "finite"),
+                          ("3 | 2.29 | 2.79", "2 | 2.29 | 2.79", "K = 2 appears twice"),
+                          ("K=3 | 7.07", "K=2 | 7.07", "K=2 appears twice")):
+        with pytest.raises(PolyspecInputError, match=pat):
+            _sweep(c=(old, new))
+    short = _text("vllm_eagle_sweep_issue20780.txt").replace(
+        "K=4 | 7.07 | 4.48 | 4.05 |   | 1.567627494 | 1.10617284", "K=4 | 7.07")
+    from validation.engines.sweep import parse_sweep
+
+    with pytest.raises(PolyspecInputError, match="line 16: the row has 2 cells"):
+        parse_sweep(short)

@@ -289,6 +289,20 @@ def check(label: str, figure: str, ours: float, printed: str, scale: float = 1.0
             "ours": ours * scale, "agree": _agree(ours, printed, scale)}
 
 
+def printed(x, fieldname: str) -> str:
+    """An engine's printed figure (a JSON number) as text at full precision; anything else
+    (null, "n/a", inf) is a one-line error naming the field."""
+    v = x
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            v = None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise PolyspecInputError(fieldname, f"must be a finite number, got {x!r}")
+    return repr(float(v))
+
+
 def count(x, fieldname: str) -> int:
     if isinstance(x, str):
         try:

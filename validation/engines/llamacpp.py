@@ -22,6 +22,10 @@ from validation.engines.common import (
 
 
 def parse_llamacpp_speculative(text: str, gamma) -> EngineOutput:
+    runs = len(re.findall(r"^\s*n_predict\s*=", text, re.M))
+    if runs > 1:
+        raise PolyspecInputError("n_predict", f"{runs} llama-speculative runs in one file: "
+                                 "their statistics cannot be told apart; keep one run")
     kv = {}
     for key in ("n_draft", "n_predict", "n_drafted", "n_accept"):
         m = re.search(r"^\s*" + key + r"\s*=\s*(\d+)", text, re.M)
@@ -75,8 +79,14 @@ def parse_llamacpp_speculative(text: str, gamma) -> EngineOutput:
 
 
 def parse_llamacpp_server(text: str, gamma) -> EngineOutput:
-    line = next((ln for ln in text.splitlines() if "#gen drafts" in ln), None)
-    slot = next((ln for ln in text.splitlines() if "draft acceptance =" in ln), None)
+    stats = [ln for ln in text.splitlines() if "#gen drafts" in ln]
+    slots = [ln for ln in text.splitlines() if "draft acceptance =" in ln]
+    if len(stats) > 1 or (not stats and len(slots) > 1):
+        raise PolyspecInputError("#gen drafts", f"{max(len(stats), len(slots))} llama-server "
+                                 "statistics lines (several runs or slots in one file): keep "
+                                 "the one run you mean")
+    line = stats[0] if stats else None
+    slot = slots[0] if slots else None
     warnings, checks, timing = [], [], {}
     m = re.search(r"eval time\s*=\s*(" + NUM + r")\s*ms\s*/\s*(\d+)\s*tokens", text)
     if m:
@@ -109,6 +119,8 @@ def parse_llamacpp_server(text: str, gamma) -> EngineOutput:
         warnings.append(f"rounds = {n} derived from the mean acceptance length {mal}")
     else:
         raise PolyspecInputError("#gen drafts", "no llama-server draft statistics line")
+    if n == 0:
+        raise PolyspecInputError("#gen drafts", "is 0: no speculative round was recorded")
     rates = [x.strip() for x in pos.split(",")] if pos else []
     k = len(rates) if rates else gamma
     if rates and gamma is not None and gamma != len(rates):

@@ -64,6 +64,17 @@ _SGLANG_KEYS = ("spec_verify_ct",)
 _VLLM_JSON_KEYS = ("num_drafts", "num_accepted_tokens", "num_accepted_tokens_per_pos")
 
 
+# text formats whose lines can sit in one file next to another's (a log of two engines)
+_LOG_MARKERS = (
+    ("vllm-v0-log", lambda t: "Speculative metrics:" in t),
+    ("vllm-v1-log", lambda t: "SpecDecoding metrics:" in t),
+    ("sglang-log", lambda t: "Decode batch." in t and "accept len" in t),
+    ("llamacpp-speculative", lambda t: re.search(r"^\s*n_predict\s*=", t, re.M) is not None),
+    ("llamacpp-server", lambda t: "#gen drafts" in t or "draft acceptance =" in t),
+    ("trtllm-bench", lambda t: "DECODING STATISTICS" in t),
+)
+
+
 def detect_format(text: str) -> str:
     """The format of an engine output (see the module docstring); a one-line error when
     nothing is recognised."""
@@ -81,6 +92,12 @@ def detect_format(text: str) -> str:
         raise PolyspecInputError(
             "format", "JSON without speculative-decoding fields (looked for "
             "speculative_decoding, spec_verify_ct, num_drafts); pass --format")
+    found = [name for name, hit in _LOG_MARKERS if hit(text)]
+    if len(found) > 1:
+        raise PolyspecInputError(
+            "format", f"lines of several engine formats in one file ({', '.join(found)}): "
+            "interleaved logs cannot be told apart by run; split the file, or pass --format "
+            "to read one format's lines only")
     if "Speculative metrics:" in text:
         return "vllm-v0-log"
     if "SpecDecoding metrics:" in text:

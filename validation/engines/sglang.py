@@ -16,6 +16,7 @@ from validation.engines.common import (
     integers_in,
     json_or_none,
     line_field,
+    printed,
     strip_meta,
     walk_mappings,
 )
@@ -87,16 +88,16 @@ def parse_sglang_meta(text: str, gamma) -> EngineOutput:
         engine = {}
         for key in ("spec_accept_length", "spec_accept_rate"):
             if key in m:
-                engine[key] = repr(float(m[key]))
+                engine[key] = printed(m[key], f"{f}.{key}")
         s = Snapshot(label, n, acc, proposed if per_round is None or per_round <= k else None,
                      k, counts, src, engine)
         snaps.append(s)
         if "spec_accept_length" in m:
             checks.append(check(label, "mean acceptance length (spec_accept_length)",
-                                 s.mean_acceptance_length, repr(float(m["spec_accept_length"]))))
+                                 s.mean_acceptance_length, engine["spec_accept_length"]))
         if "spec_accept_rate" in m and proposed:
             checks.append(check(label, "acceptance rate (accepted / proposed drafts)",
-                                 acc / proposed, repr(float(m["spec_accept_rate"]))))
+                                 acc / proposed, engine["spec_accept_rate"]))
     if not metas:
         raise PolyspecInputError("spec_verify_ct", "no SGLang meta_info found")
     if len(schemas) > 1:

@@ -12,6 +12,7 @@ from validation.engines.common import (
     check,
     count,
     json_or_none,
+    printed,
     strip_meta,
     walk_mappings,
 )
@@ -45,6 +46,10 @@ def parse_vllm_per_request(text: str, gamma) -> EngineOutput:
         if n == 0:
             continue
         counts, src = None, "none (totals only)"
+        if hist is not None and (not isinstance(hist, list) or len(hist) != k + 1):
+            raise PolyspecInputError(f"{f}.acceptance_histogram", f"must have {k + 1} cells "
+                                     f"(0..{k} accepted of {k} drafts), got "
+                                     f"{len(hist) if isinstance(hist, list) else repr(hist)}")
         if hist is not None:
             counts = AcceptanceCounts.from_histogram(hist, k, label)
             if counts.n_rounds != n:
@@ -65,15 +70,15 @@ def parse_vllm_per_request(text: str, gamma) -> EngineOutput:
         engine = {}
         for key in ("mean_acceptance_length", "draft_acceptance_rate"):
             if key in sd:
-                engine[key] = repr(float(sd[key]))
+                engine[key] = printed(sd[key], f"{f}.{key}")
         s = Snapshot(label, n, acc, drafted, k, counts, src, engine)
         snaps.append(s)
         if "mean_acceptance_length" in sd:
             checks.append(check(label, "mean acceptance length", s.mean_acceptance_length,
-                                 repr(float(sd["mean_acceptance_length"]))))
+                                 engine["mean_acceptance_length"]))
         if "draft_acceptance_rate" in sd and drafted:
             checks.append(check(label, "draft acceptance rate (accepted / drafted)",
-                                 acc / drafted, repr(float(sd["draft_acceptance_rate"]))))
+                                 acc / drafted, engine["draft_acceptance_rate"]))
     if not recs:
         raise PolyspecInputError("speculative_decoding", "no per-request object found")
     if any(c["figure"].startswith("draft acceptance rate") for c in checks):
