@@ -329,3 +329,26 @@ def test_validate_refuses_a_fifo_named_jsonl(tmp_path, capsys):
     os.mkfifo(tmp_path / "a.jsonl")
     rc, _, err = _run(capsys, "validate", tmp_path)
     assert rc == 2 and "not a regular file" in err and len(err.splitlines()) == 1
+
+
+def test_calibrate_refuses_a_fit_that_misses_its_own_runs(tmp_path, capsys):
+    text = _sample("vllm_eagle_sweep_issue20780.txt").read_text()
+    # one TPOT in seconds inside a table in ms: no cost model reproduces the runs
+    bad = tmp_path / "sweep.txt"
+    bad.write_text(text.replace("K=5 | 7.07 | 4.71 |", "K=5 | 7.07 | 4710 |"))
+    rc, _, err = _run(capsys, "calibrate", bad, "--method", "EAGLE 1")
+    assert rc == 2 and "misses its own fit run" in err and len(err.splitlines()) == 1, err
+    rc, _, err = _run(capsys, "calibrate", _sample("vllm_eagle_sweep_issue20780.txt"),
+                      "--method", "EAGLE 1")
+    assert rc == 0, err
+
+
+def test_calibrate_fit_on_needs_run_names(tmp_path, capsys):
+    runs = {"models": [{"name": "target", "cost": {"base": 7.07}, "overhead": "fit"},
+                       {"name": "drafter", "cost": "fit"}],
+            "runs": [{"thresholds": [k], "acceptance": [{"tau": 2.0 + 0.1 * k}],
+                      "time_per_token": 4.0 + 0.2 * k} for k in (2, 3, 4)]}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(runs))
+    rc, _, err = _run(capsys, "calibrate", path, "--fit-on", "K=2")
+    assert rc == 2 and "runs[0].name" in err and "None" not in err, err
