@@ -229,6 +229,7 @@ def test_profile_zoo_models(tmp_path, capsys):
     (["nonexistent-model"], "models"),
     (["small", "--max-m", "0"], "--max-m"),
     (["small", "--device", "cuda:0"], "--device"),
+    (["small", "--device", "foo"], "--device"),
 ])
 def test_profile_errors(capsys, argv, needle):
     import torch
