@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator
 
 from polyspec_theory.core.laws import FAMILIES
 from validation.analysis.fits import fit_pairs
+from validation.paths import shown_path
 from validation.report import expected_histogram
 
 from . import _traces, style
@@ -59,7 +60,7 @@ def compute(quick: bool = False, traces_dir=None) -> dict:
             "laws": {fam: by_family[fam].law.to_config() for fam in FAMILIES},
             "best": p.best.law.family,
         })
-    return {"traces_dir": str(d), "n_configs": len(captures), "families": FAMILIES,
+    return {"traces_dir": shown_path(d), "n_configs": len(captures), "families": FAMILIES,
             "pairs": pairs, "notes": list(notes)}
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from polyspec_theory.bounds.approximation import paper_approximation
 from validation.analysis.fits import capture_cascade, fit_costs, fit_pairs
 from validation.analysis.validate import validate
+from validation.paths import shown_path
 
 from . import _traces, style
 
@@ -99,12 +100,12 @@ def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
     rows, notes = _device_rows("cpu", cpu, quick)
     gpu = (Path(gpu_traces_dir) if gpu_traces_dir is not None
            else _traces.default_traces_dir("gpu"))
-    used = {"cpu": str(cpu)}
+    used = {"cpu": shown_path(cpu)}
     if not quick and _traces.has_traces(gpu):
         r, n = _device_rows("gpu", gpu)
         rows += r
         notes += n
-        used["gpu"] = str(gpu)
+        used["gpu"] = shown_path(gpu)
     rows.sort(key=lambda r: (r["device"], len(r["models"]), r["temperature"], r["name"]))
     meas = np.array([r["measured"] for r in rows])
     err_best = np.array([r["p1_best"] for r in rows]) / meas - 1.0

@@ -89,7 +89,9 @@ def measured(traces_dir) -> dict | None:
                     "predicted": p["speedup"], "curve_batches": p["curve_batches"],
                     "curve_speedup": p["curve_speedup"], "predicted_crossover": p["crossover"],
                     "within_one_step": p["within_one_step"]})
-    return {"dir": str(traces_dir), "cascades": out, "summary": res.summary()}
+    from validation.paths import shown_path
+
+    return {"dir": shown_path(traces_dir), "cascades": out, "summary": res.summary()}
 
 
 def compute(quick: bool = False, traces_dir=None) -> dict:

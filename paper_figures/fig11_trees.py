@@ -37,6 +37,7 @@ from polyspec_theory.closed_forms.dualistic import optimal_gamma
 from polyspec_theory.core.config import Cascade
 from polyspec_theory.structures.trees import SiblingLaw, chain_tree
 from simulators.structures import simulate_structured
+from validation.paths import shown_path
 from validation.tree_plan import TREE_FAMILIES, family_structures
 
 from . import style
@@ -99,19 +100,20 @@ def compute(quick: bool = False, traces_dir=None) -> dict:
                            "low": float(lo), "high": float(hi), "se": float((hi - lo) / 3.92)})
     tdir = _trees_dir(traces_dir)
     zoo = zoo_panels(tdir) if tdir is not None else []
+    shown = None if tdir is None else shown_path(tdir)  # no machine path in the figure
     if zoo:
         n_pts = sum(len(z["points"]) for z in zoo)
         last = chr(ord("b") + 2 * len(zoo))
         caption = (f"Zoo panels (c)–({last}): lines = theory from each pair's pilot capture "
                    f"(fitted sibling-rank law and costs), points = measured captures of the "
-                   f"planned trees ({n_pts} points, traces in {tdir}).")
+                   f"planned trees ({n_pts} points, traces in {shown}).")
     else:
         caption = ("Theory and simulator only: no measured tree captures"
-                   + (f" in {tdir}" if tdir is not None else "") + ".")
+                   + (f" in {shown}" if tdir is not None else "") + ".")
     return {"budgets": budgets, "law": LAW, "target": TARGET, "draft": DRAFT,
             **{f"{p}_{f}": curves[(p, f)] for p, f in curves}, "points": points,
             "rounds": rounds, "chains": chains, "zoo": zoo, "caption": caption,
-            "traces_dir": None if tdir is None else str(tdir)}
+            "traces_dir": shown}
 
 
 def _trees_dir(traces_dir):

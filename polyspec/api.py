@@ -227,6 +227,10 @@ def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> 
         cfg = resolve_fit_files(cfg, path.parent)
         if fit_on is not None:
             names = [r.get("name") for r in cfg.get("runs", []) if isinstance(r, dict)]
+            unnamed = [i for i, nm in enumerate(names) if not isinstance(nm, str) or not nm]
+            if unnamed:
+                raise PolyspecInputError(f"runs[{unnamed[0]}].name", "missing: --fit-on picks "
+                                         "runs by name, so every run needs one")
             want = [str(x) for x in fit_on]
             for w in want:
                 if w not in names:

@@ -9,7 +9,8 @@ round at pair level ``i`` (verifier ``M_i``, 0-based, ``m = n - 1`` pair levels)
 * bottom pair (``i = m - 1``): ``M_n`` runs ``theta_{m-1}`` batched forwards (cost
   ``theta_{m-1} T_n(b, 1)``), every block is ``theta_{m-1}``; above it the block of sequence
   ``j`` is ``acc[i, j] >= theta_i`` (``"truncate"``: ``theta_i``, the excess dropped);
-* ``M_i`` scores ``max_j G_ij + 1`` positions for every slot: cost ``T_i(b, max_j G_ij + 1)``;
+* ``M_i`` scores ``max_j G_ij + 1`` positions for every slot: cost ``T_i(b, max_j G_ij + 1)``
+  plus its per-round overhead ``o_i`` (``Model.overhead``, once per batched round);
   each sequence's accepted count ``A_ij`` is drawn from the pair's law capped at ``G_ij`` with
   one uniform by inverse CDF (``A = min(#{k >= 1 : S_k > u}, G)``), independently per sequence;
 * each sequence adds ``L_ij = A_ij + 1`` to its parent block ``acc[i-1, j]`` *unless that
@@ -115,7 +116,10 @@ class ServingModel:
         w = _bucket(max(block_bounds(cascade.thresholds, cascade.policy)))
         surv = np.stack([law.survival(w)[1:] for law in cascade.laws])
         g = np.arange(w + 1)
-        vcost = np.stack([np.asarray(bc.costs[i](g + 1), dtype=np.float64) for i in range(m)])
+        # a batched verification round of M_i: T_i(b, max_j G_ij + 1) plus its per-round
+        # overhead o_i (once per batched round, as in B2)
+        vcost = np.stack([np.asarray(bc.costs[i](g + 1), dtype=np.float64)
+                          + cascade.models[i].overhead for i in range(m)])
         params = ServingParams(
             thresholds=jnp.asarray(cascade.thresholds, dtype=jnp.int32),
             survival=jnp.asarray(surv, dtype=jnp.float64),
@@ -241,9 +245,17 @@ class ServingResult:
     chain_time: np.ndarray = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        return {"batch": self.batch, "speedup": self.speedup.to_dict(),
-                "tokens_per_time": self.tokens_per_time.to_dict(),
-                "time_per_token": self.time_per_token.to_dict(), "tokens": self.tokens,
+        """The shape of the chains' and trees' results (``speedup`` a number, ``se`` and
+        ``ci95`` beside it; ``time_per_token`` a number), plus the batch's throughput and
+        every estimate with its CI under ``estimates``."""
+        est = {"speedup": self.speedup.to_dict(),
+               "tokens_per_time": self.tokens_per_time.to_dict(),
+               "time_per_token": self.time_per_token.to_dict()}
+        return {"batch": self.batch, "speedup": self.speedup.value, "se": self.speedup.se,
+                "ci95": [self.speedup.low, self.speedup.high],
+                "time_per_token": self.time_per_token.value,
+                "tokens_per_time": self.tokens_per_time.value, "estimates": est,
+                "tokens": self.tokens,
                 "chains": self.chains, "seed": self.seed, "policy": self.policy,
                 "levels": [lv.to_dict() for lv in self.levels]}
 
@@ -346,4 +358,12 @@ VERIFY_THREE_LEVEL = {
         {"name": "ngram", "cost": 0.03}],
     "acceptance": [{"alpha": 0.7}, {"positional": [0.8, 0.5]}],
     "thresholds": [4, 2],
+}
+# a per-round overhead of the target with a batch (O1 with B2; issue 27's example)
+VERIFY_OVERHEAD = {
+    "name": "overhead-pair",
+    "models": [{"name": "target", "cost": 1.0, "overhead": 0.5},
+               {"name": "draft", "cost": 0.05}],
+    "acceptance": [{"alpha": 0.7}],
+    "thresholds": [4],
 }

@@ -146,8 +146,9 @@ class StructModel:
         for i, law in enumerate(cascade.laws):
             surv[i] = law.survival(width)[1:]
         g = np.arange(width + 1)
+        # a verification round of M_i: T_i(g + 1) plus its per-round overhead o_i (O1)
         vcost = np.stack([np.asarray(cascade.costs[i](g + 1), dtype=np.float64)
-                          for i in range(m)])
+                          + cascade.models[i].overhead for i in range(m)])
         # tree tables
         if bottom_tree is not None:
             t = bottom_tree

@@ -249,7 +249,10 @@ def check_p2(ctx: VerifyContext) -> list[CheckRecord]:
     for j in (1, 2):  # phi of mid (random blocks below) and small
         b = phi_bounds(pred.levels[j].emitted_pmf, cas.thresholds[j - 1])
         v, lo, hi = widen_ci(acc.levels[j].phi)
-        ok = (lo <= pred.levels[j].phi <= hi) and (hi >= b.lower) and (lo <= b.upper)
+        exact = pred.levels[j].phi
+        # the exact DP inside the Wald/Lorden bounds (the theorem), and the MC inside both
+        in_bounds = b.contains(exact, rtol=1e-9)
+        ok = (lo <= exact <= hi) and in_bounds and (hi >= b.lower) and (lo <= b.upper)
         rows.append(CheckRecord(
             "P2", f"theta/mu <= phi <= (theta-1+E[L^2]/mu)/mu for {cas.models[j].name}",
             f"[{fmt(b.lower)}, {fmt(b.upper)}] (exact {fmt(pred.levels[j].phi)})",
@@ -570,14 +573,16 @@ def check_f(ctx: VerifyContext) -> list[CheckRecord]:
 def check_b(ctx: VerifyContext) -> list[CheckRecord]:
     from polyspec_theory.serving.batch import predict_batch
 
-    from .serving import VERIFY_THREE_LEVEL, VERIFY_TWO_MODEL, simulate_serving
+    from .serving import VERIFY_OVERHEAD, VERIFY_THREE_LEVEL, VERIFY_TWO_MODEL, simulate_serving
 
     rows = []
     specs = (("B1", VERIFY_TWO_MODEL, 32, "two models, roofline costs, b=32: P1 with T_i(b, .)"),
              ("B2", VERIFY_THREE_LEVEL, 8, "3-level lockstep batch b=8 (roofline, batch_table, "
               "plain costs): E[max_j N_j] and E[max_j G_j] synchronisation"),
              ("B2", DEFAULT_CASCADE, 16, "4-level default cascade, lockstep batch b=16 "
-              "(batch-independent costs: the synchronisation alone)"))
+              "(batch-independent costs: the synchronisation alone)"),
+             ("B2", VERIFY_OVERHEAD, 2, "two models, per-round target overhead o_1 = 0.5 "
+              "(O1), lockstep batch b=2"))
     for k, (id_, cfg, b, what) in enumerate(specs):
         cas = Cascade.from_config(cfg)
         pr = predict_batch(cas, b)

@@ -252,6 +252,41 @@ def atomic_write_bytes(path, data: bytes) -> None:
         raise
 
 
+def check_output(path, field: str, inputs=()) -> Path:
+    """The checks of :func:`write_output` before any work is done (a long run must not end
+    in an unwritable path): not a directory, a special file or one of ``inputs``, and a
+    parent folder that exists or can be made and can be written."""
+    p = Path(path)
+    if p.is_dir():
+        raise PolyspecInputError(field, f"is a directory, expected a file: {p}")
+    if p.exists() and not p.is_file():
+        raise PolyspecInputError(field, f"not a regular file: {p}")
+    for src in (x for x in inputs if x is not None):
+        try:
+            same = p.exists() and os.path.samefile(p, src)
+        except OSError:
+            same = False
+        if same:
+            raise PolyspecInputError(field, f"{p} is the input file {src}: it would be "
+                                     "overwritten; choose another path")
+    parent = next((a for a in (p.parent, *p.parent.parents) if a.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise PolyspecInputError(field, f"cannot write {p}: {parent} is not a writable folder")
+    return p
+
+
+def write_output(path, text: str, field: str, inputs=()) -> None:
+    """Write a report the user asked for (``--out``, ``--write-config``...) atomically, or
+    raise a one-line :class:`PolyspecInputError` naming ``field``: never over one of the
+    ``inputs`` (the file being read), a directory or a special file; a path that cannot be
+    written (read-only, under /proc, a missing parent that cannot be made) is an input error."""
+    p = check_output(path, field, inputs)
+    try:
+        atomic_write_bytes(p, text.encode("utf-8"))
+    except OSError as e:
+        raise PolyspecInputError(field, f"cannot write {p}: {e.strerror or e}") from None
+
+
 def json_default(o):
     """``json.dumps`` fallback for numpy scalars and arrays."""
     if isinstance(o, np.integer):

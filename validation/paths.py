@@ -12,7 +12,7 @@ from pathlib import Path
 
 from polyspec_theory.errors import PolyspecInputError
 
-__all__ = ["data_dir", "zoo_dir", "traces_dir", "REPO_ROOT"]
+__all__ = ["data_dir", "zoo_dir", "traces_dir", "shown_path", "REPO_ROOT"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,3 +37,16 @@ def traces_dir(device: str = "cpu") -> Path:
     """The committed traces captured on ``device`` (``<data>/traces/<device>``; may not
     exist yet for a device nothing was captured on)."""
     return data_dir() / "traces" / device
+
+
+def shown_path(path) -> str:
+    """``path`` as a figure or a data file may show it: relative to the repository or to the
+    data folder when inside one of them, else its last two components. Never the machine's
+    absolute path, so what is drawn does not depend on where the checkout sits."""
+    p = Path(path).resolve()
+    env = os.environ.get("POLYSPEC_DATA")
+    for root, prefix in ((REPO_ROOT, ""), (Path(env).resolve() if env else None, "data")):
+        if root is not None and p.is_relative_to(root):
+            rel = p.relative_to(root).as_posix()
+            return f"{prefix}/{rel}" if prefix else rel
+    return "/".join(p.parts[-2:])

@@ -17,6 +17,7 @@ module is the only place that uses them for profiling.
 from __future__ import annotations
 
 import platform
+import re
 import time
 
 import numpy as np
@@ -70,6 +71,8 @@ def _check_timing_args(max_m, repeats, context, warmup, unit, dtype, device, thr
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
     if dtype not in dtypes:
         raise PolyspecInputError("--dtype", f"must be one of {', '.join(dtypes)}")
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise PolyspecInputError("--device", f"must be cpu or cuda[:i], got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise PolyspecInputError("--device", "CUDA is not available on this machine")
     if threads is not None:

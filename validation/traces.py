@@ -142,13 +142,22 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     against the schema and its header (:class:`validation.schema.RecordChecker`), and the
     records of each finished prompt against each other (:func:`check_prompts`)."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise TraceError(f"{p}: no such trace file")
+    if not p.is_file():
+        raise TraceError(f"{p}: not a regular file (a directory, device, FIFO or socket)")
     size = p.stat().st_size
     if size > MAX_TRACE_BYTES:
         raise TraceError(f"{p}: {size:,} bytes, more than a trace may have "
                          f"({MAX_TRACE_BYTES:,}); split the capture")
-    raw = p.read_bytes()
+    try:  # bounded by the bytes actually read, not the reported size
+        with open(p, "rb") as f:
+            raw = f.read(MAX_TRACE_BYTES + 1)
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceError(f"{p}: more than a trace may have ({MAX_TRACE_BYTES:,} bytes); split "
+                         "the capture")
     if not raw.strip():
         raise TraceError(f"{p}: file is empty (line 1: expected a polyspec-trace header)")
     lines = raw.split(b"\n")
@@ -384,6 +393,10 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     files = sorted(d.glob("*.jsonl"))
     if not files:
         raise TraceError(f"{d}: no *.jsonl trace files")
+    odd = [f for f in files if not f.is_file()]
+    if odd:  # a FIFO would block the reader; a directory or a device is not a trace
+        raise TraceError(f"{odd[0]}: not a regular file (a directory, device, FIFO or "
+                         "socket named *.jsonl); move it out of the traces folder")
     batched = [f for f in files if is_batched_file(f)]
     files = [f for f in files if f not in batched]
     if not files:
@@ -408,6 +421,8 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
 def is_batched_file(path) -> bool:
     """Whether a trace file is a batched capture (its first line has a ``batch`` object);
     ``False`` for anything unreadable (the full reader reports those)."""
+    if not Path(path).is_file():  # never open a FIFO (it blocks) or a device
+        return False
     try:
         with open(path, encoding="utf-8") as f:
             head = json.loads(f.readline())

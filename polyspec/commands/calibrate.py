@@ -37,6 +37,27 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+# a fit that misses one of its own runs by more than this fraction is not a model of them
+FIT_RUN_TOLERANCE = 0.5
+
+
+def check_reproduces_fit_runs(cal) -> None:
+    """The calibration must reproduce the runs it was fitted to (within
+    :data:`FIT_RUN_TOLERANCE`): a miss beyond it means inconsistent inputs (a wrong time
+    unit, a corrupt value, runs of different setups), not a calibration to report."""
+    from polyspec_theory.errors import PolyspecInputError
+
+    for r in cal.runs:
+        if r.holdout or r.measured is None or r.relative_error is None:
+            continue
+        if not abs(r.relative_error) <= FIT_RUN_TOLERANCE:
+            raise PolyspecInputError(
+                "runs", f"the fitted model misses its own fit run {r.name} by "
+                f"{100 * r.relative_error:+.3g} % (predicted {r.predicted:.4g}, measured "
+                f"{r.measured:.4g}): the runs are inconsistent (a wrong time unit, a corrupt "
+                "value, or runs of different setups?)")
+
+
 def _errors(preds) -> dict:
     held = [r for r in preds if r.holdout and r.measured is not None]
     errs = {r.name: r.relative_error for r in held}
@@ -171,7 +192,7 @@ def run(args) -> int:
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from polyspec_theory.planning.calibration import calibrate, choose_threshold
     from polyspec_theory.planning.calibration_problem import problem_from_config
-    from validation.files import atomic_write_text, dump_json
+    from validation.files import dump_json, write_output
 
     fit_on = None if args.fit_on is None else [x.strip() for x in args.fit_on.split(",")
                                                 if x.strip()]
@@ -185,6 +206,7 @@ def run(args) -> int:
     seed = as_int(args.seed, "--seed", low=0, high=2**31 - 1)
     problem = problem_from_config(cfg)
     cal = calibrate(problem)
+    check_reproduces_fit_runs(cal)
     choice = choose_threshold(cal, within=within, seed=seed)
     grid = None
     measured = [r for r in problem.runs if r.time_per_token is not None]
@@ -199,7 +221,8 @@ def run(args) -> int:
         c = casc.to_config()
         c["description"] = (f"calibrated by polyspec calibrate from {args.runs}: predicted "
                             f"{choice.time_per_token:.4g} {problem.time_unit or ''} per token")
-        atomic_write_text(args.write_config, dump_json(c) + "\n")
+        write_output(args.write_config, dump_json(c) + "\n", "--write-config",
+                     inputs=[args.runs])
     if args.write_pool:
         models = cal.models()
         names = [m.name for m in models]
@@ -215,7 +238,8 @@ def run(args) -> int:
             pool["time_unit"] = problem.time_unit
         if problem.policy != "accumulate":
             pool["policy"] = problem.policy
-        atomic_write_text(args.write_pool, dump_json(pool) + "\n")
+        write_output(args.write_pool, dump_json(pool) + "\n", "--write-pool",
+                     inputs=[args.runs])
     if args.json:
         print(dump_strict_json(rep))
     else:

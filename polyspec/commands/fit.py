@@ -121,14 +121,14 @@ def explain_fit(rep: dict, path: str) -> str:
 
 def run(args) -> int:
     from validation.engines import acceptance_report, load_engine_output
-    from validation.files import atomic_write_text
+    from validation.files import write_output
 
     out = load_engine_output(args.file, args.format, args.gamma)
     if args.snapshot is not None:
         out = out.select(args.snapshot)
     rep = acceptance_report(out, eta=args.eta)
     if args.out:
-        atomic_write_text(args.out, dump_strict_json(rep) + "\n")
+        write_output(args.out, dump_strict_json(rep) + "\n", "--out", inputs=[args.file])
     if args.json:
         print(dump_strict_json(rep))
     else:

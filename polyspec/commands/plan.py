@@ -131,7 +131,7 @@ def run(args) -> int:
     from polyspec_theory.errors import PolyspecInputError, as_int
     from polyspec_theory.planning.planner import plan
     from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
-    from validation.files import atomic_write_text, dump_json, read_mapping
+    from validation.files import dump_json, read_mapping, write_output
 
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
@@ -171,12 +171,14 @@ def run(args) -> int:
         return serving_batch.run_plan(args, pool)
     result = plan(pool, top, prune=not args.no_prune)
     if args.write_pool:
-        atomic_write_text(args.write_pool, dump_json(pool.to_config()) + "\n")
+        write_output(args.write_pool, dump_json(pool.to_config()) + "\n", "--write-pool",
+                     inputs=[args.pool])
     if args.write_config:
         cfg = pool.cascade(result.best.chain, result.best.thresholds).to_config()
         cfg["description"] = (f"planned by polyspec plan from pool {pool.name!r}: predicted "
                               f"speedup {result.best.speedup:.4f}x (P1)")
-        atomic_write_text(args.write_config, dump_json(cfg) + "\n")
+        write_output(args.write_config, dump_json(cfg) + "\n", "--write-config",
+                     inputs=[args.pool])
     if args.json:
         print(dump_json(plan_report(result, pool, info)))
     else:

@@ -59,9 +59,12 @@ def _run_cascade(args) -> int:
     from validation.analysis.forecast import pair_rounds
     from validation.capture_setup import make_prompts
     from validation.composition import profile_cascade
-    from validation.files import atomic_write_text
+    from validation.files import check_output, write_output
     from validation.models import load_model
     from validation.traces import read_traces
+
+    if args.out:
+        check_output(args.out, "--out")
 
     from .common import dump_strict_json
 
@@ -98,7 +101,7 @@ def _run_cascade(args) -> int:
                           "temperature": temp})
     text = dump_strict_json(prof.to_dict())
     if args.out:
-        atomic_write_text(args.out, text + "\n")
+        write_output(args.out, text + "\n", "--out")
     if args.json:
         print(text)
         return 0
@@ -123,10 +126,13 @@ def run(args) -> int:
     if args.cascade:
         return _run_cascade(args)
 
-    from validation.files import atomic_write_text
+    from validation.files import check_output, write_output
     from validation.profile import profile_models
 
     from .common import dump_strict_json
+
+    if args.out:
+        check_output(args.out, "--out")
 
     def progress(spec, rec):
         if not args.json and sys.stderr.isatty():
@@ -143,7 +149,7 @@ def run(args) -> int:
                          zoo_dir=args.zoo_dir, progress=progress, batches=batches)
     text = dump_strict_json(rep)
     if args.out:
-        atomic_write_text(args.out, text + "\n")
+        write_output(args.out, text + "\n", "--out")
     if args.json:
         print(text)
         return 0

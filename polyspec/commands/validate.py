@@ -11,6 +11,9 @@ HELP = ("Predict every captured configuration without using it (acceptance from 
         "batched traces (capture --batch) per batch size with B2 and the crossover batch.")
 
 
+PROGRESS_MIN = 20  # traces from which validate shows a progress bar on a terminal
+
+
 def add_arguments(p):
     p.add_argument("traces_dir", metavar="TRACES_DIR",
                    help="directory of trace files (one captured configuration per file)")
@@ -37,6 +40,8 @@ def add_arguments(p):
     p.add_argument("--n-boot", type=int, default=200,
                    help="bootstrap replicates for --confidence bootstrap (default 200)")
     p.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    p.add_argument("--no-progress", action="store_true",
+                   help=f"no progress bar (shown on a terminal from {PROGRESS_MIN} traces)")
     p.add_argument("--batch-profile", default=None, metavar="FILE.json",
                    help="batched traces: cost tables T(b, m) from `polyspec profile --batch` "
                         "for the predictive variant (default: TRACES_DIR/profile.json if it "
@@ -48,6 +53,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    import sys
     from pathlib import Path
 
     from polyspec_theory.core.laws import LAW_FAMILIES
@@ -82,9 +88,22 @@ def run(args) -> int:
     if missing and profiles:
         notes.append(f"no composition profile for {len(missing)} capture(s) "
                      f"({', '.join(missing)}): no headline prediction for them")
-    result = validate(captures, fams, laws="pooled" if args.pool_laws else "config",
-                      insertions=not args.no_insertions,
-                      confidence=args.confidence, n_boot=n_boot, profiles=profiles)
+    bar = progress = None
+    if not args.no_progress and len(captures) >= PROGRESS_MIN and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(captures), unit="config", file=sys.stderr, desc="validate")
+
+        def progress(done, total):
+            bar.n = done
+            bar.refresh()
+    try:
+        result = validate(captures, fams, laws="pooled" if args.pool_laws else "config",
+                          insertions=not args.no_insertions, confidence=args.confidence,
+                          n_boot=n_boot, profiles=profiles, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
     paths = write_report(result, captures, out, title=f"Validation: {tdir}", notes=notes,
                          plots=not args.no_plots)
     if args.json:

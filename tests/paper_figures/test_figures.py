@@ -119,6 +119,37 @@ def test_figure_files_exist_and_are_nontrivial(built, n):
     assert b"CreationDate" not in pdf.read_bytes()
 
 
+def _strings(x):
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _strings(v)
+    elif isinstance(x, list | tuple):
+        for v in x:
+            yield from _strings(v)
+
+
+@pytest.mark.parametrize("n", list(FIGURES))
+def test_figure_data_shows_no_machine_path(built, synthetic_traces, n):
+    """A figure (its caption, its data) never shows where the checkout or the traces sit, so
+    the drawn files do not depend on the directory (issue 27: figure 11's caption printed the
+    absolute trace folder and grew the PNG past the page width under a long path)."""
+    from validation.paths import REPO_ROOT
+
+    data, _ = _get(built, n)
+    roots = (str(REPO_ROOT), str(Path(synthetic_traces).resolve()), str(synthetic_traces))
+    for text in _strings(data):
+        assert not any(r in text for r in roots), (n, text)
+
+
+def test_shown_path_is_relative_to_the_repository_or_short(tmp_path):
+    from validation.paths import REPO_ROOT, shown_path
+
+    assert shown_path(REPO_ROOT / "data" / "traces" / "trees") == "data/traces/trees"
+    assert shown_path(tmp_path / "a" / "b") == "a/b"
+
+
 def test_redraw_is_byte_identical(built, tmp_path):
     data, paths = _get(built, 1)
     again = figure_module(1).draw(data, tmp_path)

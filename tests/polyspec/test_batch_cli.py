@@ -56,7 +56,10 @@ def test_simulate_batch(capsys):
     pr = predict_batch(Cascade.from_config(json.loads(cfg.read_text())), 4)
     assert d["batch"] == 4 and d["prediction"]["speedup"] == pytest.approx(pr.speedup)
     sp = d["speedup"]
-    assert abs(sp["value"] - pr.speedup) < 4.5 * sp["se"]
+    # one shape for chains, trees and batches: speedup a number, se and ci95 beside it
+    assert isinstance(sp, float) and d["ci95"][0] < sp < d["ci95"][1]
+    assert d["estimates"]["speedup"] == {"value": sp, "se": d["se"], "ci95": d["ci95"]}
+    assert abs(sp - pr.speedup) < 4.5 * d["se"]
     assert [lv["b2"]["phi_batch"] for lv in d["levels"]] == [lv.phi_batch for lv in pr.levels]
     rc, text2, _ = _run(capsys, "simulate", cfg, "--batch", "4", "--tokens", "40000",
                         "--chains", "16", "--seed", "3", "--json")

@@ -143,6 +143,19 @@ def test_calibrate_eagle_sweep(capsys, method, tol, best):
     assert d6["leave_one_out_max_abs"] < 0.1
 
 
+def test_calibrate_holdout_errors_are_the_held_out_runs_only(capsys):
+    d = _calibrate_json(capsys, sample("vllm_eagle_sweep_issue20780.txt"), "--method",
+                        "EAGLE 1", "--fit-on", "2,3,4")
+    held = [r for r in d["runs"] if r["holdout"]]
+    assert [r["name"] for r in held] == d["holdout_runs"] == ["K=5", "K=6", "K=7"]
+    by_run = d["holdout_errors"]["measured_acceptance"]["by_run"]
+    assert by_run == {r["name"]: r["predicted"] / r["measured"] - 1 for r in held}
+    assert d["holdout_errors"]["measured_acceptance"]["max_abs"] == max(map(abs,
+                                                                            by_run.values()))
+    # the fit runs (three runs, two parameters: not reproduced exactly) are not in it
+    assert any(r["relative_error"] != 0 for r in d["runs"] if not r["holdout"])
+
+
 def test_calibrate_runs_file_with_fit_files_and_plan(tmp_path, capsys):
     _run(capsys, "fit", sample("llamacpp_server_pr24536.txt"), "--out", tmp_path / "acc.json")
     runs = {
@@ -216,6 +229,7 @@ def test_profile_zoo_models(tmp_path, capsys):
     (["nonexistent-model"], "models"),
     (["small", "--max-m", "0"], "--max-m"),
     (["small", "--device", "cuda:0"], "--device"),
+    (["small", "--device", "foo"], "--device"),
 ])
 def test_profile_errors(capsys, argv, needle):
     import torch
@@ -264,3 +278,78 @@ def test_fit_help_lists_every_parser_format():
     rc = __import__("polyspec.cli", fromlist=["main"]).main(
         ["fit", sample("vllm_v0_log_issue9539.txt"), "--format", "nope"])
     assert rc == 2
+
+
+# --- issue 27: files that are not what they seem -------------------------------------------
+def test_fit_out_never_overwrites_its_input_or_writes_a_directory(tmp_path, capsys):
+    log = tmp_path / "engine.log"
+    log.write_bytes(_sample("vllm_v1_log_issue19254.txt").read_bytes())
+    before = log.read_bytes()
+    rc, _, err = _run(capsys, "fit", log, "--out", log)
+    assert rc == 2 and "--out" in err and "input file" in err and len(err.splitlines()) == 1
+    assert log.read_bytes() == before
+    link = tmp_path / "link.json"
+    link.symlink_to(log)
+    rc, _, err = _run(capsys, "fit", log, "--out", link)
+    assert rc == 2 and "input file" in err and log.read_bytes() == before
+    for out, needle in ((tmp_path, "is a directory"), ("/proc/polyspec-nope/x.json",
+                                                      "cannot write"),
+                        ("/dev/null", "not a regular file")):
+        rc, _, err = _run(capsys, "fit", log, "--out", out)
+        assert rc == 2 and needle in err and len(err.splitlines()) == 1, err
+    rc, _, err = _run(capsys, "fit", log, "--out", tmp_path / "new" / "fit.json")
+    assert rc == 0 and json.loads((tmp_path / "new" / "fit.json").read_text())["rounds"] > 0
+
+
+def test_fit_refuses_devices_fifos_and_loops_and_reads_a_bom(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    for path, needle in (("/dev/zero", "not a regular file"), (fifo, "not a regular file"),
+                         (a, "symbolic link loop"), (tmp_path / "none.txt", "not found")):
+        rc, _, err = _run(capsys, "fit", path)
+        assert rc == 2 and needle in err and len(err.splitlines()) == 1, err
+    empty = tmp_path / "empty.log"
+    empty.write_text("\n")
+    rc, _, err = _run(capsys, "fit", empty)
+    assert rc == 2 and "is empty" in err and str(empty) in err
+    bom = tmp_path / "bom.log"
+    bom.write_bytes(b"\xef\xbb\xbf" + _sample("vllm_v1_log_issue19254.txt").read_bytes())
+    rc, out, err = _run(capsys, "fit", bom, "--json")
+    plain = _run(capsys, "fit", _sample("vllm_v1_log_issue19254.txt"), "--json")[1]
+    assert rc == 0 and _strict(out)["rounds"] == _strict(plain)["rounds"] == 625
+
+
+def test_validate_refuses_a_fifo_named_jsonl(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "a.jsonl")
+    rc, _, err = _run(capsys, "validate", tmp_path)
+    assert rc == 2 and "not a regular file" in err and len(err.splitlines()) == 1
+
+
+def test_calibrate_refuses_a_fit_that_misses_its_own_runs(tmp_path, capsys):
+    text = _sample("vllm_eagle_sweep_issue20780.txt").read_text()
+    # one TPOT in seconds inside a table in ms: no cost model reproduces the runs
+    bad = tmp_path / "sweep.txt"
+    bad.write_text(text.replace("K=5 | 7.07 | 4.71 |", "K=5 | 7.07 | 4710 |"))
+    rc, _, err = _run(capsys, "calibrate", bad, "--method", "EAGLE 1")
+    assert rc == 2 and "misses its own fit run" in err and len(err.splitlines()) == 1, err
+    rc, _, err = _run(capsys, "calibrate", _sample("vllm_eagle_sweep_issue20780.txt"),
+                      "--method", "EAGLE 1")
+    assert rc == 0, err
+
+
+def test_calibrate_fit_on_needs_run_names(tmp_path, capsys):
+    runs = {"models": [{"name": "target", "cost": {"base": 7.07}, "overhead": "fit"},
+                       {"name": "drafter", "cost": "fit"}],
+            "runs": [{"thresholds": [k], "acceptance": [{"tau": 2.0 + 0.1 * k}],
+                      "time_per_token": 4.0 + 0.2 * k} for k in (2, 3, 4)]}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(runs))
+    rc, _, err = _run(capsys, "calibrate", path, "--fit-on", "K=2")
+    assert rc == 2 and "runs[0].name" in err and "None" not in err, err

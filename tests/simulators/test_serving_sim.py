@@ -1,8 +1,8 @@
 """The batch simulator (model B0, event by event) against B1/B2 with CIs.
 
 Every comparison passes when the exact value lies within ``Z = 4.5`` standard errors of the
-Monte-Carlo estimate (two-sided normal tail 6.8e-6 per comparison); this file makes 15 such
-comparisons, so a correct implementation fails it with probability <= 1.1e-4 (Bonferroni) —
+Monte-Carlo estimate (two-sided normal tail 6.8e-6 per comparison); this file makes 17 such
+comparisons, so a correct implementation fails it with probability <= 1.2e-4 (Bonferroni) —
 and, the seeds being fixed, it gives the same verdict on every run."""
 
 from __future__ import annotations
@@ -61,6 +61,21 @@ def test_batch_one_is_p1_and_two_model_batch_is_b1():
     _within(r2.speedup, pr.speedup)
     _within(r2.tokens_per_time, pr.tokens_per_time)
     _within(r2.time_per_token, pr.time_per_token)
+
+
+@pytest.mark.parametrize("batch", [2, 8])
+def test_per_round_overhead_is_paid_once_per_batched_round(batch):
+    """O1 with B2 (issue 27): ``o_1`` counted once per batched verification round; the
+    no-overhead value lies far outside the CI."""
+    from simulators.serving import VERIFY_OVERHEAD
+
+    cas = Cascade.from_config(VERIFY_OVERHEAD)
+    r = simulate_serving(cas, batch, 60_000, seed=13)
+    _within(r.speedup, predict_batch(cas, batch).speedup)
+    bare = dict(VERIFY_OVERHEAD, models=[{"name": "target", "cost": 1.0},
+                                         {"name": "draft", "cost": 0.05}])
+    assert abs(r.speedup.value - predict_batch(Cascade.from_config(bare), batch).speedup) > (
+        20 * r.speedup.se)
 
 
 def test_four_level_batch_4():

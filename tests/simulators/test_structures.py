@@ -1,7 +1,7 @@
 """Monte Carlo of trees and schedules (simulators/structures.py) against the exact theory.
 
 Each comparison passes when |MC - theory| <= 4.5 standard errors (two-sided normal
-false-failure rate 6.8e-6 per comparison; at most 16 comparisons here: <= 1.1e-4 for the
+false-failure rate 6.8e-6 per comparison; at most 25 comparisons here: <= 1.7e-4 for the
 file); chi-square tests pass at p >= 1e-4. All seeds are fixed, so the outcome is
 deterministic for a given build."""
 
@@ -37,12 +37,17 @@ THREE = {"models": [{"name": "t", "cost": {"base": 1.0, "per_token": 0.02}},
          "thresholds": [5, 3],
          "schedules": [{"kind": "hf", "start": 3, "min": 2, "max": 9}, None],
          "trees": [None, {"parents": [-1, 0, 0, 1, 1, 2]}]}
+# per-round overheads o_i (O1): counted once per verification round of M_i
+TREE_O = {**TREE, "models": [{**TWO["models"][0], "overhead": 0.3}, TWO["models"][1]]}
+THREE_O = {**THREE, "models": [{**THREE["models"][0], "overhead": 0.2},
+                               {**THREE["models"][1], "overhead": 0.05}, THREE["models"][2]]}
 MID_HF = copy.deepcopy(DEFAULT_CASCADE)
 MID_HF["schedules"] = [None, {"kind": "hf", "start": 4, "min": 1, "max": 6}, None]
 
 
-@pytest.mark.parametrize("cfg", [TREE, HF, CONF, THREE, MID_HF],
-                         ids=["tree", "hf", "confidence", "3-level hf+tree", "4-level mid hf"])
+@pytest.mark.parametrize("cfg", [TREE, HF, CONF, THREE, MID_HF, TREE_O, THREE_O],
+                         ids=["tree", "hf", "confidence", "3-level hf+tree", "4-level mid hf",
+                              "tree+overhead", "3-level hf+tree+overheads"])
 def test_simulator_matches_theory(cfg):
     c = Cascade.from_config(cfg)
     sp = predict_structured(c)
@@ -57,6 +62,11 @@ def test_simulator_matches_theory(cfg):
         assert abs(lv.phi.value - lp.phi) <= Z * lv.phi.se + 1e-9, lv.name
     top = r.levels[0].mean_emitted
     assert abs(top.value - sp.prediction.levels[0].mean_emitted) <= Z * top.se
+    if any(m.get("overhead") for m in cfg["models"]):  # the overhead is visible in the MC
+        bare = {**cfg, "models": [{k: v for k, v in m.items() if k != "overhead"}
+                                  for m in cfg["models"]]}
+        no_o = predict_structured(Cascade.from_config(bare)).speedup
+        assert abs(r.speedup.value - no_o) > 10 * r.speedup.se, (r.speedup, no_o)
 
 
 def test_tree_accepted_length_law_chi2():

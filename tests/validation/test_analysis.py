@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve
@@ -471,3 +473,127 @@ def test_leave_one_out_overhead_and_slowdown_on_differing_configurations(loo_cap
     # in-sample medians differ from the leave-one-out ones, and medians from means, here
     assert slowdown_factor(ratios, "t", "verify", None, caps[0], caps) == pytest.approx(1.45)
     assert _loo_slowdown_by_hand("a", "t", "verify") == pytest.approx(1.6)  # mean 1.567
+
+
+# --- issue 27: forecast, conformal quantile and AR baseline against independent arithmetic -----
+def _forecast_captures():
+    laws = {("t", "mid"): IIDGeometric(0.8), ("mid", "ng"): IIDGeometric(0.6)}
+    costs = {"t": T, "mid": MID, "ng": NG}
+    kw = dict(prompts=6, tokens_per_prompt=150, prompt_len=32, overhead_per_forward=1e-4)
+    caps = [simulate_capture(f"c{k}", list(ms), [costs[m] for m in ms],
+                             [laws[(ms[i], ms[i + 1])] for i in range(len(ms) - 1)], list(th),
+                             seed=300 + k, **kw)[0]
+            for k, (ms, th) in enumerate([(("t", "mid"), (3,)), (("mid", "ng"), (2,)),
+                                          (("t", "mid", "ng"), (4, 2))])]
+    # the same pairs at top_k = 40 with a 50x larger overhead and other laws: never used
+    other = simulate_capture("k40", ["t", "mid", "ng"], [T, MID, NG],
+                             [IIDGeometric(0.3), IIDGeometric(0.2)], [4, 2], seed=399,
+                             top_k=40, **{**kw, "overhead_per_forward": 5e-3})[0]
+    return caps, other, costs
+
+
+def test_forecast_uses_each_prompts_own_law_and_only_its_top_k():
+    from validation.analysis.forecast import forecast
+
+    caps, other, costs = _forecast_captures()
+    target = caps[-1]
+    curves = [costs[m] for m in target.models]
+    prompts = [int(s["prompt"]) for s in target.summaries]
+    fc = forecast(target.models, target.thresholds, 0.0, caps, curves, 0.006,
+                  exclude=target.name, prompts=prompts)
+    # independent: per prompt, the censored iid MLE sum A / (sum A + #{A < G}) of each pair
+    # over the other captures' rounds of that prompt; P1 per prompt; mean of the taus
+    taus = []
+    for p in prompts:
+        alphas = []
+        for key in (("t", "mid", 0.0, 0), ("mid", "ng", 0.0, 0)):
+            a = np.concatenate([c.rounds[i].A[c.rounds[i].prompt == p] for c in caps[:-1]
+                                for i in range(c.n - 1) if c.pair_key(i) == key])
+            g = np.concatenate([c.rounds[i].G[c.rounds[i].prompt == p] for c in caps[:-1]
+                                for i in range(c.n - 1) if c.pair_key(i) == key])
+            alphas.append(a.sum() / (a.sum() + np.sum(a < g)))
+        cas = Cascade(tuple(Model(m, costs[m]) for m in target.models),
+                      tuple(IIDGeometric(x) for x in alphas), target.thresholds)
+        taus.append(predict(cas).time_per_token)
+    assert fc.forward_time_per_token == pytest.approx(float(np.mean(taus)), rel=1e-9)
+    # the per-prompt laws differ: the pooled law gives another value
+    assert np.ptp(taus) > 1e-3 * np.mean(taus)
+    # a capture at another top_k changes nothing (laws, overhead, prompts, sources)
+    fk = forecast(target.models, target.thresholds, 0.0, caps + [other], curves, 0.006,
+                  exclude=target.name, prompts=prompts)
+    assert fk.speedup == fc.speedup and fk.overhead_per_token == fc.overhead_per_token
+    assert fk.acceptance_from == fc.acceptance_from and "k40" not in fk.acceptance_from
+    fd = forecast(target.models, target.thresholds, 0.0, caps + [other], curves, 0.006,
+                  exclude=target.name)
+    assert fd.prompts == fc.prompts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=40, unique=True),
+       st.floats(0.05, 1.0))
+def test_error_quantile_is_the_split_conformal_order_statistic(errors, level):
+    from validation.analysis.forecast import error_quantile
+
+    q = error_quantile(errors, level)
+    # independent: the smallest |e| with at least ceil(level (n + 1)) errors (capped at n)
+    # at or below it, counted directly
+    n = len(errors)
+    need = min(math.ceil(level * (n + 1)), n)
+    a = [abs(x) for x in errors]
+    expect = min(v for v in a if sum(x <= v for x in a) >= need)
+    assert q == expect
+
+
+def test_error_quantile_pinned_order_statistics():
+    from validation.analysis.forecast import error_quantile
+
+    e = [0.1 * k for k in range(1, 11)]  # n = 10
+    assert error_quantile(e, 0.9) == pytest.approx(1.0)  # ceil(0.9 * 11) = 10: the largest
+    assert error_quantile(e, 0.8) == pytest.approx(0.9)  # ceil(8.8) = 9
+    assert error_quantile(e, 0.5) == pytest.approx(0.6)  # ceil(5.5) = 6
+    assert error_quantile(e[:4], 0.5) == pytest.approx(0.3)  # ceil(2.5) = 3
+
+
+def test_ar_time_per_token_is_a_ratio_of_sums():
+    from validation.dataset import Capture
+
+    cap, trace = simulate_capture("ar", ["t", "mid"], [T, MID], [IIDGeometric(0.7)], [3],
+                                  prompts=3, tokens_per_prompt=60, seed=17)
+    recs = [dict(r) for r in trace]
+    ar = [r for r in recs if r.get("type") == "ar" and r["model"] == "t"]
+    # prompts of different lengths and speeds: the mean of per-prompt ratios differs
+    for r, (n, w) in zip(ar, [(10, 0.2), (100, 0.5), (40, 0.9)], strict=True):
+        r["n_tokens"], r["wall_s"], r["forward_s"] = n, w, 0.9 * w
+    again = Capture.from_records(cap.header, recs, path="synthetic")
+    assert again.ar_time_per_token == pytest.approx((0.2 + 0.5 + 0.9) / 150, rel=1e-12)
+    assert abs(again.ar_time_per_token - np.mean([0.02, 0.005, 0.0225])) > 1e-3
+
+
+def test_holdout_from_pooled_minus_own_equals_pooling_the_others():
+    """validate's leave-one-out laws (pooled counts minus the capture's own, linear in the
+    number of captures) are exactly those of pooling the other captures afresh."""
+    from polyspec_theory.core.laws import FAMILIES
+    from validation.analysis.fits import counts_without, fit_pairs
+    from validation.analysis.validate import _holdout_speedup
+
+    caps, other, _ = _forecast_captures()
+    caps = caps + [other]
+    pooled = fit_pairs(caps)
+    for c in caps:
+        costs = fit_costs(c)
+        others = [x for x in caps if x.name != c.name]
+        fresh = fit_pairs(others)
+        for i in range(c.n - 1):
+            key = c.pair_key(i)
+            if key in fresh:
+                got = counts_without(pooled[key].counts, c.rounds[i].counts())
+                want = fresh[key].counts
+                for f in ("accepted", "caps", "counts"):
+                    np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
+        h = _holdout_speedup(c, pooled, FAMILIES, costs)
+        if all(c.pair_key(i) in fresh for i in range(c.n - 1)):
+            assert h == predict_config(c, fresh, costs, None).speedup
+        else:
+            assert h is None
+    with pytest.raises(PolyspecInputError, match="more rounds in the part"):
+        counts_without(caps[0].rounds[0].counts(), pooled[caps[0].pair_key(0)].counts)

@@ -352,6 +352,37 @@ def test_sglang_log_newer_rate_convention():
     assert any("2 running requests" in w for w in out2.warnings)
 
 
+def _sg_decode(token, al="2.00", running=1):
+    return (f"[TP0] Decode batch. #running-req: {running}, #token: {token}, accept len: {al}, "
+            "gen throughput (token/s): 100.0,")
+
+
+def test_sglang_log_counts_cached_prompt_tokens():
+    # the prompt enters the token count whole: 20 new + 100 cached; 40 rounds at accept len
+    # 2.50 emit 100 tokens -> #token 220 (the new tokens alone would make it 80 rounds)
+    lines = ["[TP0] Prefill batch. #new-seq: 1, #new-token: 20, #cached-token: 100, "
+             "#running-req: 0,", _sg_decode(220, "2.50"), _sg_decode(320, "2.50")]
+    out = parse_engine_output("\n".join(lines), gamma=3)
+    assert [s.rounds for s in out.snapshots] == [40, 40]
+    assert out.pooled.accepted == 60 + 60
+
+
+def test_sglang_log_prefill_between_decodes_is_a_request_switch():
+    # request 1 decodes to #token 340; request 2 (300 new + 100 cached prompt tokens) starts
+    # in the next interval: that interval's count mixes the two requests and is skipped
+    # (#token - 340 = 140 would pass for 70 rounds at 2.00); the one after is 40 rounds
+    lines = ["[TP0] Prefill batch. #new-seq: 1, #new-token: 20, #cached-token: 0, "
+             "#running-req: 0,", _sg_decode(100), _sg_decode(180), _sg_decode(260),
+             "[TP0] Prefill batch. #new-seq: 1, #new-token: 300, #cached-token: 100, "
+             "#running-req: 0,", _sg_decode(480), _sg_decode(560)]
+    out = parse_engine_output("\n".join(lines), gamma=3)
+    assert [s.rounds for s in out.snapshots] == [40, 40, 40, 40]
+    assert [s.label for s in out.snapshots] == ["interval 1", "interval 2", "interval 3",
+                                                "interval 5"]
+    assert any("interval 4: a request ended" in x for x in out.skipped)
+    assert out.pooled.accepted == 4 * 40
+
+
 PROM = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts_total counter
 vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {d0}
@@ -531,3 +562,84 @@ def test_report_and_sweep_reject_bad_input():
     with pytest.raises(PolyspecInputError) as e:
         survival_from_rates([0.5, 0.2], 10, None, [0.005])
     assert e.value.field == "half_units"
+
+
+# --- issue 27: inputs that must be refused with the reason, never merged or padded -----------
+def _text(name):
+    from validation.engines import read_engine_text
+
+    return read_engine_text(sample(name))[0]
+
+
+def test_interleaved_engines_and_several_runs_are_refused():
+    mixed = _text("vllm_v0_log_issue9539.txt") + "\n" + _text("vllm_v1_log_issue19254.txt")
+    with pytest.raises(PolyspecInputError, match="several engine formats.*vllm-v0-log, "
+                                                 "vllm-v1-log"):
+        parse_engine_output(mixed)
+    # --format reads one format's lines: the V1 intervals only
+    v1 = parse_engine_output(mixed, fmt="vllm-v1-log")
+    assert v1.pooled.rounds == parse_engine_output(_text("vllm_v1_log_issue19254.txt")
+                                                   ).pooled.rounds
+    two = _text("llamacpp_speculative_pr2926_cpu.txt") * 2
+    with pytest.raises(PolyspecInputError, match="2 llama-speculative runs"):
+        parse_engine_output(two)
+    srv = _text("llamacpp_server_pr24536.txt")
+    stat = next(ln for ln in srv.splitlines() if "#gen drafts" in ln)
+    with pytest.raises(PolyspecInputError, match="2 llama-server statistics lines"):
+        parse_engine_output(srv + "\n" + stat)
+
+
+def test_impossible_or_unreadable_counts_are_refused_naming_the_field():
+    srv = _text("llamacpp_server_pr24536.txt")
+    cases = [
+        (srv.replace("#gen drafts =     87", "#gen drafts =     0"), "#gen drafts.*is 0"),
+        (srv.replace("#gen tokens =    259", "#gen tokens =    1e308"), "#gen tokens.*not a count"),
+        (srv.replace("#gen tokens =    259", "#gen tokens =    150"), "exceed the 150 drafted"),
+    ]
+    for text, pat in cases:
+        assert text != srv
+        with pytest.raises(PolyspecInputError, match=pat):
+            parse_engine_output(text, fmt="llamacpp-server")
+    pr = _text("vllm_per_request_metrics_llamaswap1032.json")
+    for old, new, pat in (('"acceptance_histogram": [39, 1, 0, 3]',
+                           '"acceptance_histogram": [39, 1, 3]', "must have 4 cells"),
+                          ('"mean_acceptance_length": 1.2325581395348837',
+                           '"mean_acceptance_length": "n/a"', "mean_acceptance_length.*finite"),
+                          ('"mean_acceptance_length": 1.2325581395348837',
+                           '"mean_acceptance_length": null', "mean_acceptance_length.*finite")):
+        assert old in pr
+        with pytest.raises(PolyspecInputError, match=pat):
+            parse_engine_output(pr.replace(old, new))
+
+
+def _sweep(**repl):
+    from validation.engines.sweep import parse_sweep
+
+    text = _text("vllm_eagle_sweep_issue20780.txt")
+    for old, new in repl.values():
+        assert old in text
+        text = text.replace(old, new, 1)
+    return parse_sweep(text)
+
+
+def test_sweep_units_cells_and_duplicate_rows():
+    assert _sweep().time_unit == "ms"
+    assert _sweep(u=("TPOT ms", "TPOT msec")).time_unit == "ms"
+    assert _sweep(u=("TPOT ms", "TPOT s")).time_unit == "s"
+    for head, pat in (("TPOT tokens/s", "throughput"), ("TPOT", "missing"),
+                      ("TPOT furlongs", "'furlongs'")):
+        with pytest.raises(PolyspecInputError, match=pat):
+            _sweep(u=("TPOT ms", head))
+    for old, new, pat in (("K=3 | 7.07 | 4.29 |", "K=3 | 7.07 | N/A |", "not a number"),
+                          ("K=3 | 7.07 | 4.29 |", "K=3 | 7.07 |  |", "not a number"),
+                          ("K=3 | 7.07 | 4.29 |", "K=3 | 7.07 | inf |", "finite"),
+                          ("3 | 2.29 | 2.79", "2 | 2.29 | 2.79", "K = 2 appears twice"),
+                          ("K=3 | 7.07", "K=2 | 7.07", "K=2 appears twice")):
+        with pytest.raises(PolyspecInputError, match=pat):
+            _sweep(c=(old, new))
+    short = _text("vllm_eagle_sweep_issue20780.txt").replace(
+        "K=4 | 7.07 | 4.48 | 4.05 |   | 1.567627494 | 1.10617284", "K=4 | 7.07")
+    from validation.engines.sweep import parse_sweep
+
+    with pytest.raises(PolyspecInputError, match="line 16: the row has 2 cells"):
+        parse_sweep(short)

@@ -77,6 +77,25 @@ def fit_pairs(captures, families=FAMILIES) -> dict[tuple, PairFit]:
     return out
 
 
+def counts_without(total: AcceptanceCounts, part: AcceptanceCounts) -> AcceptanceCounts:
+    """The rounds of ``total`` that are not in ``part`` (``part`` pooled into ``total``):
+    cell by cell, in the canonical form, so it equals pooling the rest afresh."""
+    cells = {}
+    for a, g, w in zip(total.accepted, total.caps, total.counts, strict=True):
+        cells[(int(a), int(g))] = int(w)
+    for a, g, w in zip(part.accepted, part.caps, part.counts, strict=True):
+        left = cells.get((int(a), int(g)), 0) - int(w)
+        if left < 0:
+            raise PolyspecInputError("counts", f"cell (A={a}, cap={g}) has more rounds in the "
+                                     "part than in the total")
+        cells[(int(a), int(g))] = left
+    keep = [(a, g, w) for (a, g), w in cells.items() if w > 0]
+    if not keep:
+        raise PolyspecInputError("counts", "no rounds left")
+    a, g, w = (np.array(x, dtype=np.int64) for x in zip(*keep, strict=True))
+    return AcceptanceCounts(a, g, w, total.source, total.notes)
+
+
 def fit_costs(capture: Capture, calibrate: bool = True) -> dict[str, CostFit]:
     """Cost fit of every model of the capture from its own baseline timings.
 

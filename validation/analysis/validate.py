@@ -45,13 +45,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.core.laws import FAMILIES
+from polyspec_theory.core.laws import FAMILIES, fit_laws
 from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.coupling import coupled_forwards, select_coupling
 
 from ..dataset import check_captures
-from .fits import capture_cascade, fit_costs, fit_pairs, predict_config
+from .fits import (
+    PairFit,
+    capture_cascade,
+    counts_without,
+    fit_costs,
+    fit_pairs,
+    predict_config,
+)
 from .forecast import NoHoldoutData, forecast_capture, measured_ci95
 from .insertion import insertion_analysis
 from .residuals import (
@@ -159,15 +166,22 @@ class ConfigResult:
         }
 
 
-def _holdout_speedup(capture, captures, families, costs) -> float | None:
+def _holdout_speedup(capture, pooled_fits, families, costs) -> float | None:
     """Best-law P1 speedup with every pair law fitted only on the other configurations
-    (``None`` if some pair of this configuration was captured nowhere else)."""
-    others = [c for c in captures if c.name != capture.name]
-    keys = {capture.pair_key(i) for i in range(capture.n - 1)}
-    sub = [c for c in others if keys & {c.pair_key(i) for i in range(c.n - 1)}]
-    fits = fit_pairs(sub, families)
-    if not keys <= set(fits):
-        return None
+    (``None`` if some pair of this configuration was captured nowhere else). The other
+    configurations' rounds of a pair are the pooled rounds minus this one's (the same
+    canonical counts as pooling the others afresh), so ``validate`` stays linear in the
+    number of captures."""
+    fits = {}
+    for i in range(capture.n - 1):
+        key = capture.pair_key(i)
+        pf = pooled_fits.get(key)
+        rest = () if pf is None else tuple(n for n in pf.configs if n != capture.name)
+        if not rest:
+            return None
+        counts = (counts_without(pf.counts, capture.rounds[i].counts())
+                  if capture.name in pf.configs else pf.counts)
+        fits[key] = PairFit(key, counts, tuple(fit_laws(counts, families=families)), rest)
     return predict_config(capture, fits, costs, None).speedup
 
 
@@ -196,7 +210,7 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratio
         diag[f"p1_{fam}"] = predict_config(capture, pair_fits, costs, fam).speedup
     best = predict_config(capture, pair_fits, costs, None)
     diag["p1_best"] = best.speedup
-    hold = _holdout_speedup(capture, captures, families, costs) if holdout else None
+    hold = _holdout_speedup(capture, pooled_fits, families, costs) if holdout else None
     if hold is not None:  # every pair captured elsewhere
         diag["holdout_laws"] = hold
     diag["pooled_laws"] = predict_config(capture, pooled_fits, costs, None).speedup
@@ -376,11 +390,12 @@ class ValidationResult:
 
 def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: bool = True,
              holdout: bool = True, confidence: str = "delta", n_boot: int = 200,
-             seed: int = 0, profiles=None) -> ValidationResult:
+             seed: int = 0, profiles=None, progress=None) -> ValidationResult:
     """Run the whole pipeline (module docstring) on a list of captures. ``profiles``: capture
     name -> composition profile of its cascade (anything with ``cost_curves()``, ``ar_s``,
     ``models`` and ``thresholds``, e.g. :class:`validation.composition.CompositionProfile`);
-    captures without one get no headline forecast."""
+    captures without one get no headline forecast. ``progress(done, total)`` is called after
+    each configuration is analysed."""
     captures = check_captures(captures, empty="no captured configurations")
     names = [c.name for c in captures]
     families = tuple(families)
@@ -399,8 +414,13 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     own = {c.name: (fit_pairs([c], families) if laws == "config" else pair_fits)
            for c in captures}
     ratios = {c.name: slowdown_ratios(c, own[c.name]) for c in captures}
-    results = tuple(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios,
-                             profiles.get(c.name)) for c in captures)
+    results = []
+    for c in captures:
+        results.append(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios,
+                                profiles.get(c.name)))
+        if progress is not None:
+            progress(len(results), len(captures))
+    results = tuple(results)
     ins = tuple(insertion_analysis(captures, pair_fits, method=confidence, n_boot=n_boot,
                                    seed=seed, ratios=ratios)) if insertions else ()
     return ValidationResult(results, pair_fits, ins, families, laws, structured)
