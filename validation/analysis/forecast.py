@@ -77,6 +77,7 @@ class Forecast:
     acceptance_from: tuple[str, ...]
     cost_source: str
     notes: tuple[str, ...] = field(default=())
+    level_time_per_token: tuple[float, ...] = field(default=())
 
     def to_dict(self) -> dict:
         return {
@@ -89,6 +90,7 @@ class Forecast:
             "forwards_per_token": list(self.forwards_per_token),
             "prompts": list(self.prompts), "acceptance_from": list(self.acceptance_from),
             "cost_source": self.cost_source, "notes": list(self.notes),
+            "level_time_per_token": list(self.level_time_per_token),
         }
 
 
@@ -129,7 +131,7 @@ def forecast(models, thresholds, temperature, captures, cost_curves, ar_time_per
                else np.asarray(tokens_per_prompt, dtype=np.float64))
     ms = tuple(Model(m, c) for m, c in zip(models, cost_curves, strict=True))
     notes = []
-    taus, fwds = [], []
+    taus, fwds, lts = [], [], []
     for p in prompts:
         laws = []
         for k in keys:
@@ -141,6 +143,7 @@ def forecast(models, thresholds, temperature, captures, cost_curves, ar_time_per
         pred = predict(Cascade(ms, tuple(laws), thresholds, policy))
         taus.append(pred.time_per_token)
         fwds.append([lv.forwards_per_token for lv in pred.levels])
+        lts.append([lv.forwards_per_token * lv.forward_cost for lv in pred.levels])
     w = weights / weights.sum()
     tau_fwd = float(np.dot(w, taus))
     f = np.asarray(w @ np.asarray(fwds))
@@ -152,7 +155,8 @@ def forecast(models, thresholds, temperature, captures, cost_curves, ar_time_per
                     overhead_per_token=ov_tok, ar_time_per_token=ar,
                     forwards_per_token=tuple(float(x) for x in f), prompts=prompts,
                     acceptance_from=tuple(used), cost_source=cost_source,
-                    notes=tuple(notes))
+                    notes=tuple(notes),
+                    level_time_per_token=tuple(float(x) for x in w @ np.asarray(lts)))
 
 
 def forecast_capture(capture, captures, profile) -> Forecast:

@@ -1,0 +1,63 @@
+"""Round 1's forecast errors split into acceptance, forward counts, in-cascade forward time,
+overhead and the AR baseline (validation.analysis.bias), from each capture's own records:
+    python data/traces/cpu/preregistered/decompose.py [--json]
+Each forecast is recomputed as it was made: acceptance and overhead from the captures that
+existed before round 1 (the nine round-1 captures left out), costs from its profile."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[3]))
+
+from validation.analysis.bias import TERMS, decompose_forecast  # noqa: E402
+from validation.analysis.forecast import forecast_capture  # noqa: E402
+from validation.composition import load_profiles  # noqa: E402
+from validation.traces import read_traces  # noqa: E402
+
+
+def main() -> int:
+    rec = [json.loads(x) for x in (HERE / "forecasts.jsonl").read_text().splitlines()]
+    names = {r["name"] for r in rec}
+    caps = read_traces(HERE.parent)
+    before = [c for c in caps if c.name not in names]
+    profs = load_profiles(HERE.parent / "profiles", caps)
+    rows = []
+    for r in rec:
+        c = next(c for c in caps if c.name == r["name"])
+        fc = forecast_capture(c, before, profs[c.name])
+        d = decompose_forecast(fc, c, profs[c.name])
+        d["committed_forecast"] = r["speedup"]
+        rows.append(d)
+    if "--json" in sys.argv[1:]:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print("| configuration | committed | recomputed | measured | log error | "
+          + " | ".join(TERMS) + " | dominant |")
+    print("|---" * (6 + len(TERMS)) + "|")
+    for d in rows:
+        print(f"| {d['name']} | {d['committed_forecast']:.3f} | {d['forecast']:.3f} | "
+              f"{d['measured']:.3f} | {100 * d['log_error']:+.1f} % | "
+              + " | ".join(f"{100 * d['terms'][t]:+.1f} %" for t in TERMS)
+              + f" | {d['dominant']} |")
+    tm = {t: [d["terms"][t] for d in rows] for t in TERMS}
+    print("\nmean term (% of log speedup): " + ", ".join(
+        f"{t} {100 * np.mean(v):+.2f}" for t, v in tm.items()))
+    print("median term: " + ", ".join(f"{t} {100 * np.median(v):+.2f}" for t, v in tm.items()))
+    print("\nper model, seconds per forward (forecast profile / measured in the capture):")
+    for d in rows:
+        print(f"  {d['name']}: " + ", ".join(
+            f"{m} {1e3 * v['seconds_per_forward']['forecast']:.3f}/"
+            f"{1e3 * v['seconds_per_forward']['measured']:.3f} ms"
+            for m, v in d["models"].items())
+              + f"; AR {1e3 * d['ar_s']['forecast']:.3f}/{1e3 * d['ar_s']['measured']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
