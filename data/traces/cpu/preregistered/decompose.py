@@ -30,9 +30,10 @@ def main() -> int:
     rows = []
     for r in rec:
         c = next(c for c in caps if c.name == r["name"])
-        fc = forecast_capture(c, before, profs[c.name])
+        fc = forecast_capture(c, before, profs[c.name], count_factor=np.ones(c.n))
         d = decompose_forecast(fc, c, profs[c.name])
         d["committed_forecast"] = r["speedup"]
+        d["fixed_forecast"] = forecast_capture(c, before, profs[c.name]).speedup
         rows.append(d)
     if "--json" in sys.argv[1:]:
         print(json.dumps(rows, indent=1))
@@ -46,6 +47,10 @@ def main() -> int:
               + " | ".join(f"{100 * d['terms'][t]:+.1f} %" for t in TERMS)
               + f" | {d['dominant']} |")
     tm = {t: [d["terms"][t] for d in rows] for t in TERMS}
+    fe = np.array([d["fixed_forecast"] / d["measured"] - 1 for d in rows])
+    print("\nwith the count correction learned on the captures before round 1: median |error| "
+          f"{100 * np.median(np.abs(fe)):.2f} %, max {100 * np.abs(fe).max():.2f} %, mean "
+          f"{100 * fe.mean():+.2f} % (" + ", ".join(f"{100 * e:+.1f}" for e in fe) + ")")
     print("\nmean term (% of log speedup): " + ", ".join(
         f"{t} {100 * np.mean(v):+.2f}" for t, v in tm.items()))
     print("median term: " + ", ".join(f"{t} {100 * np.median(v):+.2f}" for t, v in tm.items()))
