@@ -174,3 +174,46 @@ def forecast_batch(spec, batch_captures, law_captures, profile) -> dict:
                                        if c.pair_key(j) == spec.pair_key(i)}),
             "cost_source": "batched profile x in-cascade factors; orchestration from "
                            + str(cs.sources.get("orchestration"))}
+
+
+def spec_of(capture) -> SpecConfig:
+    """The :class:`SpecConfig` of a capture (to forecast it from the others)."""
+    tree = None
+    if capture.trees is not None and capture.trees[-1] is not None:
+        tree = list(capture.trees[-1].parents)
+    sch = capture.cascade.get("schedules")
+    return spec_config(capture.models, capture.thresholds, capture.temperature, tree=tree,
+                       schedules=sch, tree_sampling=capture.tree_sampling or "distinct",
+                       batch=getattr(capture, "batch", 1),
+                       prompt_len=capture.header.get("prompts", {}).get("prompt_len", 64),
+                       tokens=capture.max_new_tokens or 128, name=capture.name)
+
+
+def structured_loo_errors(captures, temperature: float | None = None,
+                          kind: str | None = None) -> dict[str, float]:
+    """``{name: forecast / measured - 1}`` of every structured capture (of pair kind ``kind``
+    at the bottom pair and at ``temperature`` if given), each forecast from the others."""
+    out = {}
+    for c in captures:
+        if not c.structured or (temperature is not None and c.temperature != temperature):
+            continue
+        if kind is not None and c.pair_kind(c.n - 2) != kind:
+            continue
+        try:
+            f = forecast_structured(spec_of(c), captures)
+        except PolyspecInputError:
+            continue
+        out[c.name] = f["speedup"] / c.measured_speedup - 1.0
+    return out
+
+
+def batch_loo_errors(batch_captures, law_captures, profile) -> dict[str, float]:
+    """``{name: forecast / measured - 1}`` of every batched capture, each from the others."""
+    out = {}
+    for c in batch_captures:
+        try:
+            f = forecast_batch(spec_of(c), batch_captures, law_captures, profile)
+        except PolyspecInputError:
+            continue
+        out[c.name] = f["speedup"] / c.measured_speedup - 1.0
+    return out
