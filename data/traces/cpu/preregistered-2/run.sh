@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Second pre-registered round (issue 26), one command, run from the repository root:
+#   bash data/traces/cpu/preregistered-2/run.sh forecast   # profiles + forecasts.jsonl (commit it
+#                                                           # ALONE, before capturing)
+#   bash data/traces/cpu/preregistered-2/run.sh capture    # capture every configuration
+#   bash data/traces/cpu/preregistered-2/run.sh score      # polyspec forecast --score
+# configs.txt: lines "kind name models thresholds temperature [extra]" (kind chain|tree|
+# schedule|batch; extra = tree parents, HF schedule hf:START:MIN:MAX, or batch size).
+# Forecasts use only the committed captures (data/traces/cpu, data/traces/trees,
+# data/traces/cpu-batch); captures go to data/traces/cpu/preregistered-2/captures/.
+# Environment: PY (default .venv/bin/python), PROMPTS (24), TREE_PROMPTS (12),
+# BATCH_PROMPTS (32), TOKENS (128), PROFILE_PROMPTS (12). Captures use 1 thread and --resume:
+# a killed run is continued by running it again.
+set -euo pipefail
+PY=${PY:-.venv/bin/python}
+HERE=data/traces/cpu/preregistered-2
+CPU=data/traces/cpu
+PROMPTS=${PROMPTS:-24}
+TREE_PROMPTS=${TREE_PROMPTS:-12}
+BATCH_PROMPTS=${BATCH_PROMPTS:-32}
+TOKENS=${TOKENS:-128}
+PROFILE_PROMPTS=${PROFILE_PROMPTS:-12}
+OUT=$HERE/captures
+mode=${1:?usage: run.sh forecast|capture|score}
+
+forecast_one() {  # kind name models thresholds temperature extra
+  local kind=$1 name=$2 m=$3 t=$4 temp=$5 extra=${6:-}
+  case $kind in
+    chain)
+      mkdir -p "$HERE/profiles"
+      [ -f "$HERE/profiles/$name.json" ] || "$PY" -m polyspec profile $(echo "$m" | tr , ' ') \
+        --cascade --thresholds "$t" --temperature "$temp" --traces "$CPU" \
+        --prompts "$PROFILE_PROMPTS" --tokens "$TOKENS" --out "$HERE/profiles/$name.json" >/dev/null
+      "$PY" -m polyspec forecast --traces "$CPU" --models "$m" --thresholds "$t" \
+        --temperature "$temp" --profile "$HERE/profiles/$name.json" --name "$name" --json ;;
+    tree)
+      "$PY" -m polyspec forecast --traces data/traces/trees --laws-from "$CPU" --models "$m" \
+        --thresholds "$t" --temperature "$temp" --tree="$extra" --name "$name" --json ;;
+    schedule)
+      "$PY" -m polyspec forecast --traces "$CPU" --models "$m" --thresholds "$t" \
+        --temperature "$temp" --schedule "$extra" --name "$name" --json ;;
+    batch)
+      "$PY" -m polyspec forecast --traces data/traces/cpu-batch --laws-from "$CPU" \
+        --batch-profile data/traces/cpu-batch/profile.json --models "$m" --thresholds "$t" \
+        --temperature "$temp" --batch "$extra" --name "${name}_b$extra" --json ;;
+  esac
+}
+
+capture_one() {  # kind name models thresholds temperature extra
+  local kind=$1 name=$2 m=$3 t=$4 temp=$5 extra=${6:-}
+  local args=(--models "$m" --thresholds "$t" --temperature "$temp" --tokens "$TOKENS"
+              --prompt-len 64 --threads 1 --seed 0 --out "$OUT" --name "$name" --resume
+              --no-progress)
+  case $kind in
+    chain) "$PY" -m polyspec capture "${args[@]}" --prompts "$PROMPTS" ;;
+    tree) "$PY" -m polyspec capture "${args[@]}" --prompts "$TREE_PROMPTS" --tree="$extra" ;;
+    schedule) "$PY" -m polyspec capture "${args[@]}" --prompts "$PROMPTS" --schedule "$extra" ;;
+    batch) "$PY" -m polyspec capture "${args[@]}" --prompts "$BATCH_PROMPTS" --batch "$extra" ;;
+  esac
+}
+
+case $mode in
+  forecast)
+    [ -s "$HERE/forecasts.jsonl" ] && { echo "$HERE/forecasts.jsonl exists: never rewritten" >&2; exit 2; }
+    tmp=$(mktemp)
+    while read -r kind name m t temp extra; do
+      { [ -z "$kind" ] || [ "${kind:0:1}" = "#" ]; } && continue
+      forecast_one "$kind" "$name" "$m" "$t" "$temp" "${extra:-}" \
+        | "$PY" -c "import json,sys; print(json.dumps(json.load(sys.stdin)))" >> "$tmp"
+      echo "forecast $name" >&2
+    done < "$HERE/configs.txt"
+    mv "$tmp" "$HERE/forecasts.jsonl" ;;
+  capture)
+    mkdir -p "$OUT"
+    while read -r kind name m t temp extra; do
+      { [ -z "$kind" ] || [ "${kind:0:1}" = "#" ]; } && continue
+      capture_one "$kind" "$name" "$m" "$t" "$temp" "${extra:-}" < /dev/null
+    done < "$HERE/configs.txt" ;;
+  score)
+    "$PY" -m polyspec forecast --score "$HERE/forecasts.jsonl" "${@:2}" ;;
+  *) echo "usage: run.sh forecast|capture|score" >&2; exit 2 ;;
+esac
