@@ -30,7 +30,8 @@ def _interval(speedup, errs):
     from validation.analysis.score import loo_coverage
 
     q = error_quantile(list(errs.values())) if errs else None
-    return ({"interval95": None if q is None else [speedup * (1 - q), speedup * (1 + q)],
+    return ({"interval95": None if q is None else [max(speedup * (1 - q), 0.0),
+                                                   speedup * (1 + q)],
              "interval_from": {"loo_errors": len(errs), "quantile": q,
                                "loo_coverage": loo_coverage(errs.values()),
                                "method": "split-conformal order statistic of the leave-one-out "
@@ -112,8 +113,8 @@ def run_kind(args) -> int:
             caps += read_traces(args.laws_from)
         fc = fk.forecast_structured(spec, caps)
         kind = "tree" if tree else "schedule"
-        errs = fk.structured_loo_errors(caps, temperature=temp,
-                                        kind="tree" if tree else "hf")
+        errs = fk.structured_loo_errors(caps, temperature=temp, kind="tree" if tree else "hf",
+                                        nodes=len(tree) - 1 if tree else None)
         if not errs:  # no capture of this kind yet: the chain forecasts' errors
             errs = {c.name: e for c, e in (
                 (c, fk.forecast_structured(fk.spec_of(c), caps)["speedup"]

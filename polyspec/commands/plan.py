@@ -203,7 +203,7 @@ def run(args) -> int:
 
     if args.traces is not None:
         aa = Path(args.aa) if args.aa else Path(args.traces) / "aa"
-        aa_caps = read_traces(aa) if aa.is_dir() else []
+        aa_caps = read_traces(aa) if aa.is_dir() and any(aa.glob("*.jsonl")) else []
         unc = pu.plan_decisions(result, pool, captures, profiles, aa_caps,
                                 temperature=info["temperature"], top=top + 1,
                                 n_draws=args.draws)

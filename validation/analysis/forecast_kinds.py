@@ -178,26 +178,30 @@ def forecast_batch(spec, batch_captures, law_captures, profile) -> dict:
 
 def spec_of(capture) -> SpecConfig:
     """The :class:`SpecConfig` of a capture (to forecast it from the others)."""
-    tree = None
-    if capture.trees is not None and capture.trees[-1] is not None:
-        tree = list(capture.trees[-1].parents)
+    trees = capture.cascade.get("trees")
+    tree = list(trees[-1]["parents"]) if trees and trees[-1] is not None else None
     sch = capture.cascade.get("schedules")
     return spec_config(capture.models, capture.thresholds, capture.temperature, tree=tree,
-                       schedules=sch, tree_sampling=capture.tree_sampling or "distinct",
+                       schedules=sch,
+                       tree_sampling=capture.header.get("tree_sampling") or "distinct",
                        batch=getattr(capture, "batch", 1),
                        prompt_len=capture.header.get("prompts", {}).get("prompt_len", 64),
                        tokens=capture.max_new_tokens or 128, name=capture.name)
 
 
 def structured_loo_errors(captures, temperature: float | None = None,
-                          kind: str | None = None) -> dict[str, float]:
+                          kind: str | None = None, nodes: int | None = None) -> dict[str, float]:
     """``{name: forecast / measured - 1}`` of every structured capture (of pair kind ``kind``
-    at the bottom pair and at ``temperature`` if given), each forecast from the others."""
+    at the bottom pair and at ``temperature`` if given; trees of ``nodes / 2 .. 2 nodes``
+    drafted nodes if given: errors grow with the tree), each forecast from the others."""
     out = {}
     for c in captures:
         if not c.structured or (temperature is not None and c.temperature != temperature):
             continue
         if kind is not None and c.pair_kind(c.n - 2) != kind:
+            continue
+        if nodes is not None and c.trees is not None and c.trees[-1] is not None \
+                and not nodes / 2 <= c.trees[-1].n_nodes <= 2 * nodes:
             continue
         try:
             f = forecast_structured(spec_of(c), captures)
