@@ -247,8 +247,10 @@ def test_tree_forecast_of_a_committed_capture_from_the_others():
     c = next(x for x in trees if x.name == "fig11_target-ngram_T0_n4_3225fc78")
     f = forecast_structured(spec_of(c), trees)
     assert c.name not in f["acceptance_from"] and c.name not in f["cost_source"]
-    # pinned: +2.5 % (a 4-node chain-shaped tree at T = 0; laws and costs from the others)
-    assert f["speedup"] / c.measured_speedup - 1 == pytest.approx(0.0248, abs=0.002)
+    # pinned: -9.0 % (a 4-node chain-shaped tree at T = 0; laws, costs and the tree-decoder
+    # factors from the other tree captures; +2.5 % without the factors, whose median is set by
+    # the larger trees)
+    assert f["speedup"] / c.measured_speedup - 1 == pytest.approx(-0.090, abs=0.003)
 
 
 def test_validate_reads_the_noise_floor_from_the_aa_folder(tmp_path):

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from polyspec_theory.errors import PolyspecInputError
+
 from .forecast import Forecast, forecast
 
 __all__ = ["decompose_forecast", "TERMS"]
@@ -35,12 +37,18 @@ def _own(capture, profile, policy: str) -> Forecast:
                     prompts=[int(s["prompt"]) for s in capture.summaries], policy=policy)
 
 
-def decompose_forecast(fc: Forecast, capture, profile) -> dict:
+def decompose_forecast(fc: Forecast, capture, profile=None, own=None) -> dict:
     """The exact split of ``log(fc.speedup / capture.measured_speedup)`` into :data:`TERMS`
     (module docstring), with per-model forwards and times per forward, forecast and measured.
-    ``fc``: the forecast of ``capture`` (from other captures), ``profile``: the composition
-    profile it used."""
-    own = _own(capture, profile, capture.policy)
+    ``fc``: the forecast of ``capture`` (from other captures; any object with ``speedup``,
+    ``time_per_token``, ``forwards_per_token``, ``level_time_per_token``,
+    ``overhead_per_token``, ``ar_time_per_token``), ``profile``: the composition profile it
+    used (chains), or ``own``: the same forecast with the capture's own laws (trees)."""
+    if own is None:
+        if profile is None:
+            raise PolyspecInputError("own", "give the composition profile or the own-law "
+                                     "forecast")
+        own = _own(capture, profile, capture.policy)
     tok = capture.tokens
     cnt = np.asarray(capture.forward_count, dtype=np.float64)
     f_meas = cnt / tok

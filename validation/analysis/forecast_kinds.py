@@ -7,8 +7,10 @@
   rounds), P1 for structures (:func:`polyspec_theory.predict_structured`), costs = the
   verify-path cost tables (:func:`validation.analysis.structured.verify_path_costs`: the cost
   curves as measured, the decoder's verify path) of the committed captures with the same
-  models, each in units of its target's AR forward, element-wise median; decoder overhead
-  per forward and per round fitted on the other captures of the same sampling mode.
+  models, each in units of its target's AR forward, element-wise median; for trees, each
+  model's table times its tree-decoder factor (:func:`tree_factors`: measured time per
+  forward / cost-curve timing, median over the other tree captures); decoder overhead per
+  forward and per round fitted on the other captures of the same sampling mode.
 - **Batched** (:func:`forecast_batch`): the ``predictive`` variant of
   :mod:`validation.analysis.batch_validate` (laws pooled over the batched and single-stream
   captures of the same pairs, the batched profile's ``T(b, m)`` times in-cascade factors
@@ -33,7 +35,8 @@ from .residuals import overhead_model
 from .structured import fit_structured_laws, structured_cascade
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
-           "structured_costs"]
+           "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
+           "batch_loo_errors"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,20 +116,44 @@ def structured_costs(spec, captures) -> tuple[dict, float, list[str]]:
         raise PolyspecInputError("traces", f"no capture with the models {spec.models} at "
                                  f"temperature {spec.temperature:g} to take costs from")
     costs = {}
+    facs = tree_factors(spec, captures) if spec.trees is not None else {}
     for name, tl in tabs.items():
-        t = np.maximum(np.median(np.asarray(tl), axis=0), 0.0)
+        t = np.maximum(np.median(np.asarray(tl), axis=0), 0.0) * facs.get(name, 1.0)
         if name == spec.models[0]:
             t[0] = 1.0
         costs[name] = CostCurve.from_table([float(x) for x in t])
     return costs, float(np.median(ratios)), used
 
 
-def forecast_structured(spec, captures, cost_captures=None) -> dict:
+def tree_factors(spec, captures) -> dict[str, float]:
+    """Per model of a tree configuration: the median over the tree captures with the same
+    models and sampling setting of its measured mean time per forward in the tree decoder /
+    the capture's own verify-path cost table at the size those forwards have (the verifier:
+    the tree's nodes + 1; the drafter: one position) — the tree decoder's forwards (masked
+    tree attention) cost more than the cost-curve timings; learned on other captures."""
+    vals: dict[str, list] = {}
+    for c in captures:
+        if c.trees is None or c.trees[-1] is None or c.models != spec.models \
+                or c.temperature != spec.temperature:
+            continue
+        raw = fit_costs(c, calibrate=False)
+        sizes = {c.models[0]: c.trees[-1].n_nodes + 1, c.models[-1]: 1}
+        for i, name in enumerate(c.models):
+            if name not in sizes or not c.forward_count[i]:
+                continue
+            t = float(raw[name].curve()(np.array([sizes[name]]))[0])
+            if t > 0:
+                vals.setdefault(name, []).append(c.forward_s[i] / c.forward_count[i] / t)
+    return {name: float(np.median(v)) for name, v in vals.items()}
+
+
+def forecast_structured(spec, captures, cost_captures=None, law_captures=None) -> dict:
     """Predicted speedup of the tree / schedule configuration ``spec`` (module docstring):
-    laws from ``captures`` (the spec's name left out), costs from ``cost_captures`` (default
-    ``captures``) with the same models."""
+    laws from ``captures`` (the spec's name left out; ``law_captures``: from these instead),
+    costs from ``cost_captures`` (default ``captures``) with the same models."""
     others = [c for c in captures if c.name != spec.name]
-    laws, info = fit_structured_laws(spec, sources=others)
+    laws, info = fit_structured_laws(spec, sources=others if law_captures is None
+                                     else list(law_captures))
     if laws is None:
         raise PolyspecInputError("acceptance", "some pair of the configuration was captured "
                                  "nowhere (with this structure kind and sampling setting)")
@@ -143,6 +170,8 @@ def forecast_structured(spec, captures, cost_captures=None) -> dict:
             "forward_time_per_token": unit / pred.speedup, "overhead_per_token": ov_tok * unit,
             "ar_time_per_token": ar_ratio * unit,
             "forwards_per_token": [lv.forwards_per_token for lv in pred.levels],
+            "level_time_per_token": [lv.forwards_per_token * lv.forward_cost * unit
+                                     for lv in pred.levels],
             "acceptance_from": sorted({c.name for c in others for j in range(c.n - 1)
                                        for i in range(spec.n - 1)
                                        if c.pair_key(j) == spec.pair_key(i)}),

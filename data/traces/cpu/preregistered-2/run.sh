@@ -9,7 +9,8 @@
 # Forecasts use only the committed captures (data/traces/cpu, data/traces/trees,
 # data/traces/cpu-batch); captures go to data/traces/cpu/preregistered-2/captures/.
 # Environment: PY (default .venv/bin/python), PROMPTS (24), TREE_PROMPTS (12),
-# BATCH_PROMPTS (32), TOKENS (128), PROFILE_PROMPTS (12). Captures use 1 thread and --resume:
+# BATCH_PROMPTS (32), TOKENS (128), PROFILE_PROMPTS (6; the two T = 0 planner picks were
+# profiled with 12 before the machine load made that too slow). Captures use 1 thread and --resume:
 # a killed run is continued by running it again.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
@@ -19,7 +20,7 @@ PROMPTS=${PROMPTS:-24}
 TREE_PROMPTS=${TREE_PROMPTS:-12}
 BATCH_PROMPTS=${BATCH_PROMPTS:-32}
 TOKENS=${TOKENS:-128}
-PROFILE_PROMPTS=${PROFILE_PROMPTS:-12}
+PROFILE_PROMPTS=${PROFILE_PROMPTS:-6}
 OUT=$HERE/captures
 mode=${1:?usage: run.sh forecast|capture|score}
 
@@ -50,7 +51,7 @@ capture_one() {  # kind name models thresholds temperature extra
   local kind=$1 name=$2 m=$3 t=$4 temp=$5 extra=${6:-}
   local args=(--models "$m" --thresholds "$t" --temperature "$temp" --tokens "$TOKENS"
               --prompt-len 64 --threads 1 --seed 0 --out "$OUT" --name "$name" --resume
-              --no-progress)
+              --no-progress --ar-models target --cost-contexts 96 --cost-repeats 1)
   case $kind in
     chain) "$PY" -m polyspec capture "${args[@]}" --prompts "$PROMPTS" ;;
     tree) "$PY" -m polyspec capture "${args[@]}" --prompts "$TREE_PROMPTS" --tree="$extra" ;;
@@ -86,11 +87,19 @@ case $mode in
     done < "$HERE/configs.txt" > "$HERE/forecasts.jsonl.tmp"
     mv "$HERE/forecasts.jsonl.tmp" "$HERE/forecasts.jsonl" ;;
   capture)
+    # interleaved with the A/A captures (data/traces/cpu/aa): one before, one in the middle,
+    # one after, so the noise floor is measured under the same machine load
     mkdir -p "$OUT"
+    n=$(grep -c '^[a-z]' "$HERE/configs.txt")
+    k=0
+    bash data/traces/cpu/aa/capture_aa.sh 1
     while read -r kind name m t temp extra; do
       { [ -z "$kind" ] || [ "${kind:0:1}" = "#" ]; } && continue
       capture_one "$kind" "$name" "$m" "$t" "$temp" "${extra:-}" < /dev/null
-    done < "$HERE/configs.txt" ;;
+      k=$((k + 1))
+      [ "$k" = $((n / 2)) ] && bash data/traces/cpu/aa/capture_aa.sh 2
+    done < "$HERE/configs.txt"
+    bash data/traces/cpu/aa/capture_aa.sh 3 ;;
   score)
     "$PY" -m polyspec forecast --score "$HERE/forecasts.jsonl" "${@:2}" ;;
   *) echo "usage: run.sh forecast|capture|score" >&2; exit 2 ;;

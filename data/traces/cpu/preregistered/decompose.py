@@ -2,7 +2,11 @@
 overhead and the AR baseline (validation.analysis.bias), from each capture's own records:
     python data/traces/cpu/preregistered/decompose.py [--json]
 Each forecast is recomputed as it was made: acceptance and overhead from the captures that
-existed before round 1 (the nine round-1 captures left out), costs from its profile."""
+existed before round 1 (the nine round-1 captures left out), costs from its profile.
+    python data/traces/cpu/preregistered/decompose.py --trees
+the same for the token-tree captures (data/traces/trees), each forecast from the others
+(validation.analysis.forecast_kinds: laws and verify-path cost tables of the other tree
+captures)."""
 
 from __future__ import annotations
 
@@ -21,7 +25,29 @@ from validation.composition import load_profiles  # noqa: E402
 from validation.traces import read_traces  # noqa: E402
 
 
+def trees() -> list[dict]:
+    from types import SimpleNamespace
+
+    from validation.analysis.forecast_kinds import forecast_structured, spec_of
+
+    caps = read_traces(HERE.parents[1] / "trees")
+    rows = []
+    for c in caps:
+        spec = spec_of(c)
+        fc = SimpleNamespace(**forecast_structured(spec, caps))
+        others = [x for x in caps if x.name != c.name]
+        own = SimpleNamespace(**forecast_structured(spec, others, cost_captures=others,
+                                                    law_captures=[c]))
+        d = decompose_forecast(fc, c, own=own)
+        d["committed_forecast"] = d["fixed_forecast"] = fc.speedup  # no count correction
+        d["name"] = f"{c.name} ({c.trees[-1].n_nodes} nodes)"
+        rows.append(d)
+    return rows
+
+
 def main() -> int:
+    if "--trees" in sys.argv[1:]:
+        return show(trees())
     rec = [json.loads(x) for x in (HERE / "forecasts.jsonl").read_text().splitlines()]
     names = {r["name"] for r in rec}
     caps = read_traces(HERE.parent)
@@ -35,6 +61,10 @@ def main() -> int:
         d["committed_forecast"] = r["speedup"]
         d["fixed_forecast"] = forecast_capture(c, before, profs[c.name]).speedup
         rows.append(d)
+    return show(rows)
+
+
+def show(rows) -> int:
     if "--json" in sys.argv[1:]:
         print(json.dumps(rows, indent=1))
         return 0
@@ -48,7 +78,7 @@ def main() -> int:
               + f" | {d['dominant']} |")
     tm = {t: [d["terms"][t] for d in rows] for t in TERMS}
     fe = np.array([d["fixed_forecast"] / d["measured"] - 1 for d in rows])
-    print("\nwith the count correction learned on the captures before round 1: median |error| "
+    print("\nwith the count correction learned on the other captures: median |error| "
           f"{100 * np.median(np.abs(fe)):.2f} %, max {100 * np.abs(fe).max():.2f} %, mean "
           f"{100 * fe.mean():+.2f} % (" + ", ".join(f"{100 * e:+.1f}" for e in fe) + ")")
     print("\nmean term (% of log speedup): " + ", ".join(
