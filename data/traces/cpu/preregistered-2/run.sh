@@ -8,17 +8,18 @@
 # schedule|batch; extra = tree parents, HF schedule hf:START:MIN:MAX, or batch size).
 # Forecasts use only the committed captures (data/traces/cpu, data/traces/trees,
 # data/traces/cpu-batch); captures go to data/traces/cpu/preregistered-2/captures/.
-# Environment: PY (default .venv/bin/python), PROMPTS (24), TREE_PROMPTS (12),
-# BATCH_PROMPTS (32), TOKENS (128), PROFILE_PROMPTS (6; the two T = 0 planner picks were
+# Environment: PY (default .venv/bin/python), PROMPTS (8: the first 8 of the committed
+# captures' 24 prompts; chain forecasts average all 24), TREE_PROMPTS (8), BATCH_PROMPTS
+# (16), TOKENS (128), PROFILE_PROMPTS (6; the two T = 0 planner picks were
 # profiled with 12 before the machine load made that too slow). Captures use 1 thread and --resume:
 # a killed run is continued by running it again.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 HERE=data/traces/cpu/preregistered-2
 CPU=data/traces/cpu
-PROMPTS=${PROMPTS:-24}
-TREE_PROMPTS=${TREE_PROMPTS:-12}
-BATCH_PROMPTS=${BATCH_PROMPTS:-32}
+PROMPTS=${PROMPTS:-8}
+TREE_PROMPTS=${TREE_PROMPTS:-8}
+BATCH_PROMPTS=${BATCH_PROMPTS:-16}
 TOKENS=${TOKENS:-128}
 PROFILE_PROMPTS=${PROFILE_PROMPTS:-6}
 OUT=$HERE/captures
