@@ -179,13 +179,14 @@ def forecast_structured(spec, captures, cost_captures=None, law_captures=None) -
             "laws": [x["law"] for x in info]}
 
 
-def forecast_batch(spec, batch_captures, law_captures, profile) -> dict:
+def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None) -> dict:
     """Predicted speedup (and throughput) of the batched configuration ``spec`` at
-    ``spec.batch`` (module docstring)."""
+    ``spec.batch`` (module docstring; ``law_sources``: the captures the laws come from
+    instead, e.g. the capture itself for the bias decomposition)."""
     if not isinstance(spec, SpecConfig):
         raise PolyspecInputError("spec", "must be a SpecConfig")
     others = [c for c in batch_captures if c.name != spec.name]
-    sources = others + list(law_captures)
+    sources = others + list(law_captures) if law_sources is None else list(law_sources)
     laws, missing = _laws(spec, _LawFits(FAMILIES)(spec, sources))
     if laws is None:
         raise PolyspecInputError("acceptance", f"no captured rounds of pair(s) {missing}")
@@ -195,9 +196,14 @@ def forecast_batch(spec, batch_captures, law_captures, profile) -> dict:
     s = t_ar / pr.time_per_token
     if not math.isfinite(s) or s <= 0:
         raise PolyspecInputError("costs", "the batched prediction is not a positive speedup")
+    fwd = [lv.forwards_per_token for lv in pr.levels]
+    # forward part of each level (the orchestration a_b per forward, o_b per verification
+    # apart): T_i(b, m) = forward_cost - a_b
+    lt = [lv.forwards_per_token * (lv.forward_cost - cs.a) for lv in pr.levels]
     return {"speedup": s, "time_per_token": pr.time_per_token, "ar_time_per_token": t_ar,
             "tokens_per_second": spec.batch / pr.time_per_token,
-            "forwards_per_token": [lv.forwards_per_token for lv in pr.levels],
+            "level_time_per_token": lt, "overhead_per_token": pr.time_per_token - sum(lt),
+            "forwards_per_token": fwd,
             "acceptance_from": sorted({c.name for c in sources for j in range(c.n - 1)
                                        for i in range(spec.n - 1)
                                        if c.pair_key(j) == spec.pair_key(i)}),

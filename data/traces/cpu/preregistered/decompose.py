@@ -3,10 +3,10 @@ overhead and the AR baseline (validation.analysis.bias), from each capture's own
     python data/traces/cpu/preregistered/decompose.py [--json]
 Each forecast is recomputed as it was made: acceptance and overhead from the captures that
 existed before round 1 (the nine round-1 captures left out), costs from its profile.
-    python data/traces/cpu/preregistered/decompose.py --trees
-the same for the token-tree captures (data/traces/trees), each forecast from the others
-(validation.analysis.forecast_kinds: laws and verify-path cost tables of the other tree
-captures)."""
+    python data/traces/cpu/preregistered/decompose.py --trees | --batches
+the same for the token-tree captures (data/traces/trees) and the batched captures
+(data/traces/cpu-batch: T(b, m) in the lockstep loop), each forecast from the others
+(validation.analysis.forecast_kinds)."""
 
 from __future__ import annotations
 
@@ -45,9 +45,39 @@ def trees() -> list[dict]:
     return rows
 
 
+def batches() -> list[dict]:
+    """Batched captures (data/traces/cpu-batch), each forecast from the others (the
+    predictive variant): per sequence token, ``b`` x batched forwards per decode token."""
+    from types import SimpleNamespace
+
+    from validation.analysis.batch_validate import load_profile
+    from validation.analysis.forecast_kinds import forecast_batch, spec_of
+    from validation.batch_dataset import read_batch_traces
+
+    bdir = HERE.parents[1] / "cpu-batch"
+    caps = read_batch_traces(bdir)
+    laws = read_traces(HERE.parent)
+    prof = load_profile(bdir / "profile.json")
+    rows = []
+    for c in caps:
+        spec = spec_of(c)
+        fc = SimpleNamespace(**forecast_batch(spec, caps, laws, prof))
+        own = SimpleNamespace(**forecast_batch(spec, caps, laws, prof, law_sources=[c]))
+        per_seq = SimpleNamespace(
+            name=c.name, models=c.models, tokens=c.tokens / c.batch,
+            forward_count=c.forward_count, forward_s=c.forward_s, overhead_s=c.overhead_s,
+            ar_time_per_token=c.ar_step_s, measured_speedup=c.measured_speedup)
+        d = decompose_forecast(fc, per_seq, own=own)
+        d["committed_forecast"] = d["fixed_forecast"] = fc.speedup
+        rows.append(d)
+    return rows
+
+
 def main() -> int:
     if "--trees" in sys.argv[1:]:
         return show(trees())
+    if "--batches" in sys.argv[1:]:
+        return show(batches())
     rec = [json.loads(x) for x in (HERE / "forecasts.jsonl").read_text().splitlines()]
     names = {r["name"] for r in rec}
     caps = read_traces(HERE.parent)
