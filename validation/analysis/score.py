@@ -86,8 +86,13 @@ def score_forecasts(path) -> dict:
                "interval95": [float(iv[0]), float(iv[1])], "measured": None,
                "measured_ci95": None, "inside": None, "error": None}
         hit = find_capture(str(f["name"]), p.parent)
+        cap = None
         if hit is not None:
-            cap = _read(hit, f["kind"])
+            try:
+                cap = _read(hit, f["kind"])
+            except PolyspecInputError as e:  # e.g. a capture still running
+                row["note"] = f"{hit}: not readable yet ({e})"
+        if cap is not None:
             m = cap.measured_speedup
             row.update(trace=str(hit), measured=m, measured_ci95=list(_measured_ci(cap,
                                                                                 f["kind"])),
