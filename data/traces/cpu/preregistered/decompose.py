@@ -3,10 +3,11 @@ overhead and the AR baseline (validation.analysis.bias), from each capture's own
     python data/traces/cpu/preregistered/decompose.py [--json]
 Each forecast is recomputed as it was made: acceptance and overhead from the captures that
 existed before round 1 (the nine round-1 captures left out), costs from its profile.
-    python data/traces/cpu/preregistered/decompose.py --trees | --batches
+    python data/traces/cpu/preregistered/decompose.py --trees | --batches | --round2
 the same for the token-tree captures (data/traces/trees) and the batched captures
 (data/traces/cpu-batch: T(b, m) in the lockstep loop), each forecast from the others
-(validation.analysis.forecast_kinds)."""
+(validation.analysis.forecast_kinds); --round2: round 2's captured chains against their
+committed forecasts (measured on the first 8 prompts, forecast over 24)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,42 @@ def batches() -> list[dict]:
     return rows
 
 
+def round2() -> list[dict]:
+    """Round 2's captured chains (preregistered-2/captures), each forecast recomputed as
+    committed (all committed captures, count correction, its round-2 profile)."""
+    from validation.analysis.forecast import count_factors, forecast
+    from validation.composition import CompositionProfile
+    from validation.files import read_mapping
+
+    r2 = HERE.parent / "preregistered-2"
+    caps = read_traces(HERE.parent)
+    rows = []
+    for f in sorted((r2 / "captures").glob("*.jsonl")):
+        pf = r2 / "profiles" / f"{f.stem}.json"
+        if not pf.is_file():
+            continue
+        try:
+            c = read_traces_file(f)
+        except Exception:  # noqa: BLE001 (a capture still being written)
+            continue
+        prof = CompositionProfile.from_dict(read_mapping(pf), str(pf))
+        fc = forecast(c.models, c.thresholds, c.temperature, caps, prof.cost_curves(),
+                      prof.ar_s, count_factor=count_factors(c.n, c.temperature, caps))
+        d = decompose_forecast(fc, c, prof)
+        d["committed_forecast"] = d["fixed_forecast"] = fc.speedup
+        rows.append(d)
+    return rows
+
+
+def read_traces_file(path):
+    from validation.traces import read_trace
+
+    return read_trace(path)
+
+
 def main() -> int:
+    if "--round2" in sys.argv[1:]:
+        return show(round2())
     if "--trees" in sys.argv[1:]:
         return show(trees())
     if "--batches" in sys.argv[1:]:
