@@ -10,13 +10,17 @@ HELP = ("Predict the measured speedup of a configuration before capturing it: ac
 
 
 def add_arguments(p):
-    p.add_argument("--traces", required=True, metavar="DIR",
+    p.add_argument("--traces", metavar="DIR",
                    help="committed captures (the same prompts as the capture to predict)")
-    p.add_argument("--models", required=True, help="comma-separated models, target first")
-    p.add_argument("--thresholds", required=True, help="comma-separated θ per adjacent pair")
+    p.add_argument("--models", help="comma-separated models, target first")
+    p.add_argument("--thresholds", help="comma-separated θ per adjacent pair")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--profile", required=True, metavar="FILE.json",
-                   help="composition profile of this cascade (polyspec profile --cascade)")
+    p.add_argument("--profile", metavar="FILE.json",
+                   help="composition profile of this cascade (polyspec profile --cascade; "
+                        "chains)")
+    from .forecast_kinds import add_kind_arguments
+
+    add_kind_arguments(p)
     p.add_argument("--profiles", default=None, metavar="DIR",
                    help="profiles of the committed captures, for the interval (default: "
                         "DIR/profiles)")
@@ -27,14 +31,21 @@ def run(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_real
-    from validation.analysis.forecast import error_quantile, forecast, loo_errors
+    from validation.analysis.forecast import count_factors, error_quantile, forecast, loo_errors
+    from validation.analysis.score import loo_coverage
     from validation.composition import CompositionProfile, load_profiles
     from validation.files import read_mapping
     from validation.models import model_name
     from validation.traces import read_traces
 
     from .common import dump_strict_json
+    from .forecast_kinds import run_kind
 
+    if args.score or args.tree or args.schedule or args.batch:
+        return run_kind(args)
+    for opt in ("traces", "models", "thresholds", "profile"):
+        if getattr(args, opt) is None:
+            raise PolyspecInputError(f"--{opt}", "required (or --score FILE)")
     models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
     try:
         th = [int(x) for x in args.thresholds.split(",") if x.strip()]
@@ -52,23 +63,29 @@ def run(args) -> int:
         raise PolyspecInputError("--models", "this configuration is already captured in "
                                  f"{args.traces}: forecast a new one (validate predicts the "
                                  "committed ones)")
-    fc = forecast(models, th, temp, caps, prof.cost_curves(), prof.ar_s)
+    fc = forecast(models, th, temp, caps, prof.cost_curves(), prof.ar_s,
+                  count_factor=count_factors(len(models), temp, caps))
     pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
     errs = loo_errors(caps, load_profiles(pdir, caps), temperature=temp)
     q = error_quantile(list(errs.values())) if errs else None
     out = {**fc.to_dict(),
            "interval95": None if q is None else [fc.speedup * (1 - q), fc.speedup * (1 + q)],
            "interval_from": {"loo_errors": len(errs), "quantile": q,
+                             "loo_coverage": loo_coverage(errs.values()),
                              "method": "split-conformal order statistic of the leave-one-out "
                                        "|relative errors| of the captures at this temperature"},
-           "profile": str(args.profile), "traces": str(args.traces)}
+           "profile": str(args.profile), "traces": str(args.traces),
+           "kind": "chain", "levels": len(models), "batch": 1}
+    if args.name:
+        out["name"] = args.name
     if args.json:
         print(dump_strict_json(out))
         return 0
     iv = out["interval95"]
     print(f"{' <- '.join(models)} θ={th} T={temp:g}: forecast speedup {fc.speedup:.3f}"
           + ("" if iv is None else f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}] "
-             f"(from {len(errs)} leave-one-out errors)"))
+             f"(from {len(errs)} leave-one-out errors; leave-one-out coverage "
+             f"{out['interval_from']['loo_coverage']['coverage']:.0%})"))
     print(f"  time per token {1e3 * fc.time_per_token:.4f} ms (forwards "
           f"{1e3 * fc.forward_time_per_token:.4f} + overhead "
           f"{1e3 * fc.overhead_per_token:.4f}); autoregressive {1e3 * fc.ar_time_per_token:.4f}")

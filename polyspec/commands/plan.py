@@ -45,6 +45,12 @@ def add_arguments(p):
                         "under the synchronised batch theory (docs/theory.md Part III-C)")
     p.add_argument("--no-prune", action="store_true",
                    help="score every configuration (same answer, much slower; for checking)")
+    p.add_argument("--aa", metavar="DIR", default=None,
+                   help="with --traces: A/A captures giving the noise floor (default DIR/aa "
+                        "when it exists)")
+    p.add_argument("--draws", type=int, default=400,
+                   help="with --traces: draws for the candidates' intervals and "
+                        "probability_best (default 400, seed 0)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,6 +131,23 @@ def explain_plan(result, pool, info: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+def _explain_uncertainty(unc) -> str:
+    if unc["candidates"] is None:
+        return f"Uncertainty: none stated ({unc['note']})."
+    lines = ["How sure (acceptance-fit, cost and measurement noise; "
+             + ("noise floor {:.1%} from A/A captures".format(unc["noise_floor"]["relative_sd"])
+                if unc["noise_floor"] else "no A/A noise floor") + "):"]
+    for c in unc["candidates"]:
+        lo, hi = c["interval95"]
+        lines.append(f"  {_chain(c['chain'])} {c['thresholds']}: {c['speedup']:.3f}x, 95 % "
+                     f"[{lo:.3f}, {hi:.3f}], best with probability {c['probability_best']:.2f}")
+    top = unc["candidates"][0]
+    lines.append(f"Decision: {top['decision']} — the planned cascade is the best with "
+                 f"probability "
+                 f"{top['probability_best']:.2f} (confident needs 0.90).")
+    return "\n".join(lines)
+
+
 def run(args) -> int:
     from pathlib import Path
 
@@ -179,10 +202,21 @@ def run(args) -> int:
                               f"speedup {result.best.speedup:.4f}x (P1)")
         write_output(args.write_config, dump_json(cfg) + "\n", "--write-config",
                      inputs=[args.pool])
+    from validation.analysis import plan_uncertainty as pu
+
+    if args.traces is not None:
+        aa = Path(args.aa) if args.aa else Path(args.traces) / "aa"
+        aa_caps = read_traces(aa) if aa.is_dir() and any(aa.glob("*.jsonl")) else []
+        unc = pu.plan_decisions(result, pool, captures, profiles, aa_caps,
+                                temperature=info["temperature"], top=top + 1,
+                                n_draws=args.draws)
+    else:
+        unc = {"candidates": None, "note": pu.POOL_FILE_NOTE}
     if args.json:
-        print(dump_json(plan_report(result, pool, info)))
+        print(dump_json({**plan_report(result, pool, info), "uncertainty": unc}))
     else:
         print(explain_plan(result, pool, info))
+        print(_explain_uncertainty(unc))
         for n in (info or {}).get("notes", []):
             print(f"note: {n}")
     return 0

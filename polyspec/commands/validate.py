@@ -50,6 +50,27 @@ def add_arguments(p):
                    help="batched traces: single-stream traces used as extra acceptance data "
                         "(e.g. data/traces/cpu): the predictive variant and the predicted "
                         "crossover then take laws from outside the predicted captures")
+    p.add_argument("--aa", default=None, metavar="DIR",
+                   help="A/A captures (one configuration captured repeatedly, interleaved): "
+                        "the noise floor reported as noise_floor (default: TRACES_DIR/aa if "
+                        "it exists)")
+
+
+def _noise_floor(args, tdir):
+    """The A/A noise floor (:func:`validation.analysis.plan_uncertainty.noise_floor`) of
+    ``--aa`` or TRACES_DIR/aa; ``None`` when there is none."""
+    from pathlib import Path
+
+    from polyspec_theory.errors import PolyspecInputError
+    from validation.analysis.plan_uncertainty import noise_floor
+    from validation.traces import read_traces
+
+    aa = Path(args.aa) if args.aa else tdir / "aa"
+    if not aa.is_dir() or not any(aa.glob("*.jsonl")):
+        if args.aa:
+            raise PolyspecInputError("--aa", f"not a directory: {aa}")
+        return None
+    return noise_floor(read_traces(aa))
 
 
 def run(args) -> int:
@@ -110,6 +131,7 @@ def run(args) -> int:
         obj = result.to_json()
         obj["report"] = paths
         obj["notes"] = list(notes)
+        obj["noise_floor"] = _noise_floor(args, tdir)
         if batched is not None:
             obj["batch"] = dict(batched[0].to_json(), report=batched[1])
         print(dump_json(obj))

@@ -110,6 +110,30 @@ def test_plan_from_traces(capsys, tmp_path):
     assert obj["speedup"] == pytest.approx(
         predict(pool.cascade(obj["chain"], obj["thresholds"])).speedup, rel=1e-12)
     assert obj["speedup"] >= obj["best_two_model"]["speedup"]
+    # issue 26: every top candidate carries an interval, probability_best and a decision
+    unc = obj["uncertainty"]
+    cands = unc["candidates"]
+    assert [c["chain"] for c in cands] == [obj["chain"]] + [a["chain"]
+                                                            for a in obj["alternatives"]]
+    assert sum(c["probability_best"] for c in cands) == pytest.approx(1.0)
+    for c in cands:
+        lo, hi = c["interval95"]
+        assert lo <= c["speedup"] <= hi
+        assert c["decision"] == ("confident" if c["probability_best"] >= 0.9
+                                 else "too close to call")
+    assert unc["noise_floor"] is None and "A/A" in unc["notes"][0]
+    rc, out, err = _run(capsys, "--traces", TRACES, "--top", 1, "--max-threshold", 6,
+                        "--draws", 50)
+    assert rc == 0, err
+    assert "Decision: " in out and "best with probability" in out
+
+
+def test_pool_file_says_it_carries_no_uncertainty(capsys, tmp_path):
+    rc, out, _ = _run(capsys, _small_pool_file(tmp_path), "--json", "--top", 1)
+    unc = json.loads(out)["uncertainty"]
+    assert rc == 0 and unc["candidates"] is None and "fixed numbers" in unc["note"]
+    rc, out, _ = _run(capsys, _small_pool_file(tmp_path), "--top", 1)
+    assert rc == 0 and "Uncertainty: none stated" in out
 
 
 def test_traces_options(capsys):

@@ -117,7 +117,7 @@ def test_crossover_rows_reproduce_the_per_batch_prediction(caps):
     # cascade's speedup, with the same laws
     g = sorted([c for c in caps if c.n == 3], key=lambda c: c.batch)
     fits = fit_pairs(g, FAMS)
-    laws, _ = bv._laws(g[0], fits)
+    laws, _ = bv.capture_laws(g[0], fits)
     costs = {}
     for c in g:
         cs = bv._in_sample_costs(c, extras=True)

@@ -65,7 +65,8 @@ from ..dataset import check_captures
 from .fits import PairFit
 
 __all__ = ["BatchVariant", "BatchConfigResult", "CrossoverResult", "BatchValidation",
-           "validate_batches", "load_profile", "VARIANTS", "ROW_LENGTH"]
+           "validate_batches", "load_profile", "VARIANTS", "ROW_LENGTH", "LawFits", "capture_laws",
+           "predictive_costs"]
 
 VARIANTS = ("predictive", "predictive_microbenchmark", "in_sample", "in_sample_b0")
 ROW_LENGTH = 16  # m = 1..16 in the batch_table rows of the crossover cascades
@@ -260,7 +261,7 @@ def _scaled_curve(curve: CostCurve, f: float) -> CostCurve:
     return CostCurve.from_table([float(v) for v in t])
 
 
-def _predictive_costs(cap: BatchCapture, captures, profile, in_run: bool = True) -> _Costs:
+def predictive_costs(cap: BatchCapture, captures, profile, in_run: bool = True) -> _Costs:
     """Costs of ``cap`` with nothing of ``cap``: profile tables, else the ``bcost`` samples
     of the other captures at the same batch size; with ``in_run``, times each model's
     in-cascade factor learned on other captures (:func:`_in_run_factors`)."""
@@ -303,14 +304,14 @@ def _predictive_costs(cap: BatchCapture, captures, profile, in_run: bool = True)
         "in_run_factors_from": fsrc})
 
 
-def _laws(cap, fits):
+def capture_laws(cap, fits):
     missing = [cap.pair_key(i)[:2] for i in range(cap.n - 1) if cap.pair_key(i) not in fits]
     if missing:
         return None, missing
     return [fits[cap.pair_key(i)].law(None) for i in range(cap.n - 1)], []
 
 
-class _LawFits:
+class LawFits:
     """Pair fits of ``cap``'s pairs pooled over a set of source captures (as
     :func:`.fits.fit_pairs`, only the pairs asked, each (pair, sources) fitted once)."""
 
@@ -518,12 +519,12 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
             raise PolyspecInputError("traces", f"{g[0].label}: two captures at the same batch "
                                      "size")
     results = []
-    lawfits = _LawFits(families)
+    lawfits = LawFits(families)
     costs_by = {v: {} for v in VARIANTS}  # variant -> {capture name: _Costs}
     for cap in caps:
-        own_laws, _ = _laws(cap, lawfits(cap, [cap]))
+        own_laws, _ = capture_laws(cap, lawfits(cap, [cap]))
         others = [c for c in caps if c is not cap] + extra
-        pred_laws, missing = _laws(cap, lawfits(cap, others))
+        pred_laws, missing = capture_laws(cap, lawfits(cap, others))
         variants = {}
         for v in ("in_sample", "in_sample_b0"):
             cs = _in_sample_costs(cap, extras=(v == "in_sample"))
@@ -539,7 +540,7 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
                 why = f"no acceptance data outside this capture for pair(s) {missing}"
             else:
                 try:
-                    cs = _predictive_costs(cap, caps, profile, in_run)
+                    cs = predictive_costs(cap, caps, profile, in_run)
                 except PolyspecInputError as e:
                     why = str(e)
             if cs is not None:
@@ -558,9 +559,9 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
         g = sorted(g, key=lambda c: c.batch)
         grid = tuple(c.batch for c in g)
         pred = {}
-        group_laws, _ = _laws(g[0], lawfits(g[0], g))
+        group_laws, _ = capture_laws(g[0], lawfits(g[0], g))
         outside = [c for c in caps if c.config_key != g[0].config_key] + extra
-        out_laws, _ = _laws(g[0], lawfits(g[0], outside))
+        out_laws, _ = capture_laws(g[0], lawfits(g[0], outside))
         for v in VARIANTS:
             have = {c.batch: costs_by[v][c.name] for c in g if c.name in costs_by[v]}
             if len(have) < len(g):

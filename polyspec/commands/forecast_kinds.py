@@ -1,0 +1,139 @@
+"""``polyspec forecast`` for token trees, adaptive schedules and batched decoding, and
+``--score FILE`` (pre-registered forecasts against their captures)."""
+
+from __future__ import annotations
+
+
+def add_kind_arguments(p) -> None:
+    p.add_argument("--tree", default=None, metavar="PARENTS",
+                   help="forecast a token tree drafted at the bottom pair (parent indices, as "
+                        "polyspec capture --tree)")
+    p.add_argument("--tree-sampling", default="distinct", choices=["distinct", "iid"])
+    p.add_argument("--schedule", action="append", default=None, metavar="[PAIR@]SPEC",
+                   help="forecast an adaptive draft length (hf:START:MIN:MAX, as capture)")
+    p.add_argument("--batch", type=int, default=None, metavar="B",
+                   help="forecast lockstep batched decoding of B sequences (--traces: the "
+                        "batched captures; with --batch-profile and --laws-from)")
+    p.add_argument("--batch-profile", default=None, metavar="FILE.json",
+                   help="batched cost profile (polyspec profile --batch)")
+    p.add_argument("--laws-from", default=None, metavar="DIR",
+                   help="single-stream captures that also give acceptance (batched)")
+    p.add_argument("--name", default=None, help="name of the capture the forecast is for")
+    p.add_argument("--score", default=None, metavar="FILE",
+                   help="score a pre-registered forecasts file (one JSON per line with name, "
+                        "kind, levels, batch, speedup, interval95) against the captures found "
+                        "by name under its folder")
+
+
+def _interval(speedup, errs):
+    from validation.analysis.forecast import error_quantile
+    from validation.analysis.score import loo_coverage
+
+    q = error_quantile(list(errs.values())) if errs else None
+    return ({"interval95": None if q is None else [max(speedup * (1 - q), 0.0),
+                                                   speedup * (1 + q)],
+             "interval_from": {"loo_errors": len(errs), "quantile": q,
+                               "loo_coverage": loo_coverage(errs.values()),
+                               "method": "split-conformal order statistic of the leave-one-out "
+                                         "|relative errors| of the captures of this kind"}})
+
+
+def _score(args) -> int:
+    from validation.analysis.score import score_forecasts
+
+    from .common import dump_strict_json
+
+    out = score_forecasts(args.score)
+    if args.json:
+        print(dump_strict_json(out))
+        return 0
+    for r in out["configs"]:
+        if r["measured"] is None:
+            print(f"{r['name']}: forecast {r['forecast']:.3f}, not captured yet")
+            continue
+        lo, hi = r["interval95"]
+        print(f"{r['name']} ({r['kind']}, {r['levels']} models, b={r['batch']}): forecast "
+              f"{r['forecast']:.3f} [{lo:.3f}, {hi:.3f}], measured {r['measured']:.3f} "
+              f"({100 * r['error']:+.1f} %, {'inside' if r['inside'] else 'OUTSIDE'})")
+    if out["captured"]:
+        print(f"{out['captured']} captured: median |error| {100 * out['median_abs_error']:.2f} "
+              f"%, max {100 * out['max_abs_error']:.2f} %, inside {out['inside_fraction']:.0%}")
+    return 0
+
+
+def run_kind(args) -> int:
+    from pathlib import Path
+
+    from polyspec_theory.errors import PolyspecInputError, as_real
+    from validation.analysis import forecast_kinds as fk
+    from validation.models import model_name
+    from validation.traces import read_traces
+
+    from .capture import _ints, _schedules
+    from .common import dump_strict_json
+
+    if args.score:
+        return _score(args)
+    for opt in ("traces", "models", "thresholds"):
+        if getattr(args, opt) is None:
+            raise PolyspecInputError(f"--{opt}", "required")
+    if args.batch is not None and (args.tree or args.schedule):
+        raise PolyspecInputError("--batch", "batched trees or schedules are not forecast")
+    models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
+    th = _ints(args.thresholds, "--thresholds")
+    temp = as_real(args.temperature, "--temperature", low=0.0)
+    name = args.name or "forecast"
+    if args.batch is not None:
+        from validation.batch_dataset import read_batch_traces
+
+        from validation.analysis.batch_validate import load_profile
+
+        if args.batch_profile is None or args.laws_from is None:
+            raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
+        spec = fk.spec_config(models, th, temp, batch=args.batch, name=name)
+        bcaps = read_batch_traces(args.traces)
+        if any(c.config_key == spec.config_key and c.batch == spec.batch for c in bcaps):
+            raise PolyspecInputError("--batch", "this configuration is already captured")
+        laws = read_traces(args.laws_from)
+        prof = load_profile(args.batch_profile)
+        fc = fk.forecast_batch(spec, bcaps, laws, prof)
+        errs = fk.batch_loo_errors(bcaps, laws, prof)
+        kind = "batch"
+    else:
+        sched = _schedules(args.schedule, len(models) - 1)
+        if sched is not None:
+            from validation.tree_decoder import parse_schedule
+
+            sched = [None if s is None else parse_schedule(s, "--schedule").to_config()
+                     for s in sched]
+        tree = _ints(args.tree, "--tree") if args.tree else None
+        spec = fk.spec_config(models, th, temp, tree=tree, schedules=sched,
+                              tree_sampling=args.tree_sampling, name=name)
+        caps = read_traces(args.traces)
+        if args.laws_from:
+            caps += read_traces(args.laws_from)
+        fc = fk.forecast_structured(spec, caps)
+        kind = "tree" if tree else "schedule"
+        errs = fk.structured_loo_errors(caps, temperature=temp, kind="tree" if tree else "hf",
+                                        nodes=len(tree) - 1 if tree else None)
+        if not errs:  # no capture of this kind yet: the chain forecasts' errors
+            errs = {c.name: e for c, e in (
+                (c, fk.forecast_structured(fk.spec_of(c), caps)["speedup"]
+                 / c.measured_speedup - 1.0)
+                for c in caps if not c.structured and c.temperature == temp
+                and set(c.models) == set(models))}
+            fc["notes"] = ["no captured schedule: interval from the leave-one-out errors of "
+                           "the chain captures of these models"]
+    out = {"models": models, "thresholds": th, "temperature": temp, **fc,
+           **_interval(fc["speedup"], errs), "traces": str(Path(args.traces)),
+           "kind": kind, "levels": len(models), "batch": args.batch or 1, "name": name}
+    if args.json:
+        print(dump_strict_json(out))
+        return 0
+    iv = out["interval95"]
+    print(f"{' <- '.join(models)} θ={th} T={temp:g} ({kind}"
+          + (f", b={args.batch}" if args.batch else "") + f"): forecast speedup "
+          f"{fc['speedup']:.3f}" + ("" if iv is None else
+                                    f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}]"
+                                    f" (from {len(errs)} leave-one-out errors)"))
+    return 0

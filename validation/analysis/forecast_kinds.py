@@ -1,0 +1,258 @@
+"""Forecasts of token-tree, adaptive-schedule and batched captures before they are captured
+(``polyspec forecast --tree / --schedule / --batch``), from committed captures only.
+
+- **Trees and schedules** (:func:`forecast_structured`): each pair's law fitted on the
+  committed captures of the same pair (:func:`validation.analysis.structured.fit_structured_laws`:
+  trees from tree captures with the same child sampling, HF schedules from chain and HF
+  rounds), P1 for structures (:func:`polyspec_theory.predict_structured`), costs = the
+  verify-path cost tables (:func:`validation.analysis.structured.verify_path_costs`: the cost
+  curves as measured, the decoder's verify path) of the committed captures with the same
+  models, each in units of its target's AR forward, element-wise median; for trees, each
+  model's table times its tree-decoder factor (:func:`tree_factors`: measured time per
+  forward / cost-curve timing, median over the other tree captures); decoder overhead per
+  forward and per round fitted on the other captures of the same sampling mode.
+- **Batched** (:func:`forecast_batch`): the ``predictive`` variant of
+  :mod:`validation.analysis.batch_validate` (laws pooled over the batched and single-stream
+  captures of the same pairs, the batched profile's ``T(b, m)`` times in-cascade factors
+  learned on the other batched captures, orchestration from the captures at the same ``b``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from polyspec_theory import FAMILIES, CostCurve, predict_batch, predict_structured
+from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+
+from ..batch_dataset import BatchCapture
+from ..dataset import Capture, CaptureConfig
+from .batch_validate import LawFits, capture_laws, predictive_costs
+from .fits import fit_costs
+from .residuals import overhead_model
+from .structured import fit_structured_laws, structured_cascade
+
+__all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
+           "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
+           "batch_loo_errors"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecConfig(CaptureConfig):
+    """A configuration not captured yet, shaped like a capture's header (what the law fits and
+    cost sources read of a capture)."""
+
+    header: dict
+    name: str
+    batch: int = 1
+    summaries: tuple = ()
+
+    trees = Capture.trees
+    schedules = Capture.schedules
+    tree_sampling = Capture.tree_sampling
+    pair_kind = Capture.pair_kind
+    structured = Capture.structured
+    config_key = BatchCapture.config_key
+    prompt_len = BatchCapture.prompt_len
+    nominal_context = BatchCapture.nominal_context
+    label = BatchCapture.label
+
+
+def spec_config(models, thresholds, temperature, *, tree=None, schedules=None,
+                tree_sampling: str = "distinct", batch: int = 1, prompt_len: int = 64,
+                tokens: int = 128, name: str = "forecast") -> SpecConfig:
+    """A :class:`SpecConfig`: ``tree``: parent indices of a tree drafted at the bottom pair;
+    ``schedules``: one entry per pair (``None`` or a schedule config such as
+    ``{"kind": "hf", "start": 4, "min": 1, "max": 8}``)."""
+    models = [str(m) for m in models]
+    n = len(models)
+    if n < 2:
+        raise PolyspecInputError("models", "need at least two models")
+    th = [as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]
+    if len(th) != n - 1:
+        raise PolyspecInputError("thresholds", f"need {n - 1} entries")
+    casc = {"models": [{"name": m} for m in models], "thresholds": th,
+            "policy": "accumulate"}
+    if tree is not None:
+        casc["trees"] = [None] * (n - 2) + [{"parents": [int(p) for p in tree]}]
+    if schedules is not None:
+        if len(schedules) != n - 1:
+            raise PolyspecInputError("schedules", f"need one entry per pair ({n - 1})")
+        casc["schedules"] = list(schedules)
+    header = {"cascade": casc, "temperature": as_real(temperature, "temperature", low=0.0),
+              "top_k": 0, "tree_sampling": tree_sampling if tree is not None else None,
+              "prompts": {"prompt_len": as_int(prompt_len, "prompt_len", low=1),
+                          "max_new_tokens": as_int(tokens, "tokens", low=1)}}
+    spec = SpecConfig(header=header, name=name, batch=as_int(batch, "batch", low=1))
+    spec.trees, spec.schedules  # noqa: B018 (validates the structures now)
+    return spec
+
+
+def structured_costs(spec, captures) -> tuple[dict, float, list[str]]:
+    """Per model of ``spec``: the element-wise median over the captures with the same models
+    of their verify-path cost tables (m = 1 .. the largest verify the spec can make + 1) in
+    units of that capture's target AR forward; the median ratio AR time per token / AR
+    forward (sampling work the measured speedup's numerator includes); the sources."""
+    sizes = [t + 1 for t in spec.thresholds]
+    sizes += [tr.n_nodes + 1 for tr in (spec.trees or ()) if tr is not None]
+    sizes += [(sc.max or 0) + 1 for sc in (spec.schedules or ()) if sc is not None]
+    m = np.arange(1, sum(sizes) + 2)
+    tabs: dict[str, list] = {name: [] for name in spec.models}
+    ratios, used = [], []
+    for c in captures:
+        if set(spec.models) - set(c.models) or c.temperature != spec.temperature:
+            continue
+        ar_f = c.baselines[spec.models[0]].ar_forward_per_token
+        if not ar_f:
+            continue
+        raw = fit_costs(c, calibrate=False)
+        for name in spec.models:
+            tabs[name].append(np.asarray(raw[name].curve()(m), dtype=np.float64) / ar_f)
+        ratios.append(c.ar_time_per_token / ar_f)
+        used.append(c.name)
+    if not used:
+        raise PolyspecInputError("traces", f"no capture with the models {spec.models} at "
+                                 f"temperature {spec.temperature:g} to take costs from")
+    costs = {}
+    facs = tree_factors(spec, captures) if spec.trees is not None else {}
+    for name, tl in tabs.items():
+        t = np.maximum(np.median(np.asarray(tl), axis=0), 0.0) * facs.get(name, 1.0)
+        if name == spec.models[0]:
+            t[0] = 1.0
+        costs[name] = CostCurve.from_table([float(x) for x in t])
+    return costs, float(np.median(ratios)), used
+
+
+def tree_factors(spec, captures) -> dict[str, float]:
+    """Per model of a tree configuration: the median over the tree captures with the same
+    models and sampling setting of its measured mean time per forward in the tree decoder /
+    the capture's own verify-path cost table at the size those forwards have (the verifier:
+    the tree's nodes + 1; the drafter: one position) — the tree decoder's forwards (masked
+    tree attention) cost more than the cost-curve timings; learned on other captures."""
+    vals: dict[str, list] = {}
+    for c in captures:
+        if c.trees is None or c.trees[-1] is None or c.models != spec.models \
+                or c.temperature != spec.temperature:
+            continue
+        raw = fit_costs(c, calibrate=False)
+        sizes = {c.models[0]: c.trees[-1].n_nodes + 1, c.models[-1]: 1}
+        for i, name in enumerate(c.models):
+            if name not in sizes or not c.forward_count[i]:
+                continue
+            t = float(raw[name].curve()(np.array([sizes[name]]))[0])
+            if t > 0:
+                vals.setdefault(name, []).append(c.forward_s[i] / c.forward_count[i] / t)
+    return {name: float(np.median(v)) for name, v in vals.items()}
+
+
+def forecast_structured(spec, captures, cost_captures=None, law_captures=None) -> dict:
+    """Predicted speedup of the tree / schedule configuration ``spec`` (module docstring):
+    laws from ``captures`` (the spec's name left out; ``law_captures``: from these instead),
+    costs from ``cost_captures`` (default ``captures``) with the same models."""
+    others = [c for c in captures if c.name != spec.name]
+    laws, info = fit_structured_laws(spec, sources=others if law_captures is None
+                                     else list(law_captures))
+    if laws is None:
+        raise PolyspecInputError("acceptance", "some pair of the configuration was captured "
+                                 "nowhere (with this structure kind and sampling setting)")
+    pool = others if cost_captures is None else [c for c in cost_captures
+                                                 if c.name != spec.name]
+    costs, ar_ratio, used = structured_costs(spec, pool)
+    pred = predict_structured(structured_cascade(spec, laws, costs)).prediction
+    ov = overhead_model(others, like=spec)
+    unit = float(np.median([c.baselines[spec.models[0]].ar_forward_per_token for c in pool
+                            if c.name in used]))
+    ov_tok = ov.per_token(pred) / unit
+    tau = 1.0 / pred.speedup + ov_tok
+    return {"speedup": ar_ratio / tau, "time_per_token": tau * unit,
+            "forward_time_per_token": unit / pred.speedup, "overhead_per_token": ov_tok * unit,
+            "ar_time_per_token": ar_ratio * unit,
+            "forwards_per_token": [lv.forwards_per_token for lv in pred.levels],
+            "level_time_per_token": [lv.forwards_per_token * lv.forward_cost * unit
+                                     for lv in pred.levels],
+            "acceptance_from": sorted({c.name for c in others for j in range(c.n - 1)
+                                       for i in range(spec.n - 1)
+                                       if c.pair_key(j) == spec.pair_key(i)}),
+            "cost_source": "verify-path cost tables of " + ", ".join(used),
+            "laws": [x["law"] for x in info]}
+
+
+def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None) -> dict:
+    """Predicted speedup (and throughput) of the batched configuration ``spec`` at
+    ``spec.batch`` (module docstring; ``law_sources``: the captures the laws come from
+    instead, e.g. the capture itself for the bias decomposition)."""
+    if not isinstance(spec, SpecConfig):
+        raise PolyspecInputError("spec", "must be a SpecConfig")
+    others = [c for c in batch_captures if c.name != spec.name]
+    sources = others + list(law_captures) if law_sources is None else list(law_sources)
+    laws, missing = capture_laws(spec, LawFits(FAMILIES)(spec, sources))
+    if laws is None:
+        raise PolyspecInputError("acceptance", f"no captured rounds of pair(s) {missing}")
+    cs = predictive_costs(spec, others, profile, True)
+    pr = predict_batch(cs.cascade(spec, laws), spec.batch)
+    t_ar = cs.t_ar + cs.a
+    s = t_ar / pr.time_per_token
+    if not math.isfinite(s) or s <= 0:
+        raise PolyspecInputError("costs", "the batched prediction is not a positive speedup")
+    fwd = [lv.forwards_per_token for lv in pr.levels]
+    # forward part of each level (the orchestration a_b per forward, o_b per verification
+    # apart): T_i(b, m) = forward_cost - a_b
+    lt = [lv.forwards_per_token * (lv.forward_cost - cs.a) for lv in pr.levels]
+    return {"speedup": s, "time_per_token": pr.time_per_token, "ar_time_per_token": t_ar,
+            "tokens_per_second": spec.batch / pr.time_per_token,
+            "level_time_per_token": lt, "overhead_per_token": pr.time_per_token - sum(lt),
+            "forwards_per_token": fwd,
+            "acceptance_from": sorted({c.name for c in sources for j in range(c.n - 1)
+                                       for i in range(spec.n - 1)
+                                       if c.pair_key(j) == spec.pair_key(i)}),
+            "cost_source": "batched profile x in-cascade factors; orchestration from "
+                           + str(cs.sources.get("orchestration"))}
+
+
+def spec_of(capture) -> SpecConfig:
+    """The :class:`SpecConfig` of a capture (to forecast it from the others)."""
+    trees = capture.cascade.get("trees")
+    tree = list(trees[-1]["parents"]) if trees and trees[-1] is not None else None
+    sch = capture.cascade.get("schedules")
+    return spec_config(capture.models, capture.thresholds, capture.temperature, tree=tree,
+                       schedules=sch,
+                       tree_sampling=capture.header.get("tree_sampling") or "distinct",
+                       batch=getattr(capture, "batch", 1),
+                       prompt_len=capture.header.get("prompts", {}).get("prompt_len", 64),
+                       tokens=capture.max_new_tokens or 128, name=capture.name)
+
+
+def structured_loo_errors(captures, temperature: float | None = None,
+                          kind: str | None = None, nodes: int | None = None) -> dict[str, float]:
+    """``{name: forecast / measured - 1}`` of every structured capture (of pair kind ``kind``
+    at the bottom pair and at ``temperature`` if given; trees of ``nodes / 2 .. 2 nodes``
+    drafted nodes if given: errors grow with the tree), each forecast from the others."""
+    out = {}
+    for c in captures:
+        if not c.structured or (temperature is not None and c.temperature != temperature):
+            continue
+        if kind is not None and c.pair_kind(c.n - 2) != kind:
+            continue
+        if nodes is not None and c.trees is not None and c.trees[-1] is not None \
+                and not nodes / 2 <= c.trees[-1].n_nodes <= 2 * nodes:
+            continue
+        try:
+            f = forecast_structured(spec_of(c), captures)
+        except PolyspecInputError:
+            continue
+        out[c.name] = f["speedup"] / c.measured_speedup - 1.0
+    return out
+
+
+def batch_loo_errors(batch_captures, law_captures, profile) -> dict[str, float]:
+    """``{name: forecast / measured - 1}`` of every batched capture, each from the others."""
+    out = {}
+    for c in batch_captures:
+        try:
+            f = forecast_batch(spec_of(c), batch_captures, law_captures, profile)
+        except PolyspecInputError:
+            continue
+        out[c.name] = f["speedup"] / c.measured_speedup - 1.0
+    return out
