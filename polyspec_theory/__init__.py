@@ -35,6 +35,7 @@ _MODULES = {
     ),
     "asynchronous": (
         "async_bounds", "async_rules", "AsyncLevel", "AsyncPair", "AsyncPrediction",
+        "check_async_cascade",
         "predict_async", "READY_WINDOW", "sync_ratio_bounds",
     ),
     "dualistic": (
