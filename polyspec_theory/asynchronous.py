@@ -1,4 +1,4 @@
-"""P8: asynchronous pipelined cascades (docs/theory.md Part VIII).
+"""AS0–AS4: asynchronous pipelined cascades (docs/theory.md Part VI-AS).
 
 Every model runs in its own process (PipeSpec's ``AsyncChainSpeculativeDecoder``). The bottom
 drafter ``M_n`` drafts one token per forward (``c = T_n(1)``) without pause, unless it is
@@ -74,11 +74,11 @@ def check_async_cascade(cascade) -> tuple | None:
     as a tuple (one entry per pair, ``None`` = unbounded) or ``None``."""
     if cascade.trees is not None and any(t is not None for t in cascade.trees):
         raise PolyspecInputError("trees", 'the asynchronous theory ("mode": "async", '
-                                 "docs/theory.md Part VIII) covers chain drafting only, not "
+                                 "docs/theory.md Part VI-AS) covers chain drafting only, not "
                                  "token trees")
     if cascade.schedules is not None and any(s is not None for s in cascade.schedules):
         raise PolyspecInputError("schedules", 'the asynchronous theory ("mode": "async", '
-                                 "docs/theory.md Part VIII) covers fixed thresholds only, "
+                                 "docs/theory.md Part VI-AS) covers fixed thresholds only, "
                                  "not draft-length schedules")
     q = cascade.queues
     if q is None:
@@ -273,7 +273,7 @@ def async_bounds(cascade) -> tuple[float, float]:
     """Exact speedup bounds for any ``n``: upper ``T_1(1) max_m e(m) / (T_1(m+1) + o_1)``
     over the block sizes the target can check (no verify emits more per unit of its own time);
     lower ``T_1(1) e(m_min) / X_1`` with ``X_1`` the longest possible target cycle
-    (docs/theory.md P8.3)."""
+    (docs/theory.md AS3)."""
     cascade = _as_chain(cascade)
     rules = async_rules(cascade)
     t1 = cascade.models[0].cost.t1
@@ -299,7 +299,7 @@ def async_bounds(cascade) -> tuple[float, float]:
 
 def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
     """Two levels, ``wait = window = theta >= 1``, unbounded queue: exact bounds on
-    ``speedup_async / speedup_sync`` (P8.4): every async verify checks ``theta`` drafts as
+    ``speedup_async / speedup_sync`` (AS4): every async verify checks ``theta`` drafts as
     the sync round does, and lasts between ``c ceil(T'/c)`` and ``theta c + c ceil(T'/c)``
     against ``theta c + T'`` (``T' = T_1(theta + 1) + o_1``). ``None`` outside that case."""
     cascade = _as_chain(cascade)
@@ -316,8 +316,8 @@ def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
 
 
 def predict_async(cascade) -> AsyncPrediction:
-    """P8: speedup of ``cascade`` run as an asynchronous pipeline (whatever its ``mode``).
-    Exact for two levels (P8.2); ``n >= 3``: ``speedup`` is ``None`` and ``bounds`` hold."""
+    """AS1: speedup of ``cascade`` run as an asynchronous pipeline (whatever its ``mode``).
+    Exact for two levels (AS1); ``n >= 3``: ``speedup`` is ``None`` and ``bounds`` hold."""
     cascade = _as_chain(cascade)
     rules = async_rules(cascade)
     t_ar = cascade.models[0].cost.t1
@@ -333,7 +333,7 @@ def predict_async(cascade) -> AsyncPrediction:
     mean_l = float(pi @ emitted)
     tpt = mean_cycle / mean_l
     if not (math.isfinite(tpt) and tpt > 0):
-        raise PolyspecInputError("config", "P8 is out of double-precision range for this "
+        raise PolyspecInputError("config", "AS1 is out of double-precision range for this "
                                  "cascade")
     mean_busy = float(pi @ busy_v)
     mean_drafted = float(pi @ drafted)

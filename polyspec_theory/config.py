@@ -140,7 +140,7 @@ class Cascade:
     trees: tuple | None = None  # per pair: None (chain) or a trees.Tree (structured.py)
     schedules: tuple | None = None  # per pair: None or an HF / confidence schedule
     time_unit: str | None = None  # unit of every cost (None: model-cost units)
-    mode: str = "sync"  # "sync" (P1) or "async" (pipelined, docs/theory.md Part VIII)
+    mode: str = "sync"  # "sync" (P1) or "async" (pipelined, docs/theory.md Part VI-AS)
     queues: tuple | None = None  # async: per pair, max drafts ahead (None entry: unbounded)
 
     def __post_init__(self):

@@ -1,4 +1,4 @@
-"""Discrete-event Monte Carlo of an asynchronous pipelined cascade (docs/theory.md Part VIII).
+"""Discrete-event Monte Carlo of an asynchronous pipelined cascade (docs/theory.md Part VI-AS).
 
 The independent check of P8: it runs the protocol of PipeSpec's ``AsyncChainSpeculativeDecoder``
 action by action, for any number of levels, instead of the Markov chain of
