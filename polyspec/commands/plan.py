@@ -176,10 +176,14 @@ def run(args) -> int:
         cfg["description"] = (f"planned by polyspec plan from pool {pool.name!r}: predicted "
                               f"speedup {result.best.speedup:.4f}x (P1)")
         atomic_write_text(args.write_config, dump_json(cfg) + "\n")
+    from ._async import modes_text, plan_modes
+
+    modes = plan_modes(pool, result)
     if args.json:
-        print(dump_json(plan_report(result, pool, info)))
+        print(dump_json({**plan_report(result, pool, info), "modes": modes}))
     else:
         print(explain_plan(result, pool, info))
+        print(modes_text(modes))
         for n in (info or {}).get("notes", []):
             print(f"note: {n}")
     return 0
