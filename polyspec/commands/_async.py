@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from polyspec_theory.errors import PolyspecInputError
+
 SIM_EVENTS = 20_000  # events per chain when predict needs the simulator (n >= 3)
 SIM_CHAINS = 64
 
@@ -86,8 +88,6 @@ def plan_modes(pool, result) -> dict:
     """Sync vs async per planned chain: two-model chains exactly (AS1, best threshold incl. 0);
     longer chains get AS3's upper bound at their sync thresholds (simulate to settle them).
     ``recommendation``: the mode and cascade with the largest exact speedup."""
-    from polyspec_theory import PolyspecInputError, async_bounds, predict
-
     rows = []
     seen = set()
     target = pool.names[0]
@@ -103,25 +103,11 @@ def plan_modes(pool, result) -> dict:
         if chain in seen:
             continue
         seen.add(chain)
-        if len(chain) == 2:
-            sy = max((predict(pool.cascade(chain, (t,))).speedup, t)
-                     for t in range(1, pool.max_threshold + 1))
-            asy = best_two_level_async(pool.cascade(chain, (1,)), pool.max_threshold)
-            rows.append({"chain": list(chain), "sync": {"speedup": sy[0], "thresholds": [sy[1]]},
-                         "async": {"speedup": asy[0], "thresholds": [asy[1]], "exact": True},
-                         "faster_mode": "async" if asy[0] > sy[0] else "sync"})
-        else:
-            th = cand.thresholds
-            casc = dataclasses.replace(pool.cascade(chain, th), mode="async")
-            lo, hi = async_bounds(casc)
-            rows.append({"chain": list(chain),
-                         "sync": {"speedup": cand.speedup, "thresholds": list(th)},
-                         "async": {"speedup": None, "bounds": [lo, hi], "thresholds": list(th),
-                                   "exact": False},
-                         "faster_mode": "sync" if hi <= cand.speedup else "undecided"})
+        rows.append(_mode_row(pool, chain, cand))
     best = max([(r["sync"]["speedup"], "sync", r) for r in rows]
                + [(r["async"]["speedup"], "async", r) for r in rows
-                  if r["async"]["speedup"] is not None], key=lambda x: x[0])
+                  if r["async"]["speedup"] is not None],
+               key=lambda x: x[0])
     return {"chains": rows,
             "recommendation": {"mode": best[1], "chain": best[2]["chain"],
                                "thresholds": best[2][best[1]]["thresholds"],
@@ -130,10 +116,48 @@ def plan_modes(pool, result) -> dict:
                      "CONFIG --mode async` settles an 'undecided' row")}
 
 
+def _mode_row(pool, chain, cand) -> dict:
+
+    if len(chain) == 2:
+        from polyspec_theory import predict
+
+        sy = max((predict(pool.cascade(chain, (t,))).speedup, t)
+                 for t in range(1, pool.max_threshold + 1))
+        sync = {"speedup": sy[0], "thresholds": [sy[1]]}
+    else:
+        sync = {"speedup": cand.speedup, "thresholds": list(cand.thresholds)}
+    try:
+        return _async_row(pool, chain, cand, sync)
+    except PolyspecInputError as e:  # e.g. a cap-conditional law: AS0 does not cover it
+        return {"chain": list(chain), "sync": sync,
+                "async": {"speedup": None, "not_covered": str(e)}, "faster_mode": "sync"}
+
+
+def _async_row(pool, chain, cand, sync) -> dict:
+    from polyspec_theory import async_bounds
+
+    if len(chain) == 2:
+        sy = (sync["speedup"], sync["thresholds"][0])
+        asy = best_two_level_async(pool.cascade(chain, (1,)), pool.max_threshold)
+        return {"chain": list(chain), "sync": {"speedup": sy[0], "thresholds": [sy[1]]},
+                "async": {"speedup": asy[0], "thresholds": [asy[1]], "exact": True},
+                "faster_mode": "async" if asy[0] > sy[0] else "sync"}
+    th = cand.thresholds
+    lo, hi = async_bounds(dataclasses.replace(pool.cascade(chain, th), mode="async"))
+    return {"chain": list(chain), "sync": {"speedup": cand.speedup, "thresholds": list(th)},
+            "async": {"speedup": None, "bounds": [lo, hi], "thresholds": list(th),
+                      "exact": False},
+            "faster_mode": "sync" if hi <= cand.speedup else "undecided"}
+
+
 def modes_text(modes: dict) -> str:
     lines = ["Sync vs async pipeline (docs/theory.md Part VI-AS):"]
     for r in modes["chains"]:
         a = r["async"]
+        if "not_covered" in a:
+            lines.append(f"  {' <- '.join(r['chain'])}: sync {r['sync']['speedup']:.4f}x; "
+                         f"async not covered: {a['not_covered']}")
+            continue
         av = (f"{a['speedup']:.4f}x {a['thresholds']}" if a["speedup"] is not None else
               f"in [{a['bounds'][0]:.4f}, {a['bounds'][1]:.4f}]x (AS3)")
         lines.append(f"  {' <- '.join(r['chain'])}: sync {r['sync']['speedup']:.4f}x "
