@@ -203,64 +203,70 @@ def simulate_chain(prompt_laws, costs: ChainCosts, lookahead: int, n_tokens,
     acc_tot = np.zeros(n - 1)
     acc_n = np.zeros(n - 1)
     for si, n_tok in enumerate(n_tokens):
-        w = _World(prompt_laws[si], seed)
-        root = w.root(si)
-        states = []
-        for i in range(n):
-            t = w.next(i, root)
-            states.append(_State([t], [root, w.extend(root, t)]))
-        t_sample = costs.overhead
-
-        def rollback(st):
-            tgt = st[-1]
-            for i in range(n - 1):
-                s = st[i]
-                m = min(len(s.out), len(tgt.out))
-                if s.hs[m] != tgt.hs[m]:
-                    st[i] = _State(list(tgt.out), list(tgt.hs))
-
-        def step(i):
-            s = states[i]
-            t = w.next(i, s.hs[-1])
-            s.out.append(t)
-            s.hs.append(w.extend(s.hs[-1], t))
-
-        def verify(i):
-            d, s = states[i - 1], states[i]
-            ln = len(s.out)
-            if ln > len(d.out) or d.hs[ln] != s.hs[ln]:
-                drafts = []
-            else:
-                drafts = d.out[ln:min(ln - 1 + MAX_VERIFY_TOKENS, len(d.out))]
-            got = 0
-            h = s.hs[-1]
-            while True:
-                t = w.next(i, h)
-                s.out.append(t)
-                h = w.extend(h, t)
-                s.hs.append(h)
-                got += 1
-                if got > len(drafts) or drafts[got - 1] != t:
-                    break
-            acc_tot[i - 1] += got
-            acc_n[i - 1] += 1
-            return costs.verify_cost(i, len(drafts) + 1)
-
-        rollback(states)
-        r = 0
-        while len(states[-1].out) < n_tok:
-            r += 1
-            while len(states[0].out) - len(states[1].out) < k - 1:
-                step(0)
-                t_sample += costs.draft[0]
-            for i in range(1, n - 1):
-                t_sample += verify(i)
-                while len(states[i].out) - len(states[i + 1].out) < k - 1:
-                    step(i)
-                    t_sample += costs.draft[i]
-            t_sample += verify(n - 1)
-            rollback(states)
-        times.append(t_sample)
+        t, r = _replay_prompt(_World(prompt_laws[si], seed), si, n, k, costs, int(n_tok),
+                              acc_tot, acc_n)
+        times.append(t)
         rounds.append(r)
     return {"time": np.array(times), "rounds": np.array(rounds),
             "accepted": acc_tot / np.maximum(acc_n, 1)}
+
+
+def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
+    """One prompt of ``decoding.ChainSpeculativeDecoder.generate``: (seconds, rounds)."""
+    root = w.root(si)
+    states = []
+    for i in range(n):
+        t = w.next(i, root)
+        states.append(_State([t], [root, w.extend(root, t)]))
+    t_sample = costs.overhead
+
+    def rollback():  # ChainSpeculativeDecoder.update_states / build_draft_inputs
+        tgt = states[-1]
+        for i in range(n - 1):
+            s = states[i]
+            m = min(len(s.out), len(tgt.out))
+            if s.hs[m] != tgt.hs[m]:
+                states[i] = _State(list(tgt.out), list(tgt.hs))
+
+    def step(i):
+        s = states[i]
+        t = w.next(i, s.hs[-1])
+        s.out.append(t)
+        s.hs.append(w.extend(s.hs[-1], t))
+
+    def verify(i):  # build_verify_inputs + verify_step
+        d, s = states[i - 1], states[i]
+        ln = len(s.out)
+        if ln > len(d.out) or d.hs[ln] != s.hs[ln]:
+            drafts = []
+        else:
+            drafts = d.out[ln:min(ln - 1 + MAX_VERIFY_TOKENS, len(d.out))]
+        got = 0
+        h = s.hs[-1]
+        while True:
+            t = w.next(i, h)
+            s.out.append(t)
+            h = w.extend(h, t)
+            s.hs.append(h)
+            got += 1
+            if got > len(drafts) or drafts[got - 1] != t:
+                break
+        acc_tot[i - 1] += got
+        acc_n[i - 1] += 1
+        return costs.verify_cost(i, len(drafts) + 1)
+
+    rollback()
+    r = 0
+    while len(states[-1].out) < n_tok:
+        r += 1
+        while len(states[0].out) - len(states[1].out) < k - 1:
+            step(0)
+            t_sample += costs.draft[0]
+        for i in range(1, n - 1):
+            t_sample += verify(i)
+            while len(states[i].out) - len(states[i + 1].out) < k - 1:
+                step(i)
+                t_sample += costs.draft[i]
+        t_sample += verify(n - 1)
+        rollback()
+    return t_sample, r
