@@ -30,7 +30,6 @@ from polyspec_theory.errors import PolyspecInputError
 
 from .pipespec import MAX_VERIFY_TOKENS, PipeSpecRun
 
-_MASK = (1 << 61) - 1
 _VOCAB = 128_000
 MIN_AT_RISK = 10  # ages with fewer rounds at risk use the tail hazard
 
@@ -136,8 +135,23 @@ class ChainCosts:
         return float(np.interp(m, ms, vs))
 
 
+_M64 = (1 << 64) - 1
+_ROOT, _TOK, _AGREE, _ALT = 1, 2, 3, 4  # stream tags
+
+
+def _mix(*xs: int) -> int:
+    """Deterministic 64-bit hash of integers (splitmix64 chain; Python's ``hash`` of strings
+    changes between processes, this does not)."""
+    h = 0x9E3779B97F4A7C15
+    for x in xs:
+        h = (h ^ (x & _M64)) * 0xBF58476D1CE4E5B9 & _M64
+        h = (h ^ (h >> 27)) * 0x94D049BB133111EB & _M64
+        h ^= h >> 31
+    return h
+
+
 def _u(seed, *key) -> float:
-    return (hash((seed,) + key) & _MASK) / float(_MASK + 1)
+    return (_mix(seed, *key) >> 11) / float(1 << 53)
 
 
 class _World:
@@ -151,7 +165,7 @@ class _World:
         self.age = [dict() for _ in laws]
 
     def root(self, sample: int) -> int:
-        h = hash((self.seed, "root", sample))
+        h = _mix(self.seed, _ROOT, sample)
         for a in self.age:
             a[h] = 0
         return h
@@ -161,17 +175,18 @@ class _World:
         if t is not None:
             return t
         if i == self.n - 1:
-            t = hash((self.seed, "tok", h)) % _VOCAB
+            t = _mix(self.seed, _TOK, h) % _VOCAB
         else:
             up = self.next(i + 1, h)
-            ok = _u(self.seed, "agree", i, h) >= self.laws[i].q(self.age[i][h])
+            ok = _u(self.seed, _AGREE, i, h) >= self.laws[i].q(self.age[i][h])
             self.agree[i][h] = ok
-            t = up if ok else (up + 1 + hash((self.seed, "alt", i, h)) % (_VOCAB - 1)) % _VOCAB
+            alt = (up + 1 + _mix(self.seed, _ALT, i, h) % (_VOCAB - 1)) % _VOCAB
+            t = up if ok else alt
         self.tok[i][h] = t
         return t
 
     def extend(self, h: int, t: int) -> int:
-        h2 = hash((h, t))
+        h2 = _mix(h, t)
         for i in range(self.n - 1):
             if h2 not in self.age[i]:
                 self.next(i, h)
