@@ -105,8 +105,14 @@ def verify_costs(runs, name: str, precision: str):
     if p is not None:
         ms, vs, fitted = p
         beyond = "linear" if fitted else "flat"
-        return ((ms, vs, beyond), (ms, vs, beyond), (ms, vs, "linear"),
-                f"{name}@{precision}: verify calls measured")
+        hi = (ms, vs, "linear")
+        if not fitted and len(ms) == 2 and ms[0] == 1.0 and ms[1] > 2:
+            # one lookahead seen: between 1 token and K the cost may already be the K-token
+            # one (dequantising/launch bound), so the upper end is a step at 2 tokens
+            hi = ((1.0, 2.0, ms[1]), (vs[0], vs[1], vs[1]), "linear")
+        return ((ms, vs, beyond), (ms, vs, beyond), hi,
+                f"{name}@{precision}: verify calls measured at lookahead(s) "
+                f"{', '.join(str(int(m)) for m in ms)} (1 = greedy step)")
     for r in runs:
         if r.strategy == "chain" and r.target.name == name:
             q = _verify_points(runs, name, r.target.precision)
@@ -314,8 +320,9 @@ def forecast_dir(directory, names, lookahead, precisions=None) -> dict:
 
 
 def plan_dir(directory, lookaheads=range(2, 21)) -> dict:
-    """Every synchronous chain of the seen models ending at the largest-cost target, at every
-    lookahead: the best per chain and whether a third model pays."""
+    """Every synchronous chain of the seen models, per target, at every lookahead up to the
+    largest the target was seen verifying (no extrapolation of its verify cost): the best per
+    chain and whether a third model pays (its interval above the best two-model chain's)."""
     runs = read_pipespec_dir(directory)
     err = model_error(runs)
     targets = {r.target.name for r in runs if r.strategy == "chain"}
@@ -328,9 +335,10 @@ def plan_dir(directory, lookaheads=range(2, 21)) -> dict:
             for b in drafters:
                 if a != b and sync_pairs(runs, a, b):
                     chains.append((a, b, tgt))
+        kmax = max(r.lookahead for r in runs if r.strategy == "chain" and r.target.name == tgt)
         for ch in chains:
             best = None
-            for k in lookaheads:
+            for k in [k for k in lookaheads if k <= kmax]:
                 try:
                     f = forecast_chain(runs, ch, k, model_error=err, seeds=2)
                 except PolyspecInputError:
