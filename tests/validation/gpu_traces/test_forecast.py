@@ -1,0 +1,88 @@
+"""Forecasts of PipeSpec cascades from the other runs, on the trimmed fixture copies."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from polyspec_theory.errors import PolyspecInputError
+from validation.gpu_traces.forecast import (
+    draft_step,
+    forecast_chain,
+    forecast_dir,
+    leave_one_out,
+    verify_costs,
+)
+from validation.gpu_traces.pipespec import read_pipespec_dir
+
+FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "gpu-traces",
+                   "pipespec-humaneval")
+S, M, B = "Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct", "Meta-Llama-3.1-70B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return read_pipespec_dir(FIX)
+
+
+def test_leave_one_out_covers_the_sweep_only(runs):
+    loo = leave_one_out(runs, seeds=2)
+    assert sorted(c["lookahead"] for c in loo) == [2, 4, 8, 16, 20]
+    for c in loo:
+        assert c["models"] == [S, M]
+        assert c["error"] == pytest.approx(c["predicted_speedup"] / c["measured_speedup"] - 1)
+        assert abs(c["error"]) < 0.25  # 3 prompts only: a sanity bound, not the target
+
+
+def test_costs_come_from_the_logged_calls(runs):
+    small = [r for r in runs if r.strategy == "chain" and r.models[0].name == S]
+    want = np.concatenate([s.model_times[0] for r in small for s in r.samples]).mean()
+    assert draft_step(runs, S, "float16") == pytest.approx(want)
+    point, lo, hi, note = verify_costs(runs, M, "float16")
+    assert "carried from float32" in note
+    # fp16 carried cost sits between the fp16 single step and the fp32 verify cost
+    for m in (2, 8, 20):
+        lo_v = np.interp(m, lo[0], lo[1])
+        hi_v = np.interp(m, hi[0], hi[1])
+        p_v = np.interp(m, point[0], point[1])
+        assert lo_v <= p_v <= hi_v
+
+
+def test_three_model_forecast_interval_and_sources(runs):
+    f = forecast_chain(runs, (S, M, B), 8, {M: "float16"}, model_error=0.02, seeds=2)
+    lo, hi = f["interval95"]
+    assert lo < f["speedup"] < hi
+    assert f["precisions"] == {S: "float16", M: "float16", B: "4bit"}
+    assert len(f["acceptance_source"]) == 2
+
+
+def test_a_costlier_drafter_lowers_the_forecast(runs, tmp_path):
+    import json
+
+    d = tmp_path / "p"
+    shutil.copytree(FIX, d)
+    base = forecast_chain(read_pipespec_dir(d), (S, M), 6, {M: "float32"}, seeds=2)["speedup"]
+    for p in d.glob("chain_Llama-3.2-1B-Instruct-Llama-3.1-8B-*.json"):
+        obj = json.loads(p.read_text())
+        for r in obj["results"]:
+            r["metrics"]["model_times"][0] = [2 * t for t in r["metrics"]["model_times"][0]]
+            r["metrics"]["total_time"] += sum(r["metrics"]["model_times"][0]) / 2
+        p.write_text(json.dumps(obj))
+    slow = forecast_chain(read_pipespec_dir(d), (S, M), 6, {M: "float32"}, seeds=2)["speedup"]
+    assert slow < base
+
+
+def test_a_measured_configuration_is_refused_naming_the_file():
+    with pytest.raises(PolyspecInputError, match=r"chain_Llama-3.2-1B-Instruct-Llama-3.1-8B-"
+                                                 r"Instruct_8\.json"):
+        forecast_dir(FIX, (S, M), 8, {M: "float32"})
+
+
+def test_bad_forecast_inputs(runs):
+    with pytest.raises(PolyspecInputError, match="lookahead"):
+        forecast_chain(runs, (S, M), 1)
+    with pytest.raises(PolyspecInputError, match="models"):
+        forecast_chain(runs, (S, "nope"), 4)
+    with pytest.raises(PolyspecInputError, match="dtype"):
+        forecast_chain(runs, (S, M), 4, {"other": "float16"})
