@@ -26,7 +26,8 @@ SMALL, MID, BIG = ("Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct",
 def main(root: str) -> dict:
     pdir = os.path.join(root, "pipespec-humaneval")
     sdir = os.path.join(root, "specbench-vicuna7b")
-    out: dict = {"source": "copies in /work/shared/gpu-traces (see its README)"}
+    out: dict = {"source": "the shared copies of the GPU traces (see tests/fixtures/gpu-traces/"
+                        "README.md for their repositories and commits)"}
     sb = validate_specbench(sdir)
     prop = validate_specbench(sdir, proportional=True, n_boot=1)
     out["specbench_loco"] = {"model": sb["per_method"], "proportional_baseline":
@@ -103,9 +104,20 @@ def markdown(out: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def no_machine_paths(obj):
+    """Absolute paths -> file names (the committed results show no machine path)."""
+    if isinstance(obj, dict):
+        return {k: no_machine_paths(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [no_machine_paths(v) for v in obj]
+    if isinstance(obj, str) and obj.startswith("/"):
+        return os.path.basename(obj)
+    return obj
+
+
 if __name__ == "__main__":
     root = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/gpu-traces"
-    res = main(root)
+    res = no_machine_paths(main(root))
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "targets.json"), "w") as fh:
         json.dump(res, fh, indent=1, default=lambda x: x.item() if hasattr(x, "item") else str(x))
