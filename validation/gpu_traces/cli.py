@@ -60,8 +60,12 @@ def _pair_report(run, j) -> dict:
 
     acc = np.concatenate([s.accepted[j] for s in run.samples])
     k = run.lookahead
+    drafted = None
+    if run.strategy == "chain" and j == 0:  # the smallest model logs one entry per draft step
+        drafted = sum(len(s.model_times[0]) for s in run.samples) / acc.size
     rep = {"verifier": run.models[j + 1].name, "drafter": run.models[j].name,
            "rounds": int(acc.size), "accepted": int((acc - 1).sum()),
+           "mean_accepted": float((acc - 1).mean()), "drafted_per_round": drafted,
            "mean_acceptance_length": float(acc.mean()), "cap": k - 1 if k >= 2 else None,
            "histogram": np.bincount(acc - 1, minlength=max(k, 1)).tolist()}
     if run.strategy == "chain" and len(run.models) == 2 and k >= 2:
