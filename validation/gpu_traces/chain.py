@@ -122,11 +122,14 @@ class ChainCosts:
     (model i >= 1): ``(ms, secs, beyond)``, a verify call of m tokens costs the piecewise-linear
     interpolation through the points ``(ms, secs)``, constant below the first point and, beyond
     the last, constant (``beyond="flat"``) or on the line through the last two points
-    (``"linear"``); ``overhead``: per prompt (prefills, EOS checks: time in no logged call)."""
+    (``"linear"``); ``overhead``: per prompt (prefills, EOS checks: time in no logged call);
+    ``reject[i-1]``: added to a call of model i that rejects a draft token (the drafters'
+    caches are cropped inside the timed call)."""
 
     draft: tuple[float, ...]
     verify: tuple[tuple[tuple[float, ...], tuple[float, ...], str], ...]
     overhead: float
+    reject: tuple[float, ...] = ()  # extra seconds of a verify call that rejects (rollback)
 
     def verify_cost(self, i: int, m: int) -> float:
         ms, vs, beyond = self.verify[i - 1]
@@ -268,7 +271,8 @@ def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
                 break
         acc_tot[i - 1] += got
         acc_n[i - 1] += 1
-        return costs.verify_cost(i, len(drafts) + 1)
+        extra = costs.reject[i - 1] if costs.reject and got <= len(drafts) else 0.0
+        return costs.verify_cost(i, len(drafts) + 1) + extra
 
     rollback()
     r = 0

@@ -5,8 +5,9 @@ Costs (seconds per call, all from the logged calls):
 
 * draft step of a model at a precision: mean of its draft-step entries where it is the
   smallest model of a synchronous chain; else its greedy decode step (``token_times``).
-* verify call of m tokens: points (K, mean verify entry) of the runs where it is the target
-  at that precision, plus (1, greedy decode step) when a greedy run at that precision exists.
+* verify call of m tokens: points (K, mean verify entry of the calls that fed K tokens) of the
+  runs where it is the target at that precision, plus (1, greedy decode step) when a greedy
+  run at that precision exists.
   With >= 3 lookaheads a least-squares line in K; beyond the last point ``flat`` (point: a
   multi-token forward at these sizes is launch/dequantisation bound) or ``linear`` (upper end).
 * a precision never seen verifying is carried from one that was, assuming the verify call
@@ -31,7 +32,13 @@ import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
 
-from .chain import AgeHazard, ChainCosts, fit_age_hazard, round_exposures, simulate_chain
+from .chain import (
+    AgeHazard,
+    ChainCosts,
+    fit_age_hazard,
+    round_exposures,
+    simulate_chain,
+)
 from .pipespec import PipeSpecRun, measured_speedup, read_pipespec_dir
 
 SEEDS = 6
@@ -80,11 +87,48 @@ def draft_step(runs, name: str, precision: str) -> float:
     return float(np.concatenate([s.token_times for s in g.samples]).mean())
 
 
+def _full_calls(run):
+    """Target verify times of the calls that certainly fed K tokens. In a two-model chain
+    only a call right after a fully accepted round that accepts 1 token may have fed 1 token
+    (the drafter missed the bonus position), so those are left out."""
+    if len(run.models) != 2 or run.lookahead < 2:
+        return _logged(run, len(run.models) - 1)
+    out = []
+    for s in run.samples:
+        a = s.accepted[0]
+        after_full = np.zeros(len(a), dtype=bool)
+        after_full[1:] = a[:-1] >= run.lookahead
+        out.append(s.model_times[1][~(after_full & (a == 1))])
+    return np.concatenate(out)
+
+
+def reject_cost(runs, name: str, precision: str) -> float:
+    """Extra seconds of a target verify call that rejects a draft token (mean of the rejecting
+    minus the fully accepting calls that certainly fed K tokens; two-model chains; >= 0)."""
+    rej, full = [], []
+    for r in runs:
+        if (r.strategy == "chain" and len(r.models) == 2 and r.lookahead >= 2
+                and r.target.name == name and r.target.precision == precision):
+            for s in r.samples:
+                a, t = s.accepted[0], s.model_times[1]
+                after_full = np.zeros(len(a), dtype=bool)
+                after_full[1:] = a[:-1] >= r.lookahead
+                ok = ~(after_full & (a == 1))
+                rej.append(t[ok & (a < r.lookahead)])
+                full.append(t[ok & (a >= r.lookahead)])
+    if not rej:
+        return 0.0
+    rej, full = np.concatenate(rej), np.concatenate(full)
+    if rej.size == 0 or full.size == 0:
+        return 0.0
+    return max(0.0, float(rej.mean() - full.mean()))
+
+
 def _verify_points(runs, name, precision):
     pts = {}
     for r in runs:
         if r.strategy == "chain" and r.target.name == name and r.target.precision == precision:
-            pts.setdefault(r.lookahead, []).append(_logged(r, len(r.models) - 1))
+            pts.setdefault(r.lookahead, []).append(_full_calls(r))
     if not pts:
         return None
     ks = sorted(pts)
@@ -232,9 +276,10 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
         notes.append(v[3])
     drafts = tuple(draft_step(runs, m.name, m.precision) for m in models[:-1])
     o, o_lo, o_hi = overhead(runs, models)
-    point = ChainCosts(drafts, tuple(v[0] for v in ver), o)
-    lo = ChainCosts(drafts, tuple(v[1] for v in ver), o_lo)
-    hi = ChainCosts(drafts, tuple(v[2] for v in ver), o_hi)
+    rej = tuple(reject_cost(runs, m.name, m.precision) for m in models[1:])
+    point = ChainCosts(drafts, tuple(v[0] for v in ver), o, rej)
+    lo = ChainCosts(drafts, tuple(v[1] for v in ver), o_lo, rej)
+    hi = ChainCosts(drafts, tuple(v[2] for v in ver), o_hi, rej)
     sp, times, se = _speedup(base, laws, point, k, idx, n_tok, seeds)
     sp_fast = _speedup(base, laws, lo, k, idx, n_tok, max(2, seeds // 2))[0]
     sp_slow = _speedup(base, laws, hi, k, idx, n_tok, max(2, seeds // 2))[0]
@@ -256,7 +301,8 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
                               f"{len(sync_pairs(runs, names[j], names[j + 1]))} two-model "
                               "synchronous run(s)" for j in range(len(names) - 1)],
         "cost_source": notes + [f"draft steps (s): {', '.join(f'{d:.5f}' for d in drafts)}; "
-                                f"overhead per prompt {o:.4f} s"],
+                                f"rejecting verify calls +{', '.join(f'{x:.5f}' for x in rej)}"
+                                f" s; overhead per prompt {o:.4f} s"],
     }
 
 
