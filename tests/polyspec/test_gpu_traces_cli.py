@@ -87,3 +87,29 @@ def test_plan_traces_says_whether_a_third_model_pays(capsys):
     assert speeds == sorted(speeds, reverse=True)
     # no lookahead beyond what the 70B was seen verifying (8)
     assert all(c["lookahead"] <= 8 for c in d["chains"] if c["target"] == B)
+
+
+def _three_model_file(tmp_path):
+    """A three-model chain built from a two-model fixture run: level 0 gets its own verify
+    calls (all accepting 1 token), the target level keeps the measured ones."""
+    raw = json.load(open(os.path.join(PS, f"chain_{S}-{M}_8.json")))
+    raw["metadata"]["model_configs"].insert(0, {"path": "x/Tiny", "devices": ["cuda:0"],
+                                                "dtype": "float16", "quantize": None})
+    for r in raw["results"]:
+        m = r["metrics"]
+        n = len(m["accepted_tokens"][0])
+        m["accepted_tokens"].insert(0, [1] * n)
+        m["model_times"] = [[0.0] * 3, [t / 2 for t in m["model_times"][1]],
+                            [t / 2 for t in m["model_times"][1]]]
+    p = tmp_path / "chain_three_8.json"
+    p.write_text(json.dumps(raw))
+    return p
+
+
+def test_fit_three_model_file_top_level_is_the_target_pair(capsys, tmp_path):
+    rc, out, _ = _run(capsys, "fit", _three_model_file(tmp_path), "--json")
+    assert rc == 0
+    d = _strict(out)
+    assert [p["drafter"] for p in d["pairs"]] == ["Tiny", M]
+    assert d["pairs"][0]["mean_acceptance_length"] == 1.0
+    assert d["mean_acceptance_length"] == d["pairs"][1]["mean_acceptance_length"] > 1.0

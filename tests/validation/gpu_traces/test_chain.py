@@ -50,6 +50,16 @@ def test_never_agree_is_one_token_per_round():
     assert res["time"][0] == pytest.approx((n - 1) * ((k - 1) * 1.0 + 7.0))
 
 
+def test_rejecting_calls_pay_the_rollback_extra():
+    k, n = 4, 30
+    c = ChainCosts((1.0,), (((1.0, 2.0), (7.0, 7.0), "flat"),), 0.0, (0.5,))
+    never = simulate_chain([(_const(1.0),)], c, k, [n])
+    assert never["time"][0] == pytest.approx((n - 1) * ((k - 1) + 7.0 + 0.5))
+    always = simulate_chain([(_const(0.0),)], c, k, [n])
+    rounds = always["rounds"][0]
+    assert always["time"][0] == pytest.approx((k - 1) + k * (rounds - 1) + 7.0 * rounds)
+
+
 def test_three_models_always_agree_by_hand():
     # K=4, all outputs 1 token after prefill. Round 1: small drafts 3, middle verifies 4 and
     # accepts 4 (out 5, already K-1 ahead: no drafts), target verifies 1+4 and accepts 5 (6).

@@ -12,6 +12,7 @@ from validation.gpu_traces.forecast import (
     forecast_chain,
     forecast_dir,
     leave_one_out,
+    reject_cost,
     verify_costs,
 )
 from validation.gpu_traces.pipespec import read_pipespec_dir
@@ -41,12 +42,30 @@ def test_costs_come_from_the_logged_calls(runs):
     assert draft_step(runs, S, "float16") == pytest.approx(want)
     point, lo, hi, note = verify_costs(runs, M, "float16")
     assert "carried from float32" in note
+    # the carried cost at one token is the fp16 step (ratio of the steps, by construction)
+    step16 = draft_step(runs, M, "float16")
+    assert np.interp(1.0, point[0], point[1]) == pytest.approx(step16, rel=1e-12)
+    assert np.interp(1.0, hi[0], hi[1]) > step16
     # fp16 carried cost sits between the fp16 single step and the fp32 verify cost
     for m in (2, 8, 20):
         lo_v = np.interp(m, lo[0], lo[1])
         hi_v = np.interp(m, hi[0], hi[1])
         p_v = np.interp(m, point[0], point[1])
         assert lo_v <= p_v <= hi_v
+
+
+def test_reject_cost_is_rejecting_minus_full_calls(runs):
+    r = next(x for x in runs if x.strategy == "chain" and x.names == (S, M)
+             and x.lookahead == 8)
+    rej, full = [], []
+    for s in r.samples:
+        for j, (a, t) in enumerate(zip(s.accepted[0], s.model_times[1], strict=True)):
+            if j > 0 and s.accepted[0][j - 1] == 8 and a == 1:
+                continue  # may have fed one token
+            (rej if a < 8 else full).append(t)
+    want = max(0.0, np.mean(rej) - np.mean(full))
+    only = [r] + [x for x in runs if x.is_baseline]
+    assert reject_cost(only, M, "float32") == pytest.approx(want, rel=1e-12)
 
 
 def test_three_model_forecast_interval_and_sources(runs):

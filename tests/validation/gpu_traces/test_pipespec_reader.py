@@ -111,3 +111,22 @@ def test_greedy_steps_must_fit_tokens():
     with pytest.raises(PolyspecInputError, match="token_times"):
         parse_pipespec(d2, "g.json")
     assert parse_pipespec(d, "g.json").samples[0].token_times is not None
+
+
+def test_measured_speedup_uses_each_files_own_tokens():
+    # a baseline whose prompts yield different token counts than the run (hand-made numbers)
+    b = parse_pipespec(_raw(GREEDY8B), "g.json")
+    r = read_pipespec(CHAIN8)
+    b2 = copy.deepcopy(_raw(GREEDY8B))
+    for x in b2["results"]:
+        n = x["metrics"]["tokens_generated"]
+        x["metrics"]["tokens_generated"] = 2 * n
+        x["metrics"]["token_times"] = x["metrics"]["token_times"] + [0.0] * n
+    assert measured_speedup(parse_pipespec(b2, "g2.json"), r) == pytest.approx(
+        measured_speedup(b, r) / 2, rel=1e-12)
+
+
+def test_too_few_generated_tokens_for_the_accepted_ones(tmp_path):
+    def short(d):
+        d["results"][1]["metrics"]["tokens_generated"] -= 20
+    assert "does not add up" in _bad(short, tmp_path)
