@@ -110,6 +110,6 @@ def test_fit_three_model_file_top_level_is_the_target_pair(capsys, tmp_path):
     rc, out, _ = _run(capsys, "fit", _three_model_file(tmp_path), "--json")
     assert rc == 0
     d = _strict(out)
-    assert [p["drafter"] for p in d["pairs"]] == ["Tiny", M]
+    assert [p["drafter"] for p in d["pairs"]] == ["Tiny", S]
     assert d["pairs"][0]["mean_acceptance_length"] == 1.0
     assert d["mean_acceptance_length"] == d["pairs"][1]["mean_acceptance_length"] > 1.0
