@@ -110,7 +110,11 @@ def fit_age_hazard(observations) -> AgeHazard:
     good = np.flatnonzero(at_risk >= MIN_AT_RISK)
     n_good = int(good.max()) + 1 if good.size else 0
     hz = tuple(float(events[j] / at_risk[j]) for j in range(n_good))
-    lo = max(0, n_good - 8)
+    # beyond the well-observed ages: the pooled hazard of the ages past them (long runs of
+    # agreement persist, so earlier ages would overstate it), widened back while too sparse
+    lo = n_good
+    while lo > 0 and at_risk[lo:].sum() < MIN_AT_RISK:
+        lo -= 1
     tail_ev, tail_risk = events[lo:].sum(), at_risk[lo:].sum()
     tail = float(tail_ev / tail_risk) if tail_risk else 0.5
     return AgeHazard(hazard=hz, tail=min(max(tail, 1e-6), 1.0))
