@@ -105,3 +105,20 @@ def test_bad_forecast_inputs(runs):
         forecast_chain(runs, (S, "nope"), 4)
     with pytest.raises(PolyspecInputError, match="dtype"):
         forecast_chain(runs, (S, M), 4, {"other": "float16"})
+
+
+def test_70b_verify_points_are_greedy_step_and_certain_k_token_calls(runs):
+    calls = []
+    for r in runs:
+        if r.strategy == "chain" and r.target.name == B:
+            for s in r.samples:
+                a, t = s.accepted[0], s.model_times[1]
+                calls += [t[j] for j in range(len(a))
+                          if not (j > 0 and a[j - 1] == 8 and a[j] == 1)]
+    g = next(r for r in runs if r.is_baseline and r.names == (B,))
+    ar = np.mean(np.concatenate([s.token_times for s in g.samples]))
+    point, lo, hi, _ = verify_costs(runs, B, "4bit")
+    assert point[0] == (1.0, 8.0) and point[2] == "flat"
+    assert point[1][0] == pytest.approx(ar) and point[1][1] == pytest.approx(np.mean(calls))
+    # upper end: already the 8-token cost at 2 tokens, linear beyond
+    assert hi[0] == (1.0, 2.0, 8.0) and hi[2] == "linear"
