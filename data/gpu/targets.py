@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from validation.gpu_traces.forecast import forecast_chain, leave_one_out, model_error, plan_dir
-from validation.gpu_traces.pipespec import read_pipespec_dir
+from validation.gpu_traces.pipespec import measured_speedup, read_pipespec_dir
 from validation.gpu_traces.specbench import validate_specbench
 
 SMALL, MID, BIG = ("Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct",
@@ -60,6 +60,18 @@ def main(root: str) -> dict:
                            {SMALL: "float16", MID: "float16", BIG: "4bit"}, model_error=err)
     out["preregistered_3model_sync_k8"] = three
     out["plan"] = plan_dir(pdir)
+    # in-sample diagnostics (each run's own pair law and costs went into it: not forecasts)
+    diag = []
+    for r in runs:
+        if r.strategy == "chain" and r.target.name == BIG:
+            base = next(x for x in runs if x.is_baseline and x.names == (BIG,))
+            f = forecast_chain(runs, r.names, r.lookahead,
+                               {m.name: m.precision for m in r.models})
+            meas = measured_speedup(base, r)
+            diag.append({"models": list(r.names), "lookahead": r.lookahead,
+                         "predicted_in_sample": f["speedup"], "measured": meas,
+                         "error": f["speedup"] / meas - 1})
+    out["diagnostics_in_sample_70b"] = diag
     return out
 
 
@@ -94,6 +106,11 @@ def markdown(out: dict) -> str:
     lines += [f"speedup {t['speedup']:.4f}, 95 % interval [{t['interval95'][0]:.4f}, "
               f"{t['interval95'][1]:.4f}] over greedy 70B on prompts {t['prompts']}"]
     lines += [f"- {x}" for x in t["acceptance_source"] + t["cost_source"]]
+    lines += ["", "## In-sample diagnostics (not forecasts): two-model chains into the 70B", ""]
+    for c in out.get("diagnostics_in_sample_70b", []):
+        lines.append(f"- {' <- '.join(reversed(c['models']))} K={c['lookahead']}: predicted "
+                     f"{c['predicted_in_sample']:.4f}, measured {c['measured']:.4f} "
+                     f"({100 * c['error']:+.2f} %)")
     lines += ["", "## plan --traces", ""]
     for r in out["plan"]["chains"]:
         lines.append(f"- {' <- '.join(reversed(r['models']))} K={r['lookahead']}: "
