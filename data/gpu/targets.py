@@ -77,7 +77,7 @@ def main(root: str) -> dict:
 
 def markdown(out: dict) -> str:
     lines = ["# GPU-trace targets (issue 23)", "", "Computed by `.venv/bin/python "
-             "data/gpu/targets.py` on the copies in /work/shared/gpu-traces.", "",
+             "data/gpu/targets.py [TRACES_DIR]` on the shared copies of the GPU traces.", "",
              "## Spec-Bench, leave one category out", "",
              "| method | median abs err | max abs err | proportional median | proportional max |",
              "|---|---|---|---|---|"]
