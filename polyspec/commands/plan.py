@@ -134,6 +134,11 @@ def run(args) -> int:
 
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
+    if args.traces is not None:
+        from validation.gpu_traces.cli import detect_dir, run_plan
+
+        if detect_dir(args.traces) == "pipespec":  # external GPU traces
+            return run_plan(args.traces, args.json)
     top = as_int(args.top, "--top", low=0, high=1000)
     info = None
     if args.traces is not None:
