@@ -25,8 +25,10 @@ def add_arguments(p):
                         "for every level; replaces --thresholds/--profile")
     p.add_argument("--dtype", default=None, metavar="MODEL=DTYPE,...",
                    help="with --lookahead: precision per model (default: its greedy run's)")
-    p.add_argument("--mode", default=None, choices=("sync",),
-                   help="with --lookahead: the decoder (synchronous chain)")
+    p.add_argument("--mode", default=None, choices=("sync", "async"),
+                   help="with --lookahead: the decoder: synchronous chain (default) or the "
+                        "asynchronous pipeline (docs/theory.md Part VI-AS; lookahead 0 = "
+                        "verify what is ready)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

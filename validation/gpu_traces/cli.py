@@ -175,12 +175,18 @@ def parse_dtypes(text) -> dict[str, str]:
 def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_json) -> int:
     from .forecast import forecast_dir
 
-    if mode not in (None, "sync"):
-        raise PolyspecInputError("--mode", f"only 'sync' is forecast here, got {mode!r}")
+    if mode not in (None, "sync", "async"):
+        raise PolyspecInputError("--mode", f"must be 'sync' or 'async', got {mode!r}")
     names = [m.strip() for m in models_target_first.split(",") if m.strip()]
     if len(names) < 2:
         raise PolyspecInputError("--models", "needs at least two models, target first")
-    out = forecast_dir(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes))
+    if mode == "async":  # docs/theory.md Part VI-AS
+        from .async_forecast import forecast_async_dir
+
+        out = forecast_async_dir(traces, tuple(reversed(names)), lookahead,
+                                 parse_dtypes(dtypes))
+    else:
+        out = forecast_dir(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes))
     if as_json:
         print(_dump(out))
         return 0
