@@ -61,3 +61,12 @@ def test_refuses_a_measured_configuration():
     with pytest.raises(PolyspecInputError) as e:
         forecast_async_dir(FIX, (S, M), 0, {M: "float32"})
     assert e.value.field == "--models"
+
+
+def test_age_hazard_as_positional_law_keeps_its_survival():
+    from validation.gpu_traces.async_forecast import _positional
+    from validation.gpu_traces.chain import AgeHazard
+
+    law = AgeHazard((0.1, 0.25, 0.05), 0.3)
+    s = _positional(law).survival(8)
+    assert s == pytest.approx([law.survival(j) for j in range(9)], rel=1e-12)
