@@ -23,9 +23,8 @@ from polyspec_theory import Cascade, CostCurve, Model, Positional, predict_async
 from polyspec_theory.errors import PolyspecInputError
 
 from .forecast import (
-    _default_precision,
     _greedy,
-    _spec,
+    chain_inputs,
     draft_step,
     overhead,
     prompt_laws,
@@ -87,24 +86,8 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
     if len(names) < 2:
         raise PolyspecInputError("models", "a cascade needs >= 2 models")
     th = lookahead_threshold(lookahead)
-    precisions = dict(precisions or {})
-    for n in precisions:
-        if n not in names:
-            raise PolyspecInputError("dtype", f"{n!r} is not one of the models {names}")
-    specs = tuple(_spec(runs, n, precisions.get(n) or _default_precision(runs, n))
-                  for n in names)
-    tgt = specs[-1]
-    base = _greedy(runs, tgt.name, tgt.precision) or next(
-        (r for r in runs if r.is_baseline and r.names == (tgt.name,)), None)
-    if base is None:
-        raise PolyspecInputError("models", f"no greedy baseline of {tgt.name} in the traces")
-    tokens = {}
-    for r in runs:
-        if r.target.name == tgt.name and r.strategy != "async-chain":
-            for s in r.samples:
-                tokens.setdefault(s.index, s.tokens_generated)
-    idx = [s.index for s in base.samples if s.index in tokens]
-    n_tok = np.array([tokens[i] for i in idx], dtype=np.float64)
+    specs, base, idx, n_tok = chain_inputs(runs, names, precisions)
+    n_tok = np.asarray(n_tok, dtype=np.float64)
     per_pair = [prompt_laws(runs, names[j], names[j + 1], idx) for j in range(len(names) - 1)]
     ver, notes = [], []
     for m in specs[1:]:

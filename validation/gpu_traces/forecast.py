@@ -238,16 +238,10 @@ def _speedup(base, laws, costs, k, idx, n_tok, seeds):
     return bt / (times.sum() / sum(n_tok)), times, se
 
 
-def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=None,
-                   seeds: int = SEEDS) -> dict:
-    """Predicted speedup of the synchronous chain ``names`` (smallest first) at ``lookahead``
-    over the target's greedy baseline, from ``runs`` (a run of this very configuration must
-    not be among them)."""
-    if len(names) < 2:
-        raise PolyspecInputError("models", "a cascade needs >= 2 models")
-    k = int(lookahead)
-    if k < 2 or k > 100:
-        raise PolyspecInputError("lookahead", f"must be in 2..100, got {lookahead}")
+def chain_inputs(runs, names, precisions=None):
+    """What every forecast of the chain ``names`` (smallest first) starts from: the model
+    specs, the target's greedy baseline, its prompts that some non-async run of the target
+    decoded, and their token counts."""
     precisions = dict(precisions or {})
     for n in precisions:
         if n not in names:
@@ -266,6 +260,20 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
                 tokens.setdefault(s.index, s.tokens_generated)
     idx = [s.index for s in base.samples if s.index in tokens]
     n_tok = [tokens[i] for i in idx]
+    return models, base, idx, n_tok
+
+
+def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=None,
+                   seeds: int = SEEDS) -> dict:
+    """Predicted speedup of the synchronous chain ``names`` (smallest first) at ``lookahead``
+    over the target's greedy baseline, from ``runs`` (a run of this very configuration must
+    not be among them)."""
+    if len(names) < 2:
+        raise PolyspecInputError("models", "a cascade needs >= 2 models")
+    k = int(lookahead)
+    if k < 2 or k > 100:
+        raise PolyspecInputError("lookahead", f"must be in 2..100, got {lookahead}")
+    models, base, idx, n_tok = chain_inputs(runs, names, precisions)
     per_pair = [prompt_laws(runs, names[j], names[j + 1], idx) for j in range(len(names) - 1)]
     laws = [tuple(p[i] for p in per_pair) for i in idx]
     notes = []
