@@ -38,8 +38,8 @@ _MODULES = {
         "fit_cost_curve", "RooflineCost",
     ),
     "core.config": (
-        "acceptance_from_config", "as_cascade", "Cascade", "law_from_config", "Model",
-        "model_from_config",
+        "acceptance_from_config", "as_cascade", "Cascade", "check_async_cascade",
+        "law_from_config", "Model", "model_from_config",
     ),
     "core.p1": (
         "block_bounds", "block_laws", "fill_blocks", "fold_levels", "FoldedLevel",
@@ -129,6 +129,10 @@ _MODULES = {
         "as_chain", "as_kernels", "as_law", "drop_support", "logit_draft", "MarkovPair",
         "MAX_SEQUENCE_LAW_SIZE", "mixture_draft", "PROB_TOL", "random_kernels", "random_law",
         "random_pair", "sequence_law", "state_marginals", "step_tv", "tv_distance",
+    ),
+    "pipelines.asynchronous": (
+        "async_bounds", "async_rules", "AsyncLevel", "AsyncPair", "AsyncPrediction",
+        "predict_async", "READY_WINDOW", "sync_ratio_bounds",
     ),
     "yin.theorems": (
         "batch_expected_rejections", "batch_improvement", "batch_lower_bound", "BATCH_MODES",

@@ -24,6 +24,15 @@ def add_arguments(p):
     p.add_argument("--profiles", default=None, metavar="DIR",
                    help="profiles of the committed captures, for the interval (default: "
                         "DIR/profiles)")
+    p.add_argument("--lookahead", type=int, default=None, metavar="K",
+                   help="external GPU traces (PipeSpec folder): the decoder's lookahead, one K "
+                        "for every level; replaces --thresholds/--profile")
+    p.add_argument("--dtype", default=None, metavar="MODEL=DTYPE,...",
+                   help="with --lookahead: precision per model (default: its greedy run's)")
+    p.add_argument("--mode", default=None, choices=("sync", "async"),
+                   help="with --lookahead: the decoder: synchronous chain (default) or the "
+                        "asynchronous pipeline (docs/theory.md Part VI-AS; lookahead 0 = "
+                        "verify what is ready)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -41,6 +50,14 @@ def run(args) -> int:
     from .common import dump_strict_json
     from .forecast_kinds import run_kind
 
+    if args.lookahead is not None:  # external GPU traces (validation.gpu_traces)
+        from validation.gpu_traces.cli import run_forecast
+
+        if args.traces is None or args.models is None:
+            raise PolyspecInputError("--traces" if args.traces is None else "--models",
+                                     "required with --lookahead")
+        return run_forecast(args.traces, args.models, args.lookahead, args.dtype, args.mode,
+                            args.json)
     if args.score or args.tree or args.schedule or args.batch:
         return run_kind(args)
     for opt in ("traces", "models", "thresholds", "profile"):

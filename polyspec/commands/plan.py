@@ -158,6 +158,11 @@ def run(args) -> int:
 
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
+    if args.traces is not None:
+        from validation.gpu_traces.cli import detect_dir, run_plan
+
+        if detect_dir(args.traces) == "pipespec":  # external GPU traces
+            return run_plan(args.traces, args.json)
     top = as_int(args.top, "--top", low=0, high=1000)
     info = None
     if args.traces is not None:
@@ -212,11 +217,16 @@ def run(args) -> int:
                                 n_draws=args.draws)
     else:
         unc = {"candidates": None, "note": pu.POOL_FILE_NOTE}
+    from .async_modes import modes_text, plan_modes
+
+    modes = plan_modes(pool, result)
     if args.json:
-        print(dump_json({**plan_report(result, pool, info), "uncertainty": unc}))
+        print(dump_json({**plan_report(result, pool, info), "uncertainty": unc,
+                         "modes": modes}))
     else:
         print(explain_plan(result, pool, info))
         print(_explain_uncertainty(unc))
+        print(modes_text(modes))
         for n in (info or {}).get("notes", []):
             print(f"note: {n}")
     return 0

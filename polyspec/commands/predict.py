@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-HELP = "Predict the speedup of a cascade exactly (P1) and explain where the time goes."
+HELP = ("Predict the speedup of a cascade exactly (P1; \"mode\": \"async\": AS1) and explain "
+        "where the time goes.")
 
 
 def add_arguments(p):
@@ -53,9 +54,19 @@ def run(args) -> int:
     from polyspec_theory.bounds.approximation import paper_approximation
     from polyspec_theory.core.explain import explain_prediction
     from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.errors import PolyspecInputError
     from validation.files import dump_json
 
     cascade = load_cascade(args.config)
+    if cascade.mode == "async":
+        from .async_modes import async_report, async_text
+
+        if args.batch is not None:
+            raise PolyspecInputError("--batch", 'the serving-batch theory is synchronous; '
+                                     'it does not cover "mode": "async"')
+        rep = async_report(cascade)
+        print(dump_json(rep) if args.json else async_text(rep))
+        return 0
     if args.batch is not None:
         from . import serving_batch
 

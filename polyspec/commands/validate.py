@@ -75,6 +75,11 @@ def _noise_floor(args, tdir):
 
 def run(args) -> int:
     import sys
+
+    from validation.gpu_traces.cli import detect_dir, run_validate
+
+    if detect_dir(args.traces_dir):  # PipeSpec / Spec-Bench GPU trace folder
+        return run_validate(args.traces_dir, args.json)
     from pathlib import Path
 
     from polyspec_theory.core.laws import LAW_FAMILIES

@@ -37,9 +37,10 @@ from polyspec_theory.structures.pairs import (
 
 __all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE",
            "law_from_config", "acceptance_from_config", "model_from_config", "MAX_COST_RATIO",
-           "check_cost_scale"]
+           "check_cost_scale", "check_async_cascade", "MODES"]
 
 POLICIES = ("accumulate", "truncate")
+MODES = ("sync", "async")
 MAX_THRESHOLD = 4096
 # Costs only matter relative to each other. The target's T(1) must lie in
 # [1/MAX_COST_RATIO, MAX_COST_RATIO] and no cost may exceed MAX_COST_RATIO times it, so that
@@ -161,9 +162,13 @@ class Cascade:
     trees: tuple | None = None  # per pair: None (chain) or a trees.Tree (structured.py)
     schedules: tuple | None = None  # per pair: None or an HF / confidence schedule
     time_unit: str | None = None  # unit of every cost (None: model-cost units)
+    mode: str = "sync"  # "sync" (P1) or "async" (pipelined, docs/theory.md Part VI-AS)
+    queues: tuple | None = None  # async: per pair, max drafts ahead (None entry: unbounded)
 
     def __post_init__(self):
         n = len(self.models)
+        if self.mode not in MODES:
+            raise PolyspecInputError("mode", f"must be one of {MODES}, got {self.mode!r}")
         if n < 2:
             raise PolyspecInputError("models", f"need at least 2 models (target first), got {n}")
         if len(self.laws) != n - 1:
@@ -179,10 +184,13 @@ class Cascade:
             self,
             "thresholds",
             tuple(
-                as_int(t, f"thresholds[{i}]", low=1, high=MAX_THRESHOLD)
+                as_int(t, f"thresholds[{i}]", low=0 if self.mode == "async" else 1,
+                       high=MAX_THRESHOLD)
                 for i, t in enumerate(self.thresholds)
             ),
         )
+        if self.mode == "async" or self.queues is not None:
+            object.__setattr__(self, "queues", check_async_cascade(self))
         for i, m in enumerate(self.models):
             if not isinstance(m, Model):
                 raise PolyspecInputError(f"models[{i}]", "must be a Model")
@@ -219,7 +227,10 @@ class Cascade:
             raise PolyspecInputError("config", f"must be an object/mapping, got {kind}")
         require_keys(cfg, "", required=["models", "acceptance", "thresholds"],
                    optional=["policy", "name", "description", "trees", "schedules",
-                             "time_unit"])
+                             "time_unit", "mode", "queue"])
+        mode = cfg.get("mode", "sync")
+        if mode not in MODES:
+            raise PolyspecInputError("mode", f"must be one of {MODES}, got {mode!r}")
         models_cfg = cfg["models"]
         if not isinstance(models_cfg, list):
             raise PolyspecInputError("models", "must be a list of {name, cost} objects")
@@ -231,7 +242,8 @@ class Cascade:
         th = cfg["thresholds"]
         if not isinstance(th, list):
             raise PolyspecInputError("thresholds", "must be a list of integers >= 1")
-        th = [as_int(t, f"thresholds[{i}]", low=1, high=MAX_THRESHOLD) for i, t in enumerate(th)]
+        th = [as_int(t, f"thresholds[{i}]", low=0 if mode == "async" else 1, high=MAX_THRESHOLD)
+              for i, t in enumerate(th)]
         acc = cfg["acceptance"]
         if not isinstance(acc, list):
             raise PolyspecInputError("acceptance", "must be a list with one law per adjacent pair")
@@ -243,8 +255,12 @@ class Cascade:
         unit = cfg.get("time_unit")
         if unit is not None and (not isinstance(unit, str) or not unit.strip()):
             raise PolyspecInputError("time_unit", f"must be a non-empty string, got {unit!r}")
+        queues = cfg.get("queue")
+        if queues is not None and mode != "async":
+            raise PolyspecInputError("queue", 'bounds the drafters of "mode": "async" only')
         return cls(tuple(models), laws, tuple(th), cfg.get("policy", "accumulate"), name,
-                   cfg.get("trees"), cfg.get("schedules"), unit)
+                   cfg.get("trees"), cfg.get("schedules"), unit, mode,
+                   None if queues is None else queues)
 
     def to_config(self) -> dict:
         out = {
@@ -263,6 +279,10 @@ class Cascade:
                 out[key] = [None if x is None else x.to_config() for x in items]
         if self.time_unit is not None:
             out["time_unit"] = self.time_unit
+        if self.mode != "sync":
+            out["mode"] = self.mode
+        if self.queues is not None and any(q is not None for q in self.queues):
+            out["queue"] = list(self.queues)
         return out
 
     def with_thresholds(self, thresholds) -> Cascade:
@@ -283,3 +303,33 @@ def as_cascade(cascade, field: str = "cascade", *, chain_only: str | None = None
                 f"{chain_only} models chain cascades only; this cascade drafts a tree or "
                 "follows a draft-length schedule")
     return cascade
+
+def check_async_cascade(cascade) -> tuple | None:
+    """Validate the async-only fields of ``cascade`` (a chain; queues); returns the queues
+    as a tuple (one entry per pair, ``None`` = unbounded) or ``None``."""
+    if cascade.trees is not None and any(t is not None for t in cascade.trees):
+        raise PolyspecInputError("trees", 'the asynchronous theory ("mode": "async", '
+                                 "docs/theory.md Part VI-AS) covers chain drafting only, not "
+                                 "token trees")
+    if cascade.schedules is not None and any(s is not None for s in cascade.schedules):
+        raise PolyspecInputError("schedules", 'the asynchronous theory ("mode": "async", '
+                                 "docs/theory.md Part VI-AS) covers fixed thresholds only, "
+                                 "not draft-length schedules")
+    q = cascade.queues
+    if q is None:
+        return None
+    if not isinstance(q, list | tuple) or len(q) != cascade.n - 1:
+        raise PolyspecInputError("queue", f"must be a list with one entry per adjacent pair "
+                                 f"({cascade.n - 1}): an int >= the threshold, or null")
+    out = []
+    for i, x in enumerate(q):
+        if x is None:
+            out.append(None)
+            continue
+        x = as_int(x, f"queue[{i}]", low=0, high=10**6)
+        if x < cascade.thresholds[i]:
+            raise PolyspecInputError(f"queue[{i}]", f"{x} is below thresholds[{i}] = "
+                                     f"{cascade.thresholds[i]}: the verifier would wait for "
+                                     "drafts the drafter may never produce")
+        out.append(x)
+    return tuple(out)
