@@ -34,13 +34,13 @@ Every drafter forward is recorded (positions scored, seconds).
 from __future__ import annotations
 
 import ctypes
+import multiprocessing as mp
 import os
 import pickle
 import time
 import traceback
 from dataclasses import dataclass, field
 
-import multiprocessing as mp
 import numpy as np
 import torch
 

@@ -10,8 +10,23 @@ def add_arguments(parser) -> None:
                         help="comma-separated models, target first: zoo names (target, mid, "
                         "draft-t, small, ngram, ngram:K), zoo .safetensors files or HF "
                         "checkpoint dirs")
-    parser.add_argument("--thresholds", required=True,
-                        help="comma-separated θ per adjacent pair, e.g. 8,4,2")
+    parser.add_argument("--thresholds", default=None,
+                        help="comma-separated θ per adjacent pair, e.g. 8,4,2 (required "
+                        "unless --mode async)")
+    parser.add_argument("--mode", default="sync", choices=["sync", "async"],
+                        help="sync: the polybasic decoder (one model at a time); async: the "
+                        "two-process pipeline (target + one drafter, each in its own process "
+                        "pinned to its own core, greedy; validation/async_decoder.py)")
+    parser.add_argument("--lookahead", type=int, default=None,
+                        help="async: the target verifies once the drafter holds >= "
+                        "lookahead - 1 undecided tokens (PipeSpec's draft_lookahead; "
+                        "default 0 = never wait)")
+    parser.add_argument("--max-verify", type=int, default=None,
+                        help="async: queue bound, the most drafted tokens one verify takes "
+                        "and the drafter holds undecided (default 32)")
+    parser.add_argument("--cores", default=None,
+                        help="async: comma-separated cores, target first (default: the "
+                        "first two this process may use)")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--name", default=None, help="trace name (default: from settings)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -97,7 +112,16 @@ def run(args) -> int:
     from validation.capture import capture
     from validation.traces import read_trace
 
+    from polyspec_theory.errors import PolyspecInputError
+
     models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if args.mode == "async":
+        return _run_async(args, models)
+    for flag in ("lookahead", "max_verify", "cores"):
+        if getattr(args, flag) is not None:
+            raise PolyspecInputError(f"--{flag.replace('_', '-')}", "applies to --mode async")
+    if args.thresholds is None:
+        raise PolyspecInputError("--thresholds", "required (one θ per adjacent pair)")
     if args.batch is not None or args.batches is not None:
         return _run_batches(args, models)
     path = capture(
@@ -119,6 +143,48 @@ def run(args) -> int:
           f"(AR target {t.ar_time_per_token * 1e3:.3f} ms/token, cascade "
           f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
           f"{100 * t.overhead_fraction:.1f} %)")
+    return 0
+
+
+def _run_async(args, models) -> int:
+    import sys
+
+    from polyspec_theory.errors import PolyspecInputError
+    from validation.async_capture import capture_async
+    from validation.traces import read_trace
+
+    given = [f for f, v in (("--thresholds", args.thresholds), ("--tree", args.tree),
+                            ("--schedule", args.schedule), ("--batch", args.batch),
+                            ("--batches", args.batches)) if v is not None]
+    if args.top_k:
+        given.append("--top-k")
+    if given:
+        why = {"--thresholds": "the pair's setting is --lookahead",
+               "--tree": "the async pipeline drafts a chain; the theory of an async tree is "
+                         "not covered",
+               "--schedule": "the async pipeline's draft length follows the lookahead and "
+                             "the queue; an adaptive schedule is not covered",
+               "--batch": "the async pipeline decodes one sequence",
+               "--batches": "the async pipeline decodes one sequence",
+               "--top-k": "the async pipeline is greedy"}
+        raise PolyspecInputError(given[0], f"not with --mode async: {why[given[0]]}")
+    path = capture_async(
+        models, out=args.out, lookahead=0 if args.lookahead is None else args.lookahead,
+        max_verify=32 if args.max_verify is None else args.max_verify,
+        cores=None if args.cores is None else _ints(args.cores, "cores"),
+        temperature=args.temperature, n_prompts=12 if args.prompts is None else args.prompts,
+        prompt_len=args.prompt_len, max_new_tokens=args.tokens, seed=args.seed,
+        name=args.name, resume=args.resume, force=args.force, threads=args.threads,
+        device=args.device, dtype=args.dtype, warmup=args.warmup,
+        cost_contexts=_ints(args.cost_contexts, "cost_contexts"),
+        cost_repeats=args.cost_repeats, progress=not args.no_progress, zoo_dir=args.zoo_dir,
+        ar_models=args.ar_models, argv=sys.argv[1:])
+    t = read_trace(path)
+    lossless = all(s.get("matches_target_ar") for s in t.summaries)
+    print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, measured speedup "
+          f"{t.measured_speedup:.3f} on two cores (pipeline, one process per level) against "
+          f"the single-core autoregressive target ({t.ar_time_per_token * 1e3:.3f} ms/token, "
+          f"pipeline {t.time_per_token * 1e3:.3f} ms/token){'' if lossless else ', NOT LOSSLESS'}")
     return 0
 
 
