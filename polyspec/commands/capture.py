@@ -109,10 +109,9 @@ def _schedules(specs, n_pairs):
 def run(args) -> int:
     import sys
 
+    from polyspec_theory.errors import PolyspecInputError
     from validation.capture import capture
     from validation.traces import read_trace
-
-    from polyspec_theory.errors import PolyspecInputError
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.mode == "async":
