@@ -33,6 +33,11 @@ _MODULES = {
         "block_bounds", "emitted_law", "LevelPrediction", "predict", "Prediction",
         "renewal_fill",
     ),
+    "asynchronous": (
+        "async_bounds", "async_rules", "AsyncLevel", "AsyncPair", "AsyncPrediction",
+        "check_async_cascade",
+        "predict_async", "READY_WINDOW", "sync_ratio_bounds",
+    ),
     "dualistic": (
         "cor39_bound", "dualistic_speedup", "expected_emitted", "leviathan_speedup",
         "operations_factor", "optimal_gamma", "OptimalGamma",

@@ -31,6 +31,7 @@ __all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAU
            "acceptance_from_config", "model_from_config", "MAX_COST_RATIO", "check_cost_scale"]
 
 POLICIES = ("accumulate", "truncate")
+MODES = ("sync", "async")
 MAX_THRESHOLD = 4096
 # Costs only matter relative to each other. The target's T(1) must lie in
 # [1/MAX_COST_RATIO, MAX_COST_RATIO] and no cost may exceed MAX_COST_RATIO times it, so that
@@ -139,9 +140,13 @@ class Cascade:
     trees: tuple | None = None  # per pair: None (chain) or a trees.Tree (structured.py)
     schedules: tuple | None = None  # per pair: None or an HF / confidence schedule
     time_unit: str | None = None  # unit of every cost (None: model-cost units)
+    mode: str = "sync"  # "sync" (P1) or "async" (pipelined, docs/theory.md Part VI-AS)
+    queues: tuple | None = None  # async: per pair, max drafts ahead (None entry: unbounded)
 
     def __post_init__(self):
         n = len(self.models)
+        if self.mode not in MODES:
+            raise PolyspecInputError("mode", f"must be one of {MODES}, got {self.mode!r}")
         if n < 2:
             raise PolyspecInputError("models", f"need at least 2 models (target first), got {n}")
         if len(self.laws) != n - 1:
@@ -157,10 +162,15 @@ class Cascade:
             self,
             "thresholds",
             tuple(
-                as_int(t, f"thresholds[{i}]", low=1, high=MAX_THRESHOLD)
+                as_int(t, f"thresholds[{i}]", low=0 if self.mode == "async" else 1,
+                       high=MAX_THRESHOLD)
                 for i, t in enumerate(self.thresholds)
             ),
         )
+        if self.mode == "async" or self.queues is not None:
+            from .asynchronous import check_async_cascade
+
+            object.__setattr__(self, "queues", check_async_cascade(self))
         for i, m in enumerate(self.models):
             if not isinstance(m, Model):
                 raise PolyspecInputError(f"models[{i}]", "must be a Model")
@@ -201,7 +211,10 @@ class Cascade:
             raise PolyspecInputError("config", f"must be an object/mapping, got {kind}")
         require_keys(cfg, "", required=["models", "acceptance", "thresholds"],
                    optional=["policy", "name", "description", "trees", "schedules",
-                             "time_unit"])
+                             "time_unit", "mode", "queue"])
+        mode = cfg.get("mode", "sync")
+        if mode not in MODES:
+            raise PolyspecInputError("mode", f"must be one of {MODES}, got {mode!r}")
         models_cfg = cfg["models"]
         if not isinstance(models_cfg, list):
             raise PolyspecInputError("models", "must be a list of {name, cost} objects")
@@ -213,7 +226,8 @@ class Cascade:
         th = cfg["thresholds"]
         if not isinstance(th, list):
             raise PolyspecInputError("thresholds", "must be a list of integers >= 1")
-        th = [as_int(t, f"thresholds[{i}]", low=1, high=MAX_THRESHOLD) for i, t in enumerate(th)]
+        th = [as_int(t, f"thresholds[{i}]", low=0 if mode == "async" else 1, high=MAX_THRESHOLD)
+              for i, t in enumerate(th)]
         acc = cfg["acceptance"]
         if not isinstance(acc, list):
             raise PolyspecInputError("acceptance", "must be a list with one law per adjacent pair")
@@ -225,8 +239,12 @@ class Cascade:
         unit = cfg.get("time_unit")
         if unit is not None and (not isinstance(unit, str) or not unit.strip()):
             raise PolyspecInputError("time_unit", f"must be a non-empty string, got {unit!r}")
+        queues = cfg.get("queue")
+        if queues is not None and mode != "async":
+            raise PolyspecInputError("queue", 'bounds the drafters of "mode": "async" only')
         return cls(tuple(models), laws, tuple(th), cfg.get("policy", "accumulate"), name,
-                   cfg.get("trees"), cfg.get("schedules"), unit)
+                   cfg.get("trees"), cfg.get("schedules"), unit, mode,
+                   None if queues is None else queues)
 
     def to_config(self) -> dict:
         out = {
@@ -245,6 +263,10 @@ class Cascade:
                 out[key] = [None if x is None else x.to_config() for x in items]
         if self.time_unit is not None:
             out["time_unit"] = self.time_unit
+        if self.mode != "sync":
+            out["mode"] = self.mode
+        if self.queues is not None and any(q is not None for q in self.queues):
+            out["queue"] = list(self.queues)
         return out
 
     def with_thresholds(self, thresholds) -> Cascade:

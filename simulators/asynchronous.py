@@ -1,0 +1,270 @@
+"""Discrete-event Monte Carlo of an asynchronous pipelined cascade (docs/theory.md Part VI-AS).
+
+The independent check of P8: it runs the protocol of PipeSpec's ``AsyncChainSpeculativeDecoder``
+action by action, for any number of levels, instead of the Markov chain of
+:mod:`polyspec_theory.asynchronous`. Levels ``0..n-1`` (0 the target), each its own process:
+
+* the bottom model drafts one token per forward (``T_n(1)``) while it is less than ``queue``
+  drafts past its verifier's prefix;
+* a verifier ``j`` that is free and sees ``lead[j+1] >= wait_j`` drafts past its prefix (and, for
+  a middle level, is itself less than ``queue`` past its own verifier) checks
+  ``m = min(lead, window_j)`` of them in one forward (``T_j(m + 1) + o_j``); at its end the
+  pair's law gives ``R`` (one uniform, inverse survival; independent across verifies) and it
+  emits ``min(R, m) + 1`` tokens into its own stream (the output, for the target);
+* it then blocks until its drafter is free (at the end of the drafter's current action) and
+  syncs: the drafter keeps its stream, less the ``m + 1`` positions just settled, if every
+  checked draft was accepted and its next draft equals the bonus token (``R >= m + 1``);
+  otherwise it and every level below roll back (leads 0; actions in flight below are
+  discarded when they end). A middle level handles its verifier's sync only when free.
+
+Rates are measured between the first and the last rollback of the top pair (regeneration
+points of the two-level pipeline; for ``n >= 3`` lower levels may still be busy then); if some
+chain has fewer than two, over the last 80 % of the events. Chains are ``vmap``-ed; events run
+under ``lax.scan``; random bits come from ``jax.random`` with ``fold_in(key, event)``: same seed
+-> same numbers. Pure functions of the key.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from polyspec_theory import Cascade, async_rules, check_async_cascade
+from polyspec_theory.errors import PolyspecInputError, as_int
+
+from ._runtime import RatioEstimate, make_key, ratio_estimate, to_host
+
+__all__ = ["AsyncSimResult", "AsyncParams", "async_params", "simulate_async"]
+
+_NO_QUEUE = 2**40
+
+
+class AsyncParams(NamedTuple):
+    """Numeric tables: ``survival[j, k-1] = S_k`` (k = 1..width), ``cost[j, m]`` =
+    ``T_j(m) + o_j`` (m = 1..width, column 0 unused), ``draft_cost`` = ``T_n(1)``."""
+
+    survival: jax.Array  # f64[n-1, width]
+    cost: jax.Array  # f64[n-1, width + 1]
+    draft_cost: jax.Array  # f64
+    wait: jax.Array  # int64[n-1]
+    window: jax.Array  # int64[n-1]
+    queue: jax.Array  # int64[n-1] (2^40: unbounded)
+
+
+class _State(NamedTuple):
+    now: jax.Array
+    t_end: jax.Array  # f64[n]
+    status: jax.Array  # int32[n]: 0 free, 1 busy, 2 blocked (verified, waiting to sync)
+    stale: jax.Array  # bool[n]
+    mcur: jax.Array  # int64[n]
+    lead: jax.Array  # int64[n] (lead[0] unused)
+    pend_r: jax.Array  # int64[n]
+    out: jax.Array  # int64
+    busy: jax.Array  # f64[n] compute time started
+    verifies: jax.Array  # int64[n]
+    checked: jax.Array  # int64[n]
+    regen: jax.Array  # int64: rollbacks of the top pair
+    first: jax.Array  # f64[2]: (time, tokens) at the first
+    last: jax.Array  # f64[2]: at the last
+    mark: jax.Array  # f64[2]: at the burn-in event
+
+
+def async_params(cascade: Cascade) -> AsyncParams:
+    """Tables of ``cascade`` run asynchronously (rules: :func:`async_rules`)."""
+    if not isinstance(cascade, Cascade):
+        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+    check_async_cascade(cascade)
+    rules = async_rules(cascade)
+    width = max(r.window for r in rules) + 1
+    surv = np.zeros((cascade.n - 1, width))
+    cost = np.zeros((cascade.n - 1, width + 1))
+    for j, r in enumerate(rules):
+        law = cascade.laws[j]
+        if getattr(law, "cap_conditional", False):
+            raise PolyspecInputError(f"acceptance[{j}]", "the asynchronous simulator needs a "
+                                     "law given by one survival sequence")
+        s = np.asarray(law.survival(r.window + 1), dtype=np.float64)
+        surv[j, : r.window + 1] = s[1:]
+        m = cascade.models[j]
+        cost[j, 1: r.window + 2] = np.asarray(m.cost(np.arange(1, r.window + 2))) + m.overhead
+    c = cascade.models[-1].cost.t1
+    if c <= 0 and rules[-1].queue is None:
+        raise PolyspecInputError("models[-1].cost", "a drafter of cost 0 with an unbounded "
+                                 "queue drafts forever: give \"queue\" a bound")
+    if np.any(cost[:, 1:][np.arange(width)[None, :] <= np.array([[r.window]
+                                                               for r in rules])] <= 0):
+        raise PolyspecInputError("models", "every verifier cost T_j(m) must be > 0 in "
+                                 "asynchronous mode (a verify of zero time never ends)")
+    return AsyncParams(
+        jnp.asarray(surv), jnp.asarray(cost), jnp.float64(c),
+        jnp.asarray([r.wait for r in rules], dtype=jnp.int64),
+        jnp.asarray([r.window for r in rules], dtype=jnp.int64),
+        jnp.asarray([_NO_QUEUE if r.queue is None else r.queue for r in rules],
+                    dtype=jnp.int64))
+
+
+def _init(n: int) -> _State:
+    z = jnp.zeros(n, dtype=jnp.int64)
+    return _State(jnp.float64(0.0), jnp.full(n, jnp.inf), jnp.zeros(n, dtype=jnp.int32),
+                  jnp.zeros(n, dtype=bool), z, z, z, jnp.int64(0), jnp.zeros(n), z, z,
+                  jnp.int64(0), jnp.zeros(2), jnp.zeros(2), jnp.zeros(2))
+
+
+def _settle(p: AsyncParams, n: int, st: _State) -> _State:
+    """Syncs (bottom-up, so a freed middle level can sync with its verifier at once), then
+    starts every action whose rule allows it."""
+    idx = jnp.arange(n)
+    status, lead, stale = st.status, st.lead, st.stale
+    regen, first, last = st.regen, st.first, st.last
+    for j in range(n - 2, -1, -1):
+        cond = (status[j] == 2) & (status[j + 1] == 0)
+        m = st.mcur[j]
+        ok = (st.pend_r[j] >= m + 1) & (lead[j + 1] >= m + 1)
+        lead = lead.at[j + 1].add(jnp.where(cond & ok, -(m + 1), 0))
+        back = cond & ~ok
+        below = idx >= j + 1
+        lead = jnp.where(back & below, 0, lead)
+        deeper = idx >= j + 2
+        stale = stale | (back & deeper & (status == 1))
+        status = jnp.where(back & deeper & (status == 2), 0, status)
+        status = status.at[j].set(jnp.where(cond, 0, status[j]))
+        if j == 0:
+            mark = jnp.stack([st.now, st.out.astype(jnp.float64)])
+            first = jnp.where(back & (regen == 0), mark, first)
+            last = jnp.where(back, mark, last)
+            regen = regen + back.astype(jnp.int64)
+    t_end, mcur, busy = st.t_end, st.mcur, st.busy
+    verifies, checked = st.verifies, st.checked
+    for j in range(n):
+        free = status[j] == 0
+        room = True if j == 0 else lead[j] < p.queue[j - 1]
+        if j == n - 1:
+            go = free & room
+            dur = p.draft_cost
+            m = jnp.int64(0)
+        else:
+            go = free & room & (lead[j + 1] >= p.wait[j])
+            m = jnp.minimum(lead[j + 1], p.window[j])
+            dur = p.cost[j, m + 1]
+            verifies = verifies.at[j].add(go.astype(jnp.int64))
+            checked = checked.at[j].add(jnp.where(go, m, 0))
+        t_end = t_end.at[j].set(jnp.where(go, st.now + dur, t_end[j]))
+        status = status.at[j].set(jnp.where(go, 1, status[j]))
+        mcur = mcur.at[j].set(jnp.where(go, m, mcur[j]))
+        busy = busy.at[j].add(jnp.where(go, dur, 0.0))
+    return st._replace(status=status, lead=lead, stale=stale, regen=regen, first=first,
+                       last=last, t_end=t_end, mcur=mcur, busy=busy, verifies=verifies,
+                       checked=checked)
+
+
+def _event(p: AsyncParams, n: int, burn: int, st: _State, inp) -> tuple[_State, None]:
+    """Complete the earliest action, then settle."""
+    t_idx, u = inp
+    te = jnp.where(st.status == 1, st.t_end, jnp.inf)
+    k = jnp.argmin(te)
+    now = te[k]
+    oh = jnp.arange(n) == k
+    was_stale = st.stale[k]
+    # drafter forward: one more draft; verify: R from the pair's law, emit min(R, m) + 1
+    kv = jnp.minimum(k, n - 2)
+    r = jnp.sum(p.survival[kv] > u).astype(jnp.int64)
+    m = st.mcur[k]
+    emitted = jnp.minimum(r, m) + 1
+    is_draft = k == n - 1
+    gain = jnp.where(was_stale, 0, jnp.where(is_draft, 1, emitted))
+    lead = st.lead + jnp.where(oh & (k > 0), gain, 0)
+    out = st.out + jnp.where(k == 0, gain, 0)
+    status = jnp.where(oh, jnp.where(is_draft | was_stale, 0, 2), st.status).astype(jnp.int32)
+    st = st._replace(now=now, lead=lead, out=out, status=status,
+                     stale=st.stale & ~oh, pend_r=jnp.where(oh, r, st.pend_r),
+                     t_end=jnp.where(oh, jnp.inf, st.t_end))
+    st = _settle(p, n, st)
+    mark = jnp.stack([st.now, st.out.astype(jnp.float64)])
+    st = st._replace(mark=jnp.where(t_idx == burn, mark, st.mark))
+    return st, None
+
+
+@partial(jax.jit, static_argnames=("n", "events", "chains"))
+def _run(p: AsyncParams, key, n: int, events: int, chains: int) -> _State:
+    burn = events // 5
+    st0 = jax.vmap(lambda _: _settle(p, n, _init(n)))(jnp.arange(chains))
+
+    def body(st, t):
+        u = jax.random.uniform(jax.random.fold_in(key, t), (chains,), dtype=jnp.float64)
+        return jax.vmap(lambda s, uu: _event(p, n, burn, s, (t, uu)))(st, u)[0], None
+
+    st, _ = lax.scan(body, st0, jnp.arange(events))
+    return st
+
+
+@dataclass(frozen=True)
+class AsyncSimResult:
+    """Monte-Carlo speedup (``T_1(1)`` x tokens / time) with its CI, per-level verifies and
+    drafts checked per verify, the window measured (``"regeneration"`` or ``"burn-in"``)."""
+
+    speedup: RatioEstimate
+    time_per_token: RatioEstimate
+    mean_checked: tuple[float, ...]
+    busy_fraction: tuple[float, ...]
+    tokens: int
+    events: int
+    chains: int
+    window: str
+    seed: int
+
+    def to_dict(self) -> dict:
+        return {
+            "mode": "async",
+            "speedup": self.speedup.value,
+            "speedup_ci95": [self.speedup.low, self.speedup.high],
+            "speedup_se": self.speedup.se,
+            "time_per_token": self.time_per_token.value,
+            "mean_checked": list(self.mean_checked),
+            "busy_fraction": list(self.busy_fraction),
+            "tokens": self.tokens,
+            "events_per_chain": self.events,
+            "chains": self.chains,
+            "window": self.window,
+            "seed": self.seed,
+        }
+
+
+def simulate_async(cascade: Cascade, events: int = 20_000, seed: int = 0, *,
+                   chains: int = 64) -> AsyncSimResult:
+    """Simulate ``cascade`` as an asynchronous pipeline: ``chains`` independent chains of
+    ``events`` completed actions each (drafter forwards and verifies)."""
+    events = as_int(events, "events", low=50, high=10**8)
+    chains = as_int(chains, "chains", low=2, high=2**20)
+    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
+    p = async_params(cascade)
+    n = cascade.n
+    st = _run(p, make_key(seed), n, events, chains)
+    h = {f: to_host(getattr(st, f)) for f in ("now", "out", "regen", "first", "last", "mark",
+                                              "verifies", "checked", "busy")}
+    if not np.all(np.isfinite(h["now"])):
+        raise PolyspecInputError("config", "the simulated pipeline stalled (no action can "
+                                 "start): check thresholds and queues")
+    if np.all(h["regen"] >= 2):
+        tok = h["last"][:, 1] - h["first"][:, 1]
+        dt = h["last"][:, 0] - h["first"][:, 0]
+        window = "regeneration"
+    else:
+        tok = h["out"] - h["mark"][:, 1]
+        dt = h["now"] - h["mark"][:, 0]
+        window = "burn-in"
+    t1 = cascade.models[0].cost.t1
+    speed = ratio_estimate(tok, dt, scale=t1)
+    tpt = ratio_estimate(dt, tok)
+    ver = h["verifies"].sum(axis=0)
+    mean_checked = tuple(float(h["checked"].sum(axis=0)[j] / ver[j]) if ver[j] else math.nan
+                         for j in range(n - 1))
+    busy = tuple(float(x) for x in np.minimum(1.0, h["busy"].sum(axis=0) / h["now"].sum()))
+    return AsyncSimResult(speed, tpt, mean_checked, busy, int(np.sum(tok)), events, chains,
+                          window, seed)
