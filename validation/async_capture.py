@@ -40,26 +40,28 @@ from .traces import TraceWriter
 __all__ = ["capture_async", "async_name", "async_header"]
 
 
-def async_name(models, lookahead: int, max_verify: int) -> str:
-    """``<models>_async_k<lookahead>_q<max_verify>_T0``."""
-    return (f"{'-'.join(model_name(m) for m in models)}_async_k{lookahead}_q{max_verify}"
-            "_T0")
+def async_name(models, threshold: int, queue: int | None) -> str:
+    """``<models>_async_th<threshold>[_q<queue>]_T0``."""
+    q = "" if queue is None else f"_q{queue}"
+    return f"{'-'.join(model_name(m) for m in models)}_async_th{threshold}{q}_T0"
 
 
-def async_header(loaded, lookahead, max_verify, cores, name) -> dict:
+def async_header(loaded, threshold, queue, window, cores, name) -> dict:
     """The header fields that make a trace an async one (merged into the capture header):
-    the cascade in the config format with ``"mode": "async"`` (thresholds = the pair's
-    lookahead) and the pipeline's settings under ``async``."""
-    return {"mode": "async",
-            "cascade": {"name": name, "models": [{"name": lv.name} for lv in loaded],
-                        "thresholds": [lookahead], "acceptance": None, "policy": POLICY,
-                        "mode": "async"},
-            "async": {"lookahead": lookahead, "max_verify": max_verify,
+    the cascade in the config format with ``"mode": "async"`` (docs/theory.md AS0) and the
+    pipeline's settings under ``async``."""
+    cascade = {"name": name, "models": [{"name": lv.name} for lv in loaded],
+               "thresholds": [threshold], "acceptance": None, "policy": POLICY,
+               "mode": "async"}
+    if queue is not None:
+        cascade["queue"] = [queue]
+    return {"mode": "async", "cascade": cascade,
+            "async": {"threshold": threshold, "queue": queue, "window": window,
                       "cores": list(cores), "processes": len(loaded), "rollback": ROLLBACK,
                       "ar_cores": [cores[0]]}}
 
 
-def capture_async(models, *, out, lookahead=0, max_verify=32, cores=None, n_prompts=12,
+def capture_async(models, *, out, threshold=0, queue=None, cores=None, n_prompts=12,
                   prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
                   force=False, threads=1, device="cpu", dtype="float32", warmup=2,
                   cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
@@ -84,18 +86,19 @@ def capture_async(models, *, out, lookahead=0, max_verify=32, cores=None, n_prom
     n_prompts = as_int(n_prompts, "n_prompts", low=1, high=100000)
     torch.set_num_threads(threads)
     dev, loaded = load_models(models, device, dtype, zoo_dir)
-    lookahead, max_verify = check_async_args(loaded, lookahead, max_verify, temperature)
-    name = check_name(name if name is not None else async_name(models, lookahead, max_verify),
-                      out)
+    threshold, queue, window = check_async_args(loaded, threshold, queue, temperature)
+    name = check_name(name if name is not None else async_name(models, threshold, queue), out)
     path = Path(out) / f"{name}.jsonl"
     if path.exists() and not force:
         raise PolyspecInputError("out", f"{path} exists: pass --force to overwrite it")
     tok = _tokenizer_for(loaded, models)
     prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
     maxlen = min((lv.max_len for lv in loaded if lv.max_len is not None), default=None)
-    if maxlen is not None and prompt_len + max_new + max_verify > maxlen:
-        raise PolyspecInputError("max_verify", f"prompt ({prompt_len}) + tokens ({max_new}) + "
-                                 f"max_verify ({max_verify}) exceeds the context {maxlen}")
+    if maxlen is not None and prompt_len + max_new + window > maxlen:
+        raise PolyspecInputError("queue" if threshold == 0 else "threshold",
+                                 f"prompt ({prompt_len}) + tokens ({max_new}) + verify window "
+                                 f"({window}) exceeds the context {maxlen}"
+                                 + ("; bound the queue" if threshold == 0 else ""))
     contexts = [int(c) for c in cost_contexts if maxlen is None or c + 16 <= maxlen]
     from .zoo.data import corpus_digest
 
@@ -116,13 +119,13 @@ def capture_async(models, *, out, lookahead=0, max_verify=32, cores=None, n_prom
                     "corpus_digest": corpus_digest()},
         "cost_curve": {"m": list(range(1, 17)), "contexts": contexts, "repeats": cost_repeats},
         "ar_models": ar_models, "time_base": "seconds", "prefill": "excluded",
-        **async_header(loaded, lookahead, max_verify, cores, name),
+        **async_header(loaded, threshold, queue, window, cores, name),
     }
     ar_loaded = loaded if ar_models == "all" else loaded[:1]
     filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
     own = os.sched_getaffinity(0)
     t_start = time.perf_counter()
-    with AsyncDecoder(loaded, lookahead=lookahead, max_verify=max_verify, cores=cores,
+    with AsyncDecoder(loaded, threshold=threshold, queue=queue, cores=cores,
                       threads=threads) as dec, TraceWriter(path, header) as writer:
         os.sched_setaffinity(0, {cores[0]})  # baselines and cost curves: one core
         try:

@@ -10,15 +10,19 @@ prompt):
   its text and the verified text differ (:func:`first_divergence`); if that is before the
   end of the verified text, drop its text from there (the drafted tokens are *discarded*),
   roll its cache back to it, adopt the verified tokens, and answer (``RESP = REQ``); then,
-  unless it already holds ``max_verify`` undecided tokens (the queue bound), draft one token
-  (one forward; after a rollback the forward also catches up the adopted tokens).
-* target: wait until the drafter has answered the last sync and holds at least
-  ``lookahead − 1`` undecided tokens (PipeSpec's ``curr_length <= prev_length −
-  draft_lookahead + 1``: lookahead 0 and 1 never wait; at lookahead 0 an empty queue makes
-  the verify a plain autoregressive step), take the G = min(undecided, ``max_verify``) of
-  them, score the last verified token and the block in ONE forward (m = G + 1), accept the
-  longest prefix equal to its argmax (A), append A tokens and its own next token (L = A + 1),
-  and request a sync (after every verify, as PipeSpec does).
+  unless it already holds ``queue`` undecided drafts (``None``: no bound, as PipeSpec), draft
+  one token (one forward; after a rollback the forward also catches up the adopted tokens).
+* target: wait until the drafter has answered the last sync and holds at least ``threshold``
+  undecided drafts, take the G = min(undecided, W) first of them, score the last verified
+  token and the block in ONE forward (m = G + 1), accept the longest prefix equal to its
+  argmax (A), append A tokens and its own next token (L = A + 1), and request a sync (after
+  every verify, as PipeSpec does).
+
+``threshold`` and ``queue`` mean what a config's ``thresholds`` and ``queue`` mean in
+``"mode": "async"`` (docs/theory.md AS0, :func:`polyspec_theory.async_rules`): θ >= 1 waits
+for and checks W = θ drafts (PipeSpec lookahead k = θ + 1); θ = 0 is PipeSpec lookahead 0
+(never wait, W = 99 = ``max_verify_tokens`` − 1, or ``queue`` if smaller). At θ = 0 an empty
+queue makes the verify a plain autoregressive step (G = 0).
 
 Output = the target's greedy text, token for token: every emitted token is the target's
 argmax given the verified prefix. The target checks at every verify that the drafter's text
@@ -44,11 +48,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from polyspec_theory import READY_WINDOW
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.schema import Round
 
 __all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args",
-           "pick_cores", "ROLLBACK"]
+           "pick_cores", "ROLLBACK", "RollbackError"]
 
 ROLLBACK = "pipespec"  # the rollback / sync rule above, recorded in trace headers
 POLL_S = 2e-5  # polling period of a waiting process (timer slack lowered to 1 µs)
@@ -87,8 +92,9 @@ def pick_cores(n_levels: int, cores=None) -> list[int]:
     return cores
 
 
-def check_async_args(models, lookahead, max_verify, temperature=0.0):
-    """The async decoder's settings, checked; returns ``(lookahead, max_verify)``."""
+def check_async_args(models, threshold, queue, temperature=0.0):
+    """The async decoder's settings, checked; returns ``(threshold, queue, window)``
+    (``window`` = the most drafts one verify checks, docs/theory.md AS0)."""
     n = len(models)
     if n != 2:
         raise PolyspecInputError("models", f"the async decoder pipelines two levels (target + "
@@ -100,9 +106,14 @@ def check_async_args(models, lookahead, max_verify, temperature=0.0):
     if t != 0.0:
         raise PolyspecInputError("temperature", f"the async decoder is greedy (temperature 0, "
                                  f"as PipeSpec's), got {t:g}")
-    max_verify = as_int(max_verify, "max_verify", low=1, high=4096)
-    lookahead = as_int(lookahead, "lookahead", low=0, high=max_verify + 1)
-    return lookahead, max_verify
+    threshold = as_int(threshold, "threshold", low=0, high=4096)
+    if queue is not None:
+        queue = as_int(queue, "queue", low=max(1, threshold), high=4096)
+    if threshold:
+        window = threshold
+    else:
+        window = READY_WINDOW if queue is None else min(READY_WINDOW, queue)
+    return threshold, queue, window
 
 
 @dataclass
@@ -169,11 +180,10 @@ def _prefill(model, seq):
 
 def _verify_loop(model, shared, lock, job):
     ctrl, dtok, vtok = _views(shared)
-    plen, max_new, k, maxv = job["plen"], job["max_new"], job["lookahead"], job["max_verify"]
+    plen, max_new, need, maxv = job["plen"], job["max_new"], job["threshold"], job["window"]
     seq = vtok[:plen].tolist()
     prefill_s = _prefill(model, seq)
     _barrier(ctrl, lock, 2)
-    need = max(0, k - 1)
     rounds, blocks, fwd_s = [], [], 0.0
     t_start = t_prev = time.perf_counter()
     while len(seq) - plen < max_new:
@@ -221,11 +231,12 @@ def _verify_loop(model, shared, lock, job):
 
 def _draft_loop(model, shared, lock, job):
     ctrl, dtok, vtok = _views(shared)
-    plen, max_new, maxv = job["plen"], job["max_new"], job["max_verify"]
+    plen, max_new, queue = job["plen"], job["max_new"], job["queue"]
     seq = dtok[:plen].tolist()
     prefill_s = _prefill(model, seq)
     _barrier(ctrl, lock, 2)
-    cap = plen + max_new + maxv - 1  # the verifier never needs a token beyond
+    cap = plen + max_new + job["window"] - 1  # the verifier never checks a token beyond
+    queue = cap if queue is None else queue
     fm, fs = [], []
     discarded = rollbacks = 0
     while not ctrl[STOP]:
@@ -247,7 +258,7 @@ def _draft_loop(model, shared, lock, job):
                     ctrl[DLEN] = vlen
             ctrl[RESP] = req
         n = len(seq)
-        if n - ctrl[VLEN] >= maxv or n >= cap:
+        if n - ctrl[VLEN] >= queue or n >= cap:
             time.sleep(POLL_S)
             continue
         t0 = time.perf_counter()
@@ -299,10 +310,10 @@ class AsyncDecoder:
     Start it with ``with AsyncDecoder(...) as dec:`` (or :meth:`start` / :meth:`close`);
     the worker processes live until closed and decode one prompt per :meth:`generate`."""
 
-    def __init__(self, models, *, lookahead=0, max_verify=32, cores=None, temperature=0.0,
+    def __init__(self, models, *, threshold=0, queue=None, cores=None, temperature=0.0,
                  threads=1, capacity=None, timeout_s=600.0):
-        self.lookahead, self.max_verify = check_async_args(models, lookahead, max_verify,
-                                                           temperature)
+        self.threshold, self.queue, self.window = check_async_args(models, threshold, queue,
+                                                                   temperature)
         self.models = list(models)
         self.vocab = models[0].vocab_size
         self.cores = pick_cores(2, cores)
@@ -314,8 +325,8 @@ class AsyncDecoder:
         self._procs = []
 
     def headroom(self) -> int:
-        """Positions beyond prompt + tokens the drafter may fill (its queue bound)."""
-        return self.max_verify
+        """Positions beyond prompt + tokens the last verify may check (the window)."""
+        return self.window
 
     def start(self) -> AsyncDecoder:
         if self._procs:
@@ -391,7 +402,8 @@ class AsyncDecoder:
             if need > lim:
                 raise PolyspecInputError(
                     "max_new_tokens", f"prompt ({len(prompt)}) + tokens ({max_new}) + "
-                    f"max_verify ({self.max_verify}) = {need} exceeds {lv.name}'s context {lim}")
+                    f"window ({self.window}) = {need} exceeds {lv.name}'s context {lim}; "
+                    "fewer tokens, a smaller threshold or, at threshold 0, a queue bound")
         if not self._procs:
             raise RuntimeError("AsyncDecoder not started (use it in a with block)")
         ctrl, dtok, vtok = _views(self._shared)
@@ -400,8 +412,8 @@ class AsyncDecoder:
         dtok[:plen] = prompt
         vtok[:plen] = prompt
         ctrl[DLEN] = ctrl[VLEN] = plen
-        job = {"plen": plen, "max_new": max_new, "lookahead": self.lookahead,
-               "max_verify": self.max_verify, "record_blocks": bool(record_blocks),
+        job = {"plen": plen, "max_new": max_new, "threshold": self.threshold,
+               "window": self.window, "queue": self.queue, "record_blocks": bool(record_blocks),
                "prompt_index": as_int(prompt_index, "prompt_index", low=0)}
         for conn in self._conns:
             conn.send(("run", job))

@@ -55,11 +55,12 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
 
 **Asynchronous traces** (:mod:`validation.async_decoder`, ``polyspec capture --mode async``):
 the header has ``mode`` = "async" (a header without ``mode`` is a synchronous trace),
-``cascade.mode`` = "async", ``cascade.thresholds`` = [the pair's lookahead k >= 0] and
-``async`` = ``{lookahead, max_verify, cores, processes, rollback, ar_cores}`` (two levels,
-one process and one core each; the baselines and cost curves ran on ``ar_cores``). Its
-``round`` records are the target's verifies (level 1): ``G`` = the drafted tokens it took
-(max(0, k - 1) <= G <= max_verify), ``m`` = G + 1, ``draft_s`` = the target's wait before
+``cascade.mode`` = "async", ``cascade.thresholds`` = [θ >= 0] and ``cascade.queue`` (absent
+= unbounded) with their config meaning (docs/theory.md AS0), and ``async`` = ``{threshold,
+queue, window, cores, processes, rollback, ar_cores}`` (two levels, one process and one core
+each; ``window`` = the most drafts a verify checks; the baselines and cost curves ran on
+``ar_cores``). Its ``round`` records are the target's verifies (level 1): ``G`` = the drafts
+it checked (θ <= G <= window), ``m`` = G + 1, ``draft_s`` = the target's wait before
 the verify (for the drafter's sync and lookahead), ``verify_s`` its forward, ``round_s``
 both plus bookkeeping. ``summary.forward_count`` = [verifies, drafter forwards] and
 ``summary.overhead_s`` = ``wall_s`` − the target's ``forward_s`` (the drafter runs in
@@ -448,7 +449,7 @@ class RecordChecker:
         th[:] = [check_int(t, f"cascade.thresholds[{i}]", low=int(mode == "sync"),
                            high=MAX_THRESHOLD) for i, t in enumerate(th)]
         self.mode = mode
-        self.max_verify = self._async_header(h, names, th) if mode == "async" else None
+        self.window = self._async_header(h, names, th) if mode == "async" else None
         policy = c.get("policy", "accumulate")
         if policy not in POLICIES:
             raise FieldError("cascade.policy", f"must be one of {POLICIES}, got {_show(policy)}")
@@ -486,7 +487,7 @@ class RecordChecker:
 
     @staticmethod
     def _async_header(h, names, th) -> int:
-        """Checks the header of an async trace; returns its ``max_verify``."""
+        """Checks the header of an async trace; returns its ``window``."""
         if len(names) != 2:
             raise FieldError("cascade.models", f"an async trace has two levels, got "
                              f"{len(names)}")
@@ -499,12 +500,21 @@ class RecordChecker:
             raise FieldError("cascade.mode", f"must be 'async' in an async trace, got "
                              f"{_show(c.get('mode'))}")
         a = check_object(h.get("async"), "async")
-        a["lookahead"] = check_int(a.get("lookahead"), "async.lookahead")
-        if a["lookahead"] != th[0]:
-            raise FieldError("async.lookahead", f"{a['lookahead']} differs from "
+        a["threshold"] = check_int(a.get("threshold"), "async.threshold")
+        if a["threshold"] != th[0]:
+            raise FieldError("async.threshold", f"{a['threshold']} differs from "
                              f"cascade.thresholds[0] = {th[0]}")
-        a["max_verify"] = check_int(a.get("max_verify"), "async.max_verify", low=1)
-        return a["max_verify"]
+        q = c.get("queue", [None])
+        if a.get("queue") is not None:
+            a["queue"] = check_int(a["queue"], "async.queue", low=max(1, th[0]))
+        if q != [a.get("queue")]:
+            raise FieldError("async.queue", f"{_show(a.get('queue'))} differs from "
+                             f"cascade.queue {_show(q)}")
+        a["window"] = check_int(a.get("window"), "async.window", low=max(1, th[0]))
+        if th[0] and a["window"] != th[0]:
+            raise FieldError("async.window", f"must equal the threshold {th[0]} (AS0), got "
+                             f"{a['window']}")
+        return a["window"]
 
     # --- one method per record type ----------------------------------------------------------
     def _round(self, r):
@@ -521,10 +531,9 @@ class RecordChecker:
             raise FieldError("A", f"inconsistent round (G={g}, A={a}, L={r['L']}): need "
                              "0 <= A <= G and L = A + 1")
         if self.mode == "async":
-            if not max(0, th - 1) <= g <= self.max_verify:
-                raise FieldError("G", f"an async verify takes max(0, lookahead - 1) = "
-                                 f"{max(0, th - 1)} to max_verify = {self.max_verify} "
-                                 f"drafted tokens, got G = {g}")
+            if not th <= g <= self.window:
+                raise FieldError("G", f"an async verify checks threshold = {th} to window "
+                                 f"= {self.window} drafts, got G = {g}")
             if r["m"] != g + 1:
                 raise FieldError("m", f"an async verify scores G + 1 = {g + 1} positions, "
                                  f"got m = {r['m']}")

@@ -11,19 +11,17 @@ def add_arguments(parser) -> None:
                         "draft-t, small, ngram, ngram:K), zoo .safetensors files or HF "
                         "checkpoint dirs")
     parser.add_argument("--thresholds", default=None,
-                        help="comma-separated θ per adjacent pair, e.g. 8,4,2 (required "
-                        "unless --mode async)")
+                        help="comma-separated θ per adjacent pair, e.g. 8,4,2; with --mode "
+                        "async one θ >= 0 (docs/theory.md AS0: wait for and check θ drafts, "
+                        "PipeSpec lookahead θ + 1; 0 = lookahead 0, default)")
     parser.add_argument("--mode", default="sync", choices=["sync", "async"],
                         help="sync: the polybasic decoder (one model at a time); async: the "
                         "two-process pipeline (target + one drafter, each in its own process "
                         "pinned to its own core, greedy; validation/async_decoder.py)")
-    parser.add_argument("--lookahead", type=int, default=None,
-                        help="async: the target verifies once the drafter holds >= "
-                        "lookahead - 1 undecided tokens (PipeSpec's draft_lookahead; "
-                        "default 0 = never wait)")
-    parser.add_argument("--max-verify", type=int, default=None,
-                        help="async: queue bound, the most drafted tokens one verify takes "
-                        "and the drafter holds undecided (default 32)")
+    parser.add_argument("--queue", type=int, default=None,
+                        help="async: the most undecided drafts the drafter runs ahead "
+                        "(default: unbounded, as PipeSpec; at θ = 0 it also bounds the "
+                        "drafts one verify checks)")
     parser.add_argument("--cores", default=None,
                         help="async: comma-separated cores, target first (default: the "
                         "first two this process may use)")
@@ -116,7 +114,7 @@ def run(args) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.mode == "async":
         return _run_async(args, models)
-    for flag in ("lookahead", "max_verify", "cores"):
+    for flag in ("queue", "cores"):
         if getattr(args, flag) is not None:
             raise PolyspecInputError(f"--{flag.replace('_', '-')}", "applies to --mode async")
     if args.thresholds is None:
@@ -152,14 +150,13 @@ def _run_async(args, models) -> int:
     from validation.async_capture import capture_async
     from validation.traces import read_trace
 
-    given = [f for f, v in (("--thresholds", args.thresholds), ("--tree", args.tree),
+    given = [f for f, v in (("--tree", args.tree),
                             ("--schedule", args.schedule), ("--batch", args.batch),
                             ("--batches", args.batches)) if v is not None]
     if args.top_k:
         given.append("--top-k")
     if given:
-        why = {"--thresholds": "the pair's setting is --lookahead",
-               "--tree": "the async pipeline drafts a chain; the theory of an async tree is "
+        why = {"--tree": "the async pipeline drafts a chain; the theory of an async tree is "
                          "not covered",
                "--schedule": "the async pipeline's draft length follows the lookahead and "
                              "the queue; an adaptive schedule is not covered",
@@ -167,9 +164,12 @@ def _run_async(args, models) -> int:
                "--batches": "the async pipeline decodes one sequence",
                "--top-k": "the async pipeline is greedy"}
         raise PolyspecInputError(given[0], f"not with --mode async: {why[given[0]]}")
+    th = [0] if args.thresholds is None else _ints(args.thresholds, "thresholds")
+    if len(th) != 1:
+        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold (two "
+                                 f"levels), got {len(th)}")
     path = capture_async(
-        models, out=args.out, lookahead=0 if args.lookahead is None else args.lookahead,
-        max_verify=32 if args.max_verify is None else args.max_verify,
+        models, out=args.out, threshold=th[0], queue=args.queue,
         cores=None if args.cores is None else _ints(args.cores, "cores"),
         temperature=args.temperature, n_prompts=12 if args.prompts is None else args.prompts,
         prompt_len=args.prompt_len, max_new_tokens=args.tokens, seed=args.seed,

@@ -58,16 +58,17 @@ def family():
     return tiny_family(2, vocab=16, noise=0.03, block_size=128)
 
 
-@pytest.fixture(scope="module", params=[0, 3])
+@pytest.fixture(scope="module", params=[(0, 12), (3, None)])
 def runs(request, family):
-    """Every prompt decoded by the pipeline at lookahead 0 and 3 (blocks recorded)."""
+    """Every prompt decoded by the pipeline at threshold 0 (queue 12) and at threshold 3
+    (unbounded queue), blocks recorded."""
     if not TWO_CORES:
         pytest.skip("the pipeline needs two cores")
-    k = request.param
-    with AsyncDecoder(family, lookahead=k, max_verify=12) as dec:
+    th, q = request.param
+    with AsyncDecoder(family, threshold=th, queue=q) as dec:
         res = [dec.generate(p, MAX_NEW, i, record_blocks=True)
                for i, p in enumerate(_prompts(6))]
-    return k, res
+    return th, res
 
 
 @needs_two
@@ -83,7 +84,7 @@ def test_lossless_on_every_prompt_with_two_pinned_processes(family, runs):
         ctx = len(p)
         for rd in r.rounds:
             assert rd.ctx == ctx and rd.m == rd.G + 1 and rd.L == rd.A + 1
-            assert max(0, k - 1) <= rd.G <= 12
+            assert rd.G == 3 if k else 0 <= rd.G <= 12
             ctx += rd.L
         assert ctx == len(p) + r.n_generated
         assert len(r.draft_m) == r.forward_count[1] == len(r.draft_fwd_s)
@@ -126,7 +127,7 @@ def test_a_planted_rollback_bug_is_caught(family, tmp_path, monkeypatch):
     import planted_async_decoder as planted
 
     try:
-        with planted.AsyncDecoder(family, lookahead=0, max_verify=12) as dec:
+        with planted.AsyncDecoder(family, queue=12) as dec:
             with pytest.raises(planted.RollbackError, match="rollback bug"):
                 for i, p in enumerate(_prompts(6)):
                     dec.generate(p, MAX_NEW, i)
@@ -137,11 +138,15 @@ def test_a_planted_rollback_bug_is_caught(family, tmp_path, monkeypatch):
 def test_bad_input_is_refused(family):
     with pytest.raises(PolyspecInputError, match="two levels"):
         check_async_args(tiny_family(3), 0, 8)
-    with pytest.raises(PolyspecInputError, match="lookahead"):
+    assert check_async_args(family, 0, None) == (0, None, 99)
+    assert check_async_args(family, 0, 12) == (0, 12, 12)
+    assert check_async_args(family, 4, None) == (4, None, 4)
+    assert check_async_args(family, 4, 6) == (4, 6, 4)
+    with pytest.raises(PolyspecInputError, match="threshold"):
         check_async_args(family, -1, 8)
-    with pytest.raises(PolyspecInputError, match="lookahead"):
-        check_async_args(family, 10, 8)  # would wait for more than one verify takes
-    with pytest.raises(PolyspecInputError, match="max_verify"):
+    with pytest.raises(PolyspecInputError, match="queue"):
+        check_async_args(family, 10, 8)  # would wait for drafts the drafter never makes
+    with pytest.raises(PolyspecInputError, match="queue"):
         check_async_args(family, 0, 0)
     with pytest.raises(PolyspecInputError, match="greedy"):
         check_async_args(family, 0, 8, temperature=0.7)
@@ -156,9 +161,11 @@ def test_bad_input_is_refused(family):
     with pytest.raises(PolyspecInputError, match="not available"):
         pick_cores(2, [0, 100000])
     if TWO_CORES:  # checked before any process starts
-        dec = AsyncDecoder(family, max_verify=12)
+        dec = AsyncDecoder(family, queue=12)
         with pytest.raises(PolyspecInputError, match="context"):
             dec.generate([1, 2], 120)
+        with pytest.raises(PolyspecInputError, match="context"):  # window 99 at threshold 0
+            AsyncDecoder(family).generate([1, 2], 40)
         with pytest.raises(PolyspecInputError, match="token ids"):
             dec.generate([1, 99], 4)
         with pytest.raises(PolyspecInputError, match="prompt"):
@@ -187,7 +194,7 @@ def async_trace(zoo_dir, tmp_path_factory):
     if not TWO_CORES:
         pytest.skip("the pipeline needs two cores")
     out = tmp_path_factory.mktemp("traces")
-    return capture_async(["target", "small"], out=out, lookahead=2, max_verify=8,
+    return capture_async(["target", "small"], out=out, threshold=2, queue=8,
                          zoo_dir=zoo_dir, **KW)
 
 
@@ -195,11 +202,12 @@ def async_trace(zoo_dir, tmp_path_factory):
 def test_capture_async_trace_round_trip(async_trace):
     t = read_trace(async_trace)
     assert t.mode == "async" and t.header["mode"] == "async"
-    assert t.thresholds == (2,) and t.header["async"]["max_verify"] == 8
+    assert t.thresholds == (2,) and t.header["async"]["queue"] == 8
+    assert t.header["async"]["window"] == 2 and t.header["cascade"]["queue"] == [8]
     assert t.header["async"]["cores"] == pick_cores(2)
     assert t.complete and t.n_prompts == 3
     assert all(s["matches_target_ar"] for s in t.summaries)
-    assert (t.rounds[0].m == t.rounds[0].G + 1).all() and (t.rounds[0].G >= 1).all()
+    assert (t.rounds[0].m == t.rounds[0].G + 1).all() and (t.rounds[0].G == 2).all()
     raw = read_records(async_trace)
     d = raw.of_type("dforwards")
     assert [r["prompt"] for r in d] == [0, 1, 2]
@@ -218,11 +226,13 @@ def _rewrite(path, tmp_path, fix):
 
 @needs_two
 @pytest.mark.parametrize("fix, match", [
-    (lambda L: [r.update(G=9, m=10) for r in L if r["type"] == "round"][:1],
-     "round.G: an async verify takes"),
+    (lambda L: [r.update(G=3, m=4) for r in L if r["type"] == "round"][:1],
+     "round.G: an async verify checks"),
     (lambda L: [r.update(m=r["G"] + 2) for r in L if r["type"] == "round"][:1],
      "round.m: an async verify scores"),
-    (lambda L: L[0]["async"].update(lookahead=5), "async.lookahead"),
+    (lambda L: L[0]["async"].update(threshold=5), "async.threshold"),
+    (lambda L: L[0]["async"].update(queue=9), "async.queue"),
+    (lambda L: L[0]["async"].update(window=3), "async.window"),
     (lambda L: L[0].update(mode="pipelined"), "mode: must be 'sync' or 'async'"),
     (lambda L: L[0].pop("async"), "async: must be an object"),
     (lambda L: [r.update(model="target") for r in L if r["type"] == "dforwards"][:1],
@@ -243,6 +253,7 @@ def test_old_traces_read_as_sync_and_dforwards_only_in_async(async_trace, tmp_pa
         for k in ("mode", "async"):
             L[0].pop(k)
         L[0]["cascade"].pop("mode")
+        L[0]["cascade"].pop("queue")
         L[0]["cascade"]["thresholds"] = [1]
         L[1:] = [r for r in L if r["type"] == "dforwards"]
     with pytest.raises(PolyspecInputError, match="dforwards records belong in async"):
@@ -255,14 +266,15 @@ def test_cli_refuses_what_async_does_not_cover(tmp_path, capsys):
     base = ["capture", "--mode", "async", "--models", "target,small", "--out", str(tmp_path)]
     for extra, msg in [(["--tree=-1,0,0"], "tree"), (["--schedule", "hf:2:1:4"],
                                                         "schedule"),
-                       (["--thresholds", "4"], "lookahead"), (["--batch", "2"], "one sequence"),
+                       (["--thresholds", "4,2"], "one threshold"),
+                       (["--batch", "2"], "one sequence"),
                        (["--top-k", "5"], "greedy")]:
         assert main(base + extra) == 2
         assert msg in capsys.readouterr().err
     assert main(base[:3] + ["--models", "target,small,ngram", "--out", str(tmp_path)]) == 2
     assert "two levels" in capsys.readouterr().err
     assert main(["capture", "--models", "target,small", "--out", str(tmp_path),
-                 "--lookahead", "2", "--thresholds", "2"]) == 2
+                 "--queue", "2", "--thresholds", "2"]) == 2
     assert "--mode async" in capsys.readouterr().err
     assert main(["capture", "--models", "target,small", "--out", str(tmp_path)]) == 2
     assert "--thresholds" in capsys.readouterr().err
