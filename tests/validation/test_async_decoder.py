@@ -279,3 +279,58 @@ def test_cli_refuses_what_async_does_not_cover(tmp_path, capsys):
     assert main(["capture", "--models", "target,small", "--out", str(tmp_path)]) == 2
     assert "--thresholds" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------- validate (AS1)
+@pytest.fixture(scope="module")
+def mixed_dir(async_trace, zoo_dir):
+    """The async capture next to a synchronous capture of the same two models."""
+    from validation.capture import capture
+
+    capture(["target", "small"], [2], out=async_trace.parent, zoo_dir=zoo_dir, **KW)
+    return async_trace.parent
+
+
+@needs_two
+def test_validate_predicts_async_captures_from_the_other_captures(mixed_dir, tmp_path, capsys):
+    from validation.analysis.async_validate import sync_cost_curves, validate_async
+    from validation.analysis.fits import fit_costs
+    from validation.traces import read_traces
+
+    assert main(["validate", str(mixed_dir), "--json", "--no-plots", "--no-insertions",
+                 "--out", str(tmp_path / "rep")]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    [a] = obj["async"]
+    assert [c["name"] for c in obj["configs"]] == ["target-small_th2_T0"]  # sync path apart
+    assert a["name"] == "target-small_async_th2_q8_T0" and a["cores"] == 2 and a["lossless"]
+    assert a["law_from"] == ["target-small_th2_T0"] == a["costs_from"]
+    assert a["predicted_speedup"] > 0 and a["diagnostics"]["in_sample"] > 0
+    lo, hi = a["bounds"]
+    assert lo <= a["predicted_speedup"] <= hi
+    caps = read_traces(mixed_dir)
+    acap = next(c for c in caps if c.mode == "async")
+    scap = next(c for c in caps if c.mode == "sync")
+    # costs: the sync capture's calibrated curves at the async capture's mean context, in
+    # units of its target T(1)
+    t, c, names = sync_cost_curves(acap, [scap])
+    fits = fit_costs(scap)
+    ctx = 16 + 24 / 2
+    t1 = fits["target"].curve(ctx).t1
+    assert t.t1 == pytest.approx(1.0) and names == ("target-small_th2_T0",)
+    assert t(5) == pytest.approx(fits["target"].curve(ctx)(5) / t1)
+    assert c.t1 == pytest.approx(fits["small"].curve(ctx).t1 / t1)
+    # the headline never uses the predicted capture's rounds: rewriting its acceptances
+    # moves the in-sample diagnostic, not the prediction
+    import dataclasses
+
+    r = acap.rounds[0]
+    zero = dataclasses.replace(r, A=np.zeros_like(r.A), L=np.ones_like(r.L))
+    blind = dataclasses.replace(acap, rounds=(zero,))
+    [x] = validate_async([acap], [scap])
+    [y] = validate_async([blind], [scap])
+    assert x.predicted_speedup == pytest.approx(a["predicted_speedup"])
+    assert y.predicted_speedup == x.predicted_speedup
+    assert y.in_sample_speedup < x.in_sample_speedup
+    # without a synchronous capture of both models: no headline, the diagnostic only
+    [z] = validate_async([acap], [])
+    assert z.predicted_speedup is None and z.error is None and z.in_sample_speedup > 0
