@@ -184,7 +184,7 @@ def _validate_async(args, async_caps, captures, fams):
     from validation.traces import read_traces
 
     extra = read_traces(Path(args.laws_from)) if args.laws_from else []
-    return validate_async(async_caps, list(captures) + extra, fams)
+    return validate_async(async_caps, list(captures) + extra, fams, cost_caps=captures)
 
 
 def _print_async(args, res, notes) -> int:

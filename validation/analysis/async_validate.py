@@ -5,14 +5,18 @@ Headline (predictive): the pair's acceptance law is fitted on the OTHER captures
 pair and sampling setting (synchronous ones, e.g. ``data/traces/cpu``, and other async ones),
 and the costs come from the synchronous captures of the same two models (their cost curves
 calibrated to their autoregressive forward time, in units of the target's ``T_1(1)``; the
-median over those captures): nothing of the capture being predicted but its settings
-(threshold, queue, context). Diagnostic (in-sample, labelled so): the law fitted on the
-capture's own verifies, ``T_1(m)`` from its own verify forwards, the drafter's ``c`` from its
-own drafter forwards and the per-verify overhead ``o_1`` from its own rounds.
+median over those captures; ``cost_caps`` — captures taken alongside, on the same machine —
+first if any has both models): nothing of the capture being predicted but its settings
+(threshold, queue, context). Diagnostics, labelled: ``own_costs`` — the same laws with the
+costs of the capture's own single-core cost curves and baselines (same machine and load,
+not its pipeline's timings); ``in_sample`` — the law fitted on the capture's own verifies,
+``T_1(m)`` from its own verify forwards, the drafter's ``c`` from its own drafter forwards and
+the per-verify overhead ``o_1`` from its own rounds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -48,6 +52,7 @@ class AsyncConfigResult:
     law_from: tuple[str, ...]
     costs_from: tuple[str, ...]
     in_sample_speedup: float
+    own_costs_speedup: float | None
     measured: dict
     predicted: dict | None
     lossless: bool
@@ -79,8 +84,11 @@ class AsyncConfigResult:
                 "law_from": list(self.law_from), "costs_from": list(self.costs_from),
                 "diagnostics": {"in_sample": self.in_sample_speedup,
                                 "in_sample_error": self.in_sample_error,
-                                "note": "in-sample: the capture's own law, verify forwards, "
-                                        "drafter forwards and overhead"},
+                                "own_costs": self.own_costs_speedup,
+                                "note": "own_costs: laws from the other captures, costs from "
+                                        "this capture's single-core cost curves; in_sample: "
+                                        "its own law, verify forwards, drafter forwards and "
+                                        "overhead"},
                 "measured": self.measured, "predicted": self.predicted,
                 "lossless": self.lossless, "cores": 2}
 
@@ -155,8 +163,6 @@ def _law_view(capture):
     information) left out of its rounds, for law fits."""
     if capture.mode != "async":
         return capture
-    import dataclasses
-
     r = capture.rounds[0]
     return dataclasses.replace(capture, rounds=(r.select(np.asarray(r.G) > 0),))
 
@@ -181,9 +187,11 @@ def _measured(capture, drafter_m1_s) -> dict:
             "pipeline_s_per_token": capture.time_per_token}
 
 
-def validate_async(async_caps, law_caps=(), families=None) -> list[AsyncConfigResult]:
+def validate_async(async_caps, law_caps=(), families=None, cost_caps=()
+                   ) -> list[AsyncConfigResult]:
     """Predict every async capture (module docstring). ``law_caps``: other captures
-    (synchronous) for laws and costs."""
+    (synchronous) for laws and costs; ``cost_caps``: synchronous captures preferred for
+    costs (taken alongside the async ones)."""
     from polyspec_theory.laws import FAMILIES
 
     families = FAMILIES if families is None else families
@@ -196,13 +204,20 @@ def validate_async(async_caps, law_caps=(), families=None) -> list[AsyncConfigRe
         key = cap.pair_key(0)
         fits = fit_pairs([_law_view(c) for c in others
                           if key in {c.pair_key(i) for i in range(c.n - 1)}], families)
-        costs = sync_cost_curves(cap, others)
-        pred = bounds = None
+        costs = sync_cost_curves(cap, [c for c in cost_caps if c.name != cap.name])
+        if costs is None:
+            costs = sync_cost_curves(cap, others)
+        pred = bounds = own = None
         law_from, costs_from = (), ()
         if key in fits and costs is not None:
             law_from, costs_from = fits[key].configs, costs[2]
             p = predict_async(async_cascade(cap, _law(fits[key]), costs[0], costs[1]))
             pred, bounds = p, p.bounds
+            mine = sync_cost_curves(cap, [dataclasses.replace(cap, header=dict(
+                cap.header, mode="sync"))])
+            if mine is not None:
+                own = predict_async(async_cascade(cap, _law(fits[key]), mine[0],
+                                                  mine[1])).speedup
         m1 = drafter_forward_s(cap)
         c_own = float(np.median(m1)) if m1 else None
         ins = _in_sample(cap, families, c_own)
@@ -212,7 +227,7 @@ def validate_async(async_caps, law_caps=(), families=None) -> list[AsyncConfigRe
             measured_speedup=cap.measured_speedup, measured_ci95=measured_ci95(cap),
             predicted_speedup=None if pred is None else pred.speedup,
             bounds=None if bounds is None else tuple(bounds), law_from=tuple(law_from),
-            costs_from=tuple(costs_from), in_sample_speedup=ins,
+            costs_from=tuple(costs_from), in_sample_speedup=ins, own_costs_speedup=own,
             measured=_measured(cap, c_own),
             predicted=None if pred is None else {
                 "mean_checked": pred.levels[0].mean_checked,
@@ -232,14 +247,17 @@ def async_text(results) -> str:
     lines = [f"{len(results)} asynchronous pipeline capture(s) (two processes on two cores; "
              "speedup against the single-core autoregressive target; docs/theory.md AS1)",
              f"{'config':<{w}}  measured [95 % CI]        predicted   error  inside  "
-             "in-sample   error  lossless"]
+             "own costs   error  in-sample   error  lossless"]
     for r in results:
         lo, hi = r.measured_ci95
         pred = "        —       —      —" if r.predicted_speedup is None else (
             f"{r.predicted_speedup:9.3f} {100 * r.error:+6.2f}%  "
             f"{'yes' if r.inside_ci else 'no':>5}")
+        own = "        —       —" if r.own_costs_speedup is None else (
+            f"{r.own_costs_speedup:9.3f} "
+            f"{100 * (r.own_costs_speedup / r.measured_speedup - 1):+6.2f}%")
         lines.append(f"{r.name:<{w}}  {r.measured_speedup:8.3f} [{lo:.3f}, {hi:.3f}]  {pred}  "
-                     f"{r.in_sample_speedup:9.3f} {100 * r.in_sample_error:+6.2f}%  "
+                     f"{own}  {r.in_sample_speedup:9.3f} {100 * r.in_sample_error:+6.2f}%  "
                      f"{'yes' if r.lossless else 'NO'}")
     errs = [abs(r.error) for r in results if r.error is not None]
     if errs:
