@@ -305,6 +305,7 @@ def test_validate_predicts_async_captures_from_the_other_captures(mixed_dir, tmp
     assert a["name"] == "target-small_async_th2_q8_T0" and a["cores"] == 2 and a["lossless"]
     assert a["law_from"] == ["target-small_th2_T0"] == a["costs_from"]
     assert a["predicted_speedup"] > 0 and a["diagnostics"]["in_sample"] > 0
+    assert a["diagnostics"]["own_costs"] > 0
     lo, hi = a["bounds"]
     assert lo <= a["predicted_speedup"] <= hi
     caps = read_traces(mixed_dir)
@@ -334,3 +335,6 @@ def test_validate_predicts_async_captures_from_the_other_captures(mixed_dir, tmp
     # without a synchronous capture of both models: no headline, the diagnostic only
     [z] = validate_async([acap], [])
     assert z.predicted_speedup is None and z.error is None and z.in_sample_speedup > 0
+    # costs: captures taken alongside come first (here the same one either way)
+    [w] = validate_async([acap], [scap], cost_caps=[scap])
+    assert w.predicted_speedup == x.predicted_speedup and w.costs_from == (scap.name,)
