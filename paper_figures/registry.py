@@ -26,6 +26,7 @@ FIGURES = {
     9: "fig09_mc_convergence",
     10: "fig10_serving_batch",
     11: "fig11_trees",
+    12: "fig12_gpu_traces",
 }
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "sync_ratio_bounds",
 ]
 
+MAX_STATES = 4_000  # largest Markov chain AS1 builds
 READY_WINDOW = 99  # decoding.py: verify input = last verified token + up to 99 drafts
 
 
@@ -168,9 +169,9 @@ class AsyncPrediction:
 
 def _steps(t: float, c: float) -> float:
     """Drafter forwards started by time ``t`` after a boundary: ``ceil(t / c)`` (inf if c=0)."""
-    if c == 0.0:
+    r = t / c if c > 0.0 else math.inf
+    if not r < 2.0**52:  # a drafter this much faster than the verifier is free for AS1
         return math.inf
-    r = t / c
     k = math.ceil(r - 1e-12 * max(1.0, r))  # a verify ending on a boundary syncs there
     return float(max(k, 0))
 
@@ -204,6 +205,9 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
                                   for m in range(window + 1)), wait)
             lump = False
     size = top + 1
+    if size > MAX_STATES:
+        raise PolyspecInputError("queue", f"the two-level chain needs {size} states (at most "
+                                 f"{MAX_STATES}): bound the drafter's queue")
     P = np.zeros((size, size))
     cycle = np.zeros(size)
     emitted = np.zeros(size)

@@ -1,6 +1,6 @@
 """Discrete-event Monte Carlo of an asynchronous pipelined cascade (docs/theory.md Part VI-AS).
 
-The independent check of P8: it runs the protocol of PipeSpec's ``AsyncChainSpeculativeDecoder``
+The independent check of AS1: it runs the protocol of PipeSpec's ``AsyncChainSpeculativeDecoder``
 action by action, for any number of levels, instead of the Markov chain of
 :mod:`polyspec_theory.asynchronous`. Levels ``0..n-1`` (0 the target), each its own process:
 

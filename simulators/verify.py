@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 FAMILY_ALPHA = 1e-3
-MAX_ROWS = 40
+MAX_ROWS = 48
 ROW_ALPHA = FAMILY_ALPHA / MAX_ROWS
 ROW_Z = float(stats.norm.isf(ROW_ALPHA / 2))
 
@@ -608,6 +608,13 @@ def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
     return rows(ctx)
 
 
+def check_async(ctx: VerifyContext) -> list[CheckRecord]:
+    """AS1, AS2 (asynchronous pipelines): :func:`simulators.verify_async.check_async`."""
+    from .verify_async import check_async as rows
+
+    return rows(ctx)
+
+
 REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] = (
     ("D", check_d),
     ("P1", check_p1),
@@ -623,6 +630,7 @@ REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] =
     ("B", check_b),
     ("T", check_trees),
     ("A", check_schedules),
+    ("AS", check_async),
 )
 
 

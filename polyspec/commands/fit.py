@@ -120,6 +120,10 @@ def explain_fit(rep: dict, path: str) -> str:
 
 
 def run(args) -> int:
+    from validation.gpu_traces.cli import detect_file, run_fit
+
+    if args.format is None and detect_file(args.file):  # PipeSpec / Spec-Bench GPU traces
+        return run_fit(args.file, args.json)
     from validation.engines import acceptance_report, load_engine_output
     from validation.files import atomic_write_text
 

@@ -13,13 +13,22 @@ def add_arguments(p):
     p.add_argument("--traces", required=True, metavar="DIR",
                    help="committed captures (the same prompts as the capture to predict)")
     p.add_argument("--models", required=True, help="comma-separated models, target first")
-    p.add_argument("--thresholds", required=True, help="comma-separated θ per adjacent pair")
+    p.add_argument("--thresholds", default=None, help="comma-separated θ per adjacent pair")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--profile", required=True, metavar="FILE.json",
+    p.add_argument("--profile", default=None, metavar="FILE.json",
                    help="composition profile of this cascade (polyspec profile --cascade)")
     p.add_argument("--profiles", default=None, metavar="DIR",
                    help="profiles of the committed captures, for the interval (default: "
                         "DIR/profiles)")
+    p.add_argument("--lookahead", type=int, default=None, metavar="K",
+                   help="external GPU traces (PipeSpec folder): the decoder's lookahead, one K "
+                        "for every level; replaces --thresholds/--profile")
+    p.add_argument("--dtype", default=None, metavar="MODEL=DTYPE,...",
+                   help="with --lookahead: precision per model (default: its greedy run's)")
+    p.add_argument("--mode", default=None, choices=("sync", "async"),
+                   help="with --lookahead: the decoder: synchronous chain (default) or the "
+                        "asynchronous pipeline (docs/theory.md Part VI-AS; lookahead 0 = "
+                        "verify what is ready)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -35,6 +44,14 @@ def run(args) -> int:
 
     from ._common import dump_strict_json
 
+    if args.lookahead is not None:  # external GPU traces (validation.gpu_traces)
+        from validation.gpu_traces.cli import run_forecast
+
+        return run_forecast(args.traces, args.models, args.lookahead, args.dtype, args.mode,
+                            args.json)
+    for flag in ("thresholds", "profile"):
+        if getattr(args, flag) is None:
+            raise PolyspecInputError(f"--{flag}", "required (or --lookahead for GPU traces)")
     models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
     try:
         th = [int(x) for x in args.thresholds.split(",") if x.strip()]

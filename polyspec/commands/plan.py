@@ -134,6 +134,11 @@ def run(args) -> int:
 
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
+    if args.traces is not None:
+        from validation.gpu_traces.cli import detect_dir, run_plan
+
+        if detect_dir(args.traces) == "pipespec":  # external GPU traces
+            return run_plan(args.traces, args.json)
     top = as_int(args.top, "--top", low=0, high=1000)
     info = None
     if args.traces is not None:
@@ -176,10 +181,14 @@ def run(args) -> int:
         cfg["description"] = (f"planned by polyspec plan from pool {pool.name!r}: predicted "
                               f"speedup {result.best.speedup:.4f}x (P1)")
         atomic_write_text(args.write_config, dump_json(cfg) + "\n")
+    from ._async import modes_text, plan_modes
+
+    modes = plan_modes(pool, result)
     if args.json:
-        print(dump_json(plan_report(result, pool, info)))
+        print(dump_json({**plan_report(result, pool, info), "modes": modes}))
     else:
         print(explain_plan(result, pool, info))
+        print(modes_text(modes))
         for n in (info or {}).get("notes", []):
             print(f"note: {n}")
     return 0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-HELP = "Predict the speedup of a cascade exactly (P1) and explain where the time goes."
+HELP = ("Predict the speedup of a cascade exactly (P1; \"mode\": \"async\": AS1) and explain "
+        "where the time goes.")
 
 
 def add_arguments(p):
@@ -49,11 +50,21 @@ def _structured_text(cascade) -> bool:
 def run(args) -> int:
     from polyspec.api import load_cascade
     from polyspec_theory.approximation import paper_approximation
+    from polyspec_theory.errors import PolyspecInputError
     from polyspec_theory.explain import explain_prediction
     from polyspec_theory.polybasic import predict
     from validation.files import dump_json
 
     cascade = load_cascade(args.config)
+    if cascade.mode == "async":
+        from ._async import async_report, async_text
+
+        if args.batch is not None:
+            raise PolyspecInputError("--batch", 'the serving-batch theory is synchronous; '
+                                     'it does not cover "mode": "async"')
+        rep = async_report(cascade)
+        print(dump_json(rep) if args.json else async_text(rep))
+        return 0
     if args.batch is not None:
         from . import _serving
 

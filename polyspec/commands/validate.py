@@ -49,6 +49,10 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from validation.gpu_traces.cli import detect_dir, run_validate
+
+    if detect_dir(args.traces_dir):  # PipeSpec / Spec-Bench GPU trace folder
+        return run_validate(args.traces_dir, args.json)
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_int

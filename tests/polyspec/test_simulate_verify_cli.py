@@ -8,7 +8,7 @@ from polyspec.cli import main
 
 EXPECTED_IDS = {"D1", "D2", "P1", "P2", "P3", "P4", "P5", "P6", "P7",
                 "Y1", "Y2", "Y3", "Y4", "Y5", "F1", "F2", "B1", "B2",
-                "T1", "T2", "T3", "T4", "T5", "A1", "A2", "A4"}
+                "T1", "T2", "T3", "T4", "T5", "A1", "A2", "A4", "AS1", "AS2"}
 
 
 def test_simulate_json(capsys, tmp_path):

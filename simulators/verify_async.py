@@ -1,0 +1,51 @@
+"""Verify rows AS1, AS2 (docs/theory.md Part VI-AS): the asynchronous pipeline's exact
+two-level rate and its reductions against the discrete-event simulator
+(:mod:`simulators.asynchronous`), at the row level of :mod:`simulators.verify`."""
+
+from __future__ import annotations
+
+import zlib
+
+from polyspec_theory import Cascade, predict, predict_async
+
+__all__ = ["ASYNC_CASES", "check_async"]
+
+# (row id, statement, config, theory: "async" = AS1, "sync" = P1 (the reduction's claim))
+ASYNC_CASES = (
+    ("AS1", "async 2-level exact rate, PipeSpec lookahead 0 (no wait, 99-draft window)",
+     {"models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.004}},
+                 {"name": "draft", "cost": 0.459}],
+      "acceptance": [{"positional": [0.9, 0.75, 0.7]}], "thresholds": [0]}, "async"),
+    ("AS1", "async 2-level exact rate, threshold 3, beta law, per-verify overhead",
+     {"models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.03}, "overhead": 0.05},
+                 {"name": "draft", "cost": 0.13}],
+      "acceptance": [{"beta": [6.0, 1.5]}], "thresholds": [3]}, "async"),
+    ("AS2", "synchronous limit: queue = threshold 4 reproduces P1",
+     {"models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.02}},
+                 {"name": "draft", "cost": 0.17}],
+      "acceptance": [{"alpha": 0.85}], "thresholds": [4], "queue": [4]}, "sync"),
+    ("AS2", "free drafter, queue 6, threshold 3: P1 with T_2 = 0",
+     {"models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.05}},
+                 {"name": "draft", "cost": 0.0}],
+      "acceptance": [{"alpha": 0.7}], "thresholds": [3], "queue": [6]}, "sync"),
+)
+
+
+def check_async(ctx) -> list:
+    from .asynchronous import simulate_async
+    from .verify import _ci_row
+
+    rows = []
+    for i, (id_, statement, cfg, kind) in enumerate(ASYNC_CASES):
+        cas = Cascade.from_config({**cfg, "mode": "async"})
+        if kind == "async":
+            theory = predict_async(cas).speedup
+        else:
+            theory = predict(Cascade.from_config({k: v for k, v in cfg.items()
+                                                  if k != "queue"})).speedup
+        seed = ctx.seed + zlib.crc32(f"AS{i}".encode()) % 100_000
+        res = ctx.cached(("async", i), lambda cas=cas, seed=seed: simulate_async(
+            cas, ctx.size(20_000, 200_000), seed, chains=64))
+        rows.append(_ci_row(id_, statement, theory, res.speedup,
+                            f"{res.tokens} tokens, {res.window} window"))
+    return rows

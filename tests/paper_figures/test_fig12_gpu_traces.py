@@ -1,0 +1,33 @@
+"""Figure 12 (GPU traces): the plotted points are the committed held-out results, and the
+figure is unavailable (not wrong) without them."""
+
+import json
+
+import pytest
+
+from paper_figures import fig12_gpu_traces as fig
+from paper_figures.registry import FigureUnavailable
+
+
+def test_points_are_the_committed_results():
+    d = json.loads(fig.RESULTS.read_text())
+    data = fig.compute(quick=True)
+    loo = {c["lookahead"]: c for c in d["pipespec_sweep_loo"]["configs"]}
+    for k, p, q in data["sweep"]:
+        assert p == loo[k]["predicted_speedup"] and q == loo[k]["measured_speedup"]
+        assert loo[k]["error"] == pytest.approx(p / q - 1)
+    seen = {k for k, *_ in data["sweep"]}
+    assert {k for k, *_ in data["forecasts"]} == set(range(2, 21)) - seen
+    for _, s, lo, hi in data["forecasts"]:
+        assert lo < s < hi
+    assert len(data["specbench"]) == len(d["specbench_loco"]["configs"])
+
+
+def test_missing_results_make_the_figure_unavailable(tmp_path):
+    with pytest.raises(FigureUnavailable):
+        fig.compute(results=tmp_path / "none.json")
+
+
+def test_draw_writes_png_and_pdf(tmp_path):
+    paths = fig.draw(fig.compute(), tmp_path)
+    assert sorted(p.suffix for p in paths) == [".pdf", ".png"]

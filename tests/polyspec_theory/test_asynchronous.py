@@ -1,0 +1,196 @@
+"""AS0–AS4 (docs/theory.md Part VI-AS): the asynchronous pipeline's exact two-level rate, its
+reductions, bound pair and async/sync ratio bounds."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polyspec_theory import (
+    Cascade,
+    PolyspecInputError,
+    async_bounds,
+    async_rules,
+    predict,
+    predict_async,
+    sync_ratio_bounds,
+)
+
+
+def _cfg(t_base, t_slope, c, law, theta, queue=None, overhead=0.0):
+    cfg = {"models": [{"name": "target", "cost": {"base": t_base, "per_token": t_slope},
+                       "overhead": overhead},
+                      {"name": "draft", "cost": c}],
+           "acceptance": [law], "thresholds": [theta], "mode": "async"}
+    if queue is not None:
+        cfg["queue"] = [queue]
+    return Cascade.from_config(cfg)
+
+
+laws = st.one_of(
+    st.floats(0.0, 0.98).map(lambda a: {"alpha": a}),
+    st.lists(st.floats(0.05, 0.99), min_size=1, max_size=4).map(lambda a: {"positional": a}),
+    st.tuples(st.floats(0.5, 8.0), st.floats(0.5, 4.0)).map(lambda ab: {"beta": list(ab)}),
+)
+cascades = st.builds(
+    _cfg, st.floats(0.5, 3.0), st.floats(0.0, 0.2), st.floats(0.02, 1.5), laws,
+    st.integers(0, 8), st.none(), st.floats(0.0, 0.3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(cascades)
+def test_exact_inside_bound_pair(cas):
+    """AS3 bounds contain the AS1 value."""
+    p = predict_async(cas)
+    lo, hi = async_bounds(cas)
+    assert p.exact
+    assert lo <= p.speedup * (1 + 1e-12) and p.speedup <= hi * (1 + 1e-12)
+    assert abs(p.ready_pmf.sum() - 1.0) < 1e-12
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.5, 3.0), st.floats(0.0, 0.2), st.floats(0.02, 1.5), laws,
+       st.integers(1, 8), st.floats(0.0, 0.3))
+def test_ratio_to_sync_inside_as4(t_base, slope, c, law, theta, over):
+    """AS4: async / sync lies in the two-sided bound; the sync side is P1 (independent)."""
+    cas = _cfg(t_base, slope, c, law, theta, None, over)
+    lo, hi = sync_ratio_bounds(cas)
+    r = predict_async(cas).speedup / predict(cas).speedup
+    assert lo * (1 - 1e-12) <= r <= hi * (1 + 1e-12)
+    assert hi > 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.5, 3.0), st.floats(0.0, 0.2), st.floats(0.02, 1.5), laws,
+       st.integers(1, 8), st.floats(0.0, 0.3))
+def test_synchronous_limit_queue_equals_threshold(t_base, slope, c, law, theta, over):
+    """AS2.3: queue = threshold reproduces P1 exactly."""
+    cas = _cfg(t_base, slope, c, law, theta, theta, over)
+    assert predict_async(cas).speedup == pytest.approx(predict(cas).speedup, rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.5, 3.0), st.floats(0.0, 0.2), st.floats(0.0, 1.5), laws,
+       st.floats(0.0, 0.3))
+def test_one_level_is_autoregressive(t_base, slope, c, law, over):
+    """AS2.1: threshold 0 and queue 0: T_1(1) + o_1 per token."""
+    p = predict_async(_cfg(t_base, slope, c, law, 0, 0, over))
+    assert p.time_per_token == pytest.approx(t_base + over, rel=1e-12)
+    assert p.levels[0].mean_checked == 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.5, 3.0), st.floats(0.0, 0.2), laws, st.integers(1, 8),
+       st.one_of(st.none(), st.integers(0, 6)), st.floats(0.0, 0.3))
+def test_free_drafter(t_base, slope, law, theta, extra, over):
+    """AS2.2: a drafter of cost 0 (bounded or unbounded queue) gives P1 with a free drafter."""
+    queue = None if extra is None else theta + extra
+    cas = _cfg(t_base, slope, 0.0, law, theta, queue, over)
+    s = cas.laws[0].survival(theta)
+    want = t_base * float(np.sum(s)) / (t_base + slope * theta + over)
+    assert predict_async(cas).speedup == pytest.approx(want, rel=1e-12)
+    assert predict(cas).speedup == pytest.approx(want, rel=1e-12)
+
+
+def _deterministic_rate(T, c, r_run, wait, window):
+    """Independent event-by-event run of the two-level protocol when every verify accepts
+    exactly ``r_run`` drafts before a rejection (exact rational arithmetic): the run is
+    eventually periodic in the drafts ready at a sync; tokens per unit time over one period."""
+    now = Fraction(0)
+    ready = 0  # drafts past the verifier's prefix, drafter at a step boundary
+    out = 0
+    seen = {}
+    while ready not in seen:
+        seen[ready] = (now, out)
+        while ready < wait:
+            now += c
+            ready += 1
+        m = min(ready, window)
+        steps = math.ceil(Fraction(T(m + 1)) / c)  # drafts finished by the sync
+        now = now + steps * c
+        ready += steps
+        out += min(r_run, m) + 1
+        if r_run >= m + 1:  # all accepted, and the drafter's next draft is the bonus
+            ready -= m + 1
+        else:
+            ready = 0
+    t0, o0 = seen[ready]
+    return Fraction(out - o0) / (now - t0)
+
+
+@pytest.mark.parametrize("r_run,wait,base,slope,c", [
+    (2, 0, Fraction(257, 10), Fraction(1, 10), Fraction(118, 10)),
+    (5, 0, Fraction(3), Fraction(1, 4), Fraction(7, 10)),
+    (3, 3, Fraction(3), Fraction(1, 4), Fraction(7, 10)),
+    (1, 2, Fraction(2), Fraction(0), Fraction(9, 10)),
+    (50, 0, Fraction(5), Fraction(1, 3), Fraction(1)),
+])
+def test_deterministic_acceptance_matches_event_run(r_run, wait, base, slope, c):
+    """AS1 against an independent exact event run: positional hazards 1, …, 1, 0."""
+    law = {"positional": [1.0] * r_run + [0.0]}
+    cas = _cfg(float(base), float(slope), float(c), law, wait)
+    rule = async_rules(cas)[0]
+
+    def T(m):
+        return base + slope * (m - 1)
+
+    rate = _deterministic_rate(T, c, r_run, rule.wait, rule.window)
+    p = predict_async(cas)
+    assert p.time_per_token == pytest.approx(float(1 / rate), rel=1e-9)
+
+
+def test_pipespec_rules():
+    """AS0: threshold 0 = PipeSpec lookahead 0 (no wait, 99 drafts); theta = lookahead - 1."""
+    r0 = async_rules(_cfg(1.0, 0.0, 0.1, {"alpha": 0.5}, 0))[0]
+    r3 = async_rules(_cfg(1.0, 0.0, 0.1, {"alpha": 0.5}, 3))[0]
+    assert (r0.wait, r0.window, r0.queue) == (0, 99, None)
+    assert (r3.wait, r3.window, r3.queue) == (3, 3, None)
+
+
+def test_more_levels_give_bounds_only():
+    cas = Cascade.from_config({
+        "models": [{"name": "a", "cost": 1.0}, {"name": "b", "cost": 0.2},
+                   {"name": "c", "cost": 0.05}],
+        "acceptance": [{"alpha": 0.8}, {"alpha": 0.7}], "thresholds": [0, 2],
+        "mode": "async"})
+    p = predict_async(cas)
+    assert p.speedup is None and not p.exact
+    lo, hi = p.bounds
+    assert 0 < lo < hi
+
+
+@pytest.mark.parametrize("patch,field", [
+    ({"trees": [{"parents": [-1, 0, 0]}]}, "trees"),
+    ({"queue": [1]}, "queue[0]"),
+    ({"queue": [2, 3]}, "queue"),
+    ({"queue": [-1]}, "queue[0]"),
+    ({"mode": "pipelined"}, "mode"),
+    ({"mode": "sync", "queue": [4]}, "queue"),
+    ({"thresholds": [-1]}, "thresholds[0]"),
+])
+def test_bad_async_config(patch, field):
+    cfg = {"models": [{"name": "t", "cost": 1.0}, {"name": "d", "cost": 0.1}],
+           "acceptance": [{"alpha": 0.8}], "thresholds": [2], "mode": "async", **patch}
+    with pytest.raises(PolyspecInputError) as e:
+        Cascade.from_config(cfg)
+    assert e.value.field == field
+
+
+def test_sync_mode_still_refuses_threshold_zero():
+    cfg = {"models": [{"name": "t", "cost": 1.0}, {"name": "d", "cost": 0.1}],
+           "acceptance": [{"alpha": 0.8}], "thresholds": [0]}
+    with pytest.raises(PolyspecInputError) as e:
+        Cascade.from_config(cfg)
+    assert e.value.field == "thresholds[0]"
+
+
+def test_config_round_trip():
+    cas = _cfg(1.0, 0.05, 0.1, {"alpha": 0.7}, 3, 5)
+    back = Cascade.from_config(cas.to_config())
+    assert back.mode == "async" and back.queues == (5,)
+    assert predict_async(back).speedup == predict_async(cas).speedup

@@ -1,0 +1,141 @@
+"""The age-hazard law and the replay of PipeSpec's synchronous chain, against independent
+computations: exact counts at agreement 0 and 1, a Markov-chain expectation for constant
+hazards (Monte Carlo with a stated false-failure rate), and hand-computed Kaplan-Meier."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from validation.gpu_traces.chain import (
+    AgeHazard,
+    ChainCosts,
+    fit_age_hazard,
+    round_exposures,
+    simulate_chain,
+)
+from validation.gpu_traces.pipespec import ModelSpec, PipeSample, PipeSpecRun
+
+FLAT = ((1.0, 2.0), (0.0, 0.0), "flat")
+
+
+def _costs(n_models, draft=1.0, verify=(0.0, 0.0), overhead=0.0):
+    v = ((1.0, 2.0), verify, "flat")
+    return ChainCosts(tuple([draft] * (n_models - 1)), tuple([v] * (n_models - 1)), overhead)
+
+
+def _const(q):
+    return AgeHazard(hazard=(), tail=q)
+
+
+def test_always_agree_two_models_exact_rounds_drafts_and_time():
+    # q = 0: every round accepts K; the first drafts K-1, later ones K (bonus re-predicted)
+    k, n = 5, 101
+    res = simulate_chain([(_const(0.0),)], _costs(2, draft=1.0, verify=(10.0, 10.0),
+                                                 overhead=3.0), k, [n])
+    rounds = math.ceil((n - 1) / k)
+    assert res["rounds"][0] == rounds
+    drafts = (k - 1) + k * (rounds - 1)
+    assert res["time"][0] == pytest.approx(3.0 + drafts * 1.0 + rounds * 10.0)
+    assert res["accepted"][0] == pytest.approx(k)
+
+
+def test_never_agree_is_one_token_per_round():
+    k, n = 4, 60
+    res = simulate_chain([(_const(1.0),)], _costs(2, draft=1.0, verify=(7.0, 7.0)), k, [n])
+    assert res["rounds"][0] == n - 1
+    assert res["accepted"][0] == pytest.approx(1.0)
+    assert res["time"][0] == pytest.approx((n - 1) * ((k - 1) * 1.0 + 7.0))
+
+
+def test_rejecting_calls_pay_the_rollback_extra():
+    k, n = 4, 30
+    c = ChainCosts((1.0,), (((1.0, 2.0), (7.0, 7.0), "flat"),), 0.0, (0.5,))
+    never = simulate_chain([(_const(1.0),)], c, k, [n])
+    assert never["time"][0] == pytest.approx((n - 1) * ((k - 1) + 7.0 + 0.5))
+    always = simulate_chain([(_const(0.0),)], c, k, [n])
+    rounds = always["rounds"][0]
+    assert always["time"][0] == pytest.approx((k - 1) + k * (rounds - 1) + 7.0 * rounds)
+
+
+def test_three_models_always_agree_by_hand():
+    # K=4, all outputs 1 token after prefill. Round 1: small drafts 3, middle verifies 4 and
+    # accepts 4 (out 5, already K-1 ahead: no drafts), target verifies 1+4 and accepts 5 (6).
+    # Later rounds: middle is one behind the target, small two behind: small drafts 4, middle
+    # accepts 4, target verifies 4 and accepts 4. 6 + 4*9 >= 41 -> 10 rounds.
+    res = simulate_chain([(_const(0.0), _const(0.0))], _costs(3, draft=1.0), 4, [41])
+    assert res["rounds"][0] == 10
+    assert res["accepted"][0] == pytest.approx(4.0)
+    assert res["accepted"][1] == pytest.approx((5 + 4 * 9) / 10)
+    assert res["time"][0] == pytest.approx(3 + 4 * 9)  # only the small model drafted
+
+
+def _markov_mean_accepted(q, k):
+    """Independent expectation: rounds after a rejection (A) check K-1 drafts; after a full
+    round (B) the drafter first re-predicts the bonus position (fail -> 1 token)."""
+    p = 1.0 - q
+    e_a = sum(p ** j for j in range(k))
+    full_a = p ** (k - 1)
+    e_b = (1 - p) * 1.0 + p * e_a
+    full_b = p * full_a
+    pi_b = full_a / (1 - full_b + full_a)
+    return (1 - pi_b) * e_a + pi_b * e_b
+
+
+@settings(max_examples=8, deadline=None)
+@given(q=st.floats(0.05, 0.6), k=st.integers(2, 9))
+def test_constant_hazard_matches_the_markov_expectation(q, k):
+    res = simulate_chain([(_const(q),)] * 30, _costs(2), k, [400] * 30, seed=7)
+    want = _markov_mean_accepted(q, k)
+    # tokens per call has sd <= k; ~ 30*400/want calls; 5 sd bound: false failure < 1e-6
+    calls = 30 * 400 / want
+    assert abs(res["accepted"][0] - want) < 5 * k / math.sqrt(calls) + 0.02
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers():
+    laws = [(AgeHazard((0.3, 0.2, 0.1), 0.05),)] * 3
+    a = simulate_chain(laws, _costs(2, verify=(2.0, 2.5)), 6, [200] * 3, seed=1)
+    b = simulate_chain(laws, _costs(2, verify=(2.0, 2.5)), 6, [200] * 3, seed=1)
+    c = simulate_chain(laws, _costs(2, verify=(2.0, 2.5)), 6, [200] * 3, seed=2)
+    np.testing.assert_array_equal(a["time"], b["time"])
+    assert not np.array_equal(a["time"], c["time"])
+
+
+def test_kaplan_meier_by_hand():
+    # entries 0, agreements [0, 2, 3(censored), 1]: ages 0..3
+    law = fit_age_hazard([(np.zeros(4, int), np.array([0, 2, 3, 1]),
+                           np.array([False, False, True, False]))])
+    # with MIN_AT_RISK 10 nothing has enough rounds: all in the tail = events / exposures
+    events, exposure = 3, 1 + 3 + 3 + 2
+    assert law.hazard == () and law.tail == pytest.approx(events / exposure)
+
+
+def test_kaplan_meier_recovers_a_constant_hazard_under_censoring():
+    rng = np.random.default_rng(3)
+    q, n = 0.2, 4000
+    agree = rng.geometric(q, n) - 1
+    cap = rng.integers(1, 12, n)
+    cens = agree >= cap
+    law = fit_age_hazard([(np.zeros(n, int), np.minimum(agree, cap), cens)])
+    for j, h in enumerate(law.hazard[:6]):
+        # binomial sd with >= ~1000 at risk: 5 sd -> false failure < 1e-5 per age
+        risk = ((np.minimum(agree, cap) - cens) >= j).sum()
+        assert abs(h - q) < 5 * math.sqrt(q * (1 - q) / risk), j
+    assert law.survival(3) == pytest.approx(np.prod([1 - h for h in law.hazard[:3]]))
+
+
+def _run(acc, k):
+    m = ModelSpec("a", "x/a", "float16", None, ())
+    s = PipeSample(0, 1.0, int(sum(acc)) + 1, model_times=(np.zeros(3), np.zeros(len(acc))),
+                   accepted=(np.array(acc),))
+    return PipeSpecRun("r.json", "chain", (m, m), k, "", (s,))
+
+
+def test_round_exposures_continue_after_full_rounds():
+    # K=4: [4 (full, A), 4 (full, B), 2 (B), 1 (A)]
+    entry, agree, cens = round_exposures(_run([4, 4, 2, 1], 4))
+    assert entry.tolist() == [0, 3, 7, 0]
+    assert agree.tolist() == [3, 4, 2, 0]
+    assert cens.tolist() == [True, True, False, False]

@@ -1,0 +1,124 @@
+"""Forecasts of PipeSpec cascades from the other runs, on the trimmed fixture copies."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from polyspec_theory.errors import PolyspecInputError
+from validation.gpu_traces.forecast import (
+    draft_step,
+    forecast_chain,
+    forecast_dir,
+    leave_one_out,
+    reject_cost,
+    verify_costs,
+)
+from validation.gpu_traces.pipespec import read_pipespec_dir
+
+FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "gpu-traces",
+                   "pipespec-humaneval")
+S, M, B = "Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct", "Meta-Llama-3.1-70B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return read_pipespec_dir(FIX)
+
+
+def test_leave_one_out_covers_the_sweep_only(runs):
+    loo = leave_one_out(runs, seeds=2)
+    assert sorted(c["lookahead"] for c in loo) == [2, 4, 8, 16, 20]
+    for c in loo:
+        assert c["models"] == [S, M]
+        assert c["error"] == pytest.approx(c["predicted_speedup"] / c["measured_speedup"] - 1)
+        assert abs(c["error"]) < 0.25  # 3 prompts only: a sanity bound, not the target
+
+
+def test_costs_come_from_the_logged_calls(runs):
+    small = [r for r in runs if r.strategy == "chain" and r.models[0].name == S]
+    want = np.concatenate([s.model_times[0] for r in small for s in r.samples]).mean()
+    assert draft_step(runs, S, "float16") == pytest.approx(want)
+    point, lo, hi, note = verify_costs(runs, M, "float16")
+    assert "carried from float32" in note
+    # the carried cost at one token is the fp16 step (ratio of the steps, by construction)
+    step16 = draft_step(runs, M, "float16")
+    assert np.interp(1.0, point[0], point[1]) == pytest.approx(step16, rel=1e-12)
+    assert np.interp(1.0, hi[0], hi[1]) > step16
+    # fp16 carried cost sits between the fp16 single step and the fp32 verify cost
+    for m in (2, 8, 20):
+        lo_v = np.interp(m, lo[0], lo[1])
+        hi_v = np.interp(m, hi[0], hi[1])
+        p_v = np.interp(m, point[0], point[1])
+        assert lo_v <= p_v <= hi_v
+
+
+def test_reject_cost_is_rejecting_minus_full_calls(runs):
+    r = next(x for x in runs if x.strategy == "chain" and x.names == (S, M)
+             and x.lookahead == 8)
+    rej, full = [], []
+    for s in r.samples:
+        for j, (a, t) in enumerate(zip(s.accepted[0], s.model_times[1], strict=True)):
+            if j > 0 and s.accepted[0][j - 1] == 8 and a == 1:
+                continue  # may have fed one token
+            (rej if a < 8 else full).append(t)
+    want = max(0.0, np.mean(rej) - np.mean(full))
+    only = [r] + [x for x in runs if x.is_baseline]
+    assert reject_cost(only, M, "float32") == pytest.approx(want, rel=1e-12)
+
+
+def test_three_model_forecast_interval_and_sources(runs):
+    f = forecast_chain(runs, (S, M, B), 8, {M: "float16"}, model_error=0.02, seeds=2)
+    lo, hi = f["interval95"]
+    assert lo < f["speedup"] < hi
+    assert f["precisions"] == {S: "float16", M: "float16", B: "4bit"}
+    assert len(f["acceptance_source"]) == 2
+
+
+def test_a_costlier_drafter_lowers_the_forecast(runs, tmp_path):
+    import json
+
+    d = tmp_path / "p"
+    shutil.copytree(FIX, d)
+    base = forecast_chain(read_pipespec_dir(d), (S, M), 6, {M: "float32"}, seeds=2)["speedup"]
+    for p in d.glob("chain_Llama-3.2-1B-Instruct-Llama-3.1-8B-*.json"):
+        obj = json.loads(p.read_text())
+        for r in obj["results"]:
+            r["metrics"]["model_times"][0] = [2 * t for t in r["metrics"]["model_times"][0]]
+            r["metrics"]["total_time"] += sum(r["metrics"]["model_times"][0]) / 2
+        p.write_text(json.dumps(obj))
+    slow = forecast_chain(read_pipespec_dir(d), (S, M), 6, {M: "float32"}, seeds=2)["speedup"]
+    assert slow < base
+
+
+def test_a_measured_configuration_is_refused_naming_the_file():
+    with pytest.raises(PolyspecInputError, match=r"chain_Llama-3.2-1B-Instruct-Llama-3.1-8B-"
+                                                 r"Instruct_8\.json"):
+        forecast_dir(FIX, (S, M), 8, {M: "float32"})
+
+
+def test_bad_forecast_inputs(runs):
+    with pytest.raises(PolyspecInputError, match="lookahead"):
+        forecast_chain(runs, (S, M), 1)
+    with pytest.raises(PolyspecInputError, match="models"):
+        forecast_chain(runs, (S, "nope"), 4)
+    with pytest.raises(PolyspecInputError, match="dtype"):
+        forecast_chain(runs, (S, M), 4, {"other": "float16"})
+
+
+def test_70b_verify_points_are_greedy_step_and_certain_k_token_calls(runs):
+    calls = []
+    for r in runs:
+        if r.strategy == "chain" and r.target.name == B:
+            for s in r.samples:
+                a, t = s.accepted[0], s.model_times[1]
+                calls += [t[j] for j in range(len(a))
+                          if not (j > 0 and a[j - 1] == 8 and a[j] == 1)]
+    g = next(r for r in runs if r.is_baseline and r.names == (B,))
+    ar = np.mean(np.concatenate([s.token_times for s in g.samples]))
+    point, lo, hi, _ = verify_costs(runs, B, "4bit")
+    assert point[0] == (1.0, 8.0) and point[2] == "flat"
+    assert point[1][0] == pytest.approx(ar) and point[1][1] == pytest.approx(np.mean(calls))
+    # upper end: already the 8-token cost at 2 tokens, linear beyond
+    assert hi[0] == (1.0, 2.0, 8.0) and hi[2] == "linear"

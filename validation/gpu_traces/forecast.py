@@ -1,0 +1,420 @@
+"""Forecast PipeSpec synchronous cascades from the other runs of a folder: per-prompt acceptance
+laws of each pair (:mod:`.chain`), call costs measured in the traces, the decoder replayed.
+
+Costs (seconds per call, all from the logged calls):
+
+* draft step of a model at a precision: mean of its draft-step entries where it is the
+  smallest model of a synchronous chain; else its greedy decode step (``token_times``).
+* verify call of m tokens: points (K, mean verify entry of the calls that fed K tokens) of the
+  runs where it is the target at that precision, plus (1, greedy decode step) when a greedy
+  run at that precision exists.
+  With >= 3 lookaheads a least-squares line in K; beyond the last point ``flat`` (point: a
+  multi-token forward at these sizes is launch/dequantisation bound) or ``linear`` (upper end).
+* a precision never seen verifying is carried from one that was, assuming the verify call
+  scales like the single-token step (ratio of the steps at the two precisions); interval:
+  from the single-token step (flat) to the other precision's verify cost (fp16 is not slower
+  than fp32).
+* per-prompt overhead (prefills, EOS checks): total_time - sum of the logged calls, mean over
+  runs with the same target; a model added to a chain adds half the overhead of its runs
+  without the target (interval: none to all of it).
+
+interval95: the replay at the low and high ends of the cost intervals, widened by 1.96 x the
+RMS relative error of the leave-one-out forecasts of the folder's lookahead sweeps (the model
+error measured on these traces) and the seed spread of the replay.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from polyspec_theory.errors import PolyspecInputError
+
+from .chain import (
+    AgeHazard,
+    ChainCosts,
+    fit_age_hazard,
+    round_exposures,
+    simulate_chain,
+)
+from .pipespec import PipeSpecRun, measured_speedup, read_pipespec_dir
+
+SEEDS = 6
+
+
+def sync_pairs(runs, drafter: str, verifier: str) -> list[PipeSpecRun]:
+    return [r for r in runs if r.strategy == "chain" and r.names == (drafter, verifier)]
+
+
+def prompt_laws(runs, drafter: str, verifier: str, indices) -> dict[int, AgeHazard]:
+    """Per-prompt law of a pair from its two-model synchronous runs (any lookahead); a prompt
+    no run holds gets the law pooled over all prompts."""
+    pr = [r for r in sync_pairs(runs, drafter, verifier) if r.lookahead >= 2]
+    if not pr:
+        raise PolyspecInputError("models", f"no two-model synchronous run of {drafter} -> "
+                                 f"{verifier} in the traces: its acceptance is unknown")
+    pooled = fit_age_hazard([round_exposures(r) for r in pr])
+    out = {}
+    for i in indices:
+        sub = [replace(r, samples=tuple(s for s in r.samples if s.index == i)) for r in pr]
+        sub = [r for r in sub if r.samples]
+        out[i] = fit_age_hazard([round_exposures(r) for r in sub]) if sub else pooled
+    return out
+
+
+def _logged(run, j):
+    return np.concatenate([s.model_times[j] for s in run.samples])
+
+
+def _greedy(runs, name, precision):
+    for r in runs:
+        if r.is_baseline and r.names == (name,) and r.target.precision == precision:
+            return r
+    return None
+
+
+def draft_step(runs, name: str, precision: str) -> float:
+    vals = [_logged(r, 0) for r in runs if r.strategy == "chain"
+            and r.models[0].name == name and r.models[0].precision == precision]
+    if vals:
+        return float(np.concatenate(vals).mean())
+    g = _greedy(runs, name, precision)
+    if g is None:
+        raise PolyspecInputError("dtype", f"no call of {name} at {precision} in the traces: "
+                                 "its draft cost is unknown")
+    return float(np.concatenate([s.token_times for s in g.samples]).mean())
+
+
+def _full_calls(run):
+    """Target verify times of the calls that certainly fed K tokens. In a two-model chain
+    only a call right after a fully accepted round that accepts 1 token may have fed 1 token
+    (the drafter missed the bonus position), so those are left out."""
+    if len(run.models) != 2 or run.lookahead < 2:
+        return _logged(run, len(run.models) - 1)
+    out = []
+    for s in run.samples:
+        a = s.accepted[0]
+        after_full = np.zeros(len(a), dtype=bool)
+        after_full[1:] = a[:-1] >= run.lookahead
+        out.append(s.model_times[1][~(after_full & (a == 1))])
+    return np.concatenate(out)
+
+
+def reject_cost(runs, name: str, precision: str) -> float:
+    """Extra seconds of a target verify call that rejects a draft token (mean of the rejecting
+    minus the fully accepting calls that certainly fed K tokens; two-model chains; >= 0)."""
+    rej, full = [], []
+    for r in runs:
+        if (r.strategy == "chain" and len(r.models) == 2 and r.lookahead >= 2
+                and r.target.name == name and r.target.precision == precision):
+            for s in r.samples:
+                a, t = s.accepted[0], s.model_times[1]
+                after_full = np.zeros(len(a), dtype=bool)
+                after_full[1:] = a[:-1] >= r.lookahead
+                ok = ~(after_full & (a == 1))
+                rej.append(t[ok & (a < r.lookahead)])
+                full.append(t[ok & (a >= r.lookahead)])
+    if not rej:
+        return 0.0
+    rej, full = np.concatenate(rej), np.concatenate(full)
+    if rej.size == 0 or full.size == 0:
+        return 0.0
+    return max(0.0, float(rej.mean() - full.mean()))
+
+
+def _verify_points(runs, name, precision):
+    pts = {}
+    for r in runs:
+        if r.strategy == "chain" and r.target.name == name and r.target.precision == precision:
+            pts.setdefault(r.lookahead, []).append(_full_calls(r))
+    if not pts:
+        return None
+    ks = sorted(pts)
+    vs = [float(np.concatenate(pts[k]).mean()) for k in ks]
+    if len(ks) >= 3:
+        b, a = np.polyfit(ks, vs, 1)
+        return (1.0, float(ks[-1])), (a + b, a + b * ks[-1]), True
+    g = _greedy(runs, name, precision)
+    if g is not None and ks[0] > 1:
+        ar = float(np.concatenate([s.token_times for s in g.samples]).mean())
+        return (1.0,) + tuple(map(float, ks)), (ar,) + tuple(vs), False
+    return tuple(map(float, ks)), tuple(vs), False
+
+
+def verify_costs(runs, name: str, precision: str):
+    """(point, low, high) verify cost entries ``(ms, secs, beyond)`` and a note."""
+    p = _verify_points(runs, name, precision)
+    if p is not None:
+        ms, vs, fitted = p
+        beyond = "linear" if fitted else "flat"
+        hi = (ms, vs, "linear")
+        if not fitted and len(ms) == 2 and ms[0] == 1.0 and ms[1] > 2:
+            # one lookahead seen: between 1 token and K the cost may already be the K-token
+            # one (dequantising/launch bound), so the upper end is a step at 2 tokens
+            hi = ((1.0, 2.0, ms[1]), (vs[0], vs[1], vs[1]), "linear")
+        return ((ms, vs, beyond), (ms, vs, beyond), hi,
+                f"{name}@{precision}: verify calls measured at lookahead(s) "
+                f"{', '.join(str(int(m)) for m in ms)} (1 = greedy step)")
+    for r in runs:
+        if r.strategy == "chain" and r.target.name == name:
+            q = _verify_points(runs, name, r.target.precision)
+            if q is None:
+                continue
+            ms, vs, fitted = q
+            step = draft_step(runs, name, precision)
+            v1 = float(np.interp(1.0, ms, vs))
+            ratio = step / v1
+            beyond = "linear" if fitted else "flat"
+            return ((ms, tuple(v * ratio for v in vs), beyond),
+                    (ms, tuple(step for _ in vs), "flat"), (ms, vs, beyond),
+                    f"{name}@{precision}: verify carried from {r.target.precision} by the "
+                    f"single-step ratio {ratio:.3f} (interval: flat at the {precision} step .. "
+                    f"the {r.target.precision} verify cost)")
+    raise PolyspecInputError("models", f"{name} never verifies in the traces: its verify cost "
+                             "is unknown")
+
+
+def _overhead(run):
+    return float(np.mean([s.total_time - sum(float(t.sum()) for t in s.model_times)
+                          for s in run.samples]))
+
+
+def overhead(runs, models) -> tuple[float, float, float]:
+    names = [m.name for m in models]
+    tgt = models[-1]
+    same = [r for r in runs if r.strategy == "chain" and r.target.name == tgt.name
+            and set(r.names) <= set(names)]
+    if not same:
+        raise PolyspecInputError("models", f"no synchronous run with target {tgt.name}")
+    base = float(np.mean([_overhead(r) for r in same]))
+    covered = set().union(*(set(r.names) for r in same))
+    extra = [n for n in names if n not in covered]
+    if len(names) > 2:
+        lower = [r for r in runs if r.strategy == "chain" and tgt.name not in r.names
+                 and set(r.names) <= set(names)]
+        if lower:
+            add = float(np.mean([_overhead(r) for r in lower]))
+            return base + add / 2, base, base + add
+    if extra:
+        raise PolyspecInputError("models", f"no overhead measured with {', '.join(extra)}")
+    return base, base, base
+
+
+def _default_precision(runs, name):
+    for r in runs:
+        if r.is_baseline and r.names == (name,):
+            return r.target.precision
+    for r in runs:
+        for m in r.models:
+            if m.name == name:
+                return m.precision
+    raise PolyspecInputError("models", f"{name!r} is in no trace file (models seen: "
+                             f"{', '.join(sorted({m.name for r in runs for m in r.models}))})")
+
+
+def _spec(runs, name, precision):
+    for r in runs:
+        for m in r.models:
+            if m.name == name and m.precision == precision:
+                return m
+    for r in runs:
+        for m in r.models:
+            if m.name == name:
+                return replace(m, dtype=precision, quantize=None)
+    return _default_precision(runs, name)
+
+
+def _speedup(base, laws, costs, k, idx, n_tok, seeds):
+    """(speedup, per-prompt seconds, standard error of the speedup over the seeds)."""
+    per = np.array([simulate_chain(laws, costs, k, n_tok, seed=s)["time"]
+                    for s in range(seeds)])
+    times = per.mean(axis=0)
+    b = base.by_index()
+    bt = sum(b[i].total_time for i in idx) / sum(b[i].tokens_generated for i in idx)
+    each = bt / (per.sum(axis=1) / sum(n_tok))
+    se = float(each.std(ddof=1) / math.sqrt(seeds)) if seeds > 1 else 0.0
+    return bt / (times.sum() / sum(n_tok)), times, se
+
+
+def chain_inputs(runs, names, precisions=None):
+    """What every forecast of the chain ``names`` (smallest first) starts from: the model
+    specs, the target's greedy baseline, its prompts that some non-async run of the target
+    decoded, and their token counts."""
+    precisions = dict(precisions or {})
+    for n in precisions:
+        if n not in names:
+            raise PolyspecInputError("dtype", f"{n!r} is not one of the models {names}")
+    models = tuple(_spec(runs, n, precisions.get(n) or _default_precision(runs, n))
+                   for n in names)
+    tgt = models[-1]
+    base = _greedy(runs, tgt.name, tgt.precision) or next(
+        (r for r in runs if r.is_baseline and r.names == (tgt.name,)), None)
+    if base is None:
+        raise PolyspecInputError("models", f"no greedy baseline of {tgt.name} in the traces")
+    tokens = {}
+    for r in runs:
+        if r.target.name == tgt.name and r.strategy != "async-chain":
+            for s in r.samples:
+                tokens.setdefault(s.index, s.tokens_generated)
+    idx = [s.index for s in base.samples if s.index in tokens]
+    n_tok = [tokens[i] for i in idx]
+    return models, base, idx, n_tok
+
+
+def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=None,
+                   seeds: int = SEEDS) -> dict:
+    """Predicted speedup of the synchronous chain ``names`` (smallest first) at ``lookahead``
+    over the target's greedy baseline, from ``runs`` (a run of this very configuration must
+    not be among them)."""
+    if len(names) < 2:
+        raise PolyspecInputError("models", "a cascade needs >= 2 models")
+    k = int(lookahead)
+    if k < 2 or k > 100:
+        raise PolyspecInputError("lookahead", f"must be in 2..100, got {lookahead}")
+    models, base, idx, n_tok = chain_inputs(runs, names, precisions)
+    per_pair = [prompt_laws(runs, names[j], names[j + 1], idx) for j in range(len(names) - 1)]
+    laws = [tuple(p[i] for p in per_pair) for i in idx]
+    notes = []
+    ver = []
+    for m in models[1:]:
+        v = verify_costs(runs, m.name, m.precision)
+        ver.append(v[:3])
+        notes.append(v[3])
+    drafts = tuple(draft_step(runs, m.name, m.precision) for m in models[:-1])
+    o, o_lo, o_hi = overhead(runs, models)
+    rej = tuple(reject_cost(runs, m.name, m.precision) for m in models[1:])
+    point = ChainCosts(drafts, tuple(v[0] for v in ver), o, rej)
+    lo = ChainCosts(drafts, tuple(v[1] for v in ver), o_lo, rej)
+    hi = ChainCosts(drafts, tuple(v[2] for v in ver), o_hi, rej)
+    sp, times, se = _speedup(base, laws, point, k, idx, n_tok, seeds)
+    sp_fast = _speedup(base, laws, lo, k, idx, n_tok, max(2, seeds // 2))[0]
+    sp_slow = _speedup(base, laws, hi, k, idx, n_tok, max(2, seeds // 2))[0]
+    rel = math.hypot(model_error or 0.0, se / sp)
+    lo95 = min(sp, sp_fast, sp_slow) * (1 - 1.96 * rel)
+    hi95 = max(sp, sp_fast, sp_slow) * (1 + 1.96 * rel)
+    return {
+        "models": list(names),
+        "precisions": {m.name: m.precision for m in models},
+        "lookahead": k,
+        "speedup": sp,
+        "interval95": [lo95, hi95],
+        "cost_interval": [min(sp_fast, sp_slow), max(sp_fast, sp_slow)],
+        "model_error_rel_sd": model_error,
+        "baseline": base.path,
+        "prompts": idx,
+        "predicted_time_per_token_s": float(times.sum() / sum(n_tok)),
+        "acceptance_source": [f"{names[j]} -> {names[j + 1]}: per-prompt age-hazard law from "
+                              f"{len(sync_pairs(runs, names[j], names[j + 1]))} two-model "
+                              "synchronous run(s)" for j in range(len(names) - 1)],
+        "cost_source": notes + [f"draft steps (s): {', '.join(f'{d:.5f}' for d in drafts)}; "
+                                f"rejecting verify calls +{', '.join(f'{x:.5f}' for x in rej)}"
+                                f" s; overhead per prompt {o:.4f} s"],
+    }
+
+
+def sweeps(runs) -> dict[tuple[str, str], list[PipeSpecRun]]:
+    """Two-model synchronous runs grouped by pair, for pairs seen at >= 3 lookaheads."""
+    g: dict[tuple[str, str], list[PipeSpecRun]] = {}
+    for r in runs:
+        if r.strategy == "chain" and len(r.models) == 2 and r.lookahead >= 2:
+            g.setdefault(r.names, []).append(r)
+    return {k: sorted(v, key=lambda r: r.lookahead) for k, v in g.items()
+            if len({r.lookahead for r in v}) >= 3}
+
+
+def leave_one_out(runs, seeds: int = SEEDS) -> list[dict]:
+    """Every synchronous cascade run whose pairs appear in other runs, forecast from the
+    others (its own file left out): predicted vs measured speedup."""
+    out = []
+    for r in runs:
+        if r.strategy != "chain":
+            continue
+        others = [x for x in runs if x is not r]
+        pairs = zip(r.names[:-1], r.names[1:], strict=True)
+        if any(not sync_pairs(others, a, b) for a, b in pairs):
+            continue
+        base = _greedy(runs, r.target.name, r.target.precision) or next(
+            (x for x in runs if x.is_baseline and x.names == (r.target.name,)), None)
+        if base is None:
+            continue
+        f = forecast_chain(others, r.names, r.lookahead,
+                           {m.name: m.precision for m in r.models}, seeds=seeds)
+        meas = measured_speedup(base, r)
+        out.append({"name": r.path.rsplit("/", 1)[-1], "models": list(r.names),
+                    "lookahead": r.lookahead, "predicted_speedup": f["speedup"],
+                    "measured_speedup": meas, "error": f["speedup"] / meas - 1})
+    return out
+
+
+def model_error(runs, seeds: int = 2) -> float | None:
+    """RMS relative error of the leave-one-out forecasts (None when nothing can be left out)."""
+    loo = leave_one_out(runs, seeds=seeds)
+    if not loo:
+        return None
+    return float(np.sqrt(np.mean([c["error"] ** 2 for c in loo])))
+
+
+def refuse_existing(runs, names, lookahead, precisions):
+    for r in runs:
+        if (r.strategy == "chain" and r.names == tuple(names) and r.lookahead == lookahead
+                and all(precisions.get(m.name, m.precision) == m.precision for m in r.models)):
+            raise PolyspecInputError(r.path, "this configuration was measured: the folder "
+                                     "already holds it (compare with validate, or leave the "
+                                     "file out to forecast it)")
+
+
+def forecast_dir(directory, names, lookahead, precisions=None) -> dict:
+    runs = read_pipespec_dir(directory)
+    precisions = dict(precisions or {})
+    full = {n: precisions.get(n) or _default_precision(runs, n) for n in names}
+    refuse_existing(runs, names, int(lookahead), full)
+    return forecast_chain(runs, names, lookahead, full, model_error=model_error(runs))
+
+
+def plan_dir(directory, lookaheads=range(2, 21)) -> dict:
+    """Every synchronous chain of the seen models, per target, at every lookahead up to the
+    largest the target was seen verifying (no extrapolation of its verify cost): the best per
+    chain and whether a third model pays (its interval above the best two-model chain's)."""
+    runs = read_pipespec_dir(directory)
+    err = model_error(runs)
+    targets = {r.target.name for r in runs if r.strategy == "chain"}
+    rows = []
+    for tgt in sorted(targets):
+        drafters = sorted({n for r in runs if r.strategy == "chain" and r.target.name == tgt
+                           for n in r.names[:-1]})
+        chains = [(d, tgt) for d in drafters]
+        for a in drafters:
+            for b in drafters:
+                if a != b and sync_pairs(runs, a, b):
+                    chains.append((a, b, tgt))
+        kmax = max(r.lookahead for r in runs if r.strategy == "chain" and r.target.name == tgt)
+        for ch in chains:
+            best = None
+            for k in [k for k in lookaheads if k <= kmax]:
+                try:
+                    f = forecast_chain(runs, ch, k, model_error=err, seeds=2)
+                except PolyspecInputError:
+                    break
+                if best is None or f["speedup"] > best["speedup"]:
+                    best = f
+            if best is not None:
+                rows.append({"target": tgt, "models": list(ch), "lookahead": best["lookahead"],
+                             "speedup": best["speedup"], "interval95": best["interval95"],
+                             "precisions": best["precisions"]})
+    verdicts = []
+    for tgt in sorted(targets):
+        two = [r for r in rows if r["target"] == tgt and len(r["models"]) == 2]
+        three = [r for r in rows if r["target"] == tgt and len(r["models"]) == 3]
+        if two and three:
+            b2 = max(two, key=lambda r: r["speedup"])
+            b3 = max(three, key=lambda r: r["speedup"])
+            pays = b3["interval95"][0] > b2["interval95"][1]
+            verdicts.append({"target": tgt, "best_two_model": b2, "best_three_model": b3,
+                             "third_model_pays": bool(pays),
+                             "why": ("its interval lies above the best two-model chain's"
+                                     if pays else "its interval overlaps or lies below the "
+                                     "best two-model chain's")})
+    return {"chains": sorted(rows, key=lambda r: -r["speedup"]), "third_model": verdicts,
+            "model_error_rel_sd": err}

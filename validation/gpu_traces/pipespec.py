@@ -1,0 +1,320 @@
+"""Reader for PipeSpec benchmark files (``benchmark_results/<dataset>/*.json`` of the PipeSpec
+multi-model decoder, ``decoding.py``: ``GreedyDecoder``, ``ChainSpeculativeDecoder``,
+``AsyncChainSpeculativeDecoder``).
+
+File layout: ``{"metadata": {strategy, model_configs: [{path, devices, dtype, quantize}],
+lookahead, dataset, num_samples}, "results": [{sample_index, strategy, metrics, ...}]}``.
+Everything is read from ``metadata`` and ``results``, never from the file name.
+
+What the fields mean (read from the decoder, not guessed):
+
+* ``PipeSpecRun.models`` -- one :class:`ModelSpec` per model, SMALLEST FIRST as the decoder
+  orders its chain (``models[-1]`` is the target); ``name`` is the last part of the model path,
+  ``dtype`` the torch dtype name (``float16``/``float32``/...), ``quantize`` ``None`` or e.g.
+  ``"4bit"`` (bitsandbytes; compute dtype = ``dtype``), ``devices`` the device list.
+* ``PipeSpecRun.strategy`` -- ``"greedy"`` (autoregressive baseline, one model), ``"chain"``
+  (synchronous cascade) or ``"async-chain"`` (every model in its own process, pipelined).
+* ``PipeSpecRun.lookahead`` -- the decoder's ``draft_lookahead`` K. Synchronous chain: before
+  each verify call of model i+1, model i drafts until it is K-1 tokens ahead of model i+1's
+  output, so a verify call feeds K tokens (the last verified token + K-1 drafts) and accepts 1..K
+  tokens (bonus/correction included); after a fully accepted round the drafter is one token
+  behind and drafts K steps (the first re-predicts the bonus position). Async chain: model i+1
+  verifies whenever model i is at least K-1 tokens ahead (K = 0 or 1: as soon as it has any).
+* ``PipeSample.model_times[j]`` -- host wall-clock seconds, one entry per logged call of model j
+  (smallest first). Synchronous chain: j = 0 (smallest): one entry per single-token draft step;
+  a middle model: one entry per round spanning its verify call AND the draft steps that follow
+  it; the target: one entry per verify call including the rollback of every drafter's cache.
+  Prefill (the first step of every model) and the per-round EOS check are in no entry: they are
+  ``total_time - sum(all entries)``. Async chain: per-process times of parallel processes
+  (their sum exceeds ``total_time``).
+* ``PipeSample.accepted[j]`` -- verifier level j (model j+1 verifying model j's draft): one
+  integer per verify call, the tokens it appended (accepted drafts + the bonus/correction token,
+  so >= 1).
+* ``PipeSample.token_times`` -- greedy baseline only: wall time of each decode step (the
+  prefill step excluded), seconds.
+* ``PipeSample.total_time`` (s, prefill included), ``PipeSample.tokens_generated`` (output
+  tokens, the first token from prefill included; trailing tokens after EOS dropped).
+
+Bad input raises :class:`polyspec_theory.errors.PolyspecInputError` naming file, record and
+field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from polyspec_theory.errors import PolyspecInputError
+
+STRATEGIES = ("greedy", "chain", "async-chain")
+MAX_VERIFY_TOKENS = 100  # decoding.build_verify_inputs: max_verify_tokens
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of a run: ``name`` = last part of ``path``."""
+
+    name: str
+    path: str
+    dtype: str
+    quantize: str | None
+    devices: tuple[str, ...]
+
+    @property
+    def precision(self) -> str:
+        """``dtype``, or ``"4bit"``-style quantisation when the weights are quantised."""
+        return self.quantize if self.quantize else self.dtype
+
+
+@dataclass(frozen=True)
+class PipeSample:
+    """One prompt of a run (field meanings in the module docstring)."""
+
+    index: int
+    total_time: float
+    tokens_generated: int
+    model_times: tuple[np.ndarray, ...] = ()
+    accepted: tuple[np.ndarray, ...] = ()
+    token_times: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PipeSpecRun:
+    """One PipeSpec benchmark file."""
+
+    path: str
+    strategy: str
+    models: tuple[ModelSpec, ...]
+    lookahead: int
+    dataset: str
+    samples: tuple[PipeSample, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Model names, smallest first."""
+        return tuple(m.name for m in self.models)
+
+    @property
+    def target(self) -> ModelSpec:
+        return self.models[-1]
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.strategy == "greedy"
+
+    @property
+    def label(self) -> str:
+        """``strategy:small->...->target@K`` with precisions, e.g. for reports."""
+        chain = "->".join(f"{m.name}[{m.precision}]" for m in self.models)
+        return f"{self.strategy}:{chain}@{self.lookahead}"
+
+    def by_index(self) -> dict[int, PipeSample]:
+        return {s.index: s for s in self.samples}
+
+
+def _err(path, where: str, msg: str) -> PolyspecInputError:
+    return PolyspecInputError(f"{path}: {where}" if where else str(path), msg)
+
+
+def looks_like_pipespec(obj) -> bool:
+    """True for a parsed JSON object with PipeSpec's ``metadata.model_configs`` + ``results``."""
+    return (isinstance(obj, dict) and isinstance(obj.get("metadata"), dict)
+            and "model_configs" in obj["metadata"] and "results" in obj)
+
+
+def load_json_file(path):
+    """Parse a JSON file; a truncated/malformed file names its line and column."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise _err(path, "", f"cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise _err(path, "", "not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _err(path, f"line {e.lineno}", f"malformed JSON (truncated?): {e.msg} at column "
+                   f"{e.colno}") from None
+
+
+def _num(x, path, where, *, low=None, integer=False):
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x):
+        raise _err(path, where, f"must be a finite number, got {x!r}"[:120])
+    if integer and x != int(x):
+        raise _err(path, where, f"must be an integer, got {x!r}")
+    if low is not None and x < low:
+        raise _err(path, where, f"must be >= {low}, got {x!r}")
+    return int(x) if integer else float(x)
+
+
+def _array(x, path, where, *, low, integer=False, high=None, min_len=0):
+    if not isinstance(x, list):
+        raise _err(path, where, f"must be a list, got {type(x).__name__}")
+    if len(x) < min_len:
+        raise _err(path, where, f"must hold at least {min_len} entries, got {len(x)}")
+    for i, v in enumerate(x):
+        _num(v, path, f"{where}[{i}]", low=low, integer=integer)
+        if high is not None and v > high:
+            raise _err(path, f"{where}[{i}]", f"must be <= {high}, got {v!r}")
+    return np.asarray(x, dtype=np.int64 if integer else np.float64)
+
+
+def _model(cfg, path, where) -> ModelSpec:
+    if not isinstance(cfg, dict):
+        raise _err(path, where, "must be an object")
+    p = cfg.get("path")
+    if not isinstance(p, str) or not p.strip("/"):
+        raise _err(path, f"{where}.path", f"must be a model path, got {p!r}")
+    dtype = cfg.get("dtype")
+    if not isinstance(dtype, str) or not dtype:
+        raise _err(path, f"{where}.dtype", f"must be a dtype name, got {dtype!r}")
+    q = cfg.get("quantize")
+    if q is not None and not isinstance(q, str):
+        raise _err(path, f"{where}.quantize", f"must be null or a string, got {q!r}")
+    dev = cfg.get("devices", [])
+    devices = (dev,) if isinstance(dev, str) else tuple(str(d) for d in dev or [])
+    return ModelSpec(name=p.rstrip("/").split("/")[-1], path=p, dtype=dtype.replace("torch.", ""),
+                     quantize=q or None, devices=devices)
+
+
+def _sample(rec, i, path, strategy, n_models, lookahead) -> PipeSample:
+    where = f"results[{i}]"
+    if not isinstance(rec, dict):
+        raise _err(path, where, "must be an object")
+    idx = _num(rec.get("sample_index"), path, f"{where}.sample_index", low=0, integer=True)
+    if rec.get("strategy", strategy) != strategy:
+        raise _err(path, f"{where}.strategy",
+                   f"{rec.get('strategy')!r} differs from metadata.strategy {strategy!r}")
+    m = rec.get("metrics")
+    if not isinstance(m, dict):
+        raise _err(path, f"{where}.metrics", "missing or not an object")
+    w = f"{where}.metrics"
+    for k in ("total_time", "tokens_generated"):
+        if k not in m:
+            raise _err(path, f"{w}.{k}", "missing required field")
+    total = _num(m["total_time"], path, f"{w}.total_time", low=0)
+    if total <= 0:
+        raise _err(path, f"{w}.total_time", f"must be > 0, got {total}")
+    tokens = _num(m["tokens_generated"], path, f"{w}.tokens_generated", low=1, integer=True)
+    if strategy == "greedy":
+        if "token_times" not in m:
+            raise _err(path, f"{w}.token_times", "missing required field")
+        tt = _array(m["token_times"], path, f"{w}.token_times", low=0)
+        if len(tt) + 1 != tokens:
+            raise _err(path, f"{w}.token_times", f"{len(tt)} decode steps do not fit "
+                       f"tokens_generated = {tokens} (expected {tokens - 1}: prefill gives one)")
+        if tt.sum() > total * (1 + 1e-6):
+            raise _err(path, f"{w}.token_times", f"sum {tt.sum():.6g} s exceeds total_time "
+                       f"{total:.6g} s")
+        return PipeSample(idx, total, tokens, token_times=tt)
+    for k in ("model_times", "accepted_tokens"):
+        if not isinstance(m.get(k), list):
+            raise _err(path, f"{w}.{k}", "missing or not a list")
+    if len(m["model_times"]) != n_models:
+        raise _err(path, f"{w}.model_times", f"{len(m['model_times'])} lists for {n_models} "
+                   "models in metadata.model_configs")
+    if len(m["accepted_tokens"]) != n_models - 1:
+        raise _err(path, f"{w}.accepted_tokens", f"{len(m['accepted_tokens'])} lists for "
+                   f"{n_models - 1} verifier levels")
+    times = tuple(_array(t, path, f"{w}.model_times[{j}]", low=0)
+                  for j, t in enumerate(m["model_times"]))
+    acc = tuple(_array(a, path, f"{w}.accepted_tokens[{j}]", low=1, integer=True,
+                       high=MAX_VERIFY_TOKENS, min_len=1)
+                for j, a in enumerate(m["accepted_tokens"]))
+    if strategy == "chain":
+        k = max(lookahead, 1)
+        if n_models == 2 and acc[0].max() > k:
+            j = int(np.argmax(acc[0]))
+            raise _err(path, f"{w}.accepted_tokens[0][{j}]", f"{acc[0][j]} tokens from one "
+                       f"verify call exceed lookahead {k}")
+        # the target's verify calls append sum(acc) tokens after the prefill token; EOS
+        # truncation then drops fewer than one call's worth
+        excess = 1 + int(acc[-1].sum()) - tokens
+        if excess < 0 or excess >= max(int(acc[-1].max()), 1):
+            raise _err(path, f"{w}.accepted_tokens[{n_models - 2}]", f"1 + sum = "
+                       f"{1 + int(acc[-1].sum())} does not add up to tokens_generated = "
+                       f"{tokens} (EOS may drop fewer than the last call's tokens)")
+        for j in range(1, n_models):
+            if len(times[j]) != len(acc[j - 1]):
+                raise _err(path, f"{w}.model_times[{j}]", f"{len(times[j])} entries for "
+                           f"{len(acc[j - 1])} verify calls of accepted_tokens[{j - 1}]")
+        if sum(float(t.sum()) for t in times) > total * (1 + 1e-6):
+            raise _err(path, f"{w}.model_times", "sum of the timed calls exceeds total_time "
+                       "(a synchronous chain runs one call at a time)")
+    return PipeSample(idx, total, tokens, model_times=times, accepted=acc)
+
+
+def parse_pipespec(obj, path="<pipespec>") -> PipeSpecRun:
+    """A parsed PipeSpec JSON object -> :class:`PipeSpecRun` (checks every field)."""
+    if not looks_like_pipespec(obj):
+        raise _err(path, "", "not a PipeSpec benchmark file (needs metadata.model_configs and "
+                   "results)")
+    meta = obj["metadata"]
+    strategy = meta.get("strategy")
+    if strategy not in STRATEGIES:
+        raise _err(path, "metadata.strategy", f"{strategy!r} is not one of "
+                   f"{', '.join(STRATEGIES)}")
+    cfgs = meta["model_configs"]
+    if not isinstance(cfgs, list) or not cfgs:
+        raise _err(path, "metadata.model_configs", "must be a non-empty list")
+    models = tuple(_model(c, path, f"metadata.model_configs[{i}]") for i, c in enumerate(cfgs))
+    if strategy == "greedy" and len(models) != 1:
+        raise _err(path, "metadata.model_configs", f"greedy runs one model, got {len(models)}")
+    if strategy != "greedy" and len(models) < 2:
+        raise _err(path, "metadata.model_configs", f"a {strategy} needs >= 2 models")
+    lookahead = _num(meta.get("lookahead", 0), path, "metadata.lookahead", low=0, integer=True)
+    res = obj["results"]
+    if not isinstance(res, list) or not res:
+        raise _err(path, "results", "must be a non-empty list")
+    samples = tuple(_sample(r, i, path, strategy, len(models), lookahead)
+                    for i, r in enumerate(res))
+    seen: set[int] = set()
+    for i, s in enumerate(samples):
+        if s.index in seen:
+            raise _err(path, f"results[{i}].sample_index", f"duplicate sample_index {s.index}")
+        seen.add(s.index)
+    return PipeSpecRun(path=str(path), strategy=strategy, models=models, lookahead=lookahead,
+                       dataset=str(meta.get("dataset", "")), samples=samples)
+
+
+def read_pipespec(path) -> PipeSpecRun:
+    """Read and check one PipeSpec benchmark JSON file."""
+    return parse_pipespec(load_json_file(path), path)
+
+
+def read_pipespec_dir(directory) -> list[PipeSpecRun]:
+    """Every PipeSpec file in ``directory`` (other JSON files are skipped), sorted by name."""
+    if not os.path.isdir(directory):
+        raise PolyspecInputError(str(directory), "not a directory")
+    runs = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".json"):
+            continue
+        p = os.path.join(directory, name)
+        obj = load_json_file(p)
+        if looks_like_pipespec(obj):
+            runs.append(parse_pipespec(obj, p))
+    if not runs:
+        raise PolyspecInputError(str(directory), "no PipeSpec benchmark JSON file in it")
+    return runs
+
+
+def matched(baseline: PipeSpecRun, run: PipeSpecRun) -> list[tuple[PipeSample, PipeSample]]:
+    """(baseline, run) sample pairs on the prompts both hold (``sample_index``)."""
+    b = baseline.by_index()
+    return [(b[s.index], s) for s in run.samples if s.index in b]
+
+
+def measured_speedup(baseline: PipeSpecRun, run: PipeSpecRun) -> float:
+    """(Σ baseline time / Σ baseline tokens) / (Σ run time / Σ run tokens) over common prompts."""
+    pairs = matched(baseline, run)
+    if not pairs:
+        raise PolyspecInputError(run.path, f"no sample_index in common with baseline "
+                                 f"{baseline.path}")
+    bt = sum(b.total_time for b, _ in pairs) / sum(b.tokens_generated for b, _ in pairs)
+    rt = sum(r.total_time for _, r in pairs) / sum(r.tokens_generated for _, r in pairs)
+    return bt / rt

@@ -1,0 +1,283 @@
+"""Spec-Bench answer files (``data/spec_bench/model_answer/*.jsonl``): reader and a per-category
+cost model validated leave-one-category-out.
+
+One JSON object per line: ``question_id``, ``category``, ``model_id``, ``choices[0]``:
+``turns`` (texts), ``decoding_steps`` (rounds per turn), ``new_tokens`` (per turn),
+``wall_time`` (per turn, s, prefill included), ``accept_lengths`` (one integer per round, all
+turns concatenated, bonus token included; all 1 for the autoregressive baseline ``vanilla``).
+
+Cost model (a method m in category c, summed over the category's turns):
+``wall = f_m * turns + R * (u_m + w_m * t_c) + v_m * N``, with ``t_c`` the category's own
+baseline time per token (``vanilla``: sum of wall_time / sum of new_tokens, prefill
+included), R the method's rounds and N its tokens in the category (acceptance observed).
+(f, u, w, v) are fitted on the other categories by least squares in relative error, signs
+free: a turn has a fixed cost (prefill, set-up: f), a round a fixed part (drafting, tree
+building, launches: u) plus a verify part that scales with the target's context-dependent
+step (w; u < 0 where verify grows faster with the context than one AR step), and drafting
+that grows with the tokens a round yields (v). The comparison baseline (``proportional``) is
+``wall = w * R * t_c``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from polyspec_theory.errors import PolyspecInputError
+
+BASELINE_METHODS = ("vanilla", "baseline", "ar")
+
+
+@dataclass(frozen=True)
+class Answer:
+    question_id: int
+    category: str
+    steps: tuple[int, ...]
+    tokens: tuple[int, ...]
+    wall: tuple[float, ...]
+    accept_lengths: np.ndarray
+
+
+@dataclass(frozen=True)
+class AnswerFile:
+    path: str
+    model_id: str
+    answers: tuple[Answer, ...]
+
+    @property
+    def method(self) -> str:
+        """Method label from ``model_id`` (e.g. ``vicuna-7b-v1.3-sps-68m-...`` -> ``sps-68m``)."""
+        mid = self.model_id
+        for tag in ("-float16", "-float32", "-bfloat16", "-temp"):
+            mid = mid.split(tag)[0]
+        parts = mid.split("-")
+        i = next((j for j, p in enumerate(parts) if p.startswith("v1") or p.startswith("v0")),
+                 None)
+        return "-".join(parts[i + 1:]) if i is not None and i + 1 < len(parts) else mid
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.method in BASELINE_METHODS or all(
+            (a.accept_lengths == 1).all() for a in self.answers)
+
+    def categories(self) -> list[str]:
+        return sorted({a.category for a in self.answers})
+
+
+def looks_like_specbench_line(obj) -> bool:
+    return (isinstance(obj, dict) and "question_id" in obj and isinstance(obj.get("choices"),
+                                                                          list)
+            and obj["choices"] and isinstance(obj["choices"][0], dict)
+            and "accept_lengths" in obj["choices"][0])
+
+
+def _ints(x, path, where, low):
+    if not isinstance(x, list) or not x:
+        raise PolyspecInputError(f"{path}: {where}", "must be a non-empty list")
+    for i, v in enumerate(x):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v != int(v) \
+                or v < low:
+            raise PolyspecInputError(f"{path}: {where}[{i}]", f"must be an integer >= {low}, "
+                                     f"got {v!r}")
+    return tuple(int(v) for v in x)
+
+
+def parse_answer(obj, path, line: int) -> tuple[str, Answer]:
+    where = f"line {line}"
+    if not looks_like_specbench_line(obj):
+        raise PolyspecInputError(f"{path}: {where}", "not a Spec-Bench answer (needs "
+                                 "question_id, choices[0].accept_lengths)")
+    qid = obj["question_id"]
+    if isinstance(qid, bool) or not isinstance(qid, int):
+        raise PolyspecInputError(f"{path}: {where}.question_id", f"must be an integer, got "
+                                 f"{qid!r}")
+    cat = obj.get("category")
+    if not isinstance(cat, str) or not cat:
+        raise PolyspecInputError(f"{path}: {where}.category", f"must be a name, got {cat!r}")
+    c = obj["choices"][0]
+    w = f"{where}.choices[0]"
+    for k in ("decoding_steps", "new_tokens", "wall_time", "accept_lengths"):
+        if k not in c:
+            raise PolyspecInputError(f"{path}: {w}.{k}", "missing required field")
+    steps = _ints(c["decoding_steps"], path, f"{w}.decoding_steps", 0)
+    tokens = _ints(c["new_tokens"], path, f"{w}.new_tokens", 0)
+    acc = np.asarray(_ints(c["accept_lengths"], path, f"{w}.accept_lengths", 1), dtype=np.int64)
+    wall = c["wall_time"]
+    if not isinstance(wall, list) or len(wall) != len(steps):
+        raise PolyspecInputError(f"{path}: {w}.wall_time", "must be a list with one entry "
+                                 "per turn")
+    for i, v in enumerate(wall):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) \
+                or v <= 0:
+            raise PolyspecInputError(f"{path}: {w}.wall_time[{i}]", f"must be a positive "
+                                     f"number, got {v!r}")
+    if len(tokens) != len(steps):
+        raise PolyspecInputError(f"{path}: {w}.new_tokens", f"{len(tokens)} turns, "
+                                 f"decoding_steps has {len(steps)}")
+    if len(acc) != sum(steps):
+        raise PolyspecInputError(f"{path}: {w}.accept_lengths", f"{len(acc)} rounds, "
+                                 f"decoding_steps add up to {sum(steps)}")
+    if int(acc.sum()) != sum(tokens):
+        raise PolyspecInputError(f"{path}: {w}.accept_lengths", f"add up to {int(acc.sum())} "
+                                 f"tokens, new_tokens add up to {sum(tokens)}")
+    return str(obj.get("model_id", "")), Answer(qid, cat, steps, tokens,
+                                                 tuple(float(v) for v in wall), acc)
+
+
+def read_answers(path) -> AnswerFile:
+    """Read and check one Spec-Bench answer file (errors name file, line and field)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PolyspecInputError(str(path), f"cannot read ({e})") from None
+    answers, mids, seen = [], set(), set()
+    for n, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PolyspecInputError(f"{path}: line {n}", f"malformed JSON (truncated?): "
+                                     f"{e.msg} at column {e.colno}") from None
+        mid, a = parse_answer(obj, path, n)
+        if a.question_id in seen:
+            raise PolyspecInputError(f"{path}: line {n}.question_id",
+                                     f"duplicate question_id {a.question_id}")
+        seen.add(a.question_id)
+        mids.add(mid)
+        answers.append(a)
+    if not answers:
+        raise PolyspecInputError(str(path), "no answers in it")
+    if len(mids) > 1:
+        raise PolyspecInputError(f"{path}: model_id", f"mixes {sorted(mids)}")
+    return AnswerFile(str(path), mids.pop(), tuple(answers))
+
+
+def is_specbench_file(path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline()
+        return looks_like_specbench_line(json.loads(first))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+
+
+def read_dir(directory) -> tuple[AnswerFile, list[AnswerFile]]:
+    """(baseline, method files) of a Spec-Bench answer folder; exactly one baseline."""
+    files = [read_answers(os.path.join(directory, n)) for n in sorted(os.listdir(directory))
+             if n.endswith(".jsonl") and is_specbench_file(os.path.join(directory, n))]
+    if not files:
+        raise PolyspecInputError(str(directory), "no Spec-Bench answer file (.jsonl) in it")
+    base = [f for f in files if f.is_baseline]
+    if len(base) != 1:
+        raise PolyspecInputError(str(directory), f"needs exactly one baseline (vanilla) file, "
+                                 f"found {len(base)}")
+    b = base[0]
+    bq = {a.question_id: a.category for a in b.answers}
+    for f in files:
+        if f is b:
+            continue
+        for a in f.answers:
+            if a.question_id not in bq:
+                raise PolyspecInputError(f"{f.path}: question_id {a.question_id}",
+                                         f"not in the baseline {b.path}")
+            if bq[a.question_id] != a.category:
+                raise PolyspecInputError(f"{f.path}: question_id {a.question_id}.category",
+                                         f"{a.category!r} but {bq[a.question_id]!r} in the "
+                                         "baseline")
+    return b, [f for f in files if f is not b]
+
+
+def fit_report(f: AnswerFile) -> dict:
+    """Pooled acceptance of an answer file (``fit`` on a Spec-Bench file)."""
+    acc = np.concatenate([a.accept_lengths for a in f.answers])
+    warnings = []
+    if acc.max() > 1 and len(set(acc.tolist())) > 1:
+        warnings.append(f"draft length varies by round or is not recorded (accept lengths up "
+                        f"to {int(acc.max())}): the acceptance laws assume a fixed draft "
+                        "length; read the mean acceptance length, not the law, for such runs")
+    per_cat = {}
+    for c in f.categories():
+        a = np.concatenate([x.accept_lengths for x in f.answers if x.category == c])
+        per_cat[c] = {"rounds": int(a.size), "tokens": int(a.sum()),
+                      "mean_acceptance_length": float(a.mean())}
+    hist = np.bincount(acc)
+    return {"format": "specbench-answers", "format_description": "Spec-Bench answer file "
+            "(one answer per line, per-round accept lengths)", "source": f.model_id,
+            "method": f.method, "rounds": int(acc.size), "accepted": int((acc - 1).sum()),
+            "tokens": int(acc.sum()), "mean_acceptance_length": float(acc.mean()),
+            "max_acceptance_length": int(acc.max()),
+            "histogram_accept_lengths": hist.tolist(), "categories": per_cat,
+            "cap": None, "warnings": warnings}
+
+
+def _agg(f: AnswerFile, cat: str, qids=None):
+    ans = [a for a in f.answers if a.category == cat and (qids is None or a.question_id in qids)]
+    return (sum(len(a.tokens) for a in ans), sum(sum(a.steps) for a in ans),
+            sum(sum(a.tokens) for a in ans), sum(sum(a.wall) for a in ans))
+
+
+def _speed(base, f, cat, qids=None):
+    q = {a.question_id for a in f.answers if a.category == cat}
+    if qids is not None:
+        q &= set(qids)
+    _, _, bn, bw = _agg(base, cat, q)
+    _, _, n, w = _agg(f, cat, q)
+    return (bw / bn) / (w / n)
+
+
+def _features(base, f, cat):
+    turns, rounds, tokens, wall = _agg(f, cat)
+    _, _, bn, bw = _agg(base, cat)
+    t = bw / bn
+    return np.array([turns, rounds, rounds * t, tokens], dtype=np.float64), wall, tokens
+
+
+def validate_specbench(directory, *, proportional: bool = False, n_boot: int = 400,
+                       seed: int = 0) -> dict:
+    """Leave-one-category-out: per (method, category) the cost model fitted on the other
+    categories, acceptance (rounds, tokens) observed in the category. ``proportional``: the
+    comparison baseline, time per round = constant x the category's AR step (fitted likewise).
+    """
+    base, methods = read_dir(directory)
+    rng = np.random.default_rng(seed)
+    configs = []
+    for f in methods:
+        cats = f.categories()
+        if len(cats) < 5:
+            raise PolyspecInputError(f.path, f"{len(cats)} categories: leave-one-category-out "
+                                     "needs at least 5")
+        feats = {c: _features(base, f, c) for c in cats}
+        for c in cats:
+            train = [d for d in cats if d != c]
+            X = np.array([feats[d][0] for d in train])
+            y = np.array([feats[d][1] for d in train])
+            if proportional:
+                X = X[:, 2:3]
+            coef = np.linalg.lstsq(X / y[:, None], np.ones(len(train)), rcond=None)[0]
+            x = feats[c][0][2:3] if proportional else feats[c][0]
+            pred_wall = float(x @ coef)
+            _, _, bn, bw = _agg(base, c, {a.question_id for a in f.answers if a.category == c})
+            pred = (bw / bn) / (pred_wall / feats[c][2])
+            meas = _speed(base, f, c)
+            qs = np.array(sorted(a.question_id for a in f.answers if a.category == c))
+            boots = [_speed(base, f, c, rng.choice(qs, size=qs.size)) for _ in range(n_boot)]
+            configs.append({"name": f"{f.method}/{c}", "method": f.method, "category": c,
+                            "predicted_speedup": pred, "measured_speedup": meas,
+                            "error": pred / meas - 1,
+                            "measured_ci95": [float(np.quantile(boots, 0.025)),
+                                              float(np.quantile(boots, 0.975))]})
+    per = {}
+    for m in sorted({c["method"] for c in configs}):
+        e = np.abs([c["error"] for c in configs if c["method"] == m])
+        per[m] = {"median_abs_error": float(np.median(e)), "max_abs_error": float(e.max())}
+    e = np.abs([c["error"] for c in configs])
+    return {"format": "specbench", "baseline": base.path,
+            "cost_model": ("time per round proportional to the category's AR step" if
+                           proportional else "f*turns + rounds*(u + w*t_c) + v*tokens"),
+            "configs": configs, "per_method": per, "median_abs_error": float(np.median(e)),
+            "max_abs_error": float(e.max()), "headline": "costs-held-out"}
