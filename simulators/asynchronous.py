@@ -40,7 +40,7 @@ from jax import lax
 from polyspec_theory import Cascade, async_rules, check_async_cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from ._runtime import RatioEstimate, make_key, ratio_estimate, to_host
+from .runtime import RatioEstimate, make_key, ratio_estimate, to_host
 
 __all__ = ["AsyncSimResult", "AsyncParams", "async_params", "simulate_async"]
 

@@ -310,6 +310,12 @@ class CaptureConfig:
         return self.cascade.get("policy", "accumulate")
 
     @property
+    def mode(self) -> str:
+        """"async" for the two-process pipeline (validation.async_capture), else "sync"
+        (traces written before the mode was recorded are synchronous)."""
+        return self.header.get("mode", "sync")
+
+    @property
     def temperature(self) -> float:
         return float(self.header["temperature"])
 

@@ -53,6 +53,23 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     next_prompt written before it belong to an interrupted attempt and are discarded.
 ``end`` — the capture finished: ``n_prompts``, ``wall_s``.
 
+**Asynchronous traces** (:mod:`validation.async_decoder`, ``polyspec capture --mode async``):
+the header has ``mode`` = "async" (a header without ``mode`` is a synchronous trace),
+``cascade.mode`` = "async", ``cascade.thresholds`` = [θ >= 0] and ``cascade.queue`` (absent
+= unbounded) with their config meaning (docs/theory.md AS0), and ``async`` = ``{threshold,
+queue, window, cores, processes, rollback, ar_cores}`` (two levels, one process and one core
+each; ``window`` = the most drafts a verify checks; the baselines and cost curves ran on
+``ar_cores``). Its ``round`` records are the target's verifies (level 1): ``G`` = the drafts
+it checked (θ <= G <= window), ``m`` = G + 1, ``draft_s`` = the target's wait before
+the verify (for the drafter's sync and lookahead), ``verify_s`` its forward, ``round_s``
+both plus bookkeeping. ``summary.forward_count`` = [verifies, drafter forwards] and
+``summary.overhead_s`` = ``wall_s`` − the target's ``forward_s`` (the drafter runs in
+parallel). One more record per prompt:
+
+``dforwards`` — every drafter forward of the prompt, columnar: ``prompt``, ``model``, ``m``
+    (positions scored: 1, or more when catching up after a rollback), ``wall_s``, and
+    ``discarded`` (drafted tokens thrown away by rollbacks), ``rollbacks``.
+
 The measured speedup of a capture (:attr:`validation.dataset.Capture.measured_speedup`) is
 (Σ target AR ``wall_s`` / Σ ``n_tokens``) / (Σ summary ``wall_s`` / Σ ``n_generated``) over
 the prompts the capture finished.
@@ -288,6 +305,7 @@ RECORD_FIELDS = {
     "summary": ("prompt", "n_generated", "wall_s", "forward_s", "forward_count"),
     "resume": ("next_prompt",),
     "end": ("n_prompts",),
+    "dforwards": ("prompt", "model", "m", "wall_s"),  # async traces (module docstring)
     # batched traces (module docstring)
     "bround": SeqRound._fields,
     "bbatch": BatchRound._fields,
@@ -426,9 +444,14 @@ class RecordChecker:
             raise FieldError("cascade.models", f"model names must be unique, got {names}")
         if "thresholds" not in c:
             raise FieldError("cascade.thresholds", "missing (one per adjacent pair)")
+        mode = h.get("mode", "sync")
+        if mode not in ("sync", "async"):
+            raise FieldError("mode", f"must be 'sync' or 'async', got {shown(mode)}")
         th = check_list(c["thresholds"], "cascade.thresholds", length=len(names) - 1)
-        th[:] = [check_int(t, f"cascade.thresholds[{i}]", low=1, high=MAX_THRESHOLD)
-                 for i, t in enumerate(th)]
+        th[:] = [check_int(t, f"cascade.thresholds[{i}]", low=int(mode == "sync"),
+                           high=MAX_THRESHOLD) for i, t in enumerate(th)]
+        self.mode = mode
+        self.window = self._async_header(h, names, th) if mode == "async" else None
         policy = c.get("policy", "accumulate")
         if policy not in POLICIES:
             raise FieldError("cascade.policy", f"must be one of {POLICIES}, got {shown(policy)}")
@@ -464,6 +487,37 @@ class RecordChecker:
     def check(self, rec: dict) -> None:
         getattr(self, "_" + rec["type"])(rec)
 
+    @staticmethod
+    def _async_header(h, names, th) -> int:
+        """Checks the header of an async trace; returns its ``window``."""
+        if len(names) != 2:
+            raise FieldError("cascade.models", f"an async trace has two levels, got "
+                             f"{len(names)}")
+        c = h["cascade"]
+        for key in ("trees", "schedules"):
+            if c.get(key) is not None:
+                raise FieldError(f"cascade.{key}", "an async pipeline has no trees or "
+                                 "schedules")
+        if c.get("mode", "async") != "async":
+            raise FieldError("cascade.mode", f"must be 'async' in an async trace, got "
+                             f"{shown(c.get('mode'))}")
+        a = check_object(h.get("async"), "async")
+        a["threshold"] = check_int(a.get("threshold"), "async.threshold")
+        if a["threshold"] != th[0]:
+            raise FieldError("async.threshold", f"{a['threshold']} differs from "
+                             f"cascade.thresholds[0] = {th[0]}")
+        q = c.get("queue", [None])
+        if a.get("queue") is not None:
+            a["queue"] = check_int(a["queue"], "async.queue", low=max(1, th[0]))
+        if q != [a.get("queue")]:
+            raise FieldError("async.queue", f"{shown(a.get('queue'))} differs from "
+                             f"cascade.queue {shown(q)}")
+        a["window"] = check_int(a.get("window"), "async.window", low=max(1, th[0]))
+        if th[0] and a["window"] != th[0]:
+            raise FieldError("async.window", f"must equal the threshold {th[0]} (AS0), got "
+                             f"{a['window']}")
+        return a["window"]
+
     # --- one method per record type ----------------------------------------------------------
     def _round(self, r):
         for k in ("prompt", "ctx", "A", "G"):  # G = 0: a confidence cut-off drafted nothing
@@ -478,6 +532,14 @@ class RecordChecker:
         if a > g or r["L"] != a + 1:
             raise FieldError("A", f"inconsistent round (G={g}, A={a}, L={r['L']}): need "
                              "0 <= A <= G and L = A + 1")
+        if self.mode == "async":
+            if not th <= g <= self.window:
+                raise FieldError("G", f"an async verify checks threshold = {th} to window "
+                                 f"= {self.window} drafts, got G = {g}")
+            if r["m"] != g + 1:
+                raise FieldError("m", f"an async verify scores G + 1 = {g + 1} positions, "
+                                 f"got m = {r['m']}")
+            return
         if self.structured[lv - 1] or any(self.structured[lv:]):
             # a tree or schedule at this pair or below: the block follows the structure
             if r["m"] < g + 1:
@@ -546,6 +608,21 @@ class RecordChecker:
         if r.get("matches_target_ar") not in (None, True, False):
             raise FieldError("matches_target_ar", "must be true, false or null, got "
                              f"{shown(r['matches_target_ar'])}")
+
+    def _dforwards(self, r):
+        if self.mode != "async":
+            raise FieldError("type", "dforwards records belong in async traces")
+        r["prompt"] = check_int(r["prompt"], "prompt")
+        if r["model"] != self.names[1]:
+            raise FieldError("model", f"{shown(r['model'])} is not the drafter "
+                             f"{self.names[1]!r}")
+        ms = check_list(r["m"], "m")
+        ms[:] = [check_int(x, f"m[{j}]", low=1) for j, x in enumerate(ms)]
+        for j, x in enumerate(check_list(r["wall_s"], "wall_s", length=len(ms))):
+            check_real(x, f"wall_s[{j}]")
+        for k in ("discarded", "rollbacks"):
+            if k in r:
+                r[k] = check_int(r[k], k)
 
     def _resume(self, r):
         r["next_prompt"] = check_int(r["next_prompt"], "next_prompt")

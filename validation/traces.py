@@ -305,7 +305,7 @@ def check_prompts(p, checker: RecordChecker, kept) -> None:
 def _check_prompt_rounds(p, checker: RecordChecker, si: int, s: dict, rounds) -> None:
     n, th = checker.n, checker.thresholds
     m = n - 1
-    acc = checker.policy == "accumulate"
+    acc = checker.policy == "accumulate" and checker.mode == "sync"
     structured = any(checker.structured)
     pending: dict[int, list] = {lv: [] for lv in range(2, m + 1)}
     counts = [0] * m
@@ -356,6 +356,9 @@ def _check_prompt_rounds(p, checker: RecordChecker, si: int, s: dict, rounds) ->
     if "n_rounds" in s and list(s["n_rounds"]) != counts:
         raise _fail(p, si, f"summary.n_rounds: {s['n_rounds']}, but prompt {s['prompt']} has "
                     f"{counts} round records per level")
+    if checker.mode == "async" and s["forward_count"][0] != counts[0]:
+        raise _fail(p, si, f"summary.forward_count[0]: {s['forward_count'][0]}, but prompt "
+                    f"{s['prompt']} has {counts[0]} verify rounds (one target forward each)")
     if acc and not structured:
         want = counts + [th[-1] * counts[-1]]
         if list(s["forward_count"]) != want:

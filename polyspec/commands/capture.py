@@ -10,8 +10,21 @@ def add_arguments(parser) -> None:
                         help="comma-separated models, target first: zoo names (target, mid, "
                         "draft-t, small, ngram, ngram:K), zoo .safetensors files or HF "
                         "checkpoint dirs")
-    parser.add_argument("--thresholds", required=True,
-                        help="comma-separated θ per adjacent pair, e.g. 8,4,2")
+    parser.add_argument("--thresholds", default=None,
+                        help="comma-separated θ per adjacent pair, e.g. 8,4,2; with --mode "
+                        "async one θ >= 0 (docs/theory.md AS0: wait for and check θ drafts, "
+                        "PipeSpec lookahead θ + 1; 0 = lookahead 0, default)")
+    parser.add_argument("--mode", default="sync", choices=["sync", "async"],
+                        help="sync: the polybasic decoder (one model at a time); async: the "
+                        "two-process pipeline (target + one drafter, each in its own process "
+                        "pinned to its own core, greedy; validation/async_decoder.py)")
+    parser.add_argument("--queue", type=int, default=None,
+                        help="async: the most undecided drafts the drafter runs ahead "
+                        "(default: unbounded, as PipeSpec; at θ = 0 it also bounds the "
+                        "drafts one verify checks)")
+    parser.add_argument("--cores", default=None,
+                        help="async: comma-separated cores, target first (default: the "
+                        "first two this process may use)")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--name", default=None, help="trace name (default: from settings)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -58,7 +71,7 @@ def add_arguments(parser) -> None:
                        "size, <name>_b<B>.jsonl")
 
 
-def _ints(text, field):
+def parse_ints(text, field):
     from polyspec_theory.errors import PolyspecInputError
 
     try:
@@ -68,7 +81,7 @@ def _ints(text, field):
             field, f"expected comma-separated integers, got {text!r}") from None
 
 
-def _schedules(specs, n_pairs):
+def parse_schedules(specs, n_pairs):
     """``[PAIR@]SPEC`` options -> one entry per pair (``None`` if no option)."""
     from polyspec_theory.errors import PolyspecInputError
 
@@ -97,23 +110,31 @@ def _spec(args, models):
     from validation.capture_setup import CaptureSpec
 
     return CaptureSpec(
-        models, _ints(args.thresholds, "thresholds"), temperature=args.temperature,
+        models, parse_ints(args.thresholds, "thresholds"), temperature=args.temperature,
         top_k=args.top_k, n_prompts=args.prompts, prompt_len=args.prompt_len,
         max_new_tokens=args.tokens, seed=args.seed, threads=args.threads, device=args.device,
         dtype=args.dtype, warmup=args.warmup,
-        cost_contexts=_ints(args.cost_contexts, "cost_contexts"),
+        cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
         cost_repeats=args.cost_repeats, ar_models=args.ar_models, zoo_dir=args.zoo_dir,
-        tree=args.tree, schedules=_schedules(args.schedule, len(models) - 1),
+        tree=args.tree, schedules=parse_schedules(args.schedule, len(models) - 1),
         tree_sampling=args.tree_sampling)
 
 
 def run(args) -> int:
     import sys
 
+    from polyspec_theory.errors import PolyspecInputError
     from validation.capture import capture
     from validation.traces import read_trace
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if args.mode == "async":
+        return _run_async(args, models)
+    for flag in ("queue", "cores"):
+        if getattr(args, flag) is not None:
+            raise PolyspecInputError(f"--{flag.replace('_', '-')}", "applies to --mode async")
+    if args.thresholds is None:
+        raise PolyspecInputError("--thresholds", "required (one θ per adjacent pair)")
     if args.batch is not None or args.batches is not None:
         return _run_batches(args, models)
     path = capture(_spec(args, models), out=args.out, name=args.name, resume=args.resume,
@@ -124,6 +145,50 @@ def run(args) -> int:
           f"(AR target {t.ar_time_per_token * 1e3:.3f} ms/token, cascade "
           f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
           f"{100 * t.overhead_fraction:.1f} %)")
+    return 0
+
+
+def _run_async(args, models) -> int:
+    import sys
+
+    from polyspec_theory.errors import PolyspecInputError
+    from validation.async_capture import capture_async
+    from validation.traces import read_trace
+
+    given = [f for f, v in (("--tree", args.tree),
+                            ("--schedule", args.schedule), ("--batch", args.batch),
+                            ("--batches", args.batches)) if v is not None]
+    if args.top_k:
+        given.append("--top-k")
+    if given:
+        why = {"--tree": "the async pipeline drafts a chain; the theory of an async tree is "
+                         "not covered",
+               "--schedule": "the async pipeline's draft length follows the lookahead and "
+                             "the queue; an adaptive schedule is not covered",
+               "--batch": "the async pipeline decodes one sequence",
+               "--batches": "the async pipeline decodes one sequence",
+               "--top-k": "the async pipeline is greedy"}
+        raise PolyspecInputError(given[0], f"not with --mode async: {why[given[0]]}")
+    th = [0] if args.thresholds is None else parse_ints(args.thresholds, "thresholds")
+    if len(th) != 1:
+        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold (two "
+                                 f"levels), got {len(th)}")
+    path = capture_async(
+        models, out=args.out, threshold=th[0], queue=args.queue,
+        cores=None if args.cores is None else parse_ints(args.cores, "cores"),
+        temperature=args.temperature, n_prompts=12 if args.prompts is None else args.prompts,
+        prompt_len=args.prompt_len, max_new_tokens=args.tokens, seed=args.seed,
+        name=args.name, resume=args.resume, force=args.force, threads=args.threads,
+        device=args.device, dtype=args.dtype, warmup=args.warmup,
+        cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
+        cost_repeats=args.cost_repeats, progress=not args.no_progress, zoo_dir=args.zoo_dir,
+        ar_models=args.ar_models, argv=sys.argv[1:])
+    t = read_trace(path)
+    lossless = all(s.get("matches_target_ar") for s in t.summaries)
+    print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, measured speedup "
+          f"{t.measured_speedup:.3f} on two cores (pipeline, one process per level) against "
+          f"the single-core autoregressive target ({t.ar_time_per_token * 1e3:.3f} ms/token, "
+          f"pipeline {t.time_per_token * 1e3:.3f} ms/token){'' if lossless else ', NOT LOSSLESS'}")
     return 0
 
 

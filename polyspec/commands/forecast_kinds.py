@@ -69,7 +69,7 @@ def run_kind(args) -> int:
     from validation.models import model_name
     from validation.traces import read_traces
 
-    from .capture import _ints, _schedules
+    from .capture import parse_ints, parse_schedules
     from .common import dump_strict_json
 
     if args.score:
@@ -80,13 +80,12 @@ def run_kind(args) -> int:
     if args.batch is not None and (args.tree or args.schedule):
         raise PolyspecInputError("--batch", "batched trees or schedules are not forecast")
     models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
-    th = _ints(args.thresholds, "--thresholds")
+    th = parse_ints(args.thresholds, "--thresholds")
     temp = as_real(args.temperature, "--temperature", low=0.0)
     name = args.name or "forecast"
     if args.batch is not None:
-        from validation.batch_dataset import read_batch_traces
-
         from validation.analysis.batch_validate import load_profile
+        from validation.batch.dataset import read_batch_traces
 
         if args.batch_profile is None or args.laws_from is None:
             raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
@@ -100,13 +99,13 @@ def run_kind(args) -> int:
         errs = fk.batch_loo_errors(bcaps, laws, prof)
         kind = "batch"
     else:
-        sched = _schedules(args.schedule, len(models) - 1)
+        sched = parse_schedules(args.schedule, len(models) - 1)
         if sched is not None:
             from validation.tree_decoder import parse_schedule
 
             sched = [None if s is None else parse_schedule(s, "--schedule").to_config()
                      for s in sched]
-        tree = _ints(args.tree, "--tree") if args.tree else None
+        tree = parse_ints(args.tree, "--tree") if args.tree else None
         spec = fk.spec_config(models, th, temp, tree=tree, schedules=sched,
                               tree_sampling=args.tree_sampling, name=name)
         caps = read_traces(args.traces)

@@ -47,9 +47,10 @@ def add_arguments(p):
                         "for the predictive variant (default: TRACES_DIR/profile.json if it "
                         "exists, else the other captures' batched cost samples at the same b)")
     p.add_argument("--laws-from", default=None, metavar="DIR",
-                   help="batched traces: single-stream traces used as extra acceptance data "
-                        "(e.g. data/traces/cpu): the predictive variant and the predicted "
-                        "crossover then take laws from outside the predicted captures")
+                   help="batched or async traces: single-stream traces used as extra "
+                        "acceptance data (e.g. data/traces/cpu): the predictive variant and "
+                        "the predicted crossover then take laws from outside the predicted "
+                        "captures; async captures also take their costs from them")
     p.add_argument("--aa", default=None, metavar="DIR",
                    help="A/A captures (one configuration captured repeatedly, interleaved): "
                         "the noise floor reported as noise_floor (default: TRACES_DIR/aa if "
@@ -104,6 +105,11 @@ def run(args) -> int:
         return _print_batched(args, batched)
     captures = read_traces(tdir, allow_truncated=args.allow_truncated)
     notes = [n for c in captures for n in c.notes]
+    async_caps = [c for c in captures if c.mode == "async"]
+    captures = [c for c in captures if c.mode != "async"]
+    async_res = _validate_async(args, async_caps, captures, fams) if async_caps else None
+    if not captures:
+        return _print_async(args, async_res, notes)
     from validation.composition import load_profiles
 
     if args.profiles and not Path(args.profiles).is_dir():
@@ -139,6 +145,8 @@ def run(args) -> int:
         obj["noise_floor"] = _noise_floor(args, tdir)
         if batched is not None:
             obj["batch"] = dict(batched[0].to_json(), report=batched[1])
+        if async_res is not None:
+            obj["async"] = [r.to_dict() for r in async_res]
         print(dump_json(obj))
         return 0
     s = result.summary()
@@ -205,6 +213,36 @@ def run(args) -> int:
         print()
         print(batch_text(batched[0]))
         print(f"batched report: {batched[1]['markdown']}")
+    if async_res is not None:
+        from validation.analysis.async_validate import async_text
+
+        print()
+        print(async_text(async_res))
+    return 0
+
+
+def _validate_async(args, async_caps, captures, fams):
+    """AS1 predictions of the async captures: laws and costs from the synchronous captures of
+    ``TRACES_DIR`` and ``--laws-from``."""
+    from pathlib import Path
+
+    from validation.analysis.async_validate import validate_async
+    from validation.traces import read_traces
+
+    extra = read_traces(Path(args.laws_from)) if args.laws_from else []
+    return validate_async(async_caps, list(captures) + extra, fams, cost_caps=captures)
+
+
+def _print_async(args, res, notes) -> int:
+    from validation.analysis.async_validate import async_text
+    from validation.files import dump_json
+
+    if args.json:
+        print(dump_json({"async": [r.to_dict() for r in res], "notes": list(notes)}))
+        return 0
+    print(async_text(res))
+    for n in notes:
+        print(f"note: {n}")
     return 0
 
 
@@ -227,11 +265,11 @@ def _validate_batched(args, tdir, fams, out):
         return None
     caps = read_batch_traces(tdir, allow_truncated=args.allow_truncated)
     if not caps:
-        if args.batch_profile or args.laws_from:
+        if args.batch_profile:
             from polyspec_theory.errors import PolyspecInputError
 
             raise PolyspecInputError("--batch-profile", f"{tdir} holds no batched traces: "
-                                     "--batch-profile and --laws-from apply to batched traces")
+                                     "--batch-profile applies to batched traces")
         return None
     default = tdir / "profile.json"
     if args.batch_profile:

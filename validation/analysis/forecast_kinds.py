@@ -27,7 +27,7 @@ import numpy as np
 from polyspec_theory import FAMILIES, CostCurve, predict_batch, predict_structured
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 
-from ..batch_dataset import BatchCapture
+from ..batch.dataset import BatchCapture
 from ..dataset import Capture, CaptureConfig
 from .batch_validate import LawFits, capture_laws, predictive_costs
 from .fits import fit_costs

@@ -1,0 +1,187 @@
+"""Capture traces of the asynchronous two-process pipeline (:mod:`validation.async_decoder`)
+in the trace schema (:mod:`validation.schema`, ``"mode": "async"`` in the header).
+
+Protocol as :func:`validation.capture.capture`: fixed thread count, warm-up, cost curves
+T_i(m) at the start and the end, and for each prompt the pipeline and the autoregressive
+baselines interleaved (pipeline first on even prompts). The pipeline runs each level in its
+own process on its own core (two cores); the autoregressive baselines and the cost curves
+run in this process pinned to the target's core alone (single-core baseline).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from polyspec_theory.errors import PolyspecInputError, as_int
+
+from .async_decoder import ROLLBACK, AsyncDecoder, check_async_args, pick_cores
+from .capture import iter_cost_curve
+from .capture_setup import (
+    CaptureSpec,
+    check_name,
+    device_name,
+    json_bytes,
+    load_models,
+    make_prompts,
+    progress_bar,
+    tokenizer_for,
+)
+from .decoder import POLICY, autoregressive
+from .models import model_name
+from .traces import TraceWriter
+
+__all__ = ["capture_async", "async_name", "async_header"]
+
+
+def async_name(models, threshold: int, queue: int | None) -> str:
+    """``<models>_async_th<threshold>[_q<queue>]_T0``."""
+    q = "" if queue is None else f"_q{queue}"
+    return f"{'-'.join(model_name(m) for m in models)}_async_th{threshold}{q}_T0"
+
+
+def async_header(loaded, threshold, queue, window, cores, name) -> dict:
+    """The header fields that make a trace an async one (merged into the capture header):
+    the cascade in the config format with ``"mode": "async"`` (docs/theory.md AS0) and the
+    pipeline's settings under ``async``."""
+    cascade = {"name": name, "models": [{"name": lv.name} for lv in loaded],
+               "thresholds": [threshold], "acceptance": None, "policy": POLICY,
+               "mode": "async"}
+    if queue is not None:
+        cascade["queue"] = [queue]
+    return {"mode": "async", "cascade": cascade,
+            "async": {"threshold": threshold, "queue": queue, "window": window,
+                      "cores": list(cores), "processes": len(loaded), "rollback": ROLLBACK,
+                      "ar_cores": [cores[0]]}}
+
+
+def capture_async(models, *, out, threshold=0, queue=None, cores=None, n_prompts=12,
+                  prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
+                  force=False, threads=1, device="cpu", dtype="float32", warmup=2,
+                  cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
+                  ar_models="all", argv=None, temperature=0.0) -> Path:
+    """Run one async capture (target + one drafter) and return ``<out>/<name>.jsonl``."""
+    spec = CaptureSpec(list(models), [1] * max(len(models) - 1, 0), temperature=temperature,
+                       max_new_tokens=max_new_tokens, threads=threads, dtype=dtype,
+                       cost_repeats=cost_repeats, warmup=warmup, n_prompts=n_prompts).checked()
+    models, temperature, max_new = spec.models, spec.temperature, spec.max_new_tokens
+    threads, cost_repeats = spec.threads, spec.cost_repeats
+    if len(models) != 2:
+        raise PolyspecInputError("models", f"the async pipeline runs two levels (target + one "
+                                 f"drafter, one core each), got {len(models)} models")
+    cores = pick_cores(2, cores)
+    if device != "cpu":
+        raise PolyspecInputError("device", f"the async pipeline pins each level to a CPU "
+                                 f"core: device must be cpu, got {device!r}")
+    if ar_models not in ("all", "target"):
+        raise PolyspecInputError("ar_models", f"must be 'all' or 'target', got {ar_models!r}")
+    if resume:
+        raise PolyspecInputError("resume", "async captures cannot be resumed: use --force to "
+                                 "start again or another --name")
+    warmup = as_int(warmup, "warmup", low=0, high=100)
+    n_prompts = as_int(n_prompts, "n_prompts", low=1, high=100000)
+    torch.set_num_threads(threads)
+    dev, loaded = load_models(models, device, dtype, zoo_dir)
+    threshold, queue, window = check_async_args(loaded, threshold, queue, temperature)
+    name = check_name(name if name is not None else async_name(models, threshold, queue), out)
+    path = Path(out) / f"{name}.jsonl"
+    if path.exists() and not force:
+        raise PolyspecInputError("out", f"{path} exists: pass --force to overwrite it")
+    tok = tokenizer_for(loaded, models)
+    prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
+    maxlen = min((lv.max_len for lv in loaded if lv.max_len is not None), default=None)
+    if maxlen is not None and prompt_len + max_new + window > maxlen:
+        raise PolyspecInputError("queue" if threshold == 0 else "threshold",
+                                 f"prompt ({prompt_len}) + tokens ({max_new}) + verify window "
+                                 f"({window}) exceeds the context {maxlen}"
+                                 + ("; bound the queue" if threshold == 0 else ""))
+    contexts = [int(c) for c in cost_contexts if maxlen is None or c + 16 <= maxlen]
+    from .zoo.data import corpus_digest
+
+    header = {
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tool": "polyspec capture --mode async",
+        "argv": list(argv) if argv is not None else None,
+        "models": [lv.describe() for lv in loaded],
+        "dtype": dtype, "device": dev.type, "device_name": device_name(dev),
+        "torch": torch.__version__, "python": sys.version.split()[0],
+        "threads": torch.get_num_threads(),
+        "temperature": 0.0, "top_k": 0, "seed": int(seed),
+        "prompts": {"source": "stdlib validation split" if tok is None else
+                    "stdlib validation split, HF tokenizer", "n_prompts": n_prompts,
+                    "prompt_len": prompt_len, "max_new_tokens": max_new,
+                    "offsets": offsets,
+                    "sha256": hashlib.sha256(json_bytes(prompts)).hexdigest()[:16],
+                    "corpus_digest": corpus_digest()},
+        "cost_curve": {"m": list(range(1, 17)), "contexts": contexts, "repeats": cost_repeats},
+        "ar_models": ar_models, "time_base": "seconds", "prefill": "excluded",
+        **async_header(loaded, threshold, queue, window, cores, name),
+    }
+    ar_loaded = loaded if ar_models == "all" else loaded[:1]
+    filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
+    own = os.sched_getaffinity(0)
+    t_start = time.perf_counter()
+    with AsyncDecoder(loaded, threshold=threshold, queue=queue, cores=cores,
+                      threads=threads) as dec, TraceWriter(path, header) as writer:
+        os.sched_setaffinity(0, {cores[0]})  # baselines and cost curves: one core
+        try:
+            for _ in range(warmup):
+                dec.generate(prompts[0], min(32, max_new))
+                for lv in ar_loaded:
+                    autoregressive(lv, prompts[0], min(16, max_new))
+            for lv in loaded:
+                for rec in iter_cost_curve(lv, contexts, cost_repeats, filler, "start"):
+                    writer.write(rec)
+            bar = progress_bar(range(n_prompts), progress, name)
+            for k in bar:
+                _one_prompt(k, prompts[k], dec, ar_loaded, loaded, max_new, writer)
+            for lv in loaded:
+                for rec in iter_cost_curve(lv, contexts, cost_repeats, filler, "end"):
+                    writer.write(rec)
+            writer.write({"type": "end", "n_prompts": n_prompts,
+                          "wall_s": round(time.perf_counter() - t_start, 3)})
+        finally:
+            os.sched_setaffinity(0, own)
+    return path
+
+
+def _one_prompt(k, prompt, dec, ar_loaded, loaded, max_new, writer) -> None:
+    """The pipeline and the AR baselines on prompt ``k`` (pipeline first on even prompts)."""
+
+    def run_ar():
+        res = {}
+        for lv in ar_loaded:
+            r = autoregressive(lv, prompt, max_new)
+            writer.write({"type": "ar", "prompt": k, "model": lv.name,
+                          "n_tokens": len(r.tokens), "wall_s": round(r.wall_s, 7),
+                          "forward_s": round(r.forward_s, 7),
+                          "prefill_s": round(r.prefill_s, 7), "ctx0": len(prompt),
+                          "step_s": [round(s, 7) for s in r.step_s]})
+            res[lv.name] = r
+        return res
+
+    if k % 2 == 0:
+        res = dec.generate(prompt, max_new, prompt_index=k)
+        ares = run_ar()
+    else:
+        ares = run_ar()
+        res = dec.generate(prompt, max_new, prompt_index=k)
+    for r in res.rounds:
+        writer.write(r)
+    writer.write({"type": "dforwards", "prompt": k, "model": loaded[1].name,
+                  "m": res.draft_m, "wall_s": [round(x, 7) for x in res.draft_fwd_s],
+                  "discarded": res.discarded, "rollbacks": res.rollbacks})
+    tgt = ares[loaded[0].name]
+    writer.write({"type": "summary", "prompt": k, "n_prompt_tokens": len(prompt),
+                  "n_generated": res.n_generated, "wall_s": round(res.wall_s, 7),
+                  "prefill_s": round(res.prefill_s, 7),
+                  "forward_s": [round(x, 7) for x in res.forward_s],
+                  "forward_count": res.forward_count,
+                  "overhead_s": round(res.overhead_s, 7), "n_rounds": [len(res.rounds)],
+                  "matches_target_ar": res.tokens[:max_new] == tgt.tokens})
