@@ -56,7 +56,9 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
         (p, f) for p in ("el", "speedup") for f in ("chain", "width", "optimal")}
     data = fig.compute(quick=True, traces_dir=out)
     (z,) = data["zoo"]
-    assert len(z["points"]) == len(plan["entries"]) and str(out) in data["caption"]
+    # the caption names the trace folder without the machine path (issue 27)
+    assert len(z["points"]) == len(plan["entries"]) and str(out) not in data["caption"]
+    assert f"traces in {out.parent.name}/{out.name}" in data["caption"]
     for q in z["points"]:
         t = read_trace(out / q["trace"])
         want = t.rounds[0].A.mean() if q["panel"] == "el" else t.measured_speedup
