@@ -20,7 +20,7 @@ from validation.analysis.fits import fit_pairs
 from validation.paths import shown_path
 from validation.report import expected_histogram
 
-from . import _traces, style
+from . import style, trace_sources
 
 NAME = "fig04_acceptance_histograms"
 TITLE = "Acceptance histograms of real traces with fitted laws"
@@ -36,8 +36,8 @@ FAMILY_STYLE = {"iid": (0, "-", "o"), "positional": (2, "-", "s"),
 def compute(quick: bool = False, traces_dir=None) -> dict:
     """Observed and expected histograms of accepted counts ``A`` for the pairs with the most
     rounds (quick: 2 pairs). ``traces_dir`` defaults to the committed CPU traces."""
-    d = Path(traces_dir) if traces_dir is not None else _traces.default_traces_dir("cpu")
-    captures, notes = _traces.load(d)
+    d = Path(traces_dir) if traces_dir is not None else trace_sources.default_traces_dir("cpu")
+    captures, notes = trace_sources.load(d)
     fits = fit_pairs(captures, FAMILIES)
     keys = sorted(fits, key=lambda k: (-fits[k].counts.n_rounds, k))[: 2 if quick else N_PAIRS]
     pairs = []

@@ -34,7 +34,7 @@ from validation.analysis.fits import capture_cascade, fit_costs, fit_pairs
 from validation.analysis.validate import validate
 from validation.paths import shown_path
 
-from . import _traces, style
+from . import style, trace_sources
 
 NAME = "fig07_predicted_vs_measured"
 TITLE = "Predicted vs measured speedup on real traces"
@@ -54,7 +54,7 @@ def _short(models, thresholds, temperature) -> str:
 def _device_rows(device: str, directory, quick: bool = False) -> tuple[list[dict], list[str]]:
     from validation.composition import load_profiles
 
-    captures, notes = _traces.load(directory)
+    captures, notes = trace_sources.load(directory)
     if quick and len(captures) > 6:
         captures = captures[::3]  # every third configuration (file order)
     res = validate(captures, insertions=False, holdout=False,
@@ -96,12 +96,12 @@ def _device_rows(device: str, directory, quick: bool = False) -> tuple[list[dict
 def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
     """One row per captured configuration and device. ``quick`` skips the GPU traces and
     validates every third CPU configuration only (when there are more than six)."""
-    cpu = Path(traces_dir) if traces_dir is not None else _traces.default_traces_dir("cpu")
+    cpu = Path(traces_dir) if traces_dir is not None else trace_sources.default_traces_dir("cpu")
     rows, notes = _device_rows("cpu", cpu, quick)
     gpu = (Path(gpu_traces_dir) if gpu_traces_dir is not None
-           else _traces.default_traces_dir("gpu"))
+           else trace_sources.default_traces_dir("gpu"))
     used = {"cpu": shown_path(cpu)}
-    if not quick and _traces.has_traces(gpu):
+    if not quick and trace_sources.has_traces(gpu):
         r, n = _device_rows("gpu", gpu)
         rows += r
         notes += n

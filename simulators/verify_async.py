@@ -33,7 +33,7 @@ ASYNC_CASES = (
 
 def check_async(ctx) -> list:
     from .asynchronous import simulate_async
-    from .verify import _ci_row
+    from .verify import ci_row
 
     rows = []
     for i, (id_, statement, cfg, kind) in enumerate(ASYNC_CASES):
@@ -46,6 +46,6 @@ def check_async(ctx) -> list:
         seed = ctx.seed + zlib.crc32(f"AS{i}".encode()) % 100_000
         res = ctx.cached(("async", i), lambda cas=cas, seed=seed: simulate_async(
             cas, ctx.size(20_000, 200_000), seed, chains=64))
-        rows.append(_ci_row(id_, statement, theory, res.speedup,
+        rows.append(ci_row(id_, statement, theory, res.speedup,
                             f"{res.tokens} tokens, {res.window} window"))
     return rows
