@@ -50,6 +50,7 @@ import torch
 
 from polyspec_theory import READY_WINDOW
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from validation.decoder import check_prompt
 from validation.schema import Round
 
 __all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args",
@@ -390,12 +391,7 @@ class AsyncDecoder:
                  record_blocks=False) -> AsyncResult:
         """Decode ≥ ``max_new_tokens`` tokens after ``prompt`` (the last verify may overshoot;
         ``n_generated`` is the exact count)."""
-        prompt = [int(t) for t in prompt]
-        max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
-        if len(prompt) < 1:
-            raise PolyspecInputError("prompt", "must hold at least one token")
-        if any(not 0 <= t < self.vocab for t in prompt):
-            raise PolyspecInputError("prompt", f"token ids must be in [0, {self.vocab})")
+        prompt, max_new = check_prompt(prompt, max_new_tokens, self.vocab)
         need = len(prompt) + max_new + self.headroom()
         for lv in self.models:
             lim = self.capacity if lv.max_len is None else min(lv.max_len, self.capacity)

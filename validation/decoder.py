@@ -36,7 +36,8 @@ from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from .schema import Round
 
 __all__ = ["Sampler", "PolybasicDecoder", "CascadeResult", "ARResult", "autoregressive",
-           "accept_greedy", "accept_sampled", "check_decoder_args", "wall_clock", "POLICY"]
+           "accept_greedy", "accept_sampled", "check_decoder_args", "check_prompt", "wall_clock",
+           "POLICY"]
 
 POLICY = "accumulate"
 
@@ -172,6 +173,18 @@ def check_decoder_args(models, thresholds) -> tuple[list[int], int]:
     return thresholds, vs.pop()
 
 
+def check_prompt(prompt, max_new_tokens, vocab: int) -> tuple[list[int], int]:
+    """A prompt (>= 1 token id in ``[0, vocab)``) and a token budget (>= 1), checked;
+    returns ``(prompt as ints, max_new_tokens)``."""
+    prompt = [int(t) for t in prompt]
+    max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
+    if len(prompt) < 1:
+        raise PolyspecInputError("prompt", "must hold at least one token")
+    if any(not 0 <= t < vocab for t in prompt):
+        raise PolyspecInputError("prompt", f"token ids must be in [0, {vocab})")
+    return prompt, max_new
+
+
 class PolybasicDecoder:
     """Polybasic cascade over ``models`` (target first) with ``thresholds`` (one per pair)."""
 
@@ -285,12 +298,7 @@ class PolybasicDecoder:
         """Decode ≥ ``max_new_tokens`` tokens after ``prompt`` (the last round may overshoot;
         ``n_generated`` is the exact count and ``tokens`` holds all of them). Rounds are
         recorded with ``prompt_index``."""
-        prompt = [int(t) for t in prompt]
-        max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
-        if len(prompt) < 1:
-            raise PolyspecInputError("prompt", "must hold at least one token")
-        if any(not 0 <= t < self.vocab for t in prompt):
-            raise PolyspecInputError("prompt", f"token ids must be in [0, {self.vocab})")
+        prompt, max_new = check_prompt(prompt, max_new_tokens, self.vocab)
         need = len(prompt) + max_new + self.headroom()
         for lv in self.models:
             if lv.max_len is not None and need > lv.max_len:
