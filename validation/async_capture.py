@@ -22,7 +22,7 @@ import torch
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .async_decoder import ROLLBACK, AsyncDecoder, check_async_args, pick_cores
-from .capture import iter_cost_curve
+from .capture import ar_record, iter_cost_curve
 from .capture_setup import (
     CaptureSpec,
     check_name,
@@ -158,11 +158,7 @@ def _one_prompt(k, prompt, dec, ar_loaded, loaded, max_new, writer) -> None:
         res = {}
         for lv in ar_loaded:
             r = autoregressive(lv, prompt, max_new)
-            writer.write({"type": "ar", "prompt": k, "model": lv.name,
-                          "n_tokens": len(r.tokens), "wall_s": round(r.wall_s, 7),
-                          "forward_s": round(r.forward_s, 7),
-                          "prefill_s": round(r.prefill_s, 7), "ctx0": len(prompt),
-                          "step_s": [round(s, 7) for s in r.step_s]})
+            writer.write(ar_record(k, lv, prompt, r))
             res[lv.name] = r
         return res
 

@@ -35,7 +35,7 @@ from .capture_setup import (
 from .decoder import POLICY, PolybasicDecoder, autoregressive, wall_clock
 from .models import DecoderModel
 
-__all__ = ["capture", "cost_curve_records", "iter_cost_curve", "FINGERPRINT"]
+__all__ = ["capture", "cost_curve_records", "iter_cost_curve", "ar_record", "FINGERPRINT"]
 
 FINGERPRINT = ("cascade", "temperature", "top_k", "seed", "prompts", "dtype", "device",
                "threads", "cost_curve", "tree_sampling")
@@ -47,6 +47,15 @@ def cost_curve_records(model: DecoderModel, contexts, repeats: int, filler, phas
     new positions with c tokens in the cache (cache rolled back to c between repeats); cells
     ``(c, m)`` in ``skip`` are not measured."""
     return list(iter_cost_curve(model, contexts, repeats, filler, phase, ms, skip))
+
+
+def ar_record(k: int, model, prompt, r) -> dict:
+    """The trace record of one autoregressive baseline run ``r`` of ``model`` on prompt ``k``."""
+    return {"type": "ar", "prompt": k, "model": model.name,
+            "n_tokens": len(r.tokens), "wall_s": round(r.wall_s, 7),
+            "forward_s": round(r.forward_s, 7),
+            "prefill_s": round(r.prefill_s, 7), "ctx0": len(prompt),
+            "step_s": [round(s, 7) for s in r.step_s]}
 
 
 def iter_cost_curve(model: DecoderModel, contexts, repeats: int, filler, phase: str,
@@ -175,11 +184,7 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
                 for lv in ar_loaded:
                     r = autoregressive(lv, prompt, max_new, temperature=temperature,
                                        top_k=top_k, seed=int(seed) * 1_000_003 + k)
-                    writer.write({"type": "ar", "prompt": k, "model": lv.name,
-                                  "n_tokens": len(r.tokens), "wall_s": round(r.wall_s, 7),
-                                  "forward_s": round(r.forward_s, 7),
-                                  "prefill_s": round(r.prefill_s, 7), "ctx0": len(prompt),
-                                  "step_s": [round(s, 7) for s in r.step_s]})
+                    writer.write(ar_record(k, lv, prompt, r))
                     res[lv.name] = r
                 return res
 
