@@ -362,6 +362,13 @@ def survival_from_rates(rates, rounds: int, accepted: int | None = None,
     return c
 
 
+def survival_from_printed(texts, rounds: int, accepted: int | None, field: str) -> list[int]:
+    """:func:`survival_from_rates` of per-position rates as printed (strings), each known to
+    within half a unit of its last printed digit."""
+    return survival_from_rates([float(x) for x in texts], rounds, accepted,
+                               [half_unit(x) for x in texts], field)
+
+
 def counts_from_survival(n: int, surv, cap: int, label: str, notes=()) -> AcceptanceCounts:
     return AcceptanceCounts.from_survival_counts(n, surv, cap, label, notes)
 

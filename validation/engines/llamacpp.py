@@ -17,7 +17,7 @@ from validation.engines.common import (
     integers_in,
     line_field,
     rounds_from_mal,
-    survival_from_rates,
+    survival_from_printed,
 )
 
 
@@ -132,8 +132,7 @@ def parse_llamacpp_server(text: str, gamma) -> EngineOutput:
         k = drafted // n
     counts, src = None, "none (totals only)"
     if rates:
-        surv = survival_from_rates([float(x) for x in rates], n, acc,
-                                   [half_unit(x) for x in rates], "#acc rate/pos")
+        surv = survival_from_printed(rates, n, acc, "#acc rate/pos")
         if acc_drafts is not None and int(acc_drafts) != surv[0]:
             raise PolyspecInputError("#acc drafts", f"{acc_drafts} drafts with an accepted "
                                      f"token, but the position-0 rate gives {surv[0]}")

@@ -17,7 +17,7 @@ from validation.engines.common import (
     half_unit,
     line_field,
     rounds_from_mal,
-    survival_from_rates,
+    survival_from_printed,
 )
 
 
@@ -158,9 +158,8 @@ def parse_vllm_v1(text: str, gamma) -> EngineOutput:
                                      f"{n} rounds x {k} drafts")
         counts, src = None, "none (totals only)"
         if rates_txt:
-            surv = survival_from_rates([float(x) for x in rates_txt], n, acc,
-                                       [half_unit(x) for x in rates_txt],
-                                       f"{label}.Per-position acceptance rate")
+            surv = survival_from_printed(rates_txt, n, acc,
+                                         f"{label}.Per-position acceptance rate")
             counts = counts_from_survival(n, surv, k, label)
             exact = all(half_unit(x) * n < 0.5 for x in rates_txt)
             src = ("exact (per-position rates x rounds)" if exact else

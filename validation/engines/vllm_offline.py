@@ -13,8 +13,7 @@ from validation.engines.common import (
     count,
     counts_from_survival,
     decimals,
-    half_unit,
-    survival_from_rates,
+    survival_from_printed,
 )
 
 
@@ -67,9 +66,7 @@ def parse_vllm_offline(text: str, gamma) -> EngineOutput:
                                      "pass --gamma")
         counts, src = None, "none (totals only)"
         if rates:
-            surv = survival_from_rates([float(x) for x in rates], n, acc,
-                                       [half_unit(x) for x in rates],
-                                       f"{label}.acceptance at token")
+            surv = survival_from_printed(rates, n, acc, f"{label}.acceptance at token")
             counts = counts_from_survival(n, surv, k, label)
             src = (f"reconstructed from per-position rates printed with "
                    f"{decimals(rates[0])} decimals (each count within the rounding)")
