@@ -42,7 +42,7 @@ from scipy import stats
 
 from polyspec_theory.core.config import POLICIES, Cascade, Model
 from polyspec_theory.core.costs import CostCurve
-from polyspec_theory.core.fitting import pool_cells
+from polyspec_theory.core.fitting import pooled_chi2_terms
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import (
     PolyspecInputError,
@@ -575,14 +575,11 @@ def f1_test(result: TokenResult, min_expected: float = 5.0) -> F1Result:
         bad = (exp == 0) & (obs > 0)
         if bad.any():  # a token the target never emits: certain failure
             return F1Result(math.inf, max(df, 1), 0.0, int(counts.sum()), hist_used)
-        keep = exp > 0
-        e, o = exp[keep], obs[keep]
-        order_ = np.argsort(e)
-        ce, co = pool_cells(e[order_], o[order_], min_expected)
-        if len(ce) < 2:
+        terms = pooled_chi2_terms(exp, obs, min_expected)
+        if terms is None:
             continue
-        stat += float(np.sum((co - ce) ** 2 / ce))
-        df += len(ce) - 1
+        stat += terms[0]
+        df += terms[1]
         hist_used += 1
     p = float(stats.chi2.sf(stat, df)) if df > 0 else math.nan
     return F1Result(stat, df, p, int(counts.sum()), hist_used)

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.core.fitting import pool_cells
+from polyspec_theory.core.fitting import pooled_chi2_terms
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.yin.markov import MarkovPair, as_chain
 
@@ -178,13 +178,10 @@ def transition_chi2(transitions: np.ndarray, target: np.ndarray, min_expected: f
             exp = tot * target[n, s]
             if ((exp == 0) & (obs > 0)).any():
                 return float("inf"), max(df, 1), 0.0
-            keep = exp > 0
-            e, o = exp[keep], obs[keep]
-            idx = np.argsort(e)
-            ce, co = pool_cells(e[idx], o[idx], min_expected)
-            if len(ce) < 2:
+            terms = pooled_chi2_terms(exp, obs, min_expected)
+            if terms is None:
                 continue
-            stat += float(np.sum((co - ce) ** 2 / ce))
-            df += len(ce) - 1
+            stat += terms[0]
+            df += terms[1]
     p = float(stats.chi2.sf(stat, df)) if df > 0 else float("nan")
     return stat, df, p

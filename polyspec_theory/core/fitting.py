@@ -23,6 +23,7 @@ __all__ = [
     "fit_result",
     "goodness_of_fit",
     "pool_cells",
+    "pooled_chi2_terms",
 ]
 
 
@@ -83,6 +84,19 @@ def pool_cells(expected: np.ndarray, observed: np.ndarray, min_expected: float):
             e_out.append(e_acc)
             o_out.append(o_acc)
     return np.asarray(e_out), np.asarray(o_out)
+
+
+def pooled_chi2_terms(expected: np.ndarray, observed: np.ndarray, min_expected: float):
+    """One row's Pearson chi-square terms: the cells with ``expected > 0``, sorted by expected
+    count and pooled by :func:`pool_cells`; returns ``(statistic, df)``, or ``None`` when fewer
+    than 2 pooled cells remain (the row adds nothing)."""
+    keep = expected > 0
+    e, o = expected[keep], observed[keep]
+    order_ = np.argsort(e)
+    ce, co = pool_cells(e[order_], o[order_], min_expected)
+    if len(ce) < 2:
+        return None
+    return float(np.sum((co - ce) ** 2 / ce)), len(ce) - 1
 
 
 def goodness_of_fit(law: AcceptanceLaw, data, caps=None, *, min_expected: float = 5.0,
