@@ -81,6 +81,7 @@ __all__ = [
     "simulate_lengths",
     "histograms_fit",
     "estimate_events",
+    "chain_totals",
     "CI_METHOD",
 ]
 
@@ -567,13 +568,19 @@ class LengthResult:
         }
 
 
+def chain_totals(host: dict):
+    """A run's per-chain counters on the host: ``(tokens, rounds)`` as float64, the model times
+    ``[chains, n]`` and each chain's total time."""
+    tok = host["tokens"].astype(np.float64)
+    rounds = host["rounds"].astype(np.float64)
+    mt = host["model_time"]
+    return tok, rounds, mt, mt.sum(axis=1)
+
+
 def _summarize(model: LengthModel, st: dict, hist, seed: int) -> LengthResult:
     cas = model.cascade
     m, n = model.static.m, cas.n
-    tok = st["tokens"].astype(np.float64)
-    rounds = st["rounds"].astype(np.float64)
-    mt = st["model_time"]
-    total = mt.sum(axis=1)
+    tok, rounds, mt, total = chain_totals(st)
     t1 = cas.costs[0].t1
     theta_b = cas.thresholds[-1]
     levels = []

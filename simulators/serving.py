@@ -42,7 +42,7 @@ from polyspec_theory.core.config import Cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.serving.batch import batch_cascade
 
-from .length import block_bounds
+from .length import block_bounds, chain_totals
 from .runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits
 
 __all__ = [
@@ -263,10 +263,7 @@ class ServingResult:
 def _summarize(model: ServingModel, host: dict, seed: int) -> ServingResult:
     cas = model.cascade
     m, b = model.static.m, model.batch
-    tok = host["tokens"].astype(np.float64)
-    rounds = host["rounds"].astype(np.float64)
-    mt = host["model_time"]
-    total = mt.sum(axis=1)
+    tok, rounds, mt, total = chain_totals(host)
     levels = []
     for j in range(cas.n):
         if j == 0:
