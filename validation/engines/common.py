@@ -369,6 +369,17 @@ def survival_from_printed(texts, rounds: int, accepted: int | None, field: str) 
                                [half_unit(x) for x in texts], field)
 
 
+def histogram_counts(hist, cap: int, label: str, rounds: int, field: str,
+                     rounds_name: str) -> tuple[AcceptanceCounts, int]:
+    """The counts of an acceptance histogram (cells 0..cap accepted), which must hold the
+    ``rounds`` stated as ``rounds_name``; returns ``(counts, accepted drafts they imply)``."""
+    counts = AcceptanceCounts.from_histogram(hist, cap, label)
+    if counts.n_rounds != rounds:
+        raise PolyspecInputError(field, f"counts {counts.n_rounds} rounds but {rounds_name} is "
+                                 f"{rounds}")
+    return counts, int(np.dot(counts.accepted, counts.counts))
+
+
 def counts_from_survival(n: int, surv, cap: int, label: str, notes=()) -> AcceptanceCounts:
     return AcceptanceCounts.from_survival_counts(n, surv, cap, label, notes)
 

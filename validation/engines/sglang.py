@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError
 from validation.engines.common import (
     NUM,
@@ -13,6 +10,7 @@ from validation.engines.common import (
     check,
     count,
     half_unit,
+    histogram_counts,
     integers_in,
     json_or_none,
     line_field,
@@ -75,11 +73,7 @@ def parse_sglang_meta(text: str, gamma) -> EngineOutput:
                             "alpha")
         counts, src = None, "none (totals only)"
         if hist is not None:
-            counts = AcceptanceCounts.from_histogram(hist, k, label)
-            if counts.n_rounds != n:
-                raise PolyspecInputError(f"{f}.{hkey}", f"counts {counts.n_rounds} rounds but "
-                                         f"spec_verify_ct is {n}")
-            tot = int(np.dot(counts.accepted, counts.counts))
+            counts, tot = histogram_counts(hist, k, label, n, f"{f}.{hkey}", "spec_verify_ct")
             if acc is not None and tot != acc:
                 raise PolyspecInputError(f"{f}.{hkey}", f"implies {tot} accepted drafts but "
                                          f"{schema[1]} is {acc}")

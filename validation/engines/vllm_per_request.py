@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError, as_int
 from validation.engines.common import (
     EngineOutput,
     Snapshot,
     check,
     count,
+    histogram_counts,
     json_or_none,
     printed,
     strip_meta,
@@ -51,11 +49,8 @@ def parse_vllm_per_request(text: str, gamma) -> EngineOutput:
                                      f"(0..{k} accepted of {k} drafts), got "
                                      f"{len(hist) if isinstance(hist, list) else repr(hist)}")
         if hist is not None:
-            counts = AcceptanceCounts.from_histogram(hist, k, label)
-            if counts.n_rounds != n:
-                raise PolyspecInputError(f"{f}.acceptance_histogram", f"counts "
-                                         f"{counts.n_rounds} rounds but num_spec_steps is {n}")
-            tot = int(np.dot(counts.accepted, counts.counts))
+            counts, tot = histogram_counts(hist, k, label, n, f"{f}.acceptance_histogram",
+                                           "num_spec_steps")
             if acc is not None and tot != count(acc, f"{f}.num_accepted_draft_tokens"):
                 raise PolyspecInputError(f"{f}.acceptance_histogram", f"implies {tot} accepted "
                                          f"tokens, but num_accepted_draft_tokens is {acc}")
