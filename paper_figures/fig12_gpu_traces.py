@@ -21,6 +21,7 @@ from . import style
 NAME = "fig12_gpu_traces"
 TITLE = "Predicted vs measured speedup on real GPU traces (PipeSpec, Spec-Bench)"
 SOURCES = ("validation.gpu_traces",)
+SPANS_COLUMNS_WITH_MEASUREMENTS = True  # three panels of measured GPU runs: page width
 RESULTS = Path(__file__).resolve().parents[1] / "data" / "gpu" / "targets.json"
 
 

@@ -192,11 +192,10 @@ def _run_async(args, cascade) -> int:
     """``simulate --mode async``: the discrete-event pipeline next to AS1 / AS3."""
     import dataclasses
 
-    from simulators._runtime import use_cpu_cores
-
     from polyspec_theory import predict_async
     from polyspec_theory.errors import PolyspecInputError, as_int
     from simulators.asynchronous import simulate_async
+    from simulators.runtime import use_cpu_cores
     from validation.files import dump_json
 
     if args.batch is not None:

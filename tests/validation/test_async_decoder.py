@@ -286,8 +286,11 @@ def test_cli_refuses_what_async_does_not_cover(tmp_path, capsys):
 def mixed_dir(async_trace, zoo_dir):
     """The async capture next to a synchronous capture of the same two models."""
     from validation.capture import capture
+    from validation.capture_setup import CaptureSpec
 
-    capture(["target", "small"], [2], out=async_trace.parent, zoo_dir=zoo_dir, **KW)
+    spec_kw = {k: v for k, v in KW.items() if k != "progress"}
+    capture(CaptureSpec(["target", "small"], [2], zoo_dir=str(zoo_dir), **spec_kw),
+            out=async_trace.parent, progress=False)
     return async_trace.parent
 
 

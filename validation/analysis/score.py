@@ -37,7 +37,7 @@ def find_capture(name: str, root: Path):
 
 
 def _read(path, kind):
-    from ..batch_dataset import read_batch_trace
+    from ..batch.dataset import read_batch_trace
     from ..traces import read_trace
 
     return read_batch_trace(path) if kind == "batch" else read_trace(path)

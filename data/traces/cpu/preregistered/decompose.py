@@ -51,10 +51,9 @@ def batches() -> list[dict]:
     predictive variant): per sequence token, ``b`` x batched forwards per decode token."""
     from types import SimpleNamespace
 
-    from validation.batch_dataset import read_batch_traces
-
     from validation.analysis.batch_validate import load_profile
     from validation.analysis.forecast_kinds import forecast_batch, spec_of
+    from validation.batch.dataset import read_batch_traces
 
     bdir = HERE.parents[1] / "cpu-batch"
     caps = read_batch_traces(bdir)
