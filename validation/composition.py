@@ -22,6 +22,7 @@ tables P1 uses (``T_i(G + 1)`` = the mean verify time of a block of ``G``).
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +145,13 @@ class CompositionProfile:
         try:
             verify = [{int(g): [float(t) for t in v] for g, v in x.items()}
                       for x in d["verify"]]
+            for i, x in enumerate(verify):
+                for g, v in x.items():
+                    for j, t in enumerate(v):
+                        _check_time(t, field_name, f"verify[{i}].{g}[{j}]")
+            for k in ("draft_s", "ar_s", "replay_wall_s", "replay_forward_s"):
+                # the replay totals are a diagnostic, 0 in a synthetic profile (no replay)
+                _check_time(float(d[k]), field_name, k, zero_ok=k.startswith("replay_"))
             return cls(models=list(d["models"]), thresholds=[int(t) for t in d["thresholds"]],
                        verify=verify, draft_s=float(d["draft_s"]),
                        draft_forwards=int(d["draft_forwards"]), ar_s=float(d["ar_s"]),
@@ -152,11 +160,21 @@ class CompositionProfile:
                        replay_forward_s=float(d["replay_forward_s"]),
                        replay_tokens=int(d["replay_tokens"]),
                        settings=dict(d.get("settings", {})))
+        except PolyspecInputError:
+            raise
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise PolyspecInputError(field_name, f"malformed composition profile ({e})") from None
 
     def dumps(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
+
+
+def _check_time(t: float, field_name: str, key: str, zero_ok: bool = False) -> None:
+    """A measured time of a profile: finite and > 0 (a zero or negative forward time would make
+    the cost curves, and every speedup over them, silently wrong)."""
+    if not (math.isfinite(t) and (t >= 0 if zero_ok else t > 0)):
+        raise PolyspecInputError(field_name, f"{key}: must be a finite time "
+                                 f"{'>=' if zero_ok else '>'} 0 s, got {t!r}")
 
 
 def profile_cascade(models, thresholds, laws, prompts, max_new_tokens: int, *, seed: int = 0,

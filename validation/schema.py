@@ -376,9 +376,18 @@ def check_int(v, field: str, low: int | None = 0, high: int | None = None) -> in
     return v
 
 
-def check_real(v, field: str, low: float | None = 0.0) -> float:
-    """A finite JSON number (a time: >= 0 unless ``low`` is None)."""
-    if type(v) is float and math.isfinite(v) and (low is None or v >= low):
+# A time in a trace record above this is not a measurement (the longest in data/traces/ is a
+# few minutes, for a whole capture): an absurd but finite time (1e308) would otherwise flow
+# into pooled cost fits and leave-one-out laws and change OTHER captures' results.
+MAX_TIME_S = 86400.0  # one day, for one forward, round or prompt
+
+
+def check_real(v, field: str, low: float | None = 0.0, high: float | None = MAX_TIME_S,
+               positive: bool = False) -> float:
+    """A finite JSON number (a time: >= 0 unless ``low`` is None, > 0 when ``positive``, at
+    most ``high`` seconds, in absolute value, unless ``high`` is None)."""
+    if (type(v) is float and math.isfinite(v) and (low is None or v >= low)
+            and (high is None or abs(v) <= high) and not (positive and v <= 0)):
         return v  # the common case, fast
     if not _is_num(v):
         raise FieldError(field, f"must be a number, got {shown(v)}")
@@ -390,6 +399,10 @@ def check_real(v, field: str, low: float | None = 0.0) -> float:
         raise FieldError(field, f"must be a finite number, got {shown(v)}")
     if low is not None and x < low:
         raise FieldError(field, f"must be >= {low:g}, got {x!r}")
+    if positive and x <= 0:
+        raise FieldError(field, f"must be > 0 (a measured time), got {x!r}")
+    if high is not None and abs(x) > high:
+        raise FieldError(field, f"must be at most {high:g} s (a measured time), got {x!r}")
     return x
 
 
@@ -583,9 +596,9 @@ class RecordChecker:
         r["ctx"] = check_int(r["ctx"], "ctx")
         r["m"] = check_int(r["m"], "m", low=1)
         times = check_list(r["times_s"], "times_s", min_len=1)
-        for j, x in enumerate(times):
-            check_real(x, f"times_s[{j}]")
-        check_real(r["median_s"], "median_s")
+        for j, x in enumerate(times):  # a cost of 0 makes every ratio over it infinite
+            check_real(x, f"times_s[{j}]", positive=True)
+        check_real(r["median_s"], "median_s", positive=True)
 
     def _summary(self, r):
         n = self.n
@@ -630,4 +643,4 @@ class RecordChecker:
     def _end(self, r):
         r["n_prompts"] = check_int(r["n_prompts"], "n_prompts")
         if "wall_s" in r:
-            check_real(r["wall_s"], "wall_s")
+            check_real(r["wall_s"], "wall_s", high=30 * MAX_TIME_S)  # whole capture

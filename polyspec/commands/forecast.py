@@ -70,7 +70,8 @@ def run(args) -> int:
         raise PolyspecInputError("--thresholds", f"expected comma-separated integers, got "
                                  f"{args.thresholds!r}") from None
     temp = as_real(args.temperature, "--temperature", low=0.0)
-    prof = CompositionProfile.from_dict(read_mapping(Path(args.profile)), "--profile")
+    prof = CompositionProfile.from_dict(read_mapping(Path(args.profile)),
+                                       f"--profile: {args.profile}")
     if prof.models != models or prof.thresholds != th:
         raise PolyspecInputError("--profile", f"is of {prof.models} {prof.thresholds}, not of "
                                  f"{models} {th}")

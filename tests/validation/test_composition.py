@@ -3,6 +3,7 @@ from given laws (checked against P1's exact forward counts), and its profile tur
 cost tables a forecast uses."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -75,3 +76,37 @@ def test_profile_and_its_cost_tables():
         CompositionProfile.from_dict({"format": "other"})
     with pytest.raises(PolyspecInputError, match=r"laws: need one law per pair \(2\)"):
         ReplayDecoder(MODELS, [3, 2], [IIDGeometric(0.5)])
+
+
+@pytest.mark.parametrize("key,value,field", [
+    ("ar_s", 0.0, "ar_s"), ("draft_s", -1e-3, "draft_s"), ("draft_s", "NaN", "draft_s"),
+    ("replay_wall_s", -1.0, "replay_wall_s"),
+    ("verify", "Infinity", r"verify\[0\]\.\d+\[0\]"),
+])
+def test_profiles_with_zero_negative_or_non_finite_times_are_refused(tmp_path, capsys, key,
+                                                                     value, field):
+    """A composition profile read by validate / forecast holding a time <= 0 or not finite:
+    one line naming the file and the field (it used to change the costs silently)."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from polyspec.cli import main
+
+    d = tmp_path / "traces"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "traces", d)
+    f = next((d / "profiles").glob("*.json"))
+    text = f.read_text()
+    data = json.loads(text)
+    if key == "verify":
+        g = next(iter(data["verify"][0]))
+        data["verify"][0][g][0] = 12345.5
+        text = json.dumps(data).replace("12345.5", value)
+    else:
+        data[key] = 424242.5
+        text = json.dumps(data).replace("424242.5", str(value))
+    f.write_text(text)
+    assert main(["validate", str(d), "--out", str(tmp_path / "r"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and str(f) in err, err
+    assert re.search(rf"{field}: must be a finite time >=? 0 s", err), err

@@ -280,3 +280,25 @@ def test_reader_normalizes_integral_floats(trace):
     recs[i]["A"] = float(recs[i]["A"])
     tr = read_records(_write(trace, recs))
     assert type(tr.records[i - 1]["A"]) is int
+
+
+@pytest.mark.parametrize("kind,key,value,message", [
+    ("summary", "wall_s", 1e308, r"summary\.wall_s: must be at most 86400 s"),
+    ("round", "verify_s", 1e12, r"round\.verify_s: must be at most 86400 s"),
+    ("end", "wall_s", 1e308, r"end\.wall_s: must be at most 2\.592e\+06 s"),
+    ("cost", "median_s", 0.0, r"cost\.median_s: must be > 0"),
+])
+def test_absurd_finite_times_and_zero_costs_are_refused(trace, kind, key, value, message):
+    """An absurd but finite time (1e308) or a cost T(1) = 0 would flow into pooled cost fits
+    and leave-one-out laws, i.e. into OTHER captures' results: refused, naming the line."""
+    recs = _lines(trace)
+    i = _first(recs, kind)
+    recs[i][key] = value
+    _fails(_write(trace, recs), rf"line {i + 1}: {message}")
+
+
+def test_zero_cost_sample_is_refused(trace):
+    recs = _lines(trace)
+    i = _first(recs, "cost", m=1)
+    recs[i]["times_s"][0] = 0.0
+    _fails(_write(trace, recs), rf"line {i + 1}: cost\.times_s\[0\]: must be > 0")

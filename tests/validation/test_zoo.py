@@ -73,6 +73,39 @@ def test_weights_round_trip(tmp_path):
         load_gpt(tmp_path / "other.safetensors")
 
 
+def _corrupt_weight_files(tmp_path):
+    """An empty file, random bytes, a truncated zoo file, and a zoo-tagged file whose tensors
+    are not a GPT's."""
+    from safetensors.torch import save_file
+
+    torch.manual_seed(1)
+    good = tmp_path / "good.safetensors"
+    save_model(GPT(GPTConfig(1, 2, 16, block_size=32)), good, {"name": "g"})
+    (tmp_path / "empty.safetensors").write_bytes(b"")
+    (tmp_path / "junk.safetensors").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "trunc.safetensors").write_bytes(good.read_bytes()[:2000])
+    save_file({"x": torch.zeros(2)}, str(tmp_path / "tensors.safetensors"),
+              metadata={"format": "polyspec-zoo-1", "record": "{}",
+                        "config": json.dumps(GPT(GPTConfig(1, 2, 16, block_size=32)).cfg
+                                             .to_dict())})
+    return [tmp_path / f"{n}.safetensors" for n in ("empty", "junk", "trunc", "tensors")]
+
+
+def test_corrupt_or_empty_weight_files_are_one_line_errors(tmp_path, capsys):
+    """A corrupt or empty .safetensors given as a model: one line naming the file, not an
+    internal error (it used to leak safetensors' SafetensorError)."""
+    from polyspec_theory.errors import PolyspecInputError
+
+    for f in _corrupt_weight_files(tmp_path):
+        with pytest.raises(PolyspecInputError, match=f"models: {f}: "):
+            load_gpt(f)
+        with pytest.raises(PolyspecInputError, match=f"models: {f}: "):
+            load_model(str(f))
+        assert main(["profile", str(f), "--max-m", "1", "--repeats", "1"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and str(f) in err and "internal error" not in err, err
+
+
 def test_ngram_counts_and_law():
     data = np.frombuffer(b"abcabcabcabd" * 20, dtype=np.uint8)
     ng = NGramModel(data, order=2, min_count=1)

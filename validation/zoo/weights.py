@@ -25,29 +25,56 @@ def save_model(model: GPT, path, record: dict) -> None:
     tmp.replace(path)
 
 
+def _bad(path, why: str):
+    from polyspec_theory.errors import PolyspecInputError
+
+    return PolyspecInputError("models", f"{path}: {why}")
+
+
+def _metadata(path) -> dict:
+    """A zoo weight file's metadata; a file that is not a readable safetensors file (empty,
+    truncated, corrupt) or not a zoo file is one line naming it (PolyspecInputError)."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise _bad(path, f"not a readable .safetensors file ({e})") from None
+    if meta.get("format") != "polyspec-zoo-1":
+        raise _bad(path, "not a polyspec zoo weight file")
+    return meta
+
+
+def _meta_json(path, meta: dict, key: str):
+    try:
+        return json.loads(meta[key])
+    except (KeyError, TypeError, ValueError) as e:
+        raise _bad(path, f"metadata.{key}: missing or not JSON ({e})") from None
+
+
 def read_record(path) -> dict:
     """The training record stored in a zoo weight file's metadata."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-    if meta.get("format") != "polyspec-zoo-1":
-        raise ValueError(f"{path}: not a polyspec zoo weight file")
-    return json.loads(meta["record"])
+    return _meta_json(path, _metadata(path), "record")
 
 
 def load_gpt(path, *, device="cpu", dtype=torch.float32) -> GPT:
-    """Load a zoo model (eval mode) from its safetensors file."""
-    from safetensors import safe_open
+    """Load a zoo model (eval mode) from its safetensors file; a corrupt, empty or mismatched
+    file is a PolyspecInputError naming it."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     path = Path(path)
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-    if meta.get("format") != "polyspec-zoo-1":
-        raise ValueError(f"{path}: not a polyspec zoo weight file")
-    cfg = GPTConfig.from_dict(json.loads(meta["config"]))
-    model = GPT(cfg)
-    state = load_file(str(path))
-    model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
+    meta = _metadata(path)
+    try:
+        cfg = GPTConfig.from_dict(_meta_json(path, meta, "config"))
+        model = GPT(cfg)
+    except (KeyError, TypeError, ValueError) as e:
+        raise _bad(path, f"metadata.config: not a zoo model config ({e})") from None
+    try:
+        state = load_file(str(path))
+        model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise _bad(path, f"weights do not load ({why})") from None
     return model.to(device=device, dtype=dtype).eval()
