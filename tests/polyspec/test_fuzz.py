@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polyspec.cli import main
+from tests.cli_checks import run_checked, strict_json
 
 # CI: a few seconds per test. POLYSPEC_FUZZ_SCALE=k runs k times as many examples, and
 # POLYSPEC_FUZZ_TALLY=<file> appends one JSON line per example (command, exit status, what the
@@ -40,23 +40,8 @@ def _tally(**row):
             f.write(json.dumps(row, default=str) + "\n")
 
 
-def _strict_json(text):
-    def refuse(c):
-        raise AssertionError(f"not JSON: bare {c} in the output")
-
-    return json.loads(text, parse_constant=refuse)
-
-
 def _run(capsys, argv):
-    capsys.readouterr()
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert rc in (0, 2), (rc, err)
-    assert "Traceback" not in err and "internal error" not in err, err
-    if rc == 2:
-        assert err.count("\n") == 1 and err.startswith(f"polyspec {argv[0]}: error: "), err
-    else:
-        _strict_json(out)
+    rc, out, err, _ = run_checked(capsys, argv)
     return rc, out, err
 
 
@@ -244,7 +229,7 @@ def test_fuzz_configs_through_predict(tmp_path_factory, capsys, cfg, data, yaml_
     if verdict is False:
         assert rc == 2, f"an invalid config was accepted: {mutated}"
     if rc == 0:
-        sp = _strict_json(out)["speedup"]
+        sp = strict_json(out)["speedup"]
         assert sp is not None and math.isfinite(sp) and sp > 0
     if action == "none":  # a valid config: a result, or a range error that names a field
         assert rc == 0 or "cost" in err or "P1" in err, err

@@ -11,7 +11,6 @@ checked against the data it was fitted to)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -19,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polyspec.cli import main
 from tests._samples import SAMPLES
+from tests.cli_checks import run_checked
 
 _SCALE = int(os.environ.get("POLYSPEC_FUZZ_SCALE", "1"))
 SETTINGS = settings(max_examples=30 * _SCALE, deadline=None, derandomize=_SCALE == 1,
@@ -35,23 +34,9 @@ FIT_SAMPLES = sorted(p.name for p in SAMPLES.iterdir()
 SWEEP = "vllm_eagle_sweep_issue20780.txt"
 
 
-def _strict(text):
-    def refuse(c):
-        raise AssertionError(f"not JSON: bare {c} in the output")
-
-    return json.loads(text, parse_constant=refuse)
-
-
 def _run(capsys, argv):
-    capsys.readouterr()
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert rc in (0, 2), (rc, err)
-    assert "Traceback" not in err and "internal error" not in err, err
-    if rc == 2:
-        assert err.count("\n") == 1 and err.startswith(f"polyspec {argv[0]}: error: "), err
-        return rc, None
-    return rc, _strict(out)
+    rc, _, _, data = run_checked(capsys, argv)
+    return rc, data
 
 
 @st.composite
