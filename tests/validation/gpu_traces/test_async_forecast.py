@@ -1,7 +1,6 @@
 """Forecasts of PipeSpec asynchronous pipelines (docs/theory.md Part VI-AS) from the
 synchronous runs, on the trimmed fixture copies (3 prompts per file)."""
 
-import os
 
 import pytest
 
@@ -13,16 +12,8 @@ from validation.gpu_traces.async_forecast import (
     lookahead_threshold,
 )
 from validation.gpu_traces.forecast import forecast_chain
-from validation.gpu_traces.pipespec import read_pipespec_dir
 
-FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "gpu-traces",
-                   "pipespec-humaneval")
-S, M, B = "Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct", "Meta-Llama-3.1-70B-Instruct"
-
-
-@pytest.fixture(scope="module")
-def runs():
-    return read_pipespec_dir(FIX)
+from . import FIX, B, M, S
 
 
 def test_lookahead_mapping():

@@ -1,6 +1,5 @@
 """Forecasts of PipeSpec cascades from the other runs, on the trimmed fixture copies."""
 
-import os
 import shutil
 
 import numpy as np
@@ -17,14 +16,7 @@ from validation.gpu_traces.forecast import (
 )
 from validation.gpu_traces.pipespec import read_pipespec_dir
 
-FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "gpu-traces",
-                   "pipespec-humaneval")
-S, M, B = "Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct", "Meta-Llama-3.1-70B-Instruct"
-
-
-@pytest.fixture(scope="module")
-def runs():
-    return read_pipespec_dir(FIX)
+from . import FIX, B, M, S
 
 
 def test_leave_one_out_covers_the_sweep_only(runs):

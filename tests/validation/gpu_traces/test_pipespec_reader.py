@@ -15,8 +15,8 @@ from validation.gpu_traces.pipespec import (
     read_pipespec_dir,
 )
 
-FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "gpu-traces",
-                   "pipespec-humaneval")
+from . import FIX
+
 CHAIN8 = os.path.join(FIX, "chain_Llama-3.2-1B-Instruct-Llama-3.1-8B-Instruct_8.json")
 GREEDY8B = os.path.join(FIX, "greedy_Llama-3.1-8B-Instruct.json")
 

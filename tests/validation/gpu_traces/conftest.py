@@ -1,0 +1,11 @@
+import pytest
+
+from validation.gpu_traces.pipespec import read_pipespec_dir
+
+from . import FIX
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every PipeSpec run of the fixture folder."""
+    return read_pipespec_dir(FIX)
