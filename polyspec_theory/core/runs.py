@@ -1,0 +1,222 @@
+"""R1-R3 (docs/theory.md, Part VI-R): acceptance as a process over output positions.
+
+Under greedy decoding, whether a drafter agrees with its verifier is a function of the
+absolute output position ``p`` (the verifier's prefix fixes both argmaxes). The agreements
+form runs separated by disagreements; :class:`RunLaw` is the law of one run's length through
+its hazard over the run's age (``q(a)`` = P(disagree at age ``a`` | agreed at ages ``< a``)).
+A verify that checks ``m`` drafts starting at age ``a`` accepts ``min(remaining run, m)``; a
+fully accepted round carries the run (its age) into the next round.
+
+* :func:`sync_two_level` -- R1: exact time per token of a two-level synchronous chain under
+  that process (a Markov chain over the carried age); equal to P1 for the geometric law.
+* :func:`fit_run_law` -- R2: Kaplan-Meier fit of the hazard from rounds as left-truncated
+  (entry age), right-censored (fully accepted) observations.
+* :func:`geometric_lr_test` -- R3: likelihood-ratio test of a constant hazard (rounds are
+  independent exactly when the hazard is constant).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from polyspec_theory.errors import PolyspecInputError
+
+MIN_AT_RISK = 10  # ages with fewer rounds at risk use the pooled tail hazard (R2)
+
+
+def _prob(x, field: str, *, open_low: bool = False) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        raise PolyspecInputError(field, f"must be a finite number, got {x!r}")
+    if x < 0 or x > 1 or (open_low and x <= 0):
+        raise PolyspecInputError(field, f"must be in {'(0' if open_low else '[0'}, 1], "
+                                 f"got {x!r}")
+    return float(x)
+
+
+@dataclass(frozen=True)
+class RunLaw:
+    """Law of a run of agreements: ``hazard[a]`` = P(disagree at age ``a`` | agreed at ages
+    ``< a``); ages ``>= len(hazard)`` use ``tail`` (> 0, so every run ends)."""
+
+    hazard: tuple[float, ...]
+    tail: float
+
+    def __post_init__(self):
+        if not isinstance(self.hazard, tuple):
+            raise PolyspecInputError("hazard", "must be a tuple of probabilities")
+        for i, h in enumerate(self.hazard):
+            _prob(h, f"hazard[{i}]")
+        _prob(self.tail, "tail", open_low=True)
+
+    @classmethod
+    def geometric(cls, alpha: float) -> RunLaw:
+        """The memoryless law of P1's iid acceptance ``alpha`` (constant hazard 1 - alpha)."""
+        a = _prob(alpha, "alpha")
+        if a >= 1:
+            raise PolyspecInputError("alpha", "must be < 1 (a run of agreements must end)")
+        return cls((), 1.0 - a)
+
+    def q(self, age: int) -> float:
+        return self.hazard[age] if age < len(self.hazard) else self.tail
+
+    def survival(self, age: int, j: int) -> float:
+        """P(j more agreements | agreed at ages < ``age``)."""
+        s = 1.0
+        for a in range(age, age + j):
+            s *= 1.0 - self.q(a)
+        return s
+
+
+def _cost(fn, m, field):
+    v = float(fn(m))
+    if not math.isfinite(v) or v < 0:
+        raise PolyspecInputError(field, f"must be a finite cost >= 0, got {v!r} at m = {m}")
+    return v
+
+
+def sync_two_level(law: RunLaw, theta: int, draft_cost: float,
+                   verify_cost: Callable[[int], float], overhead: float = 0.0, *,
+                   recheck_bonus: bool = False) -> dict:
+    """R1: exact long-run time per token of a two-level synchronous chain whose drafter/
+    verifier agreement follows ``law`` over output positions.
+
+    Every round the drafter drafts ``theta`` tokens (one step each, ``draft_cost``) and the
+    verifier scores ``theta + 1`` positions (``verify_cost(theta + 1)`` + ``overhead``).
+    ``recheck_bonus=False`` (P1's round): the bonus position after a fully accepted round is
+    never checked, so the run there continues with probability ``1 - q``. ``True``
+    (PipeSpec's ``ChainSpeculativeDecoder``, lookahead ``K = theta + 1``): after a fully
+    accepted round the drafter drafts ``theta + 1`` tokens, the first re-predicting the bonus
+    position; if it disagrees the verifier scores 1 position (emits 1 token and the next
+    position goes unchecked), else it scores ``theta + 1`` positions and checks ``theta``
+    drafts.
+
+    Returns ``time_per_token``, ``tokens_per_round``, ``time_per_round`` and the stationary
+    law of the carried state."""
+    if isinstance(theta, bool) or not isinstance(theta, int) or theta < 1:
+        raise PolyspecInputError("theta", f"must be an integer >= 1, got {theta!r}")
+    if not isinstance(law, RunLaw):
+        raise PolyspecInputError("law", "must be a RunLaw")
+    d = _cost(lambda _m: draft_cost, 1, "draft_cost")
+    o = _cost(lambda _m: overhead, 1, "overhead")
+    big = len(law.hazard)  # ages >= big behave alike: the carried age is capped there
+    cap = lambda a: min(a, big)  # noqa: E731
+    n_age = big + 1
+    # states: (age, continuing); continuing only with recheck_bonus
+    n_st = n_age * (2 if recheck_bonus else 1)
+    P = np.zeros((n_st, n_st))
+    tok = np.zeros(n_st)
+    cost = np.zeros(n_st)
+    v_full = _cost(verify_cost, theta + 1, "verify_cost")
+    for cont in ((0, 1) if recheck_bonus else (0,)):
+        for a in range(n_age):
+            s = a + cont * n_age
+            start = a
+            w = 1.0
+            if cont:  # the bonus position is checked first
+                qb = law.q(a)
+                # disagree: 1-position verify, 1 token; position after it unchecked
+                P[s, 0] += qb * law.q(0)
+                P[s, cap(1)] += qb * (1 - law.q(0))
+                tok[s] += qb * 1.0
+                cost[s] += qb * ((theta + 1) * d + _cost(verify_cost, 1, "verify_cost") + o)
+                w = 1.0 - qb
+                start = a + 1
+            surv = w
+            for j in range(theta):  # j drafts accepted, then a disagreement
+                pj = surv * law.q(start + j)
+                P[s, 0] += pj
+                tok[s] += pj * (j + 1)
+                surv *= 1.0 - law.q(start + j)
+            tok[s] += surv * (theta + 1)
+            end = start + theta  # age at the bonus position
+            if recheck_bonus:
+                P[s, cap(end) + n_age] += surv
+            else:
+                qb = law.q(end)
+                P[s, 0] += surv * qb
+                P[s, cap(end + 1)] += surv * (1 - qb)
+            cost[s] += w * ((theta + cont) * d + v_full + o)
+    # stationary law: the chain from age 0 (states reachable from it); solve pi P = pi
+    A = P.T - np.eye(n_st)
+    A[-1, :] = 1.0
+    b = np.zeros(n_st)
+    b[-1] = 1.0
+    pi = np.linalg.lstsq(A, b, rcond=None)[0]
+    pi = np.clip(pi, 0.0, None)
+    pi /= pi.sum()
+    tpr, cpr = float(pi @ tok), float(pi @ cost)
+    return {"time_per_token": cpr / tpr, "tokens_per_round": tpr, "time_per_round": cpr,
+            "stationary": pi}
+
+
+def fit_run_law(entry, agree, censored, *, min_at_risk: int = MIN_AT_RISK) -> RunLaw:
+    """R2: Kaplan-Meier hazard by age from rounds: round r entered the run at age
+    ``entry[r]``, saw ``agree[r]`` agreements, then a disagreement unless ``censored[r]``
+    (fully accepted). Ages with fewer than ``min_at_risk`` rounds at risk take the pooled
+    hazard of the ages past the well-observed ones (``tail``)."""
+    entry = np.asarray(entry, dtype=np.int64)
+    agree = np.asarray(agree, dtype=np.int64)
+    cens = np.asarray(censored, dtype=bool)
+    if not (entry.shape == agree.shape == cens.shape) or entry.ndim != 1:
+        raise PolyspecInputError("rounds", "entry, agree and censored must be 1-D and of one "
+                                 "length")
+    if entry.size == 0:
+        raise PolyspecInputError("rounds", "no rounds to fit the run law on")
+    if (entry < 0).any() or (agree < 0).any():
+        raise PolyspecInputError("rounds", "entry ages and agreements must be >= 0")
+    if (cens & (agree == 0)).any():
+        raise PolyspecInputError("censored", "a censored round must have >= 1 agreement")
+    last = entry + agree - cens.astype(np.int64)  # last age at risk
+    top = int(last.max()) + 1
+    events = np.bincount((entry + agree)[~cens], minlength=top + 1)[:top]
+    at_risk = (np.bincount(entry, minlength=top + 1)[:top].cumsum()
+               - np.concatenate([[0], np.bincount(last, minlength=top)[:top - 1].cumsum()]))
+    good = np.flatnonzero(at_risk >= min_at_risk)
+    n_good = int(good.max()) + 1 if good.size else 0
+    hz = tuple(float(events[j] / at_risk[j]) if at_risk[j] else 0.0 for j in range(n_good))
+    lo = n_good
+    while lo > 0 and at_risk[lo:].sum() < min_at_risk:
+        lo -= 1
+    tail_ev, tail_risk = events[lo:].sum(), at_risk[lo:].sum()
+    tail = float(tail_ev / tail_risk) if tail_risk else 0.5
+    return RunLaw(hazard=hz, tail=min(max(tail, 1e-6), 1.0))
+
+
+def geometric_lr_test(entry, agree, censored, *, max_age: int = 40) -> dict:
+    """R3: likelihood-ratio test of a constant hazard (geometric runs: rounds independent)
+    against one hazard per age ``< max_age`` (ages beyond pooled). Returns ``statistic``,
+    ``df`` and ``p_value`` (chi-square), and the constant hazard fitted."""
+    from scipy.stats import chi2
+
+    entry = np.asarray(entry, dtype=np.int64)
+    agree = np.asarray(agree, dtype=np.int64)
+    cens = np.asarray(censored, dtype=bool)
+    if entry.size == 0:
+        raise PolyspecInputError("rounds", "no rounds to test")
+    ev = np.zeros(max_age + 1)
+    risk = np.zeros(max_age + 1)
+    for e, g, c in zip(entry, agree, cens, strict=True):
+        ages = np.minimum(np.arange(e, e + g + (0 if c else 1)), max_age)
+        np.add.at(risk, ages, 1.0)
+        if not c:
+            ev[min(e + g, max_age)] += 1.0
+    h0 = ev.sum() / risk.sum()
+
+    def ll(e, r, h):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(e > 0, e * np.log(np.where(h > 0, h, 1)), 0.0)
+            t += np.where(r - e > 0, (r - e) * np.log(np.where(h < 1, 1 - h, 1)), 0.0)
+        return float(t.sum())
+
+    used = risk > 0
+    hj = np.where(used, ev / np.where(used, risk, 1), 0.0)
+    stat = 2.0 * (ll(ev[used], risk[used], hj[used]) - ll(ev[used], risk[used], h0))
+    df = int(used.sum()) - 1
+    p = float(chi2.sf(stat, df)) if df > 0 else 1.0
+    return {"statistic": max(stat, 0.0), "df": df, "p_value": p, "hazard": float(h0)}
