@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from polyspec_theory.core.runs import fit_run_law
 from polyspec_theory.errors import PolyspecInputError
 
 from .pipespec import MAX_VERIFY_TOKENS, PipeSpecRun
@@ -96,28 +97,66 @@ def round_exposures(run: PipeSpecRun) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def fit_age_hazard(observations) -> AgeHazard:
     """Kaplan-Meier hazard by age from ``[(entry, agreements, censored), ...]`` (left-truncated
-    at the entry age, right-censored after the last agreement when ``censored``)."""
+    at the entry age, right-censored after the last agreement when ``censored``): R2,
+    :func:`polyspec_theory.core.runs.fit_run_law`."""
     entry = np.concatenate([np.asarray(o[0], dtype=np.int64) for o in observations])
     agree = np.concatenate([np.asarray(o[1], dtype=np.int64) for o in observations])
     cens = np.concatenate([np.asarray(o[2], dtype=bool) for o in observations])
     if entry.size == 0:
         raise PolyspecInputError("acceptance", "no rounds to fit the acceptance law on")
-    last = entry + agree - cens.astype(np.int64)  # last age at risk
-    top = int(last.max()) + 1
-    events = np.bincount((entry + agree)[~cens], minlength=top + 1)[:top]
-    at_risk = (np.bincount(entry, minlength=top + 1)[:top].cumsum()
-               - np.concatenate([[0], np.bincount(last, minlength=top)[:top - 1].cumsum()]))
-    good = np.flatnonzero(at_risk >= MIN_AT_RISK)
-    n_good = int(good.max()) + 1 if good.size else 0
-    hz = tuple(float(events[j] / at_risk[j]) for j in range(n_good))
-    # beyond the well-observed ages: the pooled hazard of the ages past them (long runs of
-    # agreement persist, so earlier ages would overstate it), widened back while too sparse
-    lo = n_good
-    while lo > 0 and at_risk[lo:].sum() < MIN_AT_RISK:
-        lo -= 1
-    tail_ev, tail_risk = events[lo:].sum(), at_risk[lo:].sum()
-    tail = float(tail_ev / tail_risk) if tail_risk else 0.5
-    return AgeHazard(hazard=hz, tail=min(max(tail, 1e-6), 1.0))
+    law = fit_run_law(entry, agree, cens, min_at_risk=MIN_AT_RISK)
+    return AgeHazard(hazard=law.hazard, tail=law.tail)
+
+
+def revealed_positions(run: PipeSpecRun) -> dict[int, dict[int, bool]]:
+    """Per prompt (``sample_index``): the output positions whose drafter/verifier agreement a
+    two-model synchronous run reveals (R1: agreement is a function of the position). Output
+    position p's agreement: the drafter's argmax after the verifier's first p tokens equals the
+    verifier's token p. A round from verifier length L (fresh: the drafter was reset) checks
+    positions L..L+K-2: accepting a < K tokens reveals agreement at L..L+a-2 and a disagreement
+    at L+a-1; a = K reveals agreement at L..L+K-2 and the next round (continuing) first
+    re-checks the bonus position L+K-1. A continuing round that accepts a >= 2 reveals
+    agreement at its bonus position, then as a fresh round; one that accepts 1 is ambiguous
+    (bonus disagreed, or bonus agreed and the first draft did not) and reveals nothing."""
+    if run.strategy != "chain" or len(run.models) != 2:
+        raise PolyspecInputError(run.path, "positions are read from two-model synchronous "
+                                 "chain runs")
+    k = max(run.lookahead, 1)
+    out = {}
+    for s in run.samples:
+        d: dict[int, bool] = {}
+        ln, cont = 1, False
+        for a in s.accepted[0]:
+            a = int(a)
+            if k == 1:  # no drafts: nothing is checked
+                ln += a
+                continue
+            if cont:
+                if a == 1:
+                    ln, cont = ln + 1, False
+                    continue
+                d[ln - 1] = True
+            for p in range(ln, ln + min(a, k - 1) - (0 if a >= k else 1)):
+                d[p] = True
+            if a < k:
+                d[ln + a - 1] = False
+            cont = a >= k
+            ln += a
+        out[s.index] = d
+    return out
+
+
+def merge_positions(maps) -> dict[int, bool]:
+    """Union of revealed positions of several runs of one prompt; a position they disagree on
+    (the texts differ there) is left out."""
+    seen: dict[int, bool] = {}
+    bad: set[int] = set()
+    for m in maps:
+        for p, v in m.items():
+            if p in seen and seen[p] != v:
+                bad.add(p)
+            seen.setdefault(p, v)
+    return {p: v for p, v in seen.items() if p not in bad}
 
 
 @dataclass(frozen=True)
@@ -128,12 +167,16 @@ class ChainCosts:
     the last, constant (``beyond="flat"``) or on the line through the last two points
     (``"linear"``); ``overhead``: per prompt (prefills, EOS checks: time in no logged call);
     ``reject[i-1]``: added to a call of model i that rejects a draft token (the drafters'
-    caches are cropped inside the timed call)."""
+    caches are cropped inside the timed call); ``draft_reset[i]``: added to the first draft step
+    of model i after it was rolled back to its verifier's output (it feeds the tokens from the
+    divergence on); ``per_round``: per round of the target, outside every logged call."""
 
     draft: tuple[float, ...]
     verify: tuple[tuple[tuple[float, ...], tuple[float, ...], str], ...]
     overhead: float
     reject: tuple[float, ...] = ()  # extra seconds of a verify call that rejects (rollback)
+    draft_reset: tuple[float, ...] = ()  # extra seconds of a drafter's first step after reset
+    per_round: float = 0.0  # seconds per round outside the logged calls (the EOS check)
 
     def verify_cost(self, i: int, m: int) -> float:
         ms, vs, beyond = self.verify[i - 1]
@@ -165,16 +208,23 @@ class _World:
     """Deterministic greedy models: target token = hash(prefix); model i agrees with model
     i+1 unless its renewal law says disagree at this prefix's age."""
 
-    def __init__(self, laws, seed):
+    def __init__(self, laws, seed, known=None):
         self.laws, self.seed, self.n = laws, seed, len(laws) + 1
         self.tok = [dict() for _ in range(self.n)]
         self.agree = [dict() for _ in laws]
         self.age = [dict() for _ in laws]
+        self.known = known or {}  # output position -> agreement of the top pair (R1)
+        self.path: dict[int, int] = {}  # hash of the target's prefix -> its length
 
     def root(self, sample: int) -> int:
         h = _mix(self.seed, _ROOT, sample)
         for a in self.age:
             a[h] = 0
+        if self.known:
+            x = h
+            for p in range(max(self.known) + 1):
+                self.path[x] = p
+                x = _mix(x, _mix(self.seed, _TOK, x) % _VOCAB)
         return h
 
     def next(self, i: int, h: int) -> int:
@@ -185,7 +235,11 @@ class _World:
             t = _mix(self.seed, _TOK, h) % _VOCAB
         else:
             up = self.next(i + 1, h)
-            ok = _u(self.seed, _AGREE, i, h) >= self.laws[i].q(self.age[i][h])
+            pos = self.path.get(h) if i == self.n - 2 else None
+            if pos is not None and pos in self.known:
+                ok = self.known[pos]
+            else:
+                ok = _u(self.seed, _AGREE, i, h) >= self.laws[i].q(self.age[i][h])
             self.agree[i][h] = ok
             alt = (up + 1 + _mix(self.seed, _ALT, i, h) % (_VOCAB - 1)) % _VOCAB
             t = up if ok else alt
@@ -209,24 +263,31 @@ class _State:
 
 
 def simulate_chain(prompt_laws, costs: ChainCosts, lookahead: int, n_tokens,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, known=None) -> dict:
     """Replay the synchronous chain (models smallest first) on prompts of ``n_tokens`` output
-    tokens each; ``prompt_laws[s][i]`` is prompt s's law of pair i -> i+1. Returns per-prompt
-    ``time`` (s) and ``rounds``, and the mean tokens per verify call of each level
+    tokens each; ``prompt_laws[s][i]`` is prompt s's law of pair i -> i+1; ``known[s]`` (optional)
+    maps output positions of prompt s to the top pair's agreement there (positions other runs
+    revealed, :func:`revealed_positions`): there the law is not drawn. Lookahead 1: the
+    drafter only catches up to its verifier's length (one step per round) and every verify
+    feeds one token, as the decoder's loop condition gives. Returns
+    per-prompt ``time`` (s) and ``rounds``, and the mean tokens per verify call of each level
     (``accepted``)."""
     if len(prompt_laws) != len(n_tokens):
         raise PolyspecInputError("prompt_laws", f"{len(prompt_laws)} prompts' laws for "
                                  f"{len(n_tokens)} prompts")
+    if known is not None and len(known) != len(n_tokens):
+        raise PolyspecInputError("known", f"{len(known)} prompts' positions for "
+                                 f"{len(n_tokens)} prompts")
     n = len(prompt_laws[0]) + 1
     k = int(lookahead)
-    if k < 2:
-        raise PolyspecInputError("lookahead", f"must be >= 2 (K-1 drafts per round), got {k}")
+    if k < 1:
+        raise PolyspecInputError("lookahead", f"must be >= 1, got {k}")
     times, rounds = [], []
     acc_tot = np.zeros(n - 1)
     acc_n = np.zeros(n - 1)
     for si, n_tok in enumerate(n_tokens):
-        t, r = _replay_prompt(_World(prompt_laws[si], seed), si, n, k, costs, int(n_tok),
-                              acc_tot, acc_n)
+        w = _World(prompt_laws[si], seed, known[si] if known is not None else None)
+        t, r = _replay_prompt(w, si, n, k, costs, int(n_tok), acc_tot, acc_n)
         times.append(t)
         rounds.append(r)
     return {"time": np.array(times), "rounds": np.array(rounds),
@@ -242,6 +303,8 @@ def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
         states.append(_State([t], [root, w.extend(root, t)]))
     t_sample = costs.overhead
 
+    reset = [False] * n
+
     def rollback():  # ChainSpeculativeDecoder.update_states / build_draft_inputs
         tgt = states[-1]
         for i in range(n - 1):
@@ -249,8 +312,14 @@ def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
             m = min(len(s.out), len(tgt.out))
             if s.hs[m] != tgt.hs[m]:
                 states[i] = _State(list(tgt.out), list(tgt.hs))
+                reset[i] = True
 
     def step(i):
+        nonlocal t_sample
+        if reset[i]:
+            reset[i] = False
+            if costs.draft_reset:
+                t_sample += costs.draft_reset[i]
         s = states[i]
         t = w.next(i, s.hs[-1])
         s.out.append(t)
@@ -290,6 +359,6 @@ def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
             while len(states[i].out) - len(states[i + 1].out) < k - 1:
                 step(i)
                 t_sample += costs.draft[i]
-        t_sample += verify(n - 1)
+        t_sample += verify(n - 1) + costs.per_round
         rollback()
     return t_sample, r

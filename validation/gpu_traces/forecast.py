@@ -36,6 +36,8 @@ from .chain import (
     AgeHazard,
     ChainCosts,
     fit_age_hazard,
+    merge_positions,
+    revealed_positions,
     round_exposures,
     simulate_chain,
 )
@@ -87,21 +89,6 @@ def draft_step(runs, name: str, precision: str) -> float:
     return float(np.concatenate([s.token_times for s in g.samples]).mean())
 
 
-def _full_calls(run):
-    """Target verify times of the calls that certainly fed K tokens. In a two-model chain
-    only a call right after a fully accepted round that accepts 1 token may have fed 1 token
-    (the drafter missed the bonus position), so those are left out."""
-    if len(run.models) != 2 or run.lookahead < 2:
-        return _logged(run, len(run.models) - 1)
-    out = []
-    for s in run.samples:
-        a = s.accepted[0]
-        after_full = np.zeros(len(a), dtype=bool)
-        after_full[1:] = a[:-1] >= run.lookahead
-        out.append(s.model_times[1][~(after_full & (a == 1))])
-    return np.concatenate(out)
-
-
 def reject_cost(runs, name: str, precision: str) -> float:
     """Extra seconds of a target verify call that rejects a draft token (mean of the rejecting
     minus the fully accepting calls that certainly fed K tokens; two-model chains; >= 0)."""
@@ -124,51 +111,106 @@ def reject_cost(runs, name: str, precision: str) -> float:
     return max(0.0, float(rej.mean() - full.mean()))
 
 
+def _certain_calls(run):
+    """Target calls of a two-model synchronous run: (fully accepting calls that fed K tokens,
+    rejecting calls that fed K tokens, calls after a fully accepted round that accepted 1:
+    either a 1-token verify -- the drafter missed the bonus position -- or a K-token one)."""
+    k = run.lookahead
+    full, rej, amb = [], [], []
+    for s in run.samples:
+        a, t = s.accepted[0], s.model_times[1]
+        after_full = np.zeros(len(a), dtype=bool)
+        after_full[1:] = a[:-1] >= k
+        unsure = after_full & (a == 1)
+        full.append(t[~unsure & (a >= k)])
+        rej.append(t[~unsure & (a < k)])
+        amb.append(t[unsure])
+    return np.concatenate(full), np.concatenate(rej), np.concatenate(amb)
+
+
+def one_token_verify(runs, name, precision):
+    """T(1) of a verifier: (seconds, how many calls, source). Its 1-token verify calls are the
+    ambiguous calls (after a fully accepted round, accepting 1) in the lower cluster: below
+    the midpoint of the fastest one and the mean K-token rejecting call of the same run. None
+    found: the greedy step at this precision; neither: None."""
+    ones = []
+    for r in runs:
+        if (r.strategy == "chain" and len(r.models) == 2 and r.lookahead >= 2
+                and r.target.name == name and r.target.precision == precision):
+            _, rej, amb = _certain_calls(r)
+            if amb.size and rej.size:
+                ones.append(amb[amb < (amb.min() + rej.mean()) / 2])
+    ones = np.concatenate(ones) if ones else np.zeros(0)
+    if ones.size >= 3:
+        return float(ones.mean()), int(ones.size), (f"T(1) = mean of {ones.size} 1-token "
+                                                    "verify calls")
+    g = _greedy(runs, name, precision)
+    if g is not None:
+        return (float(np.concatenate([s.token_times for s in g.samples]).mean()), 0,
+                "T(1) = greedy step")
+    return None, 0, "T(1) not measured (the line below K)"
+
+
 def _verify_points(runs, name, precision):
     pts = {}
     for r in runs:
         if r.strategy == "chain" and r.target.name == name and r.target.precision == precision:
-            pts.setdefault(r.lookahead, []).append(_full_calls(r))
+            if len(r.models) == 2 and r.lookahead >= 2:
+                full = _certain_calls(r)[0]
+            else:
+                full = _logged(r, len(r.models) - 1)
+            if full.size:
+                pts.setdefault(r.lookahead, []).append(full)
     if not pts:
         return None
     ks = sorted(pts)
     vs = [float(np.concatenate(pts[k]).mean()) for k in ks]
-    if len(ks) >= 3:
-        b, a = np.polyfit(ks, vs, 1)
-        return (1.0, float(ks[-1])), (a + b, a + b * ks[-1]), True
-    g = _greedy(runs, name, precision)
-    if g is not None and ks[0] > 1:
-        ar = float(np.concatenate([s.token_times for s in g.samples]).mean())
-        return (1.0,) + tuple(map(float, ks)), (ar,) + tuple(vs), False
-    return tuple(map(float, ks)), tuple(vs), False
+    t1, _, src = one_token_verify(runs, name, precision)
+    return ks, vs, t1, src
 
 
 def verify_costs(runs, name: str, precision: str):
-    """(point, low, high) verify cost entries ``(ms, secs, beyond)`` and a note."""
+    """(point, low, high) verify cost entries ``(ms, secs, beyond)`` and a note. The shape the
+    timed calls show: T(1) (1-token verify calls, else the greedy step) and, for m >= 2, the
+    fully accepting K-token calls (a rejecting call adds :func:`reject_cost`): a least-squares
+    line in K through >= 3 lookaheads (linear beyond), else the measured points with a step
+    from T(1) to the first one (flat beyond; interval: the line from T(1), below)."""
     p = _verify_points(runs, name, precision)
     if p is not None:
-        ms, vs, fitted = p
-        beyond = "linear" if fitted else "flat"
-        hi = (ms, vs, "linear")
-        if not fitted and len(ms) == 2 and ms[0] == 1.0 and ms[1] > 2:
-            # one lookahead seen: between 1 token and K the cost may already be the K-token
-            # one (dequantising/launch bound), so the upper end is a step at 2 tokens
-            hi = ((1.0, 2.0, ms[1]), (vs[0], vs[1], vs[1]), "linear")
-        return ((ms, vs, beyond), (ms, vs, beyond), hi,
+        ks, vs, t1, src = p
+        fk = [float(k) for k in ks]
+        if len(ks) >= 3:
+            b, a = np.polyfit(fk, vs, 1)
+            top = max(fk[-1], 2.0)
+            v1 = t1 if t1 is not None else a + b
+            e = ((1.0, 2.0, top), (v1, a + 2 * b, a + b * top), "linear")
+            return (e, e, e, f"{name}@{precision}: verify = line in K through lookaheads "
+                    f"{', '.join(str(k) for k in ks)} for m >= 2; {src} ({v1:.5f} s)")
+        if t1 is None:
+            e = (tuple(fk), tuple(vs), "flat")
+            return (e, e, (e[0], e[1], "linear"), f"{name}@{precision}: verify calls measured "
+                    f"at lookahead(s) {', '.join(str(k) for k in ks)}; {src}")
+        if fk[0] > 2:
+            step = ((1.0, 2.0) + tuple(fk), (t1, vs[0]) + tuple(vs))
+        else:
+            step = ((1.0,) + tuple(fk), (t1,) + tuple(vs))
+        line = ((1.0,) + tuple(fk), (t1,) + tuple(vs), "flat")
+        return ((step[0], step[1], "flat"), line, (step[0], step[1], "linear"),
                 f"{name}@{precision}: verify calls measured at lookahead(s) "
-                f"{', '.join(str(int(m)) for m in ms)} (1 = greedy step)")
+                f"{', '.join(str(k) for k in ks)}, a step from T(1) at m = 2; {src} "
+                f"({t1:.5f} s; interval: the line from T(1) .. linear beyond)")
     for r in runs:
         if r.strategy == "chain" and r.target.name == name:
-            q = _verify_points(runs, name, r.target.precision)
+            q = verify_costs(runs, name, r.target.precision) if _verify_points(
+                runs, name, r.target.precision) else None
             if q is None:
                 continue
-            ms, vs, fitted = q
+            ms, vs, beyond = q[0]
             step = draft_step(runs, name, precision)
             v1 = float(np.interp(1.0, ms, vs))
             ratio = step / v1
-            beyond = "linear" if fitted else "flat"
             return ((ms, tuple(v * ratio for v in vs), beyond),
-                    (ms, tuple(step for _ in vs), "flat"), (ms, vs, beyond),
+                    (ms, tuple(step for _ in vs), "flat"), q[2],
                     f"{name}@{precision}: verify carried from {r.target.precision} by the "
                     f"single-step ratio {ratio:.3f} (interval: flat at the {precision} step .. "
                     f"the {r.target.precision} verify cost)")
@@ -176,9 +218,67 @@ def verify_costs(runs, name: str, precision: str):
                              "is unknown")
 
 
+def draft_costs(runs, name: str, precision: str, verifier=None):
+    """A drafter's step as its timed calls show it: (plain step s, run-to-run sd of a run's
+    mean plain step, extra s of the first step after a reset, source). From its two-model
+    synchronous runs (those with this verifier and precision when there are any): a round
+    after a rejection starts with the drafter reset to the verifier's output, and its first
+    step feeds the tokens from the divergence on; every other step feeds one token. No such
+    run: :func:`draft_step` (no split, no spread)."""
+    cand = [r for r in runs if r.strategy == "chain" and len(r.models) == 2
+            and r.lookahead >= 2 and r.models[0].name == name
+            and r.models[0].precision == precision]
+    same = [r for r in cand if verifier is not None
+            and (r.models[1].name, r.models[1].precision) == verifier]
+    cand = same or cand
+    if not cand:
+        d = draft_step(runs, name, precision)
+        return d, 0.0, 0.0, f"{name}@{precision}: draft step {d:.5f} s (all its logged steps)"
+    plain_by_run, first = [], []
+    for r in cand:
+        k, plain = r.lookahead, []
+        for s in r.samples:
+            d, i, prev = s.model_times[0], 0, None
+            for a in s.accepted[0]:
+                n = k if prev is not None and prev >= k else k - 1
+                if prev is not None and prev < k:
+                    first.append(d[i:i + 1])
+                    plain.append(d[i + 1:i + n])
+                else:
+                    plain.append(d[i:i + n])
+                i += n
+                prev = int(a)
+        plain_by_run.append(float(np.concatenate(plain).mean()))
+    step = float(np.mean(plain_by_run))
+    sd = float(np.std(plain_by_run, ddof=1)) if len(plain_by_run) > 1 else 0.0
+    first = np.concatenate(first) if first else np.zeros(0)
+    extra = max(0.0, float(first.mean()) - step) if first.size else 0.0
+    return step, sd, extra, (f"{name}@{precision}: draft step {step:.5f} s (mean of "
+                             f"{len(cand)} runs' single-token steps, run-to-run sd {sd:.5f} s"
+                             f"), +{extra:.5f} s for the first step after a rejection")
+
+
 def _overhead(run):
     return float(np.mean([s.total_time - sum(float(t.sum()) for t in s.model_times)
                           for s in run.samples]))
+
+
+def per_round_overhead(runs, models) -> float:
+    """Seconds per target round outside every logged call (the EOS check): the least-squares
+    slope of a prompt's unlogged time on its rounds over the two-model synchronous runs of
+    this pair (>= 2 lookaheads; else 0), never below 0."""
+    x, y, ks = [], [], set()
+    for r in runs:
+        if (r.strategy == "chain" and r.names == tuple(m.name for m in models)
+                and len(models) == 2):
+            ks.add(r.lookahead)
+            for s in r.samples:
+                x.append(len(s.accepted[-1]))
+                y.append(s.total_time - sum(float(t.sum()) for t in s.model_times))
+    if len(ks) < 2:
+        return 0.0
+    b = np.polyfit(np.asarray(x, float), np.asarray(y, float), 1)[0]
+    return max(0.0, float(b))
 
 
 def overhead(runs, models) -> tuple[float, float, float]:
@@ -226,9 +326,21 @@ def _spec(runs, name, precision):
     return _default_precision(runs, name)
 
 
-def _speedup(base, laws, costs, k, idx, n_tok, seeds):
+def top_pair_positions(runs, models, idx):
+    """Per prompt of ``idx``: the top pair's agreement at the output positions its two-model
+    synchronous runs at the same precisions revealed (R1: a function of the position; any
+    lookahead), merged; and how many runs gave them."""
+    d, v = models[-2], models[-1]
+    src = [r for r in runs if r.strategy == "chain" and len(r.models) == 2
+           and (r.models[0].name, r.models[0].precision) == (d.name, d.precision)
+           and (r.models[1].name, r.models[1].precision) == (v.name, v.precision)]
+    maps = [revealed_positions(r) for r in src]
+    return [merge_positions([m[i] for m in maps if i in m]) for i in idx], len(src)
+
+
+def _speedup(base, laws, costs, k, idx, n_tok, seeds, known=None):
     """(speedup, per-prompt seconds, standard error of the speedup over the seeds)."""
-    per = np.array([simulate_chain(laws, costs, k, n_tok, seed=s)["time"]
+    per = np.array([simulate_chain(laws, costs, k, n_tok, seed=s, known=known)["time"]
                     for s in range(seeds)])
     times = per.mean(axis=0)
     b = base.by_index()
@@ -270,27 +382,43 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
     not be among them)."""
     if len(names) < 2:
         raise PolyspecInputError("models", "a cascade needs >= 2 models")
+    if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)):
+        raise PolyspecInputError("lookahead", f"must be an integer, got {lookahead!r}")
     k = int(lookahead)
-    if k < 2 or k > 100:
-        raise PolyspecInputError("lookahead", f"must be in 2..100, got {lookahead}")
+    if k < 1 or k > 100:
+        raise PolyspecInputError("lookahead", f"must be in 1..100, got {lookahead}")
     models, base, idx, n_tok = chain_inputs(runs, names, precisions)
     per_pair = [prompt_laws(runs, names[j], names[j + 1], idx) for j in range(len(names) - 1)]
     laws = [tuple(p[i] for p in per_pair) for i in idx]
+    known, n_known = top_pair_positions(runs, models, idx)
     notes = []
     ver = []
     for m in models[1:]:
         v = verify_costs(runs, m.name, m.precision)
         ver.append(v[:3])
         notes.append(v[3])
-    drafts = tuple(draft_step(runs, m.name, m.precision) for m in models[:-1])
+    dc = [draft_costs(runs, m.name, m.precision, (up.name, up.precision))
+          for m, up in zip(models[:-1], models[1:], strict=True)]
+    drafts = tuple(d[0] for d in dc)
+    spread = tuple(1.96 * d[1] for d in dc)
+    d_lo = tuple(d - w for d, w in zip(drafts, spread, strict=True))
+    d_hi = tuple(d + w for d, w in zip(drafts, spread, strict=True))
+    d_reset = tuple(d[2] for d in dc)
+    notes += [d[3] for d in dc]
     o, o_lo, o_hi = overhead(runs, models)
+    pr = per_round_overhead(runs, models)
     rej = tuple(reject_cost(runs, m.name, m.precision) for m in models[1:])
-    point = ChainCosts(drafts, tuple(v[0] for v in ver), o, rej)
-    lo = ChainCosts(drafts, tuple(v[1] for v in ver), o_lo, rej)
-    hi = ChainCosts(drafts, tuple(v[2] for v in ver), o_hi, rej)
-    sp, times, se = _speedup(base, laws, point, k, idx, n_tok, seeds)
-    sp_fast = _speedup(base, laws, lo, k, idx, n_tok, max(2, seeds // 2))[0]
-    sp_slow = _speedup(base, laws, hi, k, idx, n_tok, max(2, seeds // 2))[0]
+    # the per-prompt overhead measured holds the per-round part of the runs it came from
+    same = [r for r in runs if r.strategy == "chain" and r.names == tuple(names)]
+    mean_rounds = (float(np.mean([len(s.accepted[-1]) for r in same for s in r.samples]))
+                   if same else 0.0)
+    o, o_lo, o_hi = (x - pr * mean_rounds for x in (o, o_lo, o_hi))
+    point = ChainCosts(drafts, tuple(v[0] for v in ver), o, rej, d_reset, pr)
+    lo = ChainCosts(d_lo, tuple(v[1] for v in ver), o_lo, rej, d_reset, pr)
+    hi = ChainCosts(d_hi, tuple(v[2] for v in ver), o_hi, rej, d_reset, pr)
+    sp, times, se = _speedup(base, laws, point, k, idx, n_tok, seeds, known)
+    sp_fast = _speedup(base, laws, lo, k, idx, n_tok, max(2, seeds // 2), known)[0]
+    sp_slow = _speedup(base, laws, hi, k, idx, n_tok, max(2, seeds // 2), known)[0]
     rel = math.hypot(model_error or 0.0, se / sp)
     lo95 = min(sp, sp_fast, sp_slow) * (1 - 1.96 * rel)
     hi95 = max(sp, sp_fast, sp_slow) * (1 + 1.96 * rel)
@@ -307,10 +435,15 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
         "predicted_time_per_token_s": float(times.sum() / sum(n_tok)),
         "acceptance_source": [f"{names[j]} -> {names[j + 1]}: per-prompt age-hazard law from "
                               f"{len(sync_pairs(runs, names[j], names[j + 1]))} two-model "
-                              "synchronous run(s)" for j in range(len(names) - 1)],
-        "cost_source": notes + [f"draft steps (s): {', '.join(f'{d:.5f}' for d in drafts)}; "
-                                f"rejecting verify calls +{', '.join(f'{x:.5f}' for x in rej)}"
-                                f" s; overhead per prompt {o:.4f} s"],
+                              "synchronous run(s)" for j in range(len(names) - 1)]
+        + [f"{names[-2]} -> {names[-1]}: agreement at "
+           f"{sum(len(m) for m in known)} output positions revealed by {n_known} run(s) at "
+           "other lookaheads (R1; the law elsewhere)"],
+        "cost_source": notes + [f"draft steps (s): {', '.join(f'{d:.5f}' for d in drafts)} "
+                                f"(interval +-{', '.join(f'{w:.5f}' for w in spread)}, the "
+                                "run-to-run spread); rejecting verify calls "
+                                f"+{', '.join(f'{x:.5f}' for x in rej)} s; overhead per "
+                                f"prompt {o:.4f} s + {pr * 1e3:.3f} ms per round"],
     }
 
 

@@ -13,6 +13,8 @@ from validation.gpu_traces.chain import (
     AgeHazard,
     ChainCosts,
     fit_age_hazard,
+    merge_positions,
+    revealed_positions,
     round_exposures,
     simulate_chain,
 )
@@ -139,3 +141,100 @@ def test_round_exposures_continue_after_full_rounds():
     assert entry.tolist() == [0, 3, 7, 0]
     assert agree.tolist() == [3, 4, 2, 0]
     assert cens.tolist() == [True, True, False, False]
+
+
+def test_revealed_positions_by_hand():
+    # K=4 from verifier length 1: 4 (fresh, full): agree 1..3; 4 (continuing): bonus 4 agrees,
+    # 5..7 agree; 2 (continuing): bonus 8, 9 agree, 10 disagrees; 1 (fresh): 11 disagrees;
+    # 3 (fresh): 12, 13 agree, 14 disagrees
+    d = revealed_positions(_run([4, 4, 2, 1, 3], 4))[0]
+    want = {p: True for p in (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13)}
+    want.update({10: False, 11: False, 14: False})
+    assert d == want
+    # a continuing round that accepts 1 is ambiguous: nothing revealed, the next is fresh
+    d = revealed_positions(_run([4, 1, 2], 4))[0]
+    assert d == {1: True, 2: True, 3: True, 6: True, 7: False}
+    # and these are the positions round_exposures puts at the same ages
+    entry, agree, cens = round_exposures(_run([4, 4, 2, 1, 3], 4))
+    assert entry.tolist()[:3] == [0, 3, 7]  # positions 1, 4, 8 at ages 0, 3, 7
+
+
+def test_merge_positions_drops_conflicts():
+    assert merge_positions([{1: True, 2: False}, {2: True, 3: False}, {1: True}]) == {
+        1: True, 3: False}
+
+
+def test_known_positions_replay_the_revealed_run_exactly():
+    acc = [4, 4, 2, 1, 3, 2]
+    known = [revealed_positions(_run(acc, 4))[0]]
+    for seed in (0, 1, 2):
+        res = simulate_chain([(_const(0.5),)], _costs(2), 4, [1 + sum(acc)], seed=seed,
+                             known=known)
+        assert res["rounds"][0] == len(acc)
+        assert res["accepted"][0] == pytest.approx(sum(acc) / len(acc))
+    # known agreement everywhere overrides a law that always disagrees
+    n, k = 41, 5
+    allk = [dict.fromkeys(range(n + k + 2), True)]
+    res = simulate_chain([(_const(1.0),)], _costs(2), k, [n], known=allk)
+    assert res["rounds"][0] == math.ceil((n - 1) / k)
+
+
+def test_reset_step_and_per_round_costs_by_hand():
+    k, n = 4, 30
+    c = ChainCosts((1.0,), (((1.0, 2.0), (7.0, 7.0), "flat"),), 0.0, (), (0.25,), 0.125)
+    never = simulate_chain([(_const(1.0),)], c, k, [n])
+    # every round follows a reset (the prefill token disagreed too)
+    assert never["time"][0] == pytest.approx((n - 1) * ((k - 1) + 0.25 + 7.0 + 0.125))
+    always = simulate_chain([(_const(0.0),)], c, k, [n])
+    r = always["rounds"][0]
+    assert always["time"][0] == pytest.approx((k - 1) + k * (r - 1) + (7.0 + 0.125) * r)
+
+
+def test_lookahead_one_by_hand():
+    # K=1: no drafts past the verifier; the drafter catches up one step a round (none in the
+    # first, prefill gave both one token) and every verify feeds one token
+    n = 25
+    c = ChainCosts((1.0,), (((1.0, 2.0), (7.0, 9.0), "flat"),), 0.0, (0.5,), (0.25,))
+    always = simulate_chain([(_const(0.0),)], c, 1, [n])
+    assert always["rounds"][0] == n - 1
+    assert always["time"][0] == pytest.approx((n - 2) * 1.0 + (n - 1) * 7.0)
+    never = simulate_chain([(_const(1.0),)], c, 1, [n])
+    # each catch-up step disagrees, so the drafter is reset to the verifier's output after
+    # the verify and needs no step in the next round: a step every other round (rounds 2, 4,
+    # ..., 24), each the first after a reset; a 1-token verify rejects no draft
+    assert never["rounds"][0] == n - 1
+    assert never["time"][0] == pytest.approx(((n - 1) // 2) * 1.25 + (n - 1) * 7.0)
+
+
+def test_replay_equals_r1_exact_chain_for_a_non_geometric_law():
+    # R1 with PipeSpec's bonus re-check (polyspec_theory.core.runs.sync_two_level) against
+    # the replay: tokens per round and seconds per token. 150 prompts (one seed each) are
+    # independent replicas: ratio estimators with their delta-method standard errors over
+    # prompts, 4 sd (two-sided 6.3e-5 each, 2 checks), plus the start-up transient (the
+    # first round starts from the prefill state: < 1 round in ~160, 0.005 relative)
+    from polyspec_theory.core.runs import RunLaw, sync_two_level
+
+    hz, tail, k = (0.45, 0.3, 0.2, 0.12, 0.08), 0.04, 5
+    vt = ((1.0, 2.0, 6.0), (0.6, 1.0, 1.2), "linear")
+    c = ChainCosts((0.1,), (vt,), 0.0)
+    th = sync_two_level(RunLaw(hz, tail), k - 1, 0.1,
+                        lambda m: float(np.interp(m, vt[0], vt[1])), recheck_bonus=True)
+    tok, rnd, sec = [], [], []
+    for seed in range(150):
+        res = simulate_chain([(AgeHazard(hz, tail),)], c, k, [600], seed=seed)
+        rnd.append(float(res["rounds"][0]))
+        tok.append(res["accepted"][0] * rnd[-1])
+        sec.append(float(res["time"][0]))
+    tok, rnd, sec = map(np.asarray, (tok, rnd, sec))
+
+    def ratio(y, x):
+        r = y.sum() / x.sum()
+        return r, np.std(y - r * x, ddof=1) / math.sqrt(len(x)) / x.mean()
+
+    tpr, se1 = ratio(tok, rnd)
+    tau, se2 = ratio(sec, tok)
+    assert abs(tpr - th["tokens_per_round"]) <= 4 * se1 + 0.005 * tpr, (tpr, se1, th)
+    assert abs(tau - th["time_per_token"]) <= 4 * se2 + 0.005 * tau, (tau, se2, th)
+    # power: the forgetful chain (every round from age 0) is outside
+    fresh = 1 + sum(RunLaw(hz, tail).survival(0, j) for j in range(1, k))
+    assert abs(tpr - fresh) > 8 * se1 + 0.005 * tpr
