@@ -238,3 +238,23 @@ def test_replay_equals_r1_exact_chain_for_a_non_geometric_law():
     # power: the forgetful chain (every round from age 0) is outside
     fresh = 1 + sum(RunLaw(hz, tail).survival(0, j) for j in range(1, k))
     assert abs(tpr - fresh) > 8 * se1 + 0.005 * tpr
+
+
+def test_pipespec_rounds_are_not_independent(runs):
+    # R3 on the 1B -> 8B PipeSpec rounds (fixture: 3 prompts, five lookaheads): a constant
+    # hazard (independent rounds, P1's per-round law) is rejected
+    from polyspec_theory.core.runs import geometric_lr_test
+
+    from . import M, S
+
+    obs = [round_exposures(r) for r in runs
+           if r.strategy == "chain" and r.names == (S, M) and r.lookahead >= 2]
+    e, g, c = (np.concatenate([o[i] for o in obs]) for i in range(3))
+    t = geometric_lr_test(e, g, c)
+    assert t["p_value"] < 1e-6, t
+    # and the same test keeps the geometric rounds of a constant hazard fitted to them
+    rng = np.random.default_rng(5)
+    q = t["hazard"]
+    gg = np.minimum(rng.geometric(q, e.size) - 1, 7)
+    t0 = geometric_lr_test(np.zeros(e.size, int), gg, gg >= 7)
+    assert t0["p_value"] > 1e-4  # level 1e-4: the false-failure rate
