@@ -51,6 +51,10 @@ def add_arguments(p):
                         "acceptance data (e.g. data/traces/cpu): the predictive variant and "
                         "the predicted crossover then take laws from outside the predicted "
                         "captures; async captures also take their costs from them")
+    p.add_argument("--costs-from", default=None, metavar="DIR",
+                   help="Spec-Bench folder: take the cost model from another folder of the "
+                        "same method (fitted on all its categories, scaled by this folder's "
+                        "autoregressive step) instead of leaving categories or questions out")
     p.add_argument("--aa", default=None, metavar="DIR",
                    help="A/A captures (one configuration captured repeatedly, interleaved): "
                         "the noise floor reported as noise_floor (default: TRACES_DIR/aa if "
@@ -80,7 +84,11 @@ def run(args) -> int:
     from validation.gpu_traces.cli import detect_dir, run_validate
 
     if detect_dir(args.traces_dir):  # PipeSpec / Spec-Bench GPU trace folder
-        return run_validate(args.traces_dir, args.json)
+        return run_validate(args.traces_dir, args.json, costs_from=args.costs_from)
+    if args.costs_from:
+        from polyspec_theory.errors import PolyspecInputError
+
+        raise PolyspecInputError("--costs-from", "only for a Spec-Bench answer folder")
     from pathlib import Path
 
     from polyspec_theory.core.laws import LAW_FAMILIES

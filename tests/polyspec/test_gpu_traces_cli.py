@@ -113,3 +113,18 @@ def test_fit_three_model_file_top_level_is_the_target_pair(capsys, tmp_path):
     assert [p["drafter"] for p in d["pairs"]] == ["Tiny", S]
     assert d["pairs"][0]["mean_acceptance_length"] == 1.0
     assert d["mean_acceptance_length"] == d["pairs"][1]["mean_acceptance_length"] > 1.0
+
+
+def test_validate_specbench_costs_from(capsys):
+    rc, out, _ = _run(capsys, "validate", SB, "--costs-from", SB, "--json")
+    assert rc == 0
+    d = _strict(out)
+    assert d["headline"] == "costs-held-out (costs-from)"
+    assert all(v.startswith("costs-from") for v in d["held_out"].values())
+    rc, out, err = _run(capsys, "validate", SB, "--costs-from", SB)
+    assert rc == 0 and "costs held out by costs-from" in out
+    for bad in (PS, os.path.join(FIX, "nope")):
+        rc, out, err = _run(capsys, "validate", SB, "--costs-from", bad)
+        assert rc == 2 and "--costs-from" in err and len(err.strip().splitlines()) == 1
+    rc, out, err = _run(capsys, "validate", PS, "--costs-from", SB)
+    assert rc == 2 and "--costs-from" in err and len(err.strip().splitlines()) == 1

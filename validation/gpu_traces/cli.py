@@ -124,15 +124,21 @@ def run_fit(path, as_json: bool) -> int:
     return 0
 
 
-def run_validate(directory, as_json: bool) -> int:
+def run_validate(directory, as_json: bool, costs_from=None) -> int:
     kind = detect_dir(directory)
+    if costs_from is not None and kind != "specbench":
+        raise PolyspecInputError("--costs-from", "only for a Spec-Bench answer folder")
+    if costs_from is not None and detect_dir(costs_from) != "specbench":
+        raise PolyspecInputError("--costs-from", f"{costs_from} is not a Spec-Bench answer "
+                                 "folder")
     if kind == "specbench":
         from .specbench import validate_specbench
 
-        rep = validate_specbench(directory)
+        rep = validate_specbench(directory, costs_from=costs_from)
         rep["comparison_proportional"] = {
-            k: v for k, v in validate_specbench(directory, proportional=True,
-                                                n_boot=1).items() if k == "per_method"}
+            k: v for k, v in validate_specbench(directory, proportional=True, n_boot=1,
+                                                costs_from=costs_from).items()
+            if k == "per_method"}
     else:
         import numpy as np
 
@@ -153,6 +159,8 @@ def run_validate(directory, as_json: bool) -> int:
     for c in rep["configs"]:
         print(f"  {c['name']}: predicted {c['predicted_speedup']:.3f}, measured "
               f"{c['measured_speedup']:.3f} ({100 * c['error']:+.2f} %)")
+    for m, how in rep.get("held_out", {}).items():
+        print(f"  {m}: costs held out by {how}")
     print(f"median |error| {100 * rep['median_abs_error']:.2f} %, max "
           f"{100 * rep['max_abs_error']:.2f} % [{rep['headline']}]")
     return 0
