@@ -31,7 +31,8 @@ def main(root: str) -> dict:
     sb = validate_specbench(sdir)
     prop = validate_specbench(sdir, proportional=True, n_boot=1)
     out["specbench_loco"] = {"model": sb["per_method"], "proportional_baseline":
-                             prop["per_method"], "configs": sb["configs"]}
+                             prop["per_method"], "configs": sb["configs"],
+                             "held_out": sb["held_out"]}
     runs = read_pipespec_dir(pdir)
     loo = leave_one_out(runs)
     sweep = [c for c in loo if c["models"] == [SMALL, MID]]
@@ -42,11 +43,13 @@ def main(root: str) -> dict:
     have = {r.lookahead for r in runs if r.strategy == "chain" and r.names == (SMALL, MID)}
     prec = {SMALL: "float16", MID: "float32"}
     fc = []
-    for k in range(2, 21):
+    for k in range(1, 21):
         if k in have:
             continue
         f = forecast_chain(runs, (SMALL, MID), k, prec, model_error=err)
-        fc.append({"lookahead": k, "speedup": f["speedup"], "interval95": f["interval95"]})
+        fc.append({"lookahead": k, "speedup": f["speedup"], "interval95": f["interval95"],
+                   "cost_source": f["cost_source"],
+                   "acceptance_source": f["acceptance_source"]})
     measured = {c["lookahead"]: c["measured_speedup"] for c in sweep}
     best = max(fc, key=lambda r: r["speedup"])
     out["pipespec_sweep_forecasts"] = {"forecasts": fc, "measured": measured,
@@ -87,6 +90,8 @@ def markdown(out: dict) -> str:
         lines.append(f"| {m} | {100 * v['median_abs_error']:.2f} % | "
                      f"{100 * v['max_abs_error']:.2f} % | {100 * p['median_abs_error']:.2f} % | "
                      f"{100 * p['max_abs_error']:.2f} % |")
+    lines += ["", "costs held out by: " + ", ".join(
+        f"{m}: {v}" for m, v in s.get("held_out", {}).items())]
     w = out["pipespec_sweep_loo"]
     lines += ["", "## PipeSpec 1B -> 8B (fp32) sweep, leave one lookahead out", "",
               "| K | predicted | measured | error |", "|---|---|---|---|"]
@@ -100,6 +105,10 @@ def markdown(out: dict) -> str:
     for r in f["forecasts"]:
         lines.append(f"| {r['lookahead']} | {r['speedup']:.4f} | [{r['interval95'][0]:.4f}, "
                      f"{r['interval95'][1]:.4f}] |")
+    if f["forecasts"]:
+        lines += ["", "Sources of every forecast above (the same for each K):"]
+        lines += [f"- {x}" for x in f["forecasts"][0]["acceptance_source"]
+                  + f["forecasts"][0]["cost_source"]]
     lines += ["", f"lookahead picked (best of forecasts and measured): {f['picked_lookahead']}",
               "", "## Pre-registered: 70B(4bit) <- 8B(fp16) <- 1B(fp16), synchronous, K = 8", ""]
     t = out["preregistered_3model_sync_k8"]

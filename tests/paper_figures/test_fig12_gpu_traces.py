@@ -17,7 +17,7 @@ def test_points_are_the_committed_results():
         assert p == loo[k]["predicted_speedup"] and q == loo[k]["measured_speedup"]
         assert loo[k]["error"] == pytest.approx(p / q - 1)
     seen = {k for k, *_ in data["sweep"]}
-    assert {k for k, *_ in data["forecasts"]} == set(range(2, 21)) - seen
+    assert {k for k, *_ in data["forecasts"]} == set(range(1, 21)) - seen
     for _, s, lo, hi in data["forecasts"]:
         assert lo < s < hi
     assert len(data["specbench"]) == len(d["specbench_loco"]["configs"])

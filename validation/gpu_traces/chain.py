@@ -117,22 +117,45 @@ def revealed_positions(run: PipeSpecRun) -> dict[int, dict[int, bool]]:
     at L+a-1; a = K reveals agreement at L..L+K-2 and the next round (continuing) first
     re-checks the bonus position L+K-1. A continuing round that accepts a >= 2 reveals
     agreement at its bonus position, then as a fresh round; one that accepts 1 is ambiguous
-    (bonus disagreed, or bonus agreed and the first draft did not) and reveals nothing."""
+    (the bonus disagreed and the verify fed 1 token, or the bonus agreed and the first draft
+    did not): its timed call says which -- a 1-token verify is in the fast cluster, below the
+    midpoint of the run's fastest such call and its mean rejecting K-token call (no timing
+    to tell by: nothing revealed)."""
     if run.strategy != "chain" or len(run.models) != 2:
         raise PolyspecInputError(run.path, "positions are read from two-model synchronous "
                                  "chain runs")
     k = max(run.lookahead, 1)
+    thr = None
+    amb, rej = [], []
+    for s in run.samples:
+        a, t = s.accepted[0], s.model_times[1] if len(s.model_times) > 1 else None
+        if t is None or len(t) != len(a):
+            continue
+        after = np.zeros(len(a), dtype=bool)
+        after[1:] = a[:-1] >= k
+        amb.append(t[after & (a == 1)])
+        rej.append(t[~(after & (a == 1)) & (a < k)])
+    if amb and rej:
+        amb_all, rej_all = np.concatenate(amb), np.concatenate(rej)
+        if amb_all.size and rej_all.size:
+            thr = (amb_all.min() + rej_all.mean()) / 2
     out = {}
     for s in run.samples:
         d: dict[int, bool] = {}
         ln, cont = 1, False
-        for a in s.accepted[0]:
+        times = s.model_times[1] if len(s.model_times) > 1 else None
+        for j, a in enumerate(s.accepted[0]):
             a = int(a)
             if k == 1:  # no drafts: nothing is checked
                 ln += a
                 continue
             if cont:
                 if a == 1:
+                    if thr is not None and times is not None and j < len(times):
+                        if times[j] < thr:
+                            d[ln - 1] = False  # 1-token verify: the bonus disagreed
+                        else:
+                            d[ln - 1], d[ln] = True, False
                     ln, cont = ln + 1, False
                     continue
                 d[ln - 1] = True

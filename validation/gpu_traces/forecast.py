@@ -437,8 +437,8 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
                               f"{len(sync_pairs(runs, names[j], names[j + 1]))} two-model "
                               "synchronous run(s)" for j in range(len(names) - 1)]
         + [f"{names[-2]} -> {names[-1]}: agreement at "
-           f"{sum(len(m) for m in known)} output positions revealed by {n_known} run(s) at "
-           "other lookaheads (R1; the law elsewhere)"],
+           f"{sum(len(m) for m in known)} output positions revealed by {n_known} two-model "
+           "synchronous run(s) of the pair (R1; the law elsewhere)"],
         "cost_source": notes + [f"draft steps (s): {', '.join(f'{d:.5f}' for d in drafts)} "
                                 f"(interval +-{', '.join(f'{w:.5f}' for w in spread)}, the "
                                 "run-to-run spread); rejecting verify calls "
@@ -506,7 +506,7 @@ def forecast_dir(directory, names, lookahead, precisions=None) -> dict:
     return forecast_chain(runs, names, lookahead, full, model_error=model_error(runs))
 
 
-def plan_dir(directory, lookaheads=range(2, 21)) -> dict:
+def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
     """Every synchronous chain of the seen models, per target, at every lookahead up to the
     largest the target was seen verifying (no extrapolation of its verify cost): the best per
     chain and whether a third model pays (its interval above the best two-model chain's)."""

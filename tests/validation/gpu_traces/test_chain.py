@@ -128,9 +128,10 @@ def test_kaplan_meier_recovers_a_constant_hazard_under_censoring():
     assert law.survival(3) == pytest.approx(np.prod([1 - h for h in law.hazard[:3]]))
 
 
-def _run(acc, k):
+def _run(acc, k, verify_times=None):
     m = ModelSpec("a", "x/a", "float16", None, ())
-    s = PipeSample(0, 1.0, int(sum(acc)) + 1, model_times=(np.zeros(3), np.zeros(len(acc))),
+    vt = np.zeros(len(acc)) if verify_times is None else np.asarray(verify_times, float)
+    s = PipeSample(0, 1.0, int(sum(acc)) + 1, model_times=(np.zeros(3), vt),
                    accepted=(np.array(acc),))
     return PipeSpecRun("r.json", "chain", (m, m), k, "", (s,))
 
@@ -151,9 +152,16 @@ def test_revealed_positions_by_hand():
     want = {p: True for p in (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13)}
     want.update({10: False, 11: False, 14: False})
     assert d == want
-    # a continuing round that accepts 1 is ambiguous: nothing revealed, the next is fresh
-    d = revealed_positions(_run([4, 1, 2], 4))[0]
-    assert d == {1: True, 2: True, 3: True, 6: True, 7: False}
+    # a continuing round that accepts 1 is ambiguous; its timed call tells: fast (below the
+    # midpoint of the fastest such call, 1, and the mean rejecting call, 5): a 1-token verify,
+    # the bonus position 4 disagreed and 5 went unchecked; slow: 4 agreed, 5 disagreed
+    d = revealed_positions(_run([4, 1, 2], 4, [5.0, 1.0, 5.0]))[0]
+    assert d == {1: True, 2: True, 3: True, 4: False, 6: True, 7: False}
+    d = revealed_positions(_run([4, 1, 2], 4, [5.0, 5.0, 5.0]))[0]
+    assert d == {1: True, 2: True, 3: True, 4: True, 5: False, 6: True, 7: False}
+    # no rejecting call to compare with: nothing revealed there
+    d = revealed_positions(_run([4, 1], 4, [5.0, 1.0]))[0]
+    assert d == {1: True, 2: True, 3: True}
     # and these are the positions round_exposures puts at the same ages
     entry, agree, cens = round_exposures(_run([4, 4, 2, 1, 3], 4))
     assert entry.tolist()[:3] == [0, 3, 7]  # positions 1, 4, 8 at ages 0, 3, 7
@@ -258,3 +266,22 @@ def test_pipespec_rounds_are_not_independent(runs):
     gg = np.minimum(rng.geometric(q, e.size) - 1, 7)
     t0 = geometric_lr_test(np.zeros(e.size, int), gg, gg >= 7)
     assert t0["p_value"] > 1e-4  # level 1e-4: the false-failure rate
+
+
+def test_a_run_replayed_on_its_own_positions_is_reproduced_exactly(runs):
+    # R1 on real rounds: every two-model synchronous fixture run, replayed at its lookahead on
+    # the positions it reveals (the law is never drawn on the verifier's path), gives its
+    # measured verify calls one for one (rounds and tokens per call per prompt)
+    c = ChainCosts((0.0,), (((1.0, 2.0), (1.0, 1.0), "flat"),), 0.0)
+    n_runs = 0
+    for r in runs:
+        if r.strategy != "chain" or len(r.models) != 2 or r.lookahead < 2:
+            continue
+        kn = revealed_positions(r)
+        for s in r.samples:
+            res = simulate_chain([(AgeHazard((), 0.5),)], c, r.lookahead,
+                                 [s.tokens_generated], seed=3, known=[kn[s.index]])
+            assert res["rounds"][0] == len(s.accepted[0]), (r.label, s.index)
+            assert res["accepted"][0] == pytest.approx(float(np.mean(s.accepted[0])))
+        n_runs += 1
+    assert n_runs >= 5

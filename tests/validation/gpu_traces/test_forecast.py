@@ -66,7 +66,7 @@ def test_three_model_forecast_interval_and_sources(runs):
     assert lo < f["speedup"] < hi
     assert f["precisions"] == {S: "float16", M: "float16", B: "4bit"}
     assert len(f["acceptance_source"]) == 3
-    assert "revealed by 1 run(s)" in f["acceptance_source"][2]  # the 8B -> 70B run
+    assert "revealed by 1 two-model" in f["acceptance_source"][2]  # the 8B -> 70B run
 
 
 def test_a_costlier_drafter_lowers_the_forecast(runs, tmp_path):
