@@ -1,22 +1,30 @@
 """Forecast PipeSpec synchronous cascades from the other runs of a folder: per-prompt acceptance
 laws of each pair (:mod:`.chain`), call costs measured in the traces, the decoder replayed.
 
-Costs (seconds per call, all from the logged calls):
+Acceptance (docs/theory.md R1-R2): each pair's per-prompt run law (:mod:`.chain`), and, for the
+pair next to the target, its agreement at the output positions the pair's other synchronous
+runs revealed (any lookahead; a run left out reveals nothing).
 
-* draft step of a model at a precision: mean of its draft-step entries where it is the
-  smallest model of a synchronous chain; else its greedy decode step (``token_times``).
-* verify call of m tokens: points (K, mean verify entry of the calls that fed K tokens) of the
-  runs where it is the target at that precision, plus (1, greedy decode step) when a greedy
-  run at that precision exists.
-  With >= 3 lookaheads a least-squares line in K; beyond the last point ``flat`` (point: a
-  multi-token forward at these sizes is launch/dequantisation bound) or ``linear`` (upper end).
+Costs (seconds per call, all from the logged calls; every source is printed with the forecast):
+
+* draft step of a model at a precision (:func:`draft_costs`): from its two-model synchronous
+  runs (those with the same verifier when any), the mean over runs of each run's mean
+  single-token step, with the run-to-run sd of those means (interval: +-1.96 sd), plus the
+  extra of the first step after a reset (it feeds the tokens from the divergence on); no such
+  run: the mean of its logged draft steps, else its greedy decode step.
+* verify call of m tokens (:func:`verify_costs`): T(1) from its 1-token verify calls (else
+  its greedy step at that precision) and, for m >= 2, the fully accepting K-token calls: a
+  least-squares line in K through >= 3 lookaheads (linear beyond), else the measured points
+  with a step from T(1) at m = 2 (flat beyond; interval: the line from T(1) .. linear
+  beyond); a rejecting call adds :func:`reject_cost`.
 * a precision never seen verifying is carried from one that was, assuming the verify call
   scales like the single-token step (ratio of the steps at the two precisions); interval:
   from the single-token step (flat) to the other precision's verify cost (fp16 is not slower
   than fp32).
 * per-prompt overhead (prefills, EOS checks): total_time - sum of the logged calls, mean over
-  runs with the same target; a model added to a chain adds half the overhead of its runs
-  without the target (interval: none to all of it).
+  runs with the same target, less :func:`per_round_overhead` x rounds (the EOS check each
+  round, fitted across lookaheads); a model added to a chain adds half the overhead of its
+  runs without the target (interval: none to all of it).
 
 interval95: the replay at the low and high ends of the cost intervals, widened by 1.96 x the
 RMS relative error of the leave-one-out forecasts of the folder's lookahead sweeps (the model
