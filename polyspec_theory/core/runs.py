@@ -220,3 +220,41 @@ def geometric_lr_test(entry, agree, censored, *, max_age: int = 40) -> dict:
     df = int(used.sum()) - 1
     p = float(chi2.sf(stat, df)) if df > 0 else 1.0
     return {"statistic": max(stat, 0.0), "df": df, "p_value": p, "hazard": float(h0)}
+
+
+def carry_test(prompts) -> dict:
+    """R3, read off rounds directly: are a round's accepted counts independent of whether the
+    previous round (same prompt, same block ``G``) was fully accepted? ``prompts``: per prompt
+    the rounds in order as ``(G, A)`` pairs. Chi-square test of homogeneity of ``A`` between
+    rounds after a full round and rounds after a rejection (P1's assumption (i) says equal;
+    R1 with a non-constant hazard says not). Returns ``statistic``, ``df``, ``p_value`` and
+    the group sizes and means."""
+    from scipy.stats import chi2
+
+    after_full, after_rej = [], []
+    for i, rounds in enumerate(prompts):
+        for j, r in enumerate(rounds):
+            if len(r) != 2:
+                raise PolyspecInputError(f"prompts[{i}][{j}]", "must be a (G, A) pair")
+            g, a = r
+            if isinstance(g, bool) or isinstance(a, bool) or int(g) != g or int(a) != a \
+                    or g < 1 or a < 0 or a > g:
+                raise PolyspecInputError(f"prompts[{i}][{j}]", f"needs integers 0 <= A <= G, "
+                                         f"G >= 1, got {r!r}")
+        for (g0, a0), (g1, a1) in zip(rounds[:-1], rounds[1:], strict=False):
+            if g0 == g1:
+                (after_full if a0 >= g0 else after_rej).append(int(a1))
+    if not after_full or not after_rej:
+        raise PolyspecInputError("prompts", "needs rounds after a full round and after a "
+                                 "rejection")
+    top = max(after_full + after_rej) + 1
+    tab = np.array([np.bincount(after_full, minlength=top),
+                    np.bincount(after_rej, minlength=top)], dtype=float)
+    tab = tab[:, tab.sum(axis=0) > 0]
+    exp = tab.sum(axis=1, keepdims=True) * tab.sum(axis=0, keepdims=True) / tab.sum()
+    stat = float(((tab - exp) ** 2 / exp).sum())
+    df = tab.shape[1] - 1
+    return {"statistic": stat, "df": df, "p_value": float(chi2.sf(stat, df)) if df else 1.0,
+            "n_after_full": len(after_full), "n_after_rejection": len(after_rej),
+            "mean_after_full": float(np.mean(after_full)),
+            "mean_after_rejection": float(np.mean(after_rej))}

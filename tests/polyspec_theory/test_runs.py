@@ -18,7 +18,13 @@ import numpy as np
 import pytest
 
 from polyspec_theory import Cascade, PolyspecInputError, predict
-from polyspec_theory.core.runs import RunLaw, fit_run_law, geometric_lr_test, sync_two_level
+from polyspec_theory.core.runs import (
+    RunLaw,
+    carry_test,
+    fit_run_law,
+    geometric_lr_test,
+    sync_two_level,
+)
 
 Z = 4.0
 
@@ -152,3 +158,44 @@ def test_bad_input_names_the_field():
         sync_two_level(LAW, 2, 0.1, lambda m: -1.0)
     with pytest.raises(PolyspecInputError, match="censored"):
         fit_run_law([0], [0], [True])
+
+
+def _capture_rounds(name):
+    import json
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[2] / "data" / "traces" / "cpu" / name
+    by: dict[int, list] = {}
+    for line in p.read_text().splitlines():
+        r = json.loads(line)
+        if r.get("type") == "round" and r["level"] == 1:
+            by.setdefault(r["prompt"], []).append((r["G"], r["A"]))
+    return list(by.values())
+
+
+def test_carry_test_on_our_captures_t0_dependent_t1_independent():
+    # greedy (T = 0): agreement is a function of the position, a full round carries its run
+    # (more accepted after a full round); sampling (T = 1): a fresh draw per position, rounds
+    # independent. Under independence p > 1e-3 fails with probability 1e-3 per file.
+    t0 = carry_test(_capture_rounds("target-draft-t_th5_T0.jsonl"))
+    assert t0["p_value"] < 1e-10 and t0["mean_after_full"] > t0["mean_after_rejection"]
+    for name in ("target-draft-t_th5_T1.jsonl", "target-draft-t_th7_T1.jsonl"):
+        assert carry_test(_capture_rounds(name))["p_value"] > 1e-3
+
+
+def test_carry_test_by_hand_and_on_simulated_rounds():
+    # one prompt, G = 2: rounds (2,2) (2,1) (2,2) (2,0): after full: A = 1, 0; after a
+    # rejection: A = 2. Table [[1, 1, 0], [0, 0, 1]]
+    t = carry_test([[(2, 2), (2, 1), (2, 2), (2, 0)]])
+    tab = np.array([[1, 1, 0], [0, 0, 1]], float)
+    exp = tab.sum(1, keepdims=True) * tab.sum(0, keepdims=True) / tab.sum()
+    assert t["statistic"] == pytest.approx(((tab - exp) ** 2 / exp).sum())
+    assert t["df"] == 2 and t["n_after_full"] == 2 and t["n_after_rejection"] == 1
+    e, g, c = _rounds(LAW, 5, 6000, np.random.default_rng(9))
+    seq = [list(zip([5] * len(g), g.tolist(), strict=True))]
+    assert carry_test(seq)["p_value"] < 1e-8  # the carried run shows
+    e, g, c = _rounds(RunLaw.geometric(0.7), 5, 6000, np.random.default_rng(10))
+    seq = [list(zip([5] * len(g), g.tolist(), strict=True))]
+    assert carry_test(seq)["p_value"] > 1e-4  # memoryless: level 1e-4, the false-failure rate
+    with pytest.raises(PolyspecInputError, match=r"prompts\[0\]\[1\]"):
+        carry_test([[(2, 1), (2, 3)]])
