@@ -18,6 +18,12 @@ the draft and then drafts until it is K-1 ahead of the model above, the target v
 100 tokens per call) and every drafter rolls back to the target's output where it diverged; a
 draft that does not extend the verifier's output exactly gets a 1-token verify. Call costs come
 from :class:`ChainCosts`; the output stops at the prompt's token count (EOS).
+
+Positions (docs/theory.md R1): agreement is a function of the output position, so the
+positions a run reveals (:func:`revealed_positions`: every checked draft, and the bonus
+position of a continuing round, an ambiguous one told by its timed call) can be replayed
+directly (``known``); a run replayed at its own lookahead on its own positions gives its
+verify calls one for one.
 """
 
 from __future__ import annotations
