@@ -35,8 +35,10 @@ __all__ = [
     "AsyncPair",
     "AsyncLevel",
     "AsyncPrediction",
+    "TIE_RTOL",
     "async_rules",
     "async_bounds",
+    "async_tie_tolerance",
     "check_async_cascade",
     "predict_async",
     "sync_ratio_bounds",
@@ -44,6 +46,9 @@ __all__ = [
 
 MAX_STATES = 4_000  # largest Markov chain AS1 builds
 READY_WINDOW = 99  # decoding.py: verify input = last verified token + up to 99 drafts
+# AS0 ties: two actions ending less than TIE_RTOL x (the cascade's longest action) apart end
+# at the same instant (a verify ending on a drafter boundary syncs there, that step included)
+TIE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -137,17 +142,35 @@ class AsyncPrediction:
         }
 
 
-def _steps(t: float, c: float) -> float:
-    """Drafter forwards started by time ``t`` after a boundary: ``ceil(t / c)`` (inf if c=0)."""
-    r = t / c if c > 0.0 else math.inf
+def async_tie_tolerance(cascade) -> float:
+    """AS0's tie tolerance ``eps``: :data:`TIE_RTOL` times the longest action of the cascade
+    (every verify ``T_i(m + 1) + o_i`` its rules allow, and the drafter's step). Actions
+    ending less than ``eps`` apart end at the same instant; the theory (AS1) and the simulator
+    both use this one value."""
+    cascade = _as_chain(cascade)
+    rules = async_rules(cascade)
+    longest = float(cascade.models[-1].cost.t1)
+    for i, r in enumerate(rules):
+        m = cascade.models[i]
+        vals = np.asarray(m.cost(np.arange(1, r.window + 2)), dtype=np.float64) + m.overhead
+        longest = max(longest, float(np.max(vals)))
+    return TIE_RTOL * longest
+
+
+def _steps(t: float, c: float, eps: float = 0.0) -> float:
+    """Drafter forwards that end by the end of a verify of length ``t`` started at a drafter
+    boundary, the one in flight at its end included (the sync waits for it): the least ``k``
+    with ``k c >= t - eps`` (AS0 ties: a boundary less than ``eps`` before the verify's end is
+    at its end). ``inf``: a drafter so fast that it is free (``c = 0`` or ``t / c >= 2^52``)."""
+    r = (t - eps) / c if c > 0.0 else math.inf
     if not r < 2.0**52:  # a drafter this much faster than the verifier is free for AS1
         return math.inf
-    k = math.ceil(r - 1e-12 * max(1.0, r))  # a verify ending on a boundary syncs there
-    return float(max(k, 0))
+    return float(max(math.ceil(r), 0))
 
 
-def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
-    """Exact Markov chain of the two-level pipeline. ``t_verify(m)`` = ``T_1(m) + o_1``.
+def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair, eps: float = 0.0):
+    """Exact Markov chain of the two-level pipeline. ``t_verify(m)`` = ``T_1(m) + o_1``;
+    ``eps``: the tie tolerance (:func:`async_tie_tolerance`).
     Returns (cycle, emitted, P, states, extras) with per-state expectations."""
     wait, window, queue = rule.wait, rule.window, rule.queue
 
@@ -156,7 +179,7 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
         ds = d + w
         m = min(ds, window)
         t = t_verify(m + 1)
-        k = _steps(t, c)
+        k = _steps(t, c, eps)
         delta = k if queue is None else min(queue - ds, k)
         if math.isinf(delta):
             cycle = t
@@ -167,11 +190,11 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
     if queue is not None:
         top, lump = queue, False
     else:
-        k_w = _steps(t_verify(window + 1), c)
+        k_w = _steps(t_verify(window + 1), c, eps)
         if k_w >= window + 1:  # at D >= window the drafter keeps up: states >= window lump
             top, lump = window, True
         else:
-            top = max(window, max(int(_steps(t_verify(m + 1), c)) - 1
+            top = max(window, max(int(_steps(t_verify(m + 1), c, eps)) - 1
                                   for m in range(window + 1)), wait)
             lump = False
     size = top + 1
@@ -192,7 +215,9 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
         busy_v[d] = t
         emitted[d] = float(np.sum(surv[: m + 1]))  # E[min(R, m)] + 1
         p_bonus = surv[m + 1]  # all m accepted and the drafter's next draft is the bonus
-        drafted[d] = w + (0.0 if math.isinf(delta) else delta)
+        # drafter forwards this cycle: the wait, then those ending by the sync (a drafter too
+        # fast to count steps, t / c >= 2^52, makes about t / c of them)
+        drafted[d] = w + (delta if not math.isinf(delta) else (t / c if c > 0 else 0.0))
         if ds + delta >= m + 1:
             nxt = ds + delta - m - 1
             nxt = size - 1 if (math.isinf(nxt) or (lump and nxt >= top)) else int(nxt)
@@ -257,7 +282,8 @@ def async_bounds(cascade) -> tuple[float, float]:
     e = [float(np.sum(surv[: m + 1])) for m in ms]
     upper = t1 * max(ei / t_verify(m + 1) for ei, m in zip(e, ms, strict=True))
     # X_i: longest cycle of level i (sync point to sync point); Y_i: X_i plus the sync
-    # hand-offs below it
+    # hand-offs below it. A middle level rolled back from above first waits for the stale
+    # action below (one Y_{i+1} more); the target is never rolled back from above.
     n = cascade.n
     y_below = cascade.models[-1].cost.t1
     x_below = y_below
@@ -265,7 +291,7 @@ def async_bounds(cascade) -> tuple[float, float]:
         tv, _ = _pair_inputs(cascade, i, rules[i])
         longest = max(tv(m + 1) for m in range(min(rules[i].wait, rules[i].window),
                                                 rules[i].window + 1))
-        x_i = (rules[i].wait + 2) * y_below + longest
+        x_i = (rules[i].wait + (1 if i == 0 else 2)) * y_below + longest
         x_below, y_below = x_i, x_i + y_below
     lower = t1 * e[0] / x_below
     return lower, upper
@@ -283,8 +309,8 @@ def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
     c = cascade.models[1].cost.t1
     th = rules[0].window
     t = float(cascade.models[0].cost(th + 1)) + cascade.models[0].overhead
-    k = _steps(t, c)
-    rounded = t if math.isinf(k) else c * k
+    k = _steps(t, c, async_tie_tolerance(cascade))
+    rounded = t if math.isinf(k) else max(t, c * k)
     sync_cycle = th * c + t
     return sync_cycle / (th * c + rounded), sync_cycle / rounded
 
@@ -301,7 +327,8 @@ def predict_async(cascade) -> AsyncPrediction:
     rule = rules[0]
     c = cascade.models[1].cost.t1
     t_verify, surv = _pair_inputs(cascade, 0, rule)
-    cycle, emitted, P, checked, busy_v, drafted, kept = _two_level(t_verify, c, surv, rule)
+    cycle, emitted, P, checked, busy_v, drafted, kept = _two_level(
+        t_verify, c, surv, rule, async_tie_tolerance(cascade))
     pi = _stationary(P)
     mean_cycle = float(pi @ cycle)
     mean_l = float(pi @ emitted)
