@@ -7,10 +7,9 @@ drafts are ready past its prefix, checks ``m = min(ready, window)`` of them in o
 (``T_i(m + 1) + o_i``), then syncs with its drafter at the drafter's next step boundary (at
 once if the drafter is idle): on a rejection, or when the drafter's next draft disagrees with
 the emitted bonus token, the drafter rolls back to the verifier's sequence. Config threshold
-``theta >= 1`` means ``wait = window = theta`` (PipeSpec lookahead ``k = theta + 1``: the
-accepted count per verify is capped at ``k``); ``theta = 0`` means PipeSpec lookahead 0: no
-wait, at most :data:`READY_WINDOW` drafts per verify (``max_verify_tokens = 100`` in
-``decoding.py``).
+``theta`` is the wait (PipeSpec lookahead ``k``: ``theta = max(k - 1, 0)``) and every verify
+checks all ready drafts up to :data:`READY_WINDOW` (``max_verify_tokens`` =
+:data:`MAX_VERIFY_TOKENS` in ``decoding.py``), or the queue if smaller (:func:`async_pair`).
 
 Two levels: the drafts ready at a verify start, ``D``, form a Markov chain (the drafter is at a
 step boundary or idle at every verify start), and renewal-reward gives the exact time per token
@@ -31,7 +30,10 @@ from ..core.config import Cascade, check_async_cascade
 from ..errors import PolyspecInputError
 
 __all__ = [
+    "MAX_VERIFY_TOKENS",
     "READY_WINDOW",
+    "async_pair",
+    "lookahead_threshold",
     "AsyncPair",
     "AsyncLevel",
     "AsyncPrediction",
@@ -45,7 +47,10 @@ __all__ = [
 ]
 
 MAX_STATES = 4_000  # largest Markov chain AS1 builds
-READY_WINDOW = 99  # decoding.py: verify input = last verified token + up to 99 drafts
+# PipeSpec's verify cap (decoding.py build_verify_inputs, max_verify_tokens): one verify
+# scores at most the last verified token + 99 drafts. The one place this number lives.
+MAX_VERIFY_TOKENS = 100
+READY_WINDOW = MAX_VERIFY_TOKENS - 1  # the most drafts one verify checks
 # AS0 ties: two actions ending less than TIE_RTOL x (the cascade's longest action) apart end
 # at the same instant (a verify ending on a drafter boundary syncs there, that step included)
 TIE_RTOL = 1e-9
@@ -78,16 +83,33 @@ def _survival(law, kmax: int, field: str) -> np.ndarray:
 
 
 
+def async_pair(threshold: int, queue: int | None = None) -> AsyncPair:
+    """AS0, the one definition of what a threshold and a queue mean for an asynchronous pair
+    (PipeSpec's ``AsyncChainSpeculativeDecoder``): verify once ``threshold`` drafts are ready
+    past the verifier's prefix (``curr_length <= prev_length - lookahead + 1``, threshold =
+    lookahead - 1), then check every ready draft up to :data:`READY_WINDOW` (the verify cap);
+    the drafter runs at most ``queue`` drafts ahead (``None``: unbounded), so no verify checks
+    more than ``queue``. The theory, the simulator, the GPU forecast and our own async decoder
+    all take their rules from here."""
+    window = READY_WINDOW if queue is None else min(READY_WINDOW, int(queue))
+    return AsyncPair(wait=int(threshold), window=window, queue=queue)
+
+
+def lookahead_threshold(k) -> int:
+    """AS0: PipeSpec lookahead ``k`` (``0 <= k <= MAX_VERIFY_TOKENS``) -> the threshold of
+    ``"mode": "async"``: ``max(k - 1, 0)`` (lookaheads 0 and 1 both verify at once)."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not (
+            0 <= int(k) <= MAX_VERIFY_TOKENS):
+        raise PolyspecInputError("lookahead", f"must be an int in 0..{MAX_VERIFY_TOKENS}, got "
+                                 f"{k!r}")
+    return max(int(k) - 1, 0)
+
+
 def async_rules(cascade) -> tuple[AsyncPair, ...]:
-    """Per pair: the rules a config's thresholds and queues mean in async mode."""
+    """Per pair: the rules a config's thresholds and queues mean in async mode
+    (:func:`async_pair`)."""
     queues = cascade.queues or (None,) * (cascade.n - 1)
-    rules = []
-    for th, q in zip(cascade.thresholds, queues, strict=True):
-        window = READY_WINDOW if th == 0 else th
-        if q is not None:
-            window = min(window, q) if th == 0 else window
-        rules.append(AsyncPair(wait=th, window=window, queue=q))
-    return tuple(rules)
+    return tuple(async_pair(th, q) for th, q in zip(cascade.thresholds, queues, strict=True))
 
 
 def _as_chain(cascade):
@@ -298,18 +320,23 @@ def async_bounds(cascade) -> tuple[float, float]:
 
 
 def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
-    """Two levels, ``wait = window = theta >= 1``, unbounded queue: exact bounds on
-    ``speedup_async / speedup_sync`` (AS4): every async verify checks ``theta`` drafts as
-    the sync round does, and lasts between ``c ceil(T'/c)`` and ``theta c + c ceil(T'/c)``
-    against ``theta c + T'`` (``T' = T_1(theta + 1) + o_1``). ``None`` outside that case."""
+    """Two levels, threshold ``1 <= theta <= READY_WINDOW``, unbounded queue, and a drafter
+    that makes at most ``theta + 1`` drafts per verify of ``theta`` (``ceil(T'/c) <= theta +
+    1``): exact bounds on ``speedup_async / speedup_sync`` (AS4). There every async verify
+    checks ``theta`` drafts as the sync round does, and lasts between ``c ceil(T'/c)`` and
+    ``theta c + c ceil(T'/c)`` against ``theta c + T'`` (``T' = T_1(theta + 1) + o_1``).
+    ``None`` outside that case (verifies then check more than ``theta``)."""
     cascade = _as_chain(cascade)
     rules = async_rules(cascade)
-    if cascade.n != 2 or rules[0].wait == 0 or rules[0].queue is not None:
+    if (cascade.n != 2 or rules[0].wait == 0 or rules[0].queue is not None
+            or rules[0].wait > rules[0].window):
         return None
     c = cascade.models[1].cost.t1
-    th = rules[0].window
+    th = rules[0].wait
     t = float(cascade.models[0].cost(th + 1)) + cascade.models[0].overhead
     k = _steps(t, c, async_tie_tolerance(cascade))
+    if k > th + 1:
+        return None
     rounded = t if math.isinf(k) else max(t, c * k)
     sync_cycle = th * c + t
     return sync_cycle / (th * c + rounded), sync_cycle / rounded
