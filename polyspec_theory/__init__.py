@@ -131,8 +131,9 @@ _MODULES = {
         "random_pair", "sequence_law", "state_marginals", "step_tv", "tv_distance",
     ),
     "pipelines.asynchronous": (
-        "async_bounds", "async_rules", "AsyncLevel", "AsyncPair", "AsyncPrediction",
-        "predict_async", "READY_WINDOW", "sync_ratio_bounds",
+        "async_bounds", "async_pair", "async_rules", "async_tie_tolerance", "AsyncLevel",
+        "AsyncPair", "AsyncPrediction", "lookahead_threshold", "MAX_VERIFY_TOKENS",
+        "predict_async", "READY_WINDOW", "sync_ratio_bounds", "TIE_RTOL",
     ),
     "yin.theorems": (
         "batch_expected_rejections", "batch_improvement", "batch_lower_bound", "BATCH_MODES",

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory import Cascade, async_rules, check_async_cascade
+from polyspec_theory import Cascade, async_rules, async_tie_tolerance, check_async_cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .runtime import RatioEstimate, make_key, ratio_estimate, to_host
@@ -45,6 +45,8 @@ from .runtime import RatioEstimate, make_key, ratio_estimate, to_host
 __all__ = ["AsyncSimResult", "AsyncParams", "async_params", "simulate_async"]
 
 _NO_QUEUE = 2**40
+MAX_STEPS_PER_VERIFY = 1e6  # an unbounded drafter this much faster than a verify is refused
+MIN_VERIFIES = 20  # events per chain must hold this many verifies of the longest kind
 
 
 class AsyncParams(NamedTuple):
@@ -57,11 +59,12 @@ class AsyncParams(NamedTuple):
     wait: jax.Array  # int64[n-1]
     window: jax.Array  # int64[n-1]
     queue: jax.Array  # int64[n-1] (2^40: unbounded)
+    tie: jax.Array  # f64: AS0's tie tolerance (polyspec_theory.async_tie_tolerance)
 
 
 class _State(NamedTuple):
-    now: jax.Array
-    t_end: jax.Array  # f64[n]
+    now: jax.Array  # clock (sum of the steps between events)
+    t_end: jax.Array  # f64[n]: time left in each action in flight (from now)
     status: jax.Array  # int32[n]: 0 free, 1 busy, 2 blocked (verified, waiting to sync)
     stale: jax.Array  # bool[n]
     mcur: jax.Array  # int64[n]
@@ -103,12 +106,20 @@ def async_params(cascade: Cascade) -> AsyncParams:
                                                                for r in rules])] <= 0):
         raise PolyspecInputError("models", "every verifier cost T_j(m) must be > 0 in "
                                  "asynchronous mode (a verify of zero time never ends)")
+    if rules[-1].queue is None and c > 0:
+        steps = float(np.max(cost[:, 1:])) / c  # drafter forwards per longest verify
+        if not steps <= MAX_STEPS_PER_VERIFY:
+            raise PolyspecInputError(
+                "models[-1].cost", f"the drafter takes {steps:.3g} forwards per verify (at "
+                f"most {MAX_STEPS_PER_VERIFY:g} simulated): an unbounded queue this fast cannot "
+                "be run action by action; bound \"queue\" or use predict (AS1)")
     return AsyncParams(
         jnp.asarray(surv), jnp.asarray(cost), jnp.float64(c),
         jnp.asarray([r.wait for r in rules], dtype=jnp.int64),
         jnp.asarray([r.window for r in rules], dtype=jnp.int64),
         jnp.asarray([_NO_QUEUE if r.queue is None else r.queue for r in rules],
-                    dtype=jnp.int64))
+                    dtype=jnp.int64),
+        jnp.float64(async_tie_tolerance(cascade)))
 
 
 def _init(n: int) -> _State:
@@ -156,7 +167,7 @@ def _settle(p: AsyncParams, n: int, st: _State) -> _State:
             dur = p.cost[j, m + 1]
             verifies = verifies.at[j].add(go.astype(jnp.int64))
             checked = checked.at[j].add(jnp.where(go, m, 0))
-        t_end = t_end.at[j].set(jnp.where(go, st.now + dur, t_end[j]))
+        t_end = t_end.at[j].set(jnp.where(go, dur, t_end[j]))
         status = status.at[j].set(jnp.where(go, 1, status[j]))
         mcur = mcur.at[j].set(jnp.where(go, m, mcur[j]))
         busy = busy.at[j].add(jnp.where(go, dur, 0.0))
@@ -166,11 +177,15 @@ def _settle(p: AsyncParams, n: int, st: _State) -> _State:
 
 
 def _event(p: AsyncParams, n: int, burn: int, st: _State, inp) -> tuple[_State, None]:
-    """Complete the earliest action, then settle."""
+    """Complete the earliest action, then settle. Ties (AS0): of the actions ending within
+    ``p.tie`` of the earliest, the highest level (lowest index) completes first, so a verify
+    ending on its drafter's boundary syncs there, the drafter's step included. Times are kept
+    relative to the last event (no drift with the clock's size)."""
     t_idx, u = inp
     te = jnp.where(st.status == 1, st.t_end, jnp.inf)
-    k = jnp.argmin(te)
-    now = te[k]
+    k = jnp.argmax(te <= jnp.min(te) + p.tie)
+    dt = jnp.maximum(te[k], 0.0)
+    now = st.now + dt
     oh = jnp.arange(n) == k
     was_stale = st.stale[k]
     # drafter forward: one more draft; verify: R from the pair's law, emit min(R, m) + 1
@@ -185,7 +200,7 @@ def _event(p: AsyncParams, n: int, burn: int, st: _State, inp) -> tuple[_State, 
     status = jnp.where(oh, jnp.where(is_draft | was_stale, 0, 2), st.status).astype(jnp.int32)
     st = st._replace(now=now, lead=lead, out=out, status=status,
                      stale=st.stale & ~oh, pend_r=jnp.where(oh, r, st.pend_r),
-                     t_end=jnp.where(oh, jnp.inf, st.t_end))
+                     t_end=jnp.where(oh, jnp.inf, st.t_end - dt))
     st = _settle(p, n, st)
     mark = jnp.stack([st.now, st.out.astype(jnp.float64)])
     st = st._replace(mark=jnp.where(t_idx == burn, mark, st.mark))
@@ -246,6 +261,14 @@ def simulate_async(cascade: Cascade, events: int = 20_000, seed: int = 0, *,
     seed = as_int(seed, "seed", low=0, high=2**63 - 1)
     p = async_params(cascade)
     n = cascade.n
+    c = float(p.draft_cost)
+    if async_rules(cascade)[-1].queue is None and c > 0:
+        steps = float(np.max(np.asarray(p.cost)[:, 1:])) / c
+        if events < MIN_VERIFIES * (steps + 1):
+            raise PolyspecInputError(
+                "events", f"the drafter takes up to {steps:.3g} forwards per verify: {events} "
+                f"events per chain hold fewer than {MIN_VERIFIES} verifies; give at least "
+                f"{math.ceil(MIN_VERIFIES * (steps + 1))} or bound \"queue\"")
     st = _run(p, make_key(seed), n, events, chains)
     h = {f: to_host(getattr(st, f)) for f in ("now", "out", "regen", "first", "last", "mark",
                                               "verifies", "checked", "busy")}

@@ -10,7 +10,8 @@ from polyspec_theory import Cascade, predict, predict_async
 
 __all__ = ["ASYNC_CASES", "check_async"]
 
-# (row id, statement, config, theory: "async" = AS1, "sync" = P1 (the reduction's claim))
+# (row id, statement, config, theory: "async" = AS1, "sync" = P1 (the reduction's claim));
+# new rows go last (a row's seed follows its index)
 ASYNC_CASES = (
     ("AS1", "async 2-level exact rate, PipeSpec lookahead 0 (no wait, 99-draft window)",
      {"models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.004}},
@@ -24,10 +25,18 @@ ASYNC_CASES = (
      {"models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.02}},
                  {"name": "draft", "cost": 0.17}],
       "acceptance": [{"alpha": 0.85}], "thresholds": [4], "queue": [4]}, "sync"),
-    ("AS2", "free drafter, queue 6, threshold 3: P1 with T_2 = 0",
+    ("AS2", "free drafter, queue = threshold 3: P1 with T_2 = 0",
      {"models": [{"name": "target", "cost": {"base": 1.0, "per_token": 0.05}},
                  {"name": "draft", "cost": 0.0}],
-      "acceptance": [{"alpha": 0.7}], "thresholds": [3], "queue": [6]}, "sync"),
+      "acceptance": [{"alpha": 0.7}], "thresholds": [3], "queue": [3]}, "sync"),
+    ("AS1", "async 2-level exact rate, iid law, unbounded queue at threshold 0, verify ending "
+     "on a drafter boundary (AS0 tie rule)",
+     {"models": [{"name": "target", "cost": 1.0}, {"name": "draft", "cost": 0.2}],
+      "acceptance": [{"alpha": 0.8}], "thresholds": [0]}, "async"),
+    ("AS1", "async 2-level exact rate, threshold 4, verify ending on a drafter boundary "
+     "(AS0 tie rule)",
+     {"models": [{"name": "target", "cost": 1.0}, {"name": "draft", "cost": 0.1}],
+      "acceptance": [{"alpha": 0.8}], "thresholds": [4]}, "async"),
 )
 
 

@@ -19,10 +19,11 @@ prompt):
   every verify, as PipeSpec does).
 
 ``threshold`` and ``queue`` mean what a config's ``thresholds`` and ``queue`` mean in
-``"mode": "async"`` (docs/theory.md AS0, :func:`polyspec_theory.async_rules`): θ >= 1 waits
-for and checks W = θ drafts (PipeSpec lookahead k = θ + 1); θ = 0 is PipeSpec lookahead 0
-(never wait, W = 99 = ``max_verify_tokens`` − 1, or ``queue`` if smaller). At θ = 0 an empty
-queue makes the verify a plain autoregressive step (G = 0).
+``"mode": "async"`` (docs/theory.md AS0, :func:`polyspec_theory.async_pair`, the one
+definition): wait for θ ready drafts (PipeSpec lookahead k = θ + 1; θ = 0: lookahead 0 or 1,
+never wait), then check every ready draft up to W = 99 = ``MAX_VERIFY_TOKENS`` − 1, or
+``queue`` if smaller. At θ = 0 an empty queue makes the verify a plain autoregressive step
+(G = 0).
 
 Output = the target's greedy text, token for token: every emitted token is the target's
 argmax given the verified prefix. The target checks at every verify that the drafter's text
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from polyspec_theory import READY_WINDOW
+from polyspec_theory import async_pair
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.decoder import check_prompt
 from validation.schema import Round
@@ -110,11 +111,7 @@ def check_async_args(models, threshold, queue, temperature=0.0):
     threshold = as_int(threshold, "threshold", low=0, high=4096)
     if queue is not None:
         queue = as_int(queue, "queue", low=max(1, threshold), high=4096)
-    if threshold:
-        window = threshold
-    else:
-        window = READY_WINDOW if queue is None else min(READY_WINDOW, queue)
-    return threshold, queue, window
+    return threshold, queue, async_pair(threshold, queue).window
 
 
 @dataclass
@@ -399,7 +396,7 @@ class AsyncDecoder:
                 raise PolyspecInputError(
                     "max_new_tokens", f"prompt ({len(prompt)}) + tokens ({max_new}) + "
                     f"window ({self.window}) = {need} exceeds {lv.name}'s context {lim}; "
-                    "fewer tokens, a smaller threshold or, at threshold 0, a queue bound")
+                    "fewer tokens or a queue bound (the window is min(99, queue))")
         if not self._procs:
             raise RuntimeError("AsyncDecoder not started (use it in a with block)")
         ctrl, dtok, vtok = _views(self._shared)

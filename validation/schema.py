@@ -526,9 +526,14 @@ class RecordChecker:
             raise FieldError("async.queue", f"{shown(a.get('queue'))} differs from "
                              f"cascade.queue {shown(q)}")
         a["window"] = check_int(a.get("window"), "async.window", low=max(1, th[0]))
-        if th[0] and a["window"] != th[0]:
-            raise FieldError("async.window", f"must equal the threshold {th[0]} (AS0), got "
-                             f"{a['window']}")
+        from polyspec_theory import async_pair
+
+        rule = async_pair(th[0], a.get("queue")).window
+        # captures made before AS0 took PipeSpec's window (every ready draft up to the cap)
+        # checked exactly theta drafts: they are read as recorded
+        if a["window"] != rule and not (th[0] and a["window"] == th[0]):
+            raise FieldError("async.window", f"must be {rule} (AS0: every ready draft up to "
+                             f"min(99, queue)), got {a['window']}")
         return a["window"]
 
     # --- one method per record type ----------------------------------------------------------

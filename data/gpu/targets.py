@@ -15,6 +15,12 @@ import sys
 
 import numpy as np
 
+from validation.gpu_traces.async_forecast import (
+    async_leave_one_out,
+    async_runs,
+    forecast_async,
+)
+from validation.gpu_traces.async_forecast import model_error as async_model_error
 from validation.gpu_traces.forecast import forecast_chain, leave_one_out, model_error, plan_dir
 from validation.gpu_traces.pipespec import measured_speedup, read_pipespec_dir
 from validation.gpu_traces.specbench import validate_specbench
@@ -75,7 +81,52 @@ def main(root: str) -> dict:
                          "predicted_in_sample": f["speedup"], "measured": meas,
                          "error": f["speedup"] / meas - 1})
     out["diagnostics_in_sample_70b"] = diag
+    out["pipespec_async"] = async_targets(runs)
     return out
+
+
+def async_targets(runs) -> dict:
+    """Async 1B -> 8B (fp32): every lookahead 0..20 forecast (AS0 rules, interval from the
+    folder's async leave-one-out error), and the leave-one-out on the async runs: each run
+    forecast without itself, its interval sized by the leave-one-out error of the *other*
+    async runs (nested, so the interval never saw the run it covers)."""
+    prec = {MID: "float32"}
+    err = async_model_error(runs)
+    fc = []
+    for k in range(0, 21):
+        f = forecast_async(runs, (SMALL, MID), k, prec, model_error=err)
+        fc.append({"lookahead": k, "speedup": f["speedup"], "interval95": f["interval95"]})
+    loo = []
+    for c, held in zip(async_leave_one_out(runs), async_runs(runs), strict=True):
+        rest = [r for r in runs if r is not held]
+        f = forecast_async(rest, held.names, held.lookahead,
+                           {m.name: m.precision for m in held.models},
+                           model_error=async_model_error(rest))
+        lo, hi = f["interval95"]
+        loo.append({**c, "interval95": [lo, hi], "inside": bool(lo <= c["measured"] <= hi)})
+    e = np.abs([c["rel_error"] for c in loo])
+    return {"forecasts": fc, "model_error_rel_sd": err, "leave_one_out": loo,
+            "median_abs_error": float(np.median(e)), "max_abs_error": float(e.max()),
+            "inside": int(sum(c["inside"] for c in loo)), "runs": len(loo)}
+
+
+def async_markdown(a: dict) -> list[str]:
+    lines = ["", "## PipeSpec async 1B -> 8B (fp32), leave one run out", "",
+             "| lookahead | predicted | measured | error | 95 % interval | inside |",
+             "|---|---|---|---|---|---|"]
+    for c in sorted(a["leave_one_out"], key=lambda c: c["lookahead"]):
+        lo, hi = c["interval95"]
+        lines.append(f"| {c['lookahead']} | {c['forecast']:.4f} | {c['measured']:.4f} | "
+                     f"{100 * c['rel_error']:+.2f} % | [{lo:.4f}, {hi:.4f}] | "
+                     f"{'yes' if c['inside'] else 'no'} |")
+    lines += ["", f"median |error| {100 * a['median_abs_error']:.2f} %, max "
+              f"{100 * a['max_abs_error']:.2f} %, {a['inside']} of {a['runs']} inside their "
+              "interval", "", "## Async forecasts, every lookahead 0..20", "",
+              "| lookahead | forecast | 95 % interval |", "|---|---|---|"]
+    for r in a["forecasts"]:
+        lines.append(f"| {r['lookahead']} | {r['speedup']:.4f} | [{r['interval95'][0]:.4f}, "
+                     f"{r['interval95'][1]:.4f}] |")
+    return lines
 
 
 def markdown(out: dict) -> str:
@@ -127,6 +178,8 @@ def markdown(out: dict) -> str:
     for v in out["plan"]["third_model"]:
         lines.append(f"- third model for {v['target']}: "
                      f"{'pays' if v['third_model_pays'] else 'does not pay'} ({v['why']})")
+    if "pipespec_async" in out:
+        lines += async_markdown(out["pipespec_async"])
     return "\n".join(lines) + "\n"
 
 

@@ -61,7 +61,7 @@ def async_text(rep: dict) -> str:
                      f"{r['window']} per verify; drafter queue {q}")
     for lv in rep["levels"]:
         lines.append(f"  {lv['name']}: busy {100 * lv['busy_fraction']:.1f} %, "
-                     f"forwards/token {lv['forwards_per_token']:.4f}")
+                     f"forwards/token {lv['forwards_per_token']:.5g}")
     if rep["sync"] is not None:
         lines.append(f"synchronous (P1) same thresholds: {rep['sync']['speedup']:.4f}x -> run "
                      f"{rep['faster_mode']}")

@@ -7,10 +7,9 @@ drafts are ready past its prefix, checks ``m = min(ready, window)`` of them in o
 (``T_i(m + 1) + o_i``), then syncs with its drafter at the drafter's next step boundary (at
 once if the drafter is idle): on a rejection, or when the drafter's next draft disagrees with
 the emitted bonus token, the drafter rolls back to the verifier's sequence. Config threshold
-``theta >= 1`` means ``wait = window = theta`` (PipeSpec lookahead ``k = theta + 1``: the
-accepted count per verify is capped at ``k``); ``theta = 0`` means PipeSpec lookahead 0: no
-wait, at most :data:`READY_WINDOW` drafts per verify (``max_verify_tokens = 100`` in
-``decoding.py``).
+``theta`` is the wait (PipeSpec lookahead ``k``: ``theta = max(k - 1, 0)``) and every verify
+checks all ready drafts up to :data:`READY_WINDOW` (``max_verify_tokens`` =
+:data:`MAX_VERIFY_TOKENS` in ``decoding.py``), or the queue if smaller (:func:`async_pair`).
 
 Two levels: the drafts ready at a verify start, ``D``, form a Markov chain (the drafter is at a
 step boundary or idle at every verify start), and renewal-reward gives the exact time per token
@@ -31,19 +30,30 @@ from ..core.config import Cascade, check_async_cascade
 from ..errors import PolyspecInputError
 
 __all__ = [
+    "MAX_VERIFY_TOKENS",
     "READY_WINDOW",
+    "async_pair",
+    "lookahead_threshold",
     "AsyncPair",
     "AsyncLevel",
     "AsyncPrediction",
+    "TIE_RTOL",
     "async_rules",
     "async_bounds",
+    "async_tie_tolerance",
     "check_async_cascade",
     "predict_async",
     "sync_ratio_bounds",
 ]
 
 MAX_STATES = 4_000  # largest Markov chain AS1 builds
-READY_WINDOW = 99  # decoding.py: verify input = last verified token + up to 99 drafts
+# PipeSpec's verify cap (decoding.py build_verify_inputs, max_verify_tokens): one verify
+# scores at most the last verified token + 99 drafts. The one place this number lives.
+MAX_VERIFY_TOKENS = 100
+READY_WINDOW = MAX_VERIFY_TOKENS - 1  # the most drafts one verify checks
+# AS0 ties: two actions ending less than TIE_RTOL x (the cascade's longest action) apart end
+# at the same instant (a verify ending on a drafter boundary syncs there, that step included)
+TIE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -73,16 +83,33 @@ def _survival(law, kmax: int, field: str) -> np.ndarray:
 
 
 
+def async_pair(threshold: int, queue: int | None = None) -> AsyncPair:
+    """AS0, the one definition of what a threshold and a queue mean for an asynchronous pair
+    (PipeSpec's ``AsyncChainSpeculativeDecoder``): verify once ``threshold`` drafts are ready
+    past the verifier's prefix (``curr_length <= prev_length - lookahead + 1``, threshold =
+    lookahead - 1), then check every ready draft up to :data:`READY_WINDOW` (the verify cap);
+    the drafter runs at most ``queue`` drafts ahead (``None``: unbounded), so no verify checks
+    more than ``queue``. The theory, the simulator, the GPU forecast and our own async decoder
+    all take their rules from here."""
+    window = READY_WINDOW if queue is None else min(READY_WINDOW, int(queue))
+    return AsyncPair(wait=int(threshold), window=window, queue=queue)
+
+
+def lookahead_threshold(k) -> int:
+    """AS0: PipeSpec lookahead ``k`` (``0 <= k <= MAX_VERIFY_TOKENS``) -> the threshold of
+    ``"mode": "async"``: ``max(k - 1, 0)`` (lookaheads 0 and 1 both verify at once)."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not (
+            0 <= int(k) <= MAX_VERIFY_TOKENS):
+        raise PolyspecInputError("lookahead", f"must be an int in 0..{MAX_VERIFY_TOKENS}, got "
+                                 f"{k!r}")
+    return max(int(k) - 1, 0)
+
+
 def async_rules(cascade) -> tuple[AsyncPair, ...]:
-    """Per pair: the rules a config's thresholds and queues mean in async mode."""
+    """Per pair: the rules a config's thresholds and queues mean in async mode
+    (:func:`async_pair`)."""
     queues = cascade.queues or (None,) * (cascade.n - 1)
-    rules = []
-    for th, q in zip(cascade.thresholds, queues, strict=True):
-        window = READY_WINDOW if th == 0 else th
-        if q is not None:
-            window = min(window, q) if th == 0 else window
-        rules.append(AsyncPair(wait=th, window=window, queue=q))
-    return tuple(rules)
+    return tuple(async_pair(th, q) for th, q in zip(cascade.thresholds, queues, strict=True))
 
 
 def _as_chain(cascade):
@@ -137,17 +164,35 @@ class AsyncPrediction:
         }
 
 
-def _steps(t: float, c: float) -> float:
-    """Drafter forwards started by time ``t`` after a boundary: ``ceil(t / c)`` (inf if c=0)."""
-    r = t / c if c > 0.0 else math.inf
+def async_tie_tolerance(cascade) -> float:
+    """AS0's tie tolerance ``eps``: :data:`TIE_RTOL` times the longest action of the cascade
+    (every verify ``T_i(m + 1) + o_i`` its rules allow, and the drafter's step). Actions
+    ending less than ``eps`` apart end at the same instant; the theory (AS1) and the simulator
+    both use this one value."""
+    cascade = _as_chain(cascade)
+    rules = async_rules(cascade)
+    longest = float(cascade.models[-1].cost.t1)
+    for i, r in enumerate(rules):
+        m = cascade.models[i]
+        vals = np.asarray(m.cost(np.arange(1, r.window + 2)), dtype=np.float64) + m.overhead
+        longest = max(longest, float(np.max(vals)))
+    return TIE_RTOL * longest
+
+
+def _steps(t: float, c: float, eps: float = 0.0) -> float:
+    """Drafter forwards that end by the end of a verify of length ``t`` started at a drafter
+    boundary, the one in flight at its end included (the sync waits for it): the least ``k``
+    with ``k c >= t - eps`` (AS0 ties: a boundary less than ``eps`` before the verify's end is
+    at its end). ``inf``: a drafter so fast that it is free (``c = 0`` or ``t / c >= 2^52``)."""
+    r = (t - eps) / c if c > 0.0 else math.inf
     if not r < 2.0**52:  # a drafter this much faster than the verifier is free for AS1
         return math.inf
-    k = math.ceil(r - 1e-12 * max(1.0, r))  # a verify ending on a boundary syncs there
-    return float(max(k, 0))
+    return float(max(math.ceil(r), 0))
 
 
-def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
-    """Exact Markov chain of the two-level pipeline. ``t_verify(m)`` = ``T_1(m) + o_1``.
+def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair, eps: float = 0.0):
+    """Exact Markov chain of the two-level pipeline. ``t_verify(m)`` = ``T_1(m) + o_1``;
+    ``eps``: the tie tolerance (:func:`async_tie_tolerance`).
     Returns (cycle, emitted, P, states, extras) with per-state expectations."""
     wait, window, queue = rule.wait, rule.window, rule.queue
 
@@ -156,7 +201,7 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
         ds = d + w
         m = min(ds, window)
         t = t_verify(m + 1)
-        k = _steps(t, c)
+        k = _steps(t, c, eps)
         delta = k if queue is None else min(queue - ds, k)
         if math.isinf(delta):
             cycle = t
@@ -167,11 +212,11 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
     if queue is not None:
         top, lump = queue, False
     else:
-        k_w = _steps(t_verify(window + 1), c)
+        k_w = _steps(t_verify(window + 1), c, eps)
         if k_w >= window + 1:  # at D >= window the drafter keeps up: states >= window lump
             top, lump = window, True
         else:
-            top = max(window, max(int(_steps(t_verify(m + 1), c)) - 1
+            top = max(window, max(int(_steps(t_verify(m + 1), c, eps)) - 1
                                   for m in range(window + 1)), wait)
             lump = False
     size = top + 1
@@ -192,7 +237,9 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair):
         busy_v[d] = t
         emitted[d] = float(np.sum(surv[: m + 1]))  # E[min(R, m)] + 1
         p_bonus = surv[m + 1]  # all m accepted and the drafter's next draft is the bonus
-        drafted[d] = w + (0.0 if math.isinf(delta) else delta)
+        # drafter forwards this cycle: the wait, then those ending by the sync (a drafter too
+        # fast to count steps, t / c >= 2^52, makes about t / c of them)
+        drafted[d] = w + (delta if not math.isinf(delta) else (t / c if c > 0 else 0.0))
         if ds + delta >= m + 1:
             nxt = ds + delta - m - 1
             nxt = size - 1 if (math.isinf(nxt) or (lump and nxt >= top)) else int(nxt)
@@ -257,7 +304,8 @@ def async_bounds(cascade) -> tuple[float, float]:
     e = [float(np.sum(surv[: m + 1])) for m in ms]
     upper = t1 * max(ei / t_verify(m + 1) for ei, m in zip(e, ms, strict=True))
     # X_i: longest cycle of level i (sync point to sync point); Y_i: X_i plus the sync
-    # hand-offs below it
+    # hand-offs below it. A middle level rolled back from above first waits for the stale
+    # action below (one Y_{i+1} more); the target is never rolled back from above.
     n = cascade.n
     y_below = cascade.models[-1].cost.t1
     x_below = y_below
@@ -265,26 +313,31 @@ def async_bounds(cascade) -> tuple[float, float]:
         tv, _ = _pair_inputs(cascade, i, rules[i])
         longest = max(tv(m + 1) for m in range(min(rules[i].wait, rules[i].window),
                                                 rules[i].window + 1))
-        x_i = (rules[i].wait + 2) * y_below + longest
+        x_i = (rules[i].wait + (1 if i == 0 else 2)) * y_below + longest
         x_below, y_below = x_i, x_i + y_below
     lower = t1 * e[0] / x_below
     return lower, upper
 
 
 def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
-    """Two levels, ``wait = window = theta >= 1``, unbounded queue: exact bounds on
-    ``speedup_async / speedup_sync`` (AS4): every async verify checks ``theta`` drafts as
-    the sync round does, and lasts between ``c ceil(T'/c)`` and ``theta c + c ceil(T'/c)``
-    against ``theta c + T'`` (``T' = T_1(theta + 1) + o_1``). ``None`` outside that case."""
+    """Two levels, threshold ``1 <= theta <= READY_WINDOW``, unbounded queue, and a drafter
+    that makes at most ``theta + 1`` drafts per verify of ``theta`` (``ceil(T'/c) <= theta +
+    1``): exact bounds on ``speedup_async / speedup_sync`` (AS4). There every async verify
+    checks ``theta`` drafts as the sync round does, and lasts between ``c ceil(T'/c)`` and
+    ``theta c + c ceil(T'/c)`` against ``theta c + T'`` (``T' = T_1(theta + 1) + o_1``).
+    ``None`` outside that case (verifies then check more than ``theta``)."""
     cascade = _as_chain(cascade)
     rules = async_rules(cascade)
-    if cascade.n != 2 or rules[0].wait == 0 or rules[0].queue is not None:
+    if (cascade.n != 2 or rules[0].wait == 0 or rules[0].queue is not None
+            or rules[0].wait > rules[0].window):
         return None
     c = cascade.models[1].cost.t1
-    th = rules[0].window
+    th = rules[0].wait
     t = float(cascade.models[0].cost(th + 1)) + cascade.models[0].overhead
-    k = _steps(t, c)
-    rounded = t if math.isinf(k) else c * k
+    k = _steps(t, c, async_tie_tolerance(cascade))
+    if k > th + 1:
+        return None
+    rounded = t if math.isinf(k) else max(t, c * k)
     sync_cycle = th * c + t
     return sync_cycle / (th * c + rounded), sync_cycle / rounded
 
@@ -301,7 +354,8 @@ def predict_async(cascade) -> AsyncPrediction:
     rule = rules[0]
     c = cascade.models[1].cost.t1
     t_verify, surv = _pair_inputs(cascade, 0, rule)
-    cycle, emitted, P, checked, busy_v, drafted, kept = _two_level(t_verify, c, surv, rule)
+    cycle, emitted, P, checked, busy_v, drafted, kept = _two_level(
+        t_verify, c, surv, rule, async_tie_tolerance(cascade))
     pi = _stationary(P)
     mean_cycle = float(pi @ cycle)
     mean_l = float(pi @ emitted)

@@ -44,7 +44,7 @@ def test_three_levels_inside_bounds():
     res = simulate_async(cas, 6000, seed=1, chains=16)
     assert lo <= res.speedup.value + Z * res.speedup.se
     assert res.speedup.value - Z * res.speedup.se <= hi
-    assert res.mean_checked[1] == pytest.approx(2.0)  # the middle always checks 2 drafts
+    assert res.mean_checked[1] >= 2.0  # the middle checks at least its threshold, 2 drafts
 
 
 def test_same_seed_same_numbers():

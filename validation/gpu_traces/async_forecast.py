@@ -2,8 +2,9 @@
 synchronous runs of a folder: docs/theory.md Part VI-AS on the acceptance laws and call costs
 that :mod:`.forecast` measures for the synchronous forecast.
 
-* lookahead ``k`` -> threshold ``k - 1`` (``k >= 2``: wait for and check ``k - 1`` drafts) and
-  ``k = 0`` -> threshold 0 (verify what is ready, up to 99 drafts); ``k = 1`` is refused.
+* lookahead ``k`` -> threshold ``max(k - 1, 0)``: wait for ``k - 1`` ready drafts, then check
+  every ready draft up to the verify cap (AS0, :func:`polyspec_theory.async_pair`);
+  lookaheads 0 and 1 both verify at once.
 * acceptance: the per-prompt age-hazard law of each pair (:func:`.forecast.prompt_laws`) as a
   positional law (``alpha_j = 1 - hazard[j]``, the tail repeating);
 * costs (seconds): draft step, verify calls ``T(m)`` (point, low, high) and the per-prompt
@@ -19,7 +20,15 @@ import math
 
 import numpy as np
 
-from polyspec_theory import Cascade, CostCurve, Model, Positional, predict_async
+from polyspec_theory import (
+    Cascade,
+    CostCurve,
+    Model,
+    Positional,
+    async_pair,
+    lookahead_threshold,
+    predict_async,
+)
 from polyspec_theory.errors import PolyspecInputError
 
 from .forecast import (
@@ -36,17 +45,6 @@ __all__ = ["lookahead_threshold", "forecast_async", "async_leave_one_out"]
 
 SIM_EVENTS = 20_000
 SIM_CHAINS = 32
-
-
-def lookahead_threshold(k) -> int:
-    """AS0: PipeSpec lookahead ``k`` -> the config threshold of ``"mode": "async"``."""
-    k = int(k)
-    if k == 0:
-        return 0
-    if k == 1 or k < 0 or k > 100:
-        raise PolyspecInputError("lookahead", f"async forecasts take lookahead 0 or 2..100, "
-                                 f"got {k} (1 would check no drafts)")
-    return k - 1
 
 
 def _positional(law) -> Positional:
@@ -96,7 +94,7 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
         notes.append(v[3])
     c = draft_step(runs, specs[0].name, specs[0].precision)
     o, o_lo, o_hi = overhead(runs, specs)
-    window = 99 if th == 0 else th
+    window = async_pair(th).window
     # target first for the theory
     thetas = [th] * (len(names) - 1)
 

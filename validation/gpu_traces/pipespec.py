@@ -47,10 +47,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from polyspec_theory import MAX_VERIFY_TOKENS  # decoding.build_verify_inputs (AS0)
 from polyspec_theory.errors import PolyspecInputError
 
 STRATEGIES = ("greedy", "chain", "async-chain")
-MAX_VERIFY_TOKENS = 100  # decoding.build_verify_inputs: max_verify_tokens
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from . import FIX, B, M, S
 
 
 def test_lookahead_mapping():
-    assert [lookahead_threshold(k) for k in (0, 2, 4, 16)] == [0, 1, 3, 15]
-    for bad in (1, -1, 101):
+    """AS0: wait for lookahead - 1 drafts (decoding.py); lookahead 1 is valid (= 0)."""
+    assert [lookahead_threshold(k) for k in (0, 1, 2, 4, 16)] == [0, 0, 1, 3, 15]
+    for bad in (-1, 101):
         with pytest.raises(PolyspecInputError) as e:
             lookahead_threshold(bad)
         assert e.value.field == "lookahead"
@@ -31,6 +32,15 @@ def test_leave_one_out_on_the_async_sweep(runs):
         assert c["models"] == [S, M]
         assert c["rel_error"] == pytest.approx(c["forecast"] / c["measured"] - 1)
         assert abs(c["rel_error"]) < 0.15  # 3 prompts only: a sanity bound, not the target
+
+
+def test_lookahead_one_is_forecast(runs):
+    """Lookahead 1 waits for nothing, exactly as lookahead 0 (decoding.py: verify when
+    curr_length <= prev_length - lookahead + 1): the same forecast, labelled 1."""
+    one = forecast_async(runs, (S, M), 1)
+    zero = forecast_async(runs, (S, M), 0)
+    assert one["lookahead"] == 1
+    assert one["speedup"] == pytest.approx(zero["speedup"], rel=1e-12)
 
 
 def test_same_keys_as_the_sync_forecast(runs):
