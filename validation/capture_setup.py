@@ -349,9 +349,11 @@ def open_trace(path: Path, header: dict, *, resume: bool, fingerprint, batch=Non
     if batched:
         rec["next_decode"] = start
     rec["at"] = now_iso()
-    # the machine when the capture went on, and this attempt's load check (the header keeps
-    # the first attempt's)
-    rec["machine"], rec["load_check"] = header["machine"], header.get("load_check")
+    # the machine when the capture went on, and this attempt's load check (the header kept
+    # in the file is the first attempt's)
+    from .machine import machine_state
+
+    rec["machine"], rec["load_check"] = machine_state(), header.get("load_check")
     writer.write(rec)
     return OpenedTrace(writer, start, recorded_cost_cells(old, batched))
 
