@@ -14,8 +14,8 @@ from polyspec_theory.serving.batch import batch_cascade, optimize_batch_threshol
 
 
 @pytest.fixture(scope="module")
-def data():
-    return fig.compute(quick=True)
+def data(quick_figure):
+    return quick_figure(10)  # computed once per run (conftest.py)
 
 
 def test_fig10_matches_b1_b2_b6(data):

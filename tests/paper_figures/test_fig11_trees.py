@@ -17,8 +17,8 @@ from polyspec_theory.structures.trees import SiblingLaw, Tree, expected_emitted_
 
 
 @pytest.fixture(scope="module")
-def data():
-    return fig.compute(quick=True)
+def data(quick_figure):
+    return quick_figure(11)  # computed once per run (conftest.py)
 
 
 def _trees(n):
