@@ -1,26 +1,17 @@
 """Shared by the figure tests: each figure's quick data is computed once per test run
-(``quick_figure``), not once per test module that checks it — ``test_figures.py`` builds
-every figure and ``test_fig10_serving.py`` / ``test_fig11_trees.py`` / ``test_fig12_gpu_
-traces.py`` check figures 10–12 on the same data — and the figure tests run on one xdist
-worker (``xdist_group``, ``make test`` runs ``--dist loadgroup``), so a module-scoped build
-is not repeated on each worker that draws one of its tests. ``compute`` is deterministic
-(``test_compute_is_deterministic`` recomputes one figure to check it), so sharing the data
-changes no assertion."""
+(``quick_figure``), not once per test module that checks it: ``test_figures.py`` builds every
+figure and ``test_fig10_serving.py``, ``test_fig11_trees.py`` and ``test_fig12_gpu_traces.py``
+check figures 10-12 on the same data. Every module here also sets ``pytestmark =
+pytest.mark.xdist_group("paper_figures")`` (``make test`` runs ``--dist loadgroup``), so the
+figure tests run on one xdist worker and a module-scoped build is not repeated on each worker
+that draws one of its tests. ``compute`` is deterministic (``test_compute_is_deterministic``
+recomputes one figure to check it), so sharing the data changes no assertion."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-HERE = Path(__file__).resolve().parent
 _DATA: dict = {}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.xdist_group("paper_figures"))
 
 
 @pytest.fixture(scope="session")

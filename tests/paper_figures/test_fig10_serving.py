@@ -12,6 +12,9 @@ from paper_figures import fig10_serving_batch as fig
 from polyspec_theory import predict
 from polyspec_theory.serving.batch import batch_cascade, optimize_batch_thresholds, predict_batch
 
+# one xdist worker computes the figures' data once (conftest.py)
+pytestmark = pytest.mark.xdist_group("paper_figures")
+
 
 @pytest.fixture(scope="module")
 def data(quick_figure):

@@ -8,6 +8,9 @@ import pytest
 from paper_figures import fig12_gpu_traces as fig
 from paper_figures.registry import FigureUnavailable
 
+# one xdist worker computes the figures' data once (conftest.py)
+pytestmark = pytest.mark.xdist_group("paper_figures")
+
 
 def test_points_are_the_committed_results(quick_figure):
     d = json.loads(fig.RESULTS.read_text())

@@ -22,6 +22,9 @@ from paper_figures.registry import (
 )
 from polyspec_theory.errors import PolyspecInputError
 
+# one xdist worker computes the figures' data once (conftest.py)
+pytestmark = pytest.mark.xdist_group("paper_figures")
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
