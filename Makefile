@@ -18,10 +18,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/polyspec demo --out out/demo
 
-# POLYSPEC_STRICT=1: a test that would skip (a missing optional dependency) fails instead
+# POLYSPEC_STRICT=1: a test that would skip (a missing optional dependency) fails instead.
+# --dist loadgroup: tests marked xdist_group (those sharing an expensive fixture: the figures,
+# the zoo-trace plans) run on one worker, so the fixture is computed once per run
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	POLYSPEC_STRICT=1 $(PY) -m pytest -n 2 --durations=15
+	POLYSPEC_STRICT=1 $(PY) -m pytest -n 2 --dist loadgroup --durations=15
 
 # planted bugs (mutation/mutants.toml) each run against their tests in a temporary copy of
 # the repository; not part of `make test` (minutes); last line `killed N/M`

@@ -36,7 +36,11 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--levels", default="2,3,4", help="cascade depths to run")
     ap.add_argument("--json", default=None, help="write results as JSON here")
+    from validation.machine import add_allow_load, check_load_or_exit
+
+    add_allow_load(ap)
     args = ap.parse_args(argv)
+    check_load_or_exit(args.allow_load, "a benchmark")
 
     import torch
 

@@ -117,7 +117,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="cascade planner benchmark")
     ap.add_argument("--stress", action="store_true", help="also the 7- and 8-model stress pools")
     ap.add_argument("--json", default=None, help="write the results as JSON here")
+    from validation.machine import add_allow_load, check_load_or_exit
+
+    add_allow_load(ap)
     args = ap.parse_args(argv)
+    check_load_or_exit(args.allow_load, "a benchmark")
     out = {"target_seconds": TARGET_S, "runs": []}
 
     print("1. configs/pool.json (8 models, thresholds <= 16), full plan (top 5 + greedy rule)")

@@ -76,7 +76,11 @@ def per_config_times(rng, n, count, repeats, **kw) -> np.ndarray:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer configs and repeats")
+    from validation.machine import add_allow_load, check_load_or_exit
+
+    add_allow_load(ap)
     args = ap.parse_args(argv)
+    check_load_or_exit(args.allow_load, "a benchmark")
     rng = np.random.default_rng(0)
     count, reps = (40, 5) if args.quick else (300, 9)
 

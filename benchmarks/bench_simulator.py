@@ -265,7 +265,11 @@ def main(argv=None) -> int:
                     help="CPU devices (default: one per core); the simulator shards its "
                          "chains over them")
     ap.add_argument("--json", action="store_true")
+    from validation.machine import add_allow_load, check_load_or_exit
+
+    add_allow_load(ap)
     a = ap.parse_args(argv)
+    check_load_or_exit(a.allow_load, "a benchmark")
     res = bench(a.seconds, a.cpu_devices)
     if a.json:
         print(json.dumps(res, indent=2))

@@ -60,7 +60,12 @@ def time_validate(folder: Path) -> float:
 
 
 def main(argv=None) -> int:
-    ns = [int(x) for x in (argv if argv is not None else sys.argv[1:])] or [50, 200]
+    from validation.machine import check_load_or_exit
+
+    argv = list(argv if argv is not None else sys.argv[1:])
+    allow = "--allow-load" in argv
+    check_load_or_exit(allow, "a benchmark")
+    ns = [int(x) for x in argv if x != "--allow-load"] or [50, 200]
     for n in ns:
         with tempfile.TemporaryDirectory() as d:
             write_traces(Path(d), n)

@@ -5,7 +5,12 @@ Hypothesis: in strict mode every property test draws the same examples on every 
 (``derandomize``: a CI verdict is reproducible and cannot flip on a fresh draw);
 ``POLYSPEC_HYPOTHESIS=explore`` draws fresh random examples (five times the default count
 where a test does not set its own) to hunt for counterexamples; pin any it finds as an
-explicit case."""
+explicit case.
+
+Load: the suite captures and profiles on tiny models only to test the code, on a machine the
+suite itself keeps busy (``-n 2``), so the load refusal of ``polyspec capture`` / ``profile``
+(:mod:`validation.machine`, docs/measuring.md) is lifted here by a high ``POLYSPEC_MAX_LOAD``
+(subprocesses inherit it); tests/validation/test_machine.py tests the refusal itself."""
 
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ from tests._optional import strict
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True,
                           max_examples=5 * settings.default.max_examples)
+os.environ["POLYSPEC_MAX_LOAD"] = "1000000"
+
 if os.environ.get("POLYSPEC_HYPOTHESIS") == "explore":
     settings.load_profile("explore")
 elif strict():

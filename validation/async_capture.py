@@ -34,6 +34,7 @@ from .capture_setup import (
     tokenizer_for,
 )
 from .decoder import POLICY, autoregressive
+from .machine import header_fields, machine_state
 from .models import model_name
 from .traces import TraceWriter
 
@@ -65,8 +66,9 @@ def capture_async(models, *, out, threshold=0, queue=None, cores=None, n_prompts
                   prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
                   force=False, threads=1, device="cpu", dtype="float32", warmup=2,
                   cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
-                  ar_models="all", argv=None, temperature=0.0) -> Path:
-    """Run one async capture (target + one drafter) and return ``<out>/<name>.jsonl``."""
+                  ar_models="all", argv=None, temperature=0.0, load_check=None) -> Path:
+    """Run one async capture (target + one drafter) and return ``<out>/<name>.jsonl``;
+    ``load_check`` as :attr:`validation.capture_setup.CaptureSpec.load_check`."""
     spec = CaptureSpec(list(models), [1] * max(len(models) - 1, 0), temperature=temperature,
                        max_new_tokens=max_new_tokens, threads=threads, dtype=dtype,
                        cost_repeats=cost_repeats, warmup=warmup, n_prompts=n_prompts).checked()
@@ -122,6 +124,7 @@ def capture_async(models, *, out, threshold=0, queue=None, cores=None, n_prompts
         "cost_curve": {"m": list(range(1, 17)), "contexts": contexts, "repeats": cost_repeats},
         "ar_models": ar_models, "time_base": "seconds", "prefill": "excluded",
         **async_header(loaded, threshold, queue, window, cores, name),
+        **header_fields(load_check),
     }
     ar_loaded = loaded if ar_models == "all" else loaded[:1]
     filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
@@ -145,7 +148,8 @@ def capture_async(models, *, out, threshold=0, queue=None, cores=None, n_prompts
                 for rec in iter_cost_curve(lv, contexts, cost_repeats, filler, "end"):
                     writer.write(rec)
             writer.write({"type": "end", "n_prompts": n_prompts,
-                          "wall_s": round(time.perf_counter() - t_start, 3)})
+                          "wall_s": round(time.perf_counter() - t_start, 3),
+                          "machine": machine_state()})
         finally:
             os.sched_setaffinity(0, own)
     return path

@@ -33,6 +33,7 @@ from .capture_setup import (
     trace_path,
 )
 from .decoder import POLICY, PolybasicDecoder, autoregressive, wall_clock
+from .machine import machine_state
 from .models import DecoderModel
 
 __all__ = ["capture", "cost_curve_records", "iter_cost_curve", "ar_record", "FINGERPRINT"]
@@ -116,7 +117,7 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
     header = capture_header(
         loaded, thresholds, name=name, tool="polyspec capture", policy=POLICY,
         dtype=spec.dtype, device=dev.type, device_name=device_name(dev), argv=argv,
-        temperature=temperature, top_k=top_k, seed=seed)
+        temperature=temperature, top_k=top_k, seed=seed, load_check=spec.load_check)
     header.update({
         "prompts": {"source": "stdlib validation split" if tok is None else
                     "stdlib validation split, HF tokenizer", "n_prompts": n_prompts,
@@ -213,5 +214,6 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
                 bar.set_postfix(speedup=f"{(ar_tt[0] / ar_tt[1]) / (cas_tt[0] / cas_tt[1]):.2f}")
         cost_curves("end")
         writer.write({"type": "end", "n_prompts": n_prompts,
-                      "wall_s": round(time.perf_counter() - t_start, 3)})
+                      "wall_s": round(time.perf_counter() - t_start, 3),
+                      "machine": machine_state()})
     return path

@@ -41,7 +41,9 @@ class CaptureSpec(NamedTuple):
     ``"-1,0,0,1"`` or ``{"parents": ...}``), ``schedules`` (one entry per pair: ``None``,
     ``"hf:START:MIN:MAX"``, ``"confidence:ETA[:MAX]"`` or a config object) and
     ``tree_sampling`` (``"distinct"`` / ``"iid"``) are single-stream only
-    (:mod:`validation.tree_decoder`)."""
+    (:mod:`validation.tree_decoder`). ``load_check``: the refusal check the command ran
+    before the capture (:func:`validation.machine.check_load`), recorded in the header
+    (``None``: none ran)."""
 
     models: list
     thresholds: list
@@ -62,6 +64,7 @@ class CaptureSpec(NamedTuple):
     tree: object = None
     schedules: object = None
     tree_sampling: str = "distinct"
+    load_check: dict | None = None
 
     def checked(self, batched: bool = False) -> CaptureSpec:
         """This spec with every field checked (errors name the field) and the defaults of
@@ -273,9 +276,12 @@ def now_iso() -> str:
 
 
 def capture_header(levels, thresholds, *, name, tool, policy, dtype, device, device_name,
-                   argv, temperature, top_k, seed) -> dict:
-    """The header fields every capture writes first (schema: :mod:`validation.schema`); the
-    caller adds its prompts, cost-curve protocol and baselines."""
+                   argv, temperature, top_k, seed, load_check=None) -> dict:
+    """The header fields every capture writes first (schema: :mod:`validation.schema`), the
+    machine's state and ``load_check`` included (:func:`validation.machine.header_fields`);
+    the caller adds its prompts, cost-curve protocol and baselines."""
+    from .machine import header_fields
+
     return {
         "created": now_iso(),
         "tool": tool,
@@ -287,6 +293,7 @@ def capture_header(levels, thresholds, *, name, tool, policy, dtype, device, dev
         "cascade": {"name": name, "models": [{"name": lv.name} for lv in levels],
                     "thresholds": list(thresholds), "acceptance": None, "policy": policy},
         "temperature": temperature, "top_k": top_k, "seed": int(seed),
+        **header_fields(load_check),
     }
 
 
@@ -342,6 +349,11 @@ def open_trace(path: Path, header: dict, *, resume: bool, fingerprint, batch=Non
     if batched:
         rec["next_decode"] = start
     rec["at"] = now_iso()
+    # the machine when the capture went on, and this attempt's load check (the header kept
+    # in the file is the first attempt's)
+    from .machine import machine_state
+
+    rec["machine"], rec["load_check"] = machine_state(), header.get("load_check")
     writer.write(rec)
     return OpenedTrace(writer, start, recorded_cost_cells(old, batched))
 

@@ -316,6 +316,18 @@ class CaptureConfig:
         return self.header.get("mode", "sync")
 
     @property
+    def machine(self) -> dict | None:
+        """The machine at the capture's start (header ``machine``: load average, CPU
+        frequency; docs/measuring.md); ``None`` for traces written before it was recorded."""
+        return self.header.get("machine")
+
+    @property
+    def load_check(self) -> dict | None:
+        """The load check the capture started after (header ``load_check``: ``max_load``,
+        ``allow_load``, ``load_1min``); ``None`` when none ran or the trace predates it."""
+        return self.header.get("load_check")
+
+    @property
     def temperature(self) -> float:
         return float(self.header["temperature"])
 

@@ -14,6 +14,12 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     ``prompts``: ``{source, n_prompts, prompt_len, max_new_tokens, offsets, sha256,
     corpus_digest}``, ``cost_curve``: ``{m: [1..16], contexts: [...], repeats}``,
     ``time_base`` = "seconds", ``prefill`` = "excluded".
+    Optional (written since docs/measuring.md; older traces lack them): ``machine`` — the
+    machine at the start, ``{at, load_average: [1, 5, 15 min] | null (+ load_reason),
+    cpu_mhz: {mhz: [per CPU] | null, source: "cpufreq" | "/proc/cpuinfo" | reason}}``
+    (:func:`validation.machine.machine_state`); ``load_check`` — ``{max_load, allow_load,
+    load_1min}`` of the refusal check the command ran (``allow_load`` true: started with
+    ``--allow-load`` above ``max_load``), null when none ran (a capture started from Python).
     Optional (structured captures): ``cascade.trees`` / ``cascade.schedules`` (one entry per
     pair, ``null`` = chain; the config format of docs/theory.md Part III-D), ``tree_sampling``
     ("distinct": a node's children are its drafter's top-k tokens at temperature 0, drawn
@@ -51,7 +57,9 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     ``matches_target_ar`` (greedy: cascade tokens == target's AR tokens; else null).
 ``resume`` — written by ``capture --resume``: ``next_prompt``; records of prompts ≥
     next_prompt written before it belong to an interrupted attempt and are discarded.
-``end`` — the capture finished: ``n_prompts``, ``wall_s``.
+``end`` — the capture finished: ``n_prompts``, ``wall_s``; optional ``machine`` (its state at
+    the end, as the header's). A ``resume`` record may carry ``machine`` and ``load_check``
+    (those of the attempt that continued the capture).
 
 **Asynchronous traces** (:mod:`validation.async_decoder`, ``polyspec capture --mode async``):
 the header has ``mode`` = "async" (a header without ``mode`` is a synchronous trace),
@@ -428,6 +436,33 @@ def check_object(v, field: str) -> dict:
     return v
 
 
+def _check_machine_field(rec: dict, key: str) -> None:
+    """The optional ``machine`` / ``load_check`` field of a header, ``resume`` or ``end``
+    record (module docstring): absent or null, or of the written form."""
+    v = rec.get(key)
+    if v is None:
+        return
+    check_object(v, key)
+    if key == "load_check":
+        check_real(v.get("max_load"), "load_check.max_load", high=None)
+        if not isinstance(v.get("allow_load"), bool):
+            raise FieldError("load_check.allow_load", f"must be true or false, got "
+                             f"{shown(v.get('allow_load'))}")
+        if v.get("load_1min") is not None:
+            check_real(v["load_1min"], "load_check.load_1min", high=None)
+        return
+    la = v.get("load_average")
+    if la is not None:
+        for j, x in enumerate(check_list(la, "machine.load_average", length=3)):
+            check_real(x, f"machine.load_average[{j}]", high=None)
+    cpu = v.get("cpu_mhz")
+    if cpu is not None:
+        mhz = check_object(cpu, "machine.cpu_mhz").get("mhz")
+        if mhz is not None:
+            for j, x in enumerate(check_list(mhz, "machine.cpu_mhz.mhz")):
+                check_real(x, f"machine.cpu_mhz.mhz[{j}]", high=None)
+
+
 class RecordChecker:
     """Checks the header (at construction) and then each record of one trace against it:
     JSON types, ranges, and what the header implies (levels, models, block bounds of the
@@ -496,6 +531,9 @@ class RecordChecker:
         self.gmax = tuple(block_bounds(th, policy))
         self.n = len(names)
         self.structured = tuple(structured)
+
+        for k in ("machine", "load_check"):
+            _check_machine_field(h, k)
 
     def check(self, rec: dict) -> None:
         getattr(self, "_" + rec["type"])(rec)
@@ -644,8 +682,11 @@ class RecordChecker:
 
     def _resume(self, r):
         r["next_prompt"] = check_int(r["next_prompt"], "next_prompt")
+        _check_machine_field(r, "machine")
+        _check_machine_field(r, "load_check")
 
     def _end(self, r):
         r["n_prompts"] = check_int(r["n_prompts"], "n_prompts")
         if "wall_s" in r:
             check_real(r["wall_s"], "wall_s", high=30 * MAX_TIME_S)  # whole capture
+        _check_machine_field(r, "machine")

@@ -69,6 +69,9 @@ def add_arguments(parser) -> None:
     group.add_argument("--batches", default=None, metavar="B1,B2,...",
                        help="a sweep of batch sizes (e.g. 1,2,4,8,16): one batched trace per "
                        "size, <name>_b<B>.jsonl")
+    from validation.machine import add_allow_load
+
+    add_allow_load(parser)
 
 
 def parse_ints(text, field):
@@ -120,6 +123,16 @@ def _spec(args, models):
         tree_sampling=args.tree_sampling)
 
 
+def _load_check(args, spec=None, batched=False):
+    """The settings checked first (a bad flag is reported before the machine's load), then
+    the refusal on a busy machine (:func:`validation.machine.check_load`)."""
+    from validation.machine import check_load
+
+    if spec is not None:
+        spec.checked(batched=batched)
+    return check_load(args.allow_load, "a capture")
+
+
 def run(args) -> int:
     import sys
 
@@ -137,7 +150,9 @@ def run(args) -> int:
         raise PolyspecInputError("--thresholds", "required (one θ per adjacent pair)")
     if args.batch is not None or args.batches is not None:
         return _run_batches(args, models)
-    path = capture(_spec(args, models), out=args.out, name=args.name, resume=args.resume,
+    spec = _spec(args, models)
+    spec = spec._replace(load_check=_load_check(args, spec))
+    path = capture(spec, out=args.out, name=args.name, resume=args.resume,
                    force=args.force, progress=not args.no_progress, argv=sys.argv[1:])
     t = read_trace(path)
     print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, "
@@ -182,7 +197,7 @@ def _run_async(args, models) -> int:
         device=args.device, dtype=args.dtype, warmup=args.warmup,
         cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
         cost_repeats=args.cost_repeats, progress=not args.no_progress, zoo_dir=args.zoo_dir,
-        ar_models=args.ar_models, argv=sys.argv[1:])
+        ar_models=args.ar_models, argv=sys.argv[1:], load_check=_load_check(args))
     t = read_trace(path)
     lossless = all(s.get("matches_target_ar") for s in t.summaries)
     print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, measured speedup "
@@ -207,7 +222,9 @@ def _run_batches(args, models) -> int:
     else:
         batches = parse_batches(args.batches, "--batches")
         name = args.name
-    paths = capture_batches(_spec(args, models), batches=batches, out=args.out, name=name,
+    spec = _spec(args, models)
+    spec = spec._replace(load_check=_load_check(args, spec, batched=True))
+    paths = capture_batches(spec, batches=batches, out=args.out, name=name,
                             resume=args.resume, force=args.force,
                             progress=not args.no_progress, argv=sys.argv[1:])
     for path in paths:

@@ -47,6 +47,9 @@ def add_arguments(p):
                    help="batch sizes (1 among them): T(b, m) of batched forwards, written as "
                         "batch_table costs (docs/theory.md B0; polyspec validate "
                         "--profile reads them)")
+    from validation.machine import add_allow_load
+
+    add_allow_load(p)
 
 
 def _run_cascade(args) -> int:
@@ -60,6 +63,7 @@ def _run_cascade(args) -> int:
     from validation.capture_setup import make_prompts
     from validation.composition import profile_cascade
     from validation.files import check_output, write_output
+    from validation.machine import check_load, machine_state
     from validation.models import load_model
     from validation.traces import read_traces
 
@@ -96,9 +100,12 @@ def _run_cascade(args) -> int:
                                      f"at temperature {temp:g}")
         laws.append(IIDGeometric.fit(d).law)
     prompts, _ = make_prompts(n_prompts, args.prompt_len, args.seed)
+    load_check = check_load(args.allow_load, "a profile")  # every input checked first
+    machine = machine_state()
     prof = profile_cascade(loaded, th, laws, prompts, tokens, seed=args.seed)
     prof.settings.update({"traces": str(args.traces), "excluded": args.exclude,
-                          "temperature": temp})
+                          "temperature": temp, "load_check": load_check,
+                          "machine": machine, "machine_end": machine_state()})
     text = dump_strict_json(prof.to_dict())
     if args.out:
         write_output(args.out, text + "\n", "--out")
@@ -127,12 +134,15 @@ def run(args) -> int:
         return _run_cascade(args)
 
     from validation.files import check_output, write_output
+    from validation.machine import check_load, machine_state
     from validation.profile import profile_models
 
     from .common import dump_strict_json
 
     if args.out:
         check_output(args.out, "--out")
+    load_check = check_load(args.allow_load, "a profile")
+    machine = machine_state()
 
     def progress(spec, rec):
         if not args.json and sys.stderr.isatty():
@@ -147,6 +157,7 @@ def run(args) -> int:
                          context=args.context, warmup=args.warmup, device=args.device,
                          dtype=args.dtype, threads=args.threads, unit=args.unit,
                          zoo_dir=args.zoo_dir, progress=progress, batches=batches)
+    rep.update({"load_check": load_check, "machine": machine, "machine_end": machine_state()})
     text = dump_strict_json(rep)
     if args.out:
         write_output(args.out, text + "\n", "--out")

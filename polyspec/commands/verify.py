@@ -12,6 +12,9 @@ HELP = ("Check every numbered result (D1, D2, P1-P7, Y1-Y5, F1, F2, B1, B2) agai
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="CI-sized runs (about a minute)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    p.add_argument("--only", default=None, metavar="KEYS",
+                   help="comma-separated groups of checks to run (D, P1, P1o, P2, ..., AS; "
+                   "default: all); each group's rows are those of the full run")
     add_cpu_devices_argument(p)
     p.add_argument("--json", action="store_true",
                    help="print a JSON list of checks (each with id, passed, ...)")
@@ -34,7 +37,18 @@ def run(args) -> int:
         if not args.json and sys.stderr.isatty():
             print(f"\r[{i}/{n}] {key}   ", end="", file=sys.stderr, flush=True)
 
-    rows = run_checks(quick=args.quick, seed=seed, progress=progress)
+    only = None
+    if args.only is not None:
+        from polyspec_theory.errors import PolyspecInputError
+        from simulators.verify import REGISTRY
+
+        keys = [k for k, _ in REGISTRY]
+        only = [x.strip() for x in args.only.split(",") if x.strip()]
+        bad = [x for x in only if x not in keys]
+        if bad or not only:
+            raise PolyspecInputError("--only", f"unknown group {bad[0]!r}; known: "
+                                     f"{', '.join(keys)}" if bad else "names no group")
+    rows = run_checks(quick=args.quick, seed=seed, only=only, progress=progress)
     if not args.json and sys.stderr.isatty():
         print("\r", end="", file=sys.stderr)
     if args.json:

@@ -12,10 +12,13 @@ from paper_figures import fig10_serving_batch as fig
 from polyspec_theory import predict
 from polyspec_theory.serving.batch import batch_cascade, optimize_batch_thresholds, predict_batch
 
+# one xdist worker computes the figures' data once (conftest.py)
+pytestmark = pytest.mark.xdist_group("paper_figures")
+
 
 @pytest.fixture(scope="module")
-def data():
-    return fig.compute(quick=True)
+def data(quick_figure):
+    return quick_figure(10)  # computed once per run (conftest.py)
 
 
 def test_fig10_matches_b1_b2_b6(data):

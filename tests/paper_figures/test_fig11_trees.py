@@ -15,10 +15,13 @@ from polyspec_theory.closed_forms.dualistic import dualistic_speedup
 from polyspec_theory.structures.tree_search import tree_speedup
 from polyspec_theory.structures.trees import SiblingLaw, Tree, expected_emitted_tree
 
+# one xdist worker computes the figures' data once (conftest.py)
+pytestmark = pytest.mark.xdist_group("paper_figures")
+
 
 @pytest.fixture(scope="module")
-def data():
-    return fig.compute(quick=True)
+def data(quick_figure):
+    return quick_figure(11)  # computed once per run (conftest.py)
 
 
 def _trees(n):

@@ -8,10 +8,13 @@ import pytest
 from paper_figures import fig12_gpu_traces as fig
 from paper_figures.registry import FigureUnavailable
 
+# one xdist worker computes the figures' data once (conftest.py)
+pytestmark = pytest.mark.xdist_group("paper_figures")
 
-def test_points_are_the_committed_results():
+
+def test_points_are_the_committed_results(quick_figure):
     d = json.loads(fig.RESULTS.read_text())
-    data = fig.compute(quick=True)
+    data = quick_figure(12)  # the data test_figures.py draws (computed once, conftest.py)
     loo = {c["lookahead"]: c for c in d["pipespec_sweep_loo"]["configs"]}
     for k, p, q in data["sweep"]:
         assert p == loo[k]["predicted_speedup"] and q == loo[k]["measured_speedup"]

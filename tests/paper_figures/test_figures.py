@@ -22,6 +22,9 @@ from paper_figures.registry import (
 )
 from polyspec_theory.errors import PolyspecInputError
 
+# one xdist worker computes the figures' data once (conftest.py)
+pytestmark = pytest.mark.xdist_group("paper_figures")
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -65,7 +68,7 @@ def synthetic_traces(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, synthetic_traces):
+def built(tmp_path_factory, synthetic_traces, quick_figure):
     """``{number: (data, paths)}`` for every figure (the trace figures from the committed real
     traces, or from the synthetic traces when this checkout has none);
     ``{number: reason}`` for figures whose data source is missing."""
@@ -75,7 +78,7 @@ def built(tmp_path_factory, synthetic_traces):
         try:
             mod = figure_module(n)
             try:
-                data = mod.compute(quick=True)
+                data = quick_figure(n)  # once per run (conftest.py)
             except FigureUnavailable:
                 if n not in TRACE_FIGURES:
                     raise

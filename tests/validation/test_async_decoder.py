@@ -210,6 +210,9 @@ def test_capture_async_trace_round_trip(async_trace):
     g = t.rounds[0].G
     assert (t.rounds[0].m == g + 1).all() and (g >= 2).all() and (g <= 8).all()
     raw = read_records(async_trace)
+    # the machine at the start and the end (docs/measuring.md); no check from Python
+    assert "cpu_mhz" in t.header["machine"] and t.header["load_check"] is None
+    assert "load_average" in raw.of_type("end")[0]["machine"]
     d = raw.of_type("dforwards")
     assert [r["prompt"] for r in d] == [0, 1, 2]
     for r, s in zip(d, t.summaries, strict=True):

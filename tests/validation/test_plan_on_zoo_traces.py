@@ -21,6 +21,11 @@ from validation.analysis.pool import pool_from_captures
 from validation.paths import traces_dir
 from validation.traces import read_traces
 
+# the module's fixtures (pools with hidden-regime laws fitted per sampling mode, the plans) are
+# its cost: its tests run on one xdist worker so that they are computed once per run
+# (``make test`` runs ``--dist loadgroup``), not once on each worker drawing one of its tests
+pytestmark = pytest.mark.xdist_group("plan_on_zoo_traces")
+
 ZOO_TRACES = traces_dir("cpu")
 TOLERANCE = 0.03  # "the measured best among the captured ones or within 3 % of it"
 LEVEL = 0.01  # one-sided false-failure rate of the paired comparison

@@ -30,6 +30,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 from .. import capture_setup as setup
 from ..capture_setup import COST_M, CaptureSpec
 from ..decoder import wall_clock
+from ..machine import machine_state
 from .decoder import (
     BATCH_POLICY,
     POLICY,
@@ -87,8 +88,10 @@ def batch_cost_records(level, batch: int, contexts, repeats: int, filler, phase:
 
 def batch_header(levels, thresholds, batch: int, *, name, temperature, top_k, seed, prompts,
                  n_decodes: int, contexts, cost_repeats, ms=COST_M, dtype="float32",
-                 device="cpu", device_name="", argv=None, prompt_info=None) -> dict:
-    """The header of a batched trace (schema: :mod:`validation.schema`)."""
+                 device="cpu", device_name="", argv=None, prompt_info=None,
+                 load_check=None) -> dict:
+    """The header of a batched trace (schema: :mod:`validation.schema`); ``load_check`` as
+    :func:`validation.capture_setup.capture_header`'s."""
     info = {"source": "given", "n_prompts": len(prompts),
             "prompt_len": max(len(p) for p in prompts)}
     info.update(prompt_info or {})
@@ -96,7 +99,7 @@ def batch_header(levels, thresholds, batch: int, *, name, temperature, top_k, se
     header = setup.capture_header(levels, thresholds, name=name, tool="polyspec capture --batch",
                             policy=POLICY, dtype=dtype, device=device,
                             device_name=device_name, argv=argv, temperature=temperature,
-                            top_k=top_k, seed=seed)
+                            top_k=top_k, seed=seed, load_check=load_check)
     header.update({
         "prompts": info,
         "batch": {"size": int(batch), **BATCH_POLICY, "decodes": int(n_decodes),
@@ -222,7 +225,7 @@ def capture_batch(spec: CaptureSpec, *, batch, out, name=None, resume=False, for
         device_name=setup.device_name(dev), argv=argv,
         prompt_info={"source": "stdlib validation split", "prompt_len": prompt_len,
                      "max_new_tokens": max_new, "offsets": offsets,
-                     "corpus_digest": corpus_digest()})
+                     "corpus_digest": corpus_digest()}, load_check=spec.load_check)
     writer, start, done_cells = setup.open_trace(path, header, resume=resume,
                                            fingerprint=FINGERPRINT, batch=b)
     if writer is None:
@@ -251,7 +254,8 @@ def capture_batch(spec: CaptureSpec, *, batch, out, name=None, resume=False, for
                        decodes=range(start, n_prompts // b), progress=progress, name=name)
         cost_curves("end")
         writer.write({"type": "end", "n_prompts": n_prompts, "n_decodes": n_prompts // b,
-                      "wall_s": round(time.perf_counter() - t_start, 3)})
+                      "wall_s": round(time.perf_counter() - t_start, 3),
+                      "machine": machine_state()})
     return path
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A/A check (issue 26): the same configuration captured repeatedly, interleaved with other work,
-# so the spread of its measured speedup is the machine's noise floor (polyspec validate --json
+# A/A check (issue 26): the same configuration captured repeatedly, interleaved with the other
+# captures (never concurrently with anything), so the spread of its measured speedup is the
+# machine's noise floor (polyspec validate --json
 # reports it as noise_floor; polyspec plan --traces uses it). Run from the repository root:
 #   bash data/traces/cpu/aa/capture_aa.sh K     # capture repetition K (1, 2, ...)
 # data/traces/cpu/preregistered-2/run.sh capture calls it between the round-2 captures.
@@ -10,6 +11,14 @@ set -euo pipefail
 PY=${PY:-.venv/bin/python}
 K=${1:?usage: capture_aa.sh K}
 read -r m t temp <<< "${AA:-target,ngram 2 0}"
+# docs/measuring.md: show the load, wait (at most 10 min) until the 1-minute load average is at
+# most POLYSPEC_MAX_LOAD (0.5; polyspec capture refuses above it)
+uptime >&2
+waited=0
+while awk -v m="${POLYSPEC_MAX_LOAD:-0.5}" '{ exit !($1 > m) }' /proc/loadavg && [ $waited -lt 600 ]; do
+  sleep 10; waited=$((waited + 10))
+done
+[ $waited -gt 0 ] && uptime >&2
 "$PY" -m polyspec capture --models "$m" --thresholds "$t" --temperature "$temp" \
   --prompts "${PROMPTS:-8}" --tokens "${TOKENS:-128}" --prompt-len 64 --threads 1 --seed 0 \
   --out data/traces/cpu/aa --name "aa_$(echo "$m" | tr , -)_th$(echo "$t" | tr , -)_T${temp}_$K" \

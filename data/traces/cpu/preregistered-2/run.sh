@@ -13,6 +13,9 @@
 # (16), TOKENS (128), PROFILE_PROMPTS (6; the two T = 0 planner picks were
 # profiled with 12 before the machine load made that too slow). Captures use 1 thread and --resume:
 # a killed run is continued by running it again.
+# Timing discipline (docs/measuring.md): nothing else may run meanwhile; before each profile and
+# capture the script prints `uptime` and waits until the 1-minute load average is at most
+# POLYSPEC_MAX_LOAD (0.5); polyspec refuses above it (--allow-load is never passed here).
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 HERE=data/traces/cpu/preregistered-2
@@ -23,13 +26,26 @@ BATCH_PROMPTS=${BATCH_PROMPTS:-16}
 TOKENS=${TOKENS:-128}
 PROFILE_PROMPTS=${PROFILE_PROMPTS:-6}
 OUT=$HERE/captures
+MAX_LOAD=${POLYSPEC_MAX_LOAD:-0.5}
 mode=${1:?usage: run.sh forecast|capture|score}
+
+quiet() {  # before every profile and capture (docs/measuring.md): show the load, wait (at most
+  # 10 min) until the 1-minute load average is at most MAX_LOAD; polyspec itself refuses above
+  uptime >&2
+  local waited=0
+  while awk -v m="$MAX_LOAD" '{ exit !($1 > m) }' /proc/loadavg && [ $waited -lt 600 ]; do
+    sleep 10; waited=$((waited + 10))
+  done
+  [ $waited -gt 0 ] && uptime >&2
+  return 0
+}
 
 forecast_one() {  # kind name models thresholds temperature extra
   local kind=$1 name=$2 m=$3 t=$4 temp=$5 extra=${6:-}
   case $kind in
     chain)
       mkdir -p "$HERE/profiles"
+      [ -f "$HERE/profiles/$name.json" ] || quiet
       [ -f "$HERE/profiles/$name.json" ] || "$PY" -m polyspec profile $(echo "$m" | tr , ' ') \
         --cascade --thresholds "$t" --temperature "$temp" --traces "$CPU" \
         --prompts "$PROFILE_PROMPTS" --tokens "$TOKENS" --out "$HERE/profiles/$name.json" >/dev/null
@@ -50,6 +66,7 @@ forecast_one() {  # kind name models thresholds temperature extra
 
 capture_one() {  # kind name models thresholds temperature extra
   local kind=$1 name=$2 m=$3 t=$4 temp=$5 extra=${6:-}
+  quiet
   local args=(--models "$m" --thresholds "$t" --temperature "$temp" --tokens "$TOKENS"
               --prompt-len 64 --threads 1 --seed 0 --out "$OUT" --name "$name" --resume
               --no-progress --ar-models target --cost-contexts 96 --cost-repeats 1)
@@ -71,17 +88,17 @@ case $mode in
       forecast_one "$@" | "$PY" -c "import json,sys; print(json.dumps(json.load(sys.stdin)))" \
         > "$f.tmp" && mv "$f.tmp" "$f" && echo "forecast $2" >&2
     }
-    # trees, schedules and batches time nothing: forecast them alongside the chains, whose
-    # composition profiles are timed one at a time
+    # trees, schedules and batches time nothing: forecast them first, then the chains, whose
+    # composition profiles are timed one at a time with nothing else running
+    # (docs/measuring.md; never in parallel with the profiles)
     while read -r kind name m t temp extra; do
       { [ -z "$kind" ] || [ "${kind:0:1}" = "#" ] || [ "$kind" = chain ]; } && continue
       one "$kind" "$name" "$m" "$t" "$temp" "${extra:-}"
-    done < "$HERE/configs.txt" &
+    done < "$HERE/configs.txt"
     while read -r kind name m t temp extra; do
       { [ -z "$kind" ] || [ "${kind:0:1}" = "#" ] || [ "$kind" != chain ]; } && continue
       one "$kind" "$name" "$m" "$t" "$temp" "${extra:-}"
     done < "$HERE/configs.txt"
-    wait
     while read -r kind name m t temp extra; do
       { [ -z "$kind" ] || [ "${kind:0:1}" = "#" ]; } && continue
       cat "$HERE/.forecast/$name.json"

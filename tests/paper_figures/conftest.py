@@ -1,0 +1,29 @@
+"""Shared by the figure tests: each figure's quick data is computed once per test run
+(``quick_figure``), not once per test module that checks it: ``test_figures.py`` builds every
+figure and ``test_fig10_serving.py``, ``test_fig11_trees.py`` and ``test_fig12_gpu_traces.py``
+check figures 10-12 on the same data. Every module here also sets ``pytestmark =
+pytest.mark.xdist_group("paper_figures")`` (``make test`` runs ``--dist loadgroup``), so the
+figure tests run on one xdist worker and a module-scoped build is not repeated on each worker
+that draws one of its tests. ``compute`` is deterministic (``test_compute_is_deterministic``
+recomputes one figure to check it), so sharing the data changes no assertion."""
+
+from __future__ import annotations
+
+import pytest
+
+_DATA: dict = {}
+
+
+@pytest.fixture(scope="session")
+def quick_figure():
+    """``quick_figure(n)``: ``compute(quick=True)`` of figure ``n``, computed once per run
+    (:class:`paper_figures.registry.FigureUnavailable` raised each time when its data source
+    is missing)."""
+    from paper_figures.registry import figure_module
+
+    def get(n: int):
+        if n not in _DATA:
+            _DATA[n] = figure_module(n).compute(quick=True)
+        return _DATA[n]
+
+    return get
