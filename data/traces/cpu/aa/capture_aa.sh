@@ -5,7 +5,7 @@
 # reports it as noise_floor; polyspec plan --traces uses it). Run from the repository root:
 #   bash data/traces/cpu/aa/capture_aa.sh K     # capture repetition K (1, 2, ...)
 # data/traces/cpu/preregistered-2/run.sh capture calls it between the round-2 captures.
-# Environment: PY (default .venv/bin/python), AA ("target,ngram 2 0"), PROMPTS (8),
+# Environment: PY (default .venv/bin/python), AA_OUT (data/traces/cpu/aa), AA ("target,ngram 2 0"), PROMPTS (8),
 # TOKENS (128). The first prompts (seed 0) of every capture of data/traces/cpu.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
@@ -21,5 +21,5 @@ done
 [ $waited -gt 0 ] && uptime >&2
 "$PY" -m polyspec capture --models "$m" --thresholds "$t" --temperature "$temp" \
   --prompts "${PROMPTS:-8}" --tokens "${TOKENS:-128}" --prompt-len 64 --threads 1 --seed 0 \
-  --out data/traces/cpu/aa --name "aa_$(echo "$m" | tr , -)_th$(echo "$t" | tr , -)_T${temp}_$K" \
+  --out "${AA_OUT:-data/traces/cpu/aa}" --name "aa_$(echo "$m" | tr , -)_th$(echo "$t" | tr , -)_T${temp}_$K" \
   --resume --no-progress --ar-models target --cost-contexts 96 --cost-repeats 1 < /dev/null

@@ -25,7 +25,7 @@ TREE_PROMPTS=${TREE_PROMPTS:-8}
 BATCH_PROMPTS=${BATCH_PROMPTS:-16}
 TOKENS=${TOKENS:-128}
 PROFILE_PROMPTS=${PROFILE_PROMPTS:-6}
-OUT=$HERE/captures
+OUT=${OUT:-$HERE/captures}  # OUT: another folder for a recapture (the forecasts stay as committed)
 MAX_LOAD=${POLYSPEC_MAX_LOAD:-0.5}
 mode=${1:?usage: run.sh forecast|capture|score}
 
