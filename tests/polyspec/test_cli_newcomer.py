@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import pytest
+
 from paper_figures.registry import FIGURES
 from polyspec import cli
 
@@ -85,3 +87,32 @@ def test_help_texts_name_what_exists():
 def test_no_file_points_to_a_missing_doc():
     for path in [*(ROOT / "configs").glob("*.json"), *(ROOT / "polyspec").rglob("*.py")]:
         assert "theory-serving" not in path.read_text(encoding="utf-8"), path
+
+
+def _runs(*names):
+    from types import SimpleNamespace as NS
+
+    return [NS(models=[NS(name=n) for n in names])]
+
+
+def test_a_model_may_be_named_by_any_unique_part():
+    from polyspec_theory.errors import PolyspecInputError
+    from validation.gpu_traces.forecast import resolve_model_names
+
+    runs = _runs("Meta-Llama-3.1-70B-Instruct", "Llama-3.1-8B-Instruct",
+                 "Llama-3.2-1B-Instruct")
+    full, prec = resolve_model_names(runs, ("1b", "8B", "70B"), {"8B": "float16"})
+    assert full == ("Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct",
+                    "Meta-Llama-3.1-70B-Instruct")
+    assert prec == {"Llama-3.1-8B-Instruct": "float16"}
+    # an exact name wins over a longer one containing it
+    exact = _runs("a-1B", "a-1B-chat")
+    assert resolve_model_names(exact, ("a-1B",))[0] == ("a-1B",)
+    for names, said in ((("Llama", "1B"), "give more of the name"),
+                        (("3B", "1B"), "'3B' is in no trace file"),
+                        (("1B", "3.2"), "name the same model twice")):
+        with pytest.raises(PolyspecInputError) as e:
+            resolve_model_names(runs, names)
+        assert said in str(e.value) and (
+            "models seen: Llama-3.1-8B-Instruct, Llama-3.2-1B-Instruct, "
+            "Meta-Llama-3.1-70B-Instruct" in str(e.value) or "twice" in said)
