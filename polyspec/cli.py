@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+import warnings
 
 from polyspec_theory.errors import PolyspecInputError
 
@@ -85,7 +86,11 @@ def main(argv=None) -> int:
         return 2
     prog = f"polyspec {args.command}"
     try:
-        return int(args._run(args) or 0)
+        # numpy's floating-point RuntimeWarnings (overflow, invalid value ...) never reach a
+        # user: a value that makes them is refused with a one-line error (or is harmless)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return int(args._run(args) or 0)
     except (PolyspecInputError, CommandError) as e:
         print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
         return 2

@@ -116,3 +116,23 @@ def test_a_model_may_be_named_by_any_unique_part():
         assert said in str(e.value) and (
             "models seen: Llama-3.1-8B-Instruct, Llama-3.2-1B-Instruct, "
             "Meta-Llama-3.1-70B-Instruct" in str(e.value) or "twice" in said)
+
+
+def test_no_numpy_warning_reaches_the_user(tmp_path, capsys):
+    import json
+    import warnings
+
+    runs = {"name": "x", "time_unit": "ms", "autoregressive": {"time_per_token": 1e300},
+            "models": [{"name": "t", "overhead": "fit"}, {"name": "d", "cost": "fit"}],
+            "runs": [{"name": "a", "thresholds": [2], "acceptance": [{"tau": 2.1}],
+                      "time_per_token": 4.37},
+                     {"name": "b", "thresholds": [3], "acceptance": [{"tau": 2.2}],
+                      "time_per_token": 4.2}]}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(runs), encoding="utf-8")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rc = cli.main(["calibrate", str(path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and [str(w.message) for w in seen] == []
+    assert len(err.splitlines()) == 1 and err.startswith("polyspec calibrate: error: runs:")
