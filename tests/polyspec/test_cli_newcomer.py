@@ -136,3 +136,48 @@ def test_no_numpy_warning_reaches_the_user(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and [str(w.message) for w in seen] == []
     assert len(err.splitlines()) == 1 and err.startswith("polyspec calibrate: error: runs:")
+
+
+def test_one_decision_rule_for_every_recommendation():
+    from polyspec.commands.advice import CONFIDENT, decide
+    from validation.analysis import plan_uncertainty
+
+    assert CONFIDENT == plan_uncertainty.CONFIDENT == 0.9
+    assert decide("a", "b", probability_best=0.9)["decision"] == "confident"
+    assert decide("a", "b", probability_best=0.89)["decision"] == "too close to call"
+    # the numbers of issue 32: async MC 2.219 [2.149, 2.289] against sync 2.191
+    d = decide("async", "sync", speedup=2.219, interval=(2.149, 2.289), rival_speedup=2.191)
+    assert d["decision"] == "too close to call" and d["text"].startswith("too close to call")
+    assert decide("async", "sync", speedup=2.3, interval=(2.2, 2.4),
+                  rival_speedup=2.191)["decision"] == "confident"
+    assert decide("sync", "async", speedup=2.3, rival_speedup=2.2,
+                  rival_interval=(2.1, 2.31))["decision"] == "too close to call"
+    assert decide("async", "sync", speedup=3.2, rival_speedup=3.1)["text"] == \
+        "run async (confident: exact)"
+
+
+def _async_rep(speedup, ci, sync):
+    return {"method": "simulated", "speedup": speedup, "speedup_ci95": ci,
+            "bounds": [1.0, 3.0], "rules": [], "config": {"models": []}, "levels": [],
+            "sync": {"speedup": sync}, "async_over_sync_bounds": None}
+
+
+def test_predict_async_says_run_async_only_when_its_interval_does():
+    from polyspec.commands.async_modes import async_text
+
+    close = async_text(_async_rep(2.219, [2.149, 2.289], 2.1909))
+    assert "-> too close to call" in close and "run async" not in close
+    clear = async_text(_async_rep(2.5, [2.4, 2.6], 2.1909))
+    assert "-> run async (confident" in clear
+
+
+def test_plan_run_line_follows_the_decision():
+    from polyspec.commands.async_modes import modes_text
+
+    modes = {"chains": [], "note": "n", "recommendation": {
+        "chain": ["target", "draft-t"], "mode": "async", "thresholds": [5], "speedup": 2.0}}
+    assert "\nRun: target <- draft-t async thresholds [5]" in "\n" + modes_text(modes)
+    close = modes_text(modes, probability_best=0.44)
+    assert "Run:" not in close and "Not decided: too close to call: target <- draft-t" in close
+    assert "Run: run target <- draft-t" not in modes_text(modes, probability_best=0.95)
+    assert "Run: target <- draft-t" in modes_text(modes, probability_best=0.95)
