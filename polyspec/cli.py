@@ -75,6 +75,14 @@ def _join_negative_lists(argv):
     return out
 
 
+def _show_warning(prog):
+    """Warnings polyspec raises for a user (e.g. a fitted law used past its data) as one
+    ``PROG: warning: ...`` line on stderr, without a file and line of code."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+    return show
+
+
 def main(argv=None) -> int:
     """Run one command. Exit status: 0 success, 1 a check failed (``verify``) or an internal
     error, 2 bad input (one line on stderr naming the field, file and line), 130
@@ -90,6 +98,7 @@ def main(argv=None) -> int:
         # user: a value that makes them is refused with a one-line error (or is harmless)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.showwarning = _show_warning(prog)
             return int(args._run(args) or 0)
     except (PolyspecInputError, CommandError) as e:
         print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)

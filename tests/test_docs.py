@@ -8,8 +8,9 @@ Convention (stated in README.md, "How the examples are tested"):
   ``python -m polyspec`` with this repository first on ``PYTHONPATH``); ``make``, ``cat`` and
   ``python ...`` lines are shown, not run.
 - The HTML comments right after the block say what the commands must print:
-  ``<!-- expect: TEXT -->`` (TEXT occurs in their stdout + stderr, the expectations in the
-  order given), ``<!-- exit: N -->`` (every command exits N; default 0), ``<!-- slow -->``
+  ``<!-- expect: TEXT -->`` (TEXT occurs in their output, each command's stdout then its
+  stderr, the expectations in the order given), ``<!-- exit: N -->`` (every command exits N;
+  default 0), ``<!-- slow -->``
   (pytest mark ``slow``: part of the suite, run by ``make test``).
 - The commands run in a temporary folder holding a copy of ``configs/`` and ``examples/`` and
   the repository's ``data/`` (read only), so that outputs (``--out out/...``) never land in

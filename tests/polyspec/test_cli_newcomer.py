@@ -181,3 +181,31 @@ def test_plan_run_line_follows_the_decision():
     assert "Run:" not in close and "Not decided: too close to call: target <- draft-t" in close
     assert "Run: run target <- draft-t" not in modes_text(modes, probability_best=0.95)
     assert "Run: target <- draft-t" in modes_text(modes, probability_best=0.95)
+
+
+def test_a_fitted_law_used_past_its_data_is_named(tmp_path, capsys):
+    import json
+    import warnings
+
+    from polyspec import api
+
+    log = ROOT / "examples" / "engine-logs" / "vllm_v1_log_issue19254.txt"
+    (tmp_path / "fit.json").write_text(json.dumps(api.fit(log)), encoding="utf-8")
+    cfg = {"models": [{"name": "t", "cost": 1.0}, {"name": "d", "cost": 0.0}],
+           "acceptance": [{"fit": "fit.json", "law": "positional"}], "thresholds": [12]}
+    (tmp_path / "c.json").write_text(json.dumps(cfg), encoding="utf-8")
+    assert cli.main(["predict", str(tmp_path / "c.json")]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "polyspec predict: warning: acceptance[0].fit: fitted on drafts at positions 1..3, "
+        "used at threshold 12: positions 4..12 are extrapolated; the positional law repeats "
+        "its last rate 0.8116 there"]
+    cfg["thresholds"] = [3]  # inside the data: silent
+    (tmp_path / "c.json").write_text(json.dumps(cfg), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", api.FitExtrapolationWarning)
+        api.load_cascade(tmp_path / "c.json")
+    # the SGLang case of issue 32: a positional fit ending in 1.0
+    with pytest.warns(api.FitExtrapolationWarning,
+                      match=r"past position 5 accepted"):
+        api._extrapolation("acceptance[0]", {"positional": [0.8, 0.9, 1.0, 1.0, 1.0]}, 5, 12)
