@@ -200,6 +200,10 @@ def test_a_fitted_law_used_past_its_data_is_named(tmp_path, capsys):
         "polyspec predict: warning: acceptance[0].fit: fitted on drafts at positions 1..3, "
         "used at threshold 12: positions 4..12 are extrapolated; the positional law repeats "
         "its last rate 0.8116 there"]
+    cfg["thresholds"] = [4]  # one position past the data
+    (tmp_path / "c.json").write_text(json.dumps(cfg), encoding="utf-8")
+    with pytest.warns(api.FitExtrapolationWarning, match=r"positions 4\.\.4 are extrapolated"):
+        api.load_cascade(tmp_path / "c.json")
     cfg["thresholds"] = [3]  # inside the data: silent
     (tmp_path / "c.json").write_text(json.dumps(cfg), encoding="utf-8")
     with warnings.catch_warnings():
