@@ -8,6 +8,7 @@ for :func:`figures`.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from polyspec_theory.core.config import Cascade
@@ -165,6 +166,11 @@ def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit"
 def _resolve_one(spec, base: Path, field: str):
     if not (isinstance(spec, dict) and "fit" in spec):
         return spec
+    return _read_fit(spec, base, field)[0]
+
+
+def _read_fit(spec, base: Path, field: str):
+    """(the law of a ``{"fit": FILE}`` entry, the largest draft position it was fitted on)."""
     from polyspec_theory.errors import require_keys
     from validation.files import read_mapping
 
@@ -180,7 +186,27 @@ def _resolve_one(spec, base: Path, field: str):
         fit = read_mapping(path)
     except PolyspecInputError as e:
         raise PolyspecInputError(f"{field}.fit", str(e)) from None
-    return law_config_from_fit(fit, spec.get("law"), f"{field}.fit")
+    law = law_config_from_fit(fit, spec.get("law"), f"{field}.fit")
+    return law, fit.get("cap")
+
+
+class FitExtrapolationWarning(UserWarning):
+    """A fitted law is used past the draft positions it was fitted on (``polyspec`` prints it
+    on stderr as ``warning: ...``)."""
+
+
+def _extrapolation(field, law, cap, threshold):
+    if not (isinstance(cap, int) and isinstance(threshold, int) and threshold > cap):
+        return
+    tail = ""
+    if isinstance(law, dict) and isinstance(law.get("positional"), list) and law["positional"]:
+        last = law["positional"][-1]
+        tail = f"; the positional law repeats its last rate {last:.4g} there"
+        if last >= 1.0:
+            tail += f" (every draft past position {cap} accepted)"
+    warnings.warn(FitExtrapolationWarning(
+        f"{field}.fit: fitted on drafts at positions 1..{cap}, used at threshold {threshold}: "
+        f"positions {cap + 1}..{threshold} are extrapolated{tail}"), stacklevel=3)
 
 
 def resolve_fit_files(cfg, base_dir) -> dict:
@@ -191,10 +217,20 @@ def resolve_fit_files(cfg, base_dir) -> dict:
         return cfg
     base = Path(base_dir)
     acc = cfg["acceptance"]
+    def one(a, field, threshold=None):
+        if not (isinstance(a, dict) and "fit" in a):
+            return a
+        law, cap = _read_fit(a, base, field)
+        _extrapolation(field, law, cap, threshold)
+        return law
+
     if isinstance(acc, list):
-        new = [_resolve_one(a, base, f"acceptance[{i}]") for i, a in enumerate(acc)]
+        th = cfg.get("thresholds")
+        th = th if isinstance(th, list) else []
+        new = [one(a, f"acceptance[{i}]", th[i] if i < len(th) else None)
+               for i, a in enumerate(acc)]
     elif isinstance(acc, dict):
-        new = {k: _resolve_one(a, base, f"acceptance.{k}") for k, a in acc.items()}
+        new = {k: one(a, f"acceptance.{k}") for k, a in acc.items()}
     else:
         return cfg
     return {**cfg, "acceptance": new}

@@ -10,7 +10,9 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import sys
+import warnings
 
 from polyspec_theory.errors import PolyspecInputError
 
@@ -49,11 +51,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, mod in _available():
-        text = mod.HELP.replace("%", "%%")  # argparse formats help strings with %
-        p = sub.add_parser(name, help=text, description=text)
+        # argparse %-formats a sub-command's help, not its description
+        p = sub.add_parser(name, help=mod.HELP.replace("%", "%%"), description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
+
+
+_NEGATIVE_LIST = re.compile(r"^-\d+(,-?\d+)+$")
+
+
+def _join_negative_lists(argv):
+    """``--tree -1,0,0,1`` -> ``--tree=-1,0,0,1``: argparse takes a value with a leading '-'
+    for an option (it only knows single negative numbers), so a comma-separated list of
+    integers that starts with one is joined to the option before it."""
+    out = []
+    for word in argv:
+        if (out and _NEGATIVE_LIST.match(word) and out[-1].startswith("--")
+                and "=" not in out[-1]):
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
+def _show_warning(prog):
+    """Warnings polyspec raises for a user (e.g. a fitted law used past its data) as one
+    ``PROG: warning: ...`` line on stderr, without a file and line of code."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+    return show
 
 
 def main(argv=None) -> int:
@@ -61,13 +88,18 @@ def main(argv=None) -> int:
     error, 2 bad input (one line on stderr naming the field, file and line), 130
     interrupted."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_negative_lists(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
     prog = f"polyspec {args.command}"
     try:
-        return int(args._run(args) or 0)
+        # numpy's floating-point RuntimeWarnings (overflow, invalid value ...) never reach a
+        # user: a value that makes them is refused with a one-line error (or is harmless)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.showwarning = _show_warning(prog)
+            return int(args._run(args) or 0)
     except (PolyspecInputError, CommandError) as e:
         print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
         return 2

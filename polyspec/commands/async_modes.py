@@ -63,8 +63,14 @@ def async_text(rep: dict) -> str:
         lines.append(f"  {lv['name']}: busy {100 * lv['busy_fraction']:.1f} %, "
                      f"forwards/token {lv['forwards_per_token']:.5g}")
     if rep["sync"] is not None:
-        lines.append(f"synchronous (P1) same thresholds: {rep['sync']['speedup']:.4f}x -> run "
-                     f"{rep['faster_mode']}")
+        from .advice import decide
+
+        sy, asy, ci = rep["sync"]["speedup"], rep["speedup"], rep.get("speedup_ci95")
+        if asy > sy:  # async's MC interval (or exact AS1 value) against sync's exact P1
+            d = decide("async", "sync", speedup=asy, interval=ci, rival_speedup=sy)
+        else:
+            d = decide("sync", "async", speedup=sy, rival_speedup=asy, rival_interval=ci)
+        lines.append(f"synchronous (P1) same thresholds: {sy:.4f}x -> {d['text']}")
     if rep["async_over_sync_bounds"] is not None:
         lo, hi = rep["async_over_sync_bounds"]
         lines.append(f"  async / sync is provably in [{lo:.4f}, {hi:.4f}] (AS4)")
@@ -150,7 +156,7 @@ def _async_row(pool, chain, cand, sync) -> dict:
             "faster_mode": "sync" if hi <= cand.speedup else "undecided"}
 
 
-def modes_text(modes: dict) -> str:
+def modes_text(modes: dict, probability_best=None) -> str:
     lines = ["Sync vs async pipeline (docs/theory.md Part VI-AS):"]
     for r in modes["chains"]:
         a = r["async"]
@@ -163,8 +169,15 @@ def modes_text(modes: dict) -> str:
         lines.append(f"  {' <- '.join(r['chain'])}: sync {r['sync']['speedup']:.4f}x "
                      f"{r['sync']['thresholds']}, async {av} -> {r['faster_mode']}")
     rec = modes["recommendation"]
-    lines.append(f"Run: {' <- '.join(rec['chain'])} {rec['mode']} thresholds "
-                 f"{rec['thresholds']} ({rec['speedup']:.4f}x; threshold 0 = verify what is "
-                 "ready)")
+    choice = (f"{' <- '.join(rec['chain'])} {rec['mode']} thresholds {rec['thresholds']} "
+              f"({rec['speedup']:.4f}x; threshold 0 = verify what is ready)")
+    if probability_best is None:
+        lines.append(f"Run: {choice}")
+    else:  # plan --traces: the cascade itself is uncertain; the same rule decides
+        from .advice import decide
+
+        d = decide(choice, "the runner-up", probability_best=probability_best)
+        lines.append(f"Run: {d['text'].removeprefix('run ')}" if d["decision"] == "confident"
+                     else f"Not decided: {d['text']}")
     lines.append(f"note: {modes['note']}")
     return "\n".join(lines)

@@ -197,7 +197,8 @@ def _run_async(args, models) -> int:
         device=args.device, dtype=args.dtype, warmup=args.warmup,
         cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
         cost_repeats=args.cost_repeats, progress=not args.no_progress, zoo_dir=args.zoo_dir,
-        ar_models=args.ar_models, argv=sys.argv[1:], load_check=_load_check(args))
+        ar_models="all" if args.ar_models is None else args.ar_models,
+        argv=sys.argv[1:], load_check=_load_check(args))
     t = read_trace(path)
     lossless = all(s.get("matches_target_ar") for s in t.summaries)
     print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, measured speedup "

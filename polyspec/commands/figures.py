@@ -8,7 +8,7 @@ HELP = "Regenerate the paper figures (PNG and PDF) from the package, with a prog
 def add_arguments(p):
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--only", default=None, metavar="N[,N...]",
-                   help="comma-separated figure numbers (default: all, 1-9)")
+                   help="comma-separated figure numbers (default: all, 1-12)")
     p.add_argument("--quick", action="store_true",
                    help="reduced-size data (fewer grid points / samples; for smoke tests)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

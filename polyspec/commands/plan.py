@@ -226,7 +226,8 @@ def run(args) -> int:
     else:
         print(explain_plan(result, pool, info))
         print(_explain_uncertainty(unc))
-        print(modes_text(modes))
+        top = (unc.get("candidates") or [None])[0]
+        print(modes_text(modes, None if top is None else top["probability_best"]))
         for n in (info or {}).get("notes", []):
             print(f"note: {n}")
     return 0

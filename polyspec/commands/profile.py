@@ -46,7 +46,7 @@ def add_arguments(p):
     p.add_argument("--batch", default=None, metavar="1,B2,...",
                    help="batch sizes (1 among them): T(b, m) of batched forwards, written as "
                         "batch_table costs (docs/theory.md B0; polyspec validate "
-                        "--profile reads them)")
+                        "--batch-profile reads them)")
     from validation.machine import add_allow_load
 
     add_allow_load(p)

@@ -29,8 +29,8 @@ def add_arguments(p):
                         f"that runs past twice as many (default {DEFAULT_MAX_EVENTS:.0e})")
     add_cpu_devices_argument(p)
     p.add_argument("--batch", type=int, default=None, metavar="B",
-                   help="simulate a lockstep serving batch of B sequences (docs/theory-"
-                        "serving.md, B0; simulators/serving.py) against the exact B2 "
+                   help="simulate a lockstep serving batch of B sequences (docs/theory.md "
+                        "Part III-C, B0; simulators/serving.py) against the exact B2 "
                         "prediction; --chains batches of B run in parallel")
     p.add_argument("--mode", choices=("sync", "async"), default=None,
                    help="run the cascade synchronously (P1's rounds) or as an asynchronous "

@@ -5,6 +5,8 @@ diagnostics, with the residual explained. Writes Markdown + PNG + JSON."""
 
 from __future__ import annotations
 
+import sys
+
 HELP = ("Predict every captured configuration without using it (acceptance from the other "
         "captures, costs from a composition profile) and compare with its measured speedup; "
         "in-sample diagnostics explain the residual (report: Markdown, PNG plots, JSON); "
@@ -184,7 +186,7 @@ def run(args) -> int:
                   f"{100 * ss['verify_path_holdout_max_abs_error']:.2f} %")
     if not result.configs:
         for n in notes:
-            print(f"note: {n}")
+            print(f"note: {n}", file=sys.stderr)  # notes on stderr: the result is stdout
         print(f"report: {paths['markdown']}")
         return 0
     print(f"{s['n_configs']} configurations from {tdir}")
@@ -213,7 +215,7 @@ def run(args) -> int:
                   f" max {100 * e['max_abs_error']:.2f} %")
     print(f"dominant residual (p1_best): {s['dominant_residual']}")
     for n in notes:
-        print(f"note: {n}")
+        print(f"note: {n}", file=sys.stderr)  # notes on stderr: the result is stdout
     print(f"report: {paths['markdown']}")
     if batched is not None:
         from validation.batch.report import batch_text
@@ -250,7 +252,7 @@ def _print_async(args, res, notes) -> int:
         return 0
     print(async_text(res))
     for n in notes:
-        print(f"note: {n}")
+        print(f"note: {n}", file=sys.stderr)  # notes on stderr: the result is stdout
     return 0
 
 
@@ -300,6 +302,6 @@ def _print_batched(args, batched) -> int:
         return 0
     print(batch_text(res))
     for n in res.notes:
-        print(f"note: {n}")
+        print(f"note: {n}", file=sys.stderr)  # notes on stderr: the result is stdout
     print(f"report: {paths['markdown']}")
     return 0

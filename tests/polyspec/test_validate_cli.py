@@ -91,6 +91,28 @@ def test_text_output(capsys, tmp_path):
     assert not list(tmp_path.glob("*.png"))
 
 
+def test_notes_go_to_stderr_and_the_result_comes_last(capsys, tmp_path, monkeypatch):
+    """Issue 32: a capture's notes (e.g. 'T(1) moved') were printed on stdout."""
+    import dataclasses
+
+    import validation.traces as traces
+
+    real = traces.read_traces
+
+    def with_note(*a, **kw):
+        caps = real(*a, **kw)
+        return [dataclasses.replace(caps[0], notes=(*caps[0].notes, "planted note")),
+                *caps[1:]]
+
+    monkeypatch.setattr(traces, "read_traces", with_note)
+    rc, out, err = _run(capsys, FIX, "--out", tmp_path, "--no-plots", "--no-insertions",
+                        "--laws", "iid,positional")
+    assert rc == 0
+    assert "note:" not in out and out.splitlines()[-1].startswith("report: ")
+    assert err.splitlines() == ["note: planted note"]
+    assert not list(tmp_path.glob("*.png"))
+
+
 def test_trace_round_trip_gives_the_same_capture(tmp_path):
     costs = [CostCurve.affine(6e-3, 4e-4), CostCurve.affine(1.6e-3, 1e-4),
              CostCurve.constant(3e-5)]
@@ -139,8 +161,8 @@ def test_truncated_last_line_needs_the_flag(capsys, tmp_path):
     rc, out, err = _run(capsys, d, "--out", tmp_path / "r", "--no-plots", "--no-insertions",
                         "--allow-truncated")
     assert rc == 0
-    assert "truncated last line skipped" in out
-    assert "capture not finished" in out  # the cut record was the end record
+    assert "truncated last line skipped" in err  # notes on stderr (issue 32)
+    assert "capture not finished" in err  # the cut record was the end record
 
 
 @pytest.mark.parametrize(

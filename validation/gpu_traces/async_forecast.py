@@ -156,17 +156,21 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
 def forecast_async_dir(directory, names, lookahead, precisions=None) -> dict:
     """``polyspec forecast --mode async``: refuses a configuration the folder already holds;
     the interval uses the leave-one-out error of the folder's asynchronous runs."""
+    from .forecast import resolve_model_names
     from .pipespec import read_pipespec_dir
 
     runs = read_pipespec_dir(directory)
-    want = dict(precisions or {})
+    names, precisions = resolve_model_names(runs, names, precisions)
+    want = dict(precisions)
     for r in async_runs(runs):
         if r.names == tuple(names) and r.lookahead == int(lookahead) and all(
                 m.precision == want.get(m.name, m.precision) for m in r.models):
             raise PolyspecInputError("--models", f"this asynchronous configuration is already "
                                      f"measured in {r.path}: nothing to forecast")
-    return forecast_async(runs, tuple(names), lookahead, precisions,
-                          model_error=model_error(runs))
+    out = forecast_async(runs, tuple(names), lookahead, precisions,
+                         model_error=model_error(runs))
+    out["models_resolved"] = list(names)
+    return out
 
 
 def async_runs(runs):

@@ -506,12 +506,39 @@ def refuse_existing(runs, names, lookahead, precisions):
                                      "file out to forecast it)")
 
 
+def resolve_model_names(runs, names, precisions=None):
+    """``names`` (and the keys of ``precisions``) as the trace files spell them: a name may be
+    any part of one seen model name that no other contains (``1B`` for
+    ``Llama-3.2-1B-Instruct``, case-insensitive); an exact name always wins. An unknown or
+    ambiguous name is a one-line error listing the names to use."""
+    seen = sorted({m.name for r in runs for m in r.models})
+
+    def one(name, field):
+        if name in seen:
+            return name
+        hits = [s for s in seen if name.lower() in s.lower()]
+        if len(hits) == 1:
+            return hits[0]
+        what = (f"{name!r} matches {', '.join(hits)}: give more of the name" if hits else
+                f"{name!r} is in no trace file")
+        raise PolyspecInputError(field, f"{what} (models seen: {', '.join(seen)})")
+
+    full = tuple(one(n, "models") for n in names)
+    if len(set(full)) != len(full):
+        raise PolyspecInputError("models", f"{', '.join(names)} name the same model twice "
+                                 f"({', '.join(full)})")
+    prec = {one(k, "dtype"): v for k, v in (precisions or {}).items()}
+    return full, prec
+
+
 def forecast_dir(directory, names, lookahead, precisions=None) -> dict:
     runs = read_pipespec_dir(directory)
-    precisions = dict(precisions or {})
+    names, precisions = resolve_model_names(runs, names, precisions)
     full = {n: precisions.get(n) or _default_precision(runs, n) for n in names}
     refuse_existing(runs, names, int(lookahead), full)
-    return forecast_chain(runs, names, lookahead, full, model_error=model_error(runs))
+    out = forecast_chain(runs, names, lookahead, full, model_error=model_error(runs))
+    out["models_resolved"] = list(names)
+    return out
 
 
 def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
