@@ -77,9 +77,16 @@ def _noise_floor(args, tdir):
 def run(args) -> int:
     import sys
 
+    from polyspec_theory.errors import PolyspecInputError
+    from validation.files import check_output_dir
     from validation.gpu_traces.cli import detect_dir, run_validate
 
+    if args.out:
+        check_output_dir(args.out, "--out")  # before the (slow) validation
     if detect_dir(args.traces_dir):  # PipeSpec / Spec-Bench GPU trace folder
+        if args.out:
+            raise PolyspecInputError("--out", "a GPU trace folder's validation is printed "
+                                     "(use --json > FILE); no report folder is written")
         return run_validate(args.traces_dir, args.json)
     from pathlib import Path
 

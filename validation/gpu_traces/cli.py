@@ -39,10 +39,11 @@ def detect_file(path) -> str | None:
             return None
         if '"metadata"' in head and '"model_configs"' in head:
             return "pipespec"
+        from .pipespec import load_json_file
+
         try:
-            with open(path, encoding="utf-8") as fh:
-                return "pipespec" if looks_like_pipespec(json.load(fh)) else None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return "pipespec" if looks_like_pipespec(load_json_file(path)) else None
+        except PolyspecInputError:
             return None
     return None
 

@@ -51,6 +51,11 @@ from polyspec_theory.errors import PolyspecInputError
 
 STRATEGIES = ("greedy", "chain", "async-chain")
 MAX_VERIFY_TOKENS = 100  # decoding.build_verify_inputs: max_verify_tokens
+# plausible times, as for the CPU traces (validation.schema.MAX_TIME_S): a timed call or a
+# prompt takes more than a microsecond and less than a day
+MIN_TIME_S = 1e-6
+MAX_TIME_S = 86400.0
+MAX_FILE_BYTES = 2**30  # a benchmark file (the shared ones are a few MB); bounds the read
 
 
 @dataclass(frozen=True)
@@ -127,11 +132,11 @@ def looks_like_pipespec(obj) -> bool:
 
 def load_json_file(path):
     """Parse a JSON file; a truncated/malformed file names its line and column."""
+    from validation.files import read_regular_bytes
+
+    raw = read_regular_bytes(path, MAX_FILE_BYTES, str(path), "PipeSpec benchmark file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise _err(path, "", f"cannot read ({e.strerror})") from None
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise _err(path, "", "not UTF-8 text") from None
     try:
@@ -139,6 +144,8 @@ def load_json_file(path):
     except json.JSONDecodeError as e:
         raise _err(path, f"line {e.lineno}", f"malformed JSON (truncated?): {e.msg} at column "
                    f"{e.colno}") from None
+    except (RecursionError, ValueError) as e:  # nested too deeply; a > 4300-digit integer
+        raise _err(path, "", f"not readable JSON ({type(e).__name__})") from None
 
 
 def _num(x, path, where, *, low=None, integer=False):
@@ -151,12 +158,24 @@ def _num(x, path, where, *, low=None, integer=False):
     return int(x) if integer else float(x)
 
 
-def _array(x, path, where, *, low, integer=False, high=None, min_len=0):
+def _time(x, path, where) -> float:
+    """A plausible measured time in seconds (:data:`MIN_TIME_S` .. :data:`MAX_TIME_S`)."""
+    v = _num(x, path, where)
+    if not MIN_TIME_S <= v <= MAX_TIME_S:
+        raise _err(path, where, f"{v!r} s is not a plausible measured time (a timed call "
+                   f"takes {MIN_TIME_S:g} s to {MAX_TIME_S:g} s)")
+    return v
+
+
+def _array(x, path, where, *, low, integer=False, high=None, min_len=0, time=False):
     if not isinstance(x, list):
         raise _err(path, where, f"must be a list, got {type(x).__name__}")
     if len(x) < min_len:
         raise _err(path, where, f"must hold at least {min_len} entries, got {len(x)}")
     for i, v in enumerate(x):
+        if time:
+            _time(v, path, f"{where}[{i}]")
+            continue
         _num(v, path, f"{where}[{i}]", low=low, integer=integer)
         if high is not None and v > high:
             raise _err(path, f"{where}[{i}]", f"must be <= {high}, got {v!r}")
@@ -196,14 +215,12 @@ def _sample(rec, i, path, strategy, n_models, lookahead) -> PipeSample:
     for k in ("total_time", "tokens_generated"):
         if k not in m:
             raise _err(path, f"{w}.{k}", "missing required field")
-    total = _num(m["total_time"], path, f"{w}.total_time", low=0)
-    if total <= 0:
-        raise _err(path, f"{w}.total_time", f"must be > 0, got {total}")
+    total = _time(m["total_time"], path, f"{w}.total_time")
     tokens = _num(m["tokens_generated"], path, f"{w}.tokens_generated", low=1, integer=True)
     if strategy == "greedy":
         if "token_times" not in m:
             raise _err(path, f"{w}.token_times", "missing required field")
-        tt = _array(m["token_times"], path, f"{w}.token_times", low=0)
+        tt = _array(m["token_times"], path, f"{w}.token_times", low=0, time=True)
         if len(tt) + 1 != tokens:
             raise _err(path, f"{w}.token_times", f"{len(tt)} decode steps do not fit "
                        f"tokens_generated = {tokens} (expected {tokens - 1}: prefill gives one)")
@@ -220,11 +237,16 @@ def _sample(rec, i, path, strategy, n_models, lookahead) -> PipeSample:
     if len(m["accepted_tokens"]) != n_models - 1:
         raise _err(path, f"{w}.accepted_tokens", f"{len(m['accepted_tokens'])} lists for "
                    f"{n_models - 1} verifier levels")
-    times = tuple(_array(t, path, f"{w}.model_times[{j}]", low=0)
+    times = tuple(_array(t, path, f"{w}.model_times[{j}]", low=0, time=True)
                   for j, t in enumerate(m["model_times"]))
     acc = tuple(_array(a, path, f"{w}.accepted_tokens[{j}]", low=1, integer=True,
                        high=MAX_VERIFY_TOKENS, min_len=1)
                 for j, a in enumerate(m["accepted_tokens"]))
+    if len(times[0]) < len(acc[0]):  # every verify call checks at least one draft step
+        raise _err(path, f"{w}.model_times[0]", f"{len(times[0])} draft steps logged for "
+                   f"{len(acc[0])} verify calls (the drafter's steps are missing)")
+    if strategy == "async-chain":
+        _check_async(path, w, acc, tokens, lookahead)
     if strategy == "chain":
         k = max(lookahead, 1)
         if n_models == 2 and acc[0].max() > k:
@@ -246,6 +268,25 @@ def _sample(rec, i, path, strategy, n_models, lookahead) -> PipeSample:
             raise _err(path, f"{w}.model_times", "sum of the timed calls exceeds total_time "
                        "(a synchronous chain runs one call at a time)")
     return PipeSample(idx, total, tokens, model_times=times, accepted=acc)
+
+
+def _check_async(path, w, acc, tokens, lookahead) -> None:
+    """An async chain's verify calls: at lookahead K >= 1 one call appends at most K tokens
+    (it verifies the K-1 drafts the drafter is ahead by, plus the bonus); the target's calls
+    append 1 + sum(acc) tokens up to EOS truncation (fewer than one call's worth) and at most
+    one lookahead short of ``tokens_generated`` (the pipeline's last tokens)."""
+    for j, a in enumerate(acc):
+        if lookahead >= 1 and a.max() > lookahead:
+            i = int(np.argmax(a))
+            raise _err(path, f"{w}.accepted_tokens[{j}][{i}]", f"{a[i]} tokens from one "
+                       f"verify call exceed lookahead {lookahead}")
+    last = acc[-1]
+    room = max(lookahead, int(last.max()), 1)
+    d = tokens - (1 + int(last.sum()))
+    if not -room < d <= room:
+        raise _err(path, f"{w}.accepted_tokens[{len(acc) - 1}]", f"1 + sum = "
+                   f"{1 + int(last.sum())} does not fit tokens_generated = {tokens} (an "
+                   f"async chain's may differ by at most {room}, one verify call)")
 
 
 def parse_pipespec(obj, path="<pipespec>") -> PipeSpecRun:
