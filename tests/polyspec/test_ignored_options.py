@@ -78,3 +78,31 @@ def test_forecast_lookahead_dtype_must_name_a_model(capsys):
 def test_forecast_without_lookahead_refuses_gpu_options(capsys, option, value):
     _refused(capsys, ["forecast", "--traces", TRACES, "--models", "target,small",
                       "--thresholds", "3", option, value], option)
+
+
+def test_calibrate_fit_on_with_a_run_that_is_not_an_object(capsys, tmp_path):
+    runs = {"name": "r", "time_unit": "ms",
+            "models": [{"name": "t", "overhead": "fit"}, {"name": "d", "cost": "fit"}],
+            "runs": [{"name": "K=2", "thresholds": [2], "acceptance": [{"tau": 2.1}],
+                      "time_per_token": 4.4}, 5],
+            "autoregressive": {"time_per_token": 7.0}, "max_threshold": 8}
+    p = tmp_path / "runs.json"
+    p.write_text(json.dumps(runs))
+    err = _refused(capsys, ["calibrate", p, "--fit-on", "K=2"], "runs[1]")
+    assert "must be an object, got int" in err
+
+
+@pytest.mark.parametrize("field", ["acceptance_histogram", "num_spec_steps"])
+def test_a_1e308_count_in_per_request_json_is_one_line(capsys, tmp_path, field):
+    src = (ROOT / "tests" / "fixtures" / "engine-samples"
+           / "vllm_per_request_metrics_llamaswap1032.json")
+    o = json.loads(src.read_text())
+    sd = o["metrics"]["speculative_decoding"]
+    if field == "acceptance_histogram":
+        sd[field][0] = 1e308
+    else:
+        sd[field] = 1e308
+    p = tmp_path / "pr.json"
+    p.write_text(json.dumps(o))
+    err = _refused(capsys, ["fit", p], "speculative_decoding.")
+    assert "1e+308 is not a plausible count" in err and len(err) < 300
