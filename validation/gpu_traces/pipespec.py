@@ -149,6 +149,8 @@ def load_json_file(path):
 
 
 def _num(x, path, where, *, low=None, integer=False):
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) > 2**53:
+        raise _err(path, where, f"{x:.3g} is not a plausible value")
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x):
         raise _err(path, where, f"must be a finite number, got {x!r}"[:120])
     if integer and x != int(x):
@@ -308,6 +310,9 @@ def parse_pipespec(obj, path="<pipespec>") -> PipeSpecRun:
     if strategy != "greedy" and len(models) < 2:
         raise _err(path, "metadata.model_configs", f"a {strategy} needs >= 2 models")
     lookahead = _num(meta.get("lookahead", 0), path, "metadata.lookahead", low=0, integer=True)
+    if lookahead > MAX_VERIFY_TOKENS:
+        raise _err(path, "metadata.lookahead", f"{lookahead} is more than a verify call can "
+                   f"take ({MAX_VERIFY_TOKENS} tokens)")
     res = obj["results"]
     if not isinstance(res, list) or not res:
         raise _err(path, "results", "must be a non-empty list")
