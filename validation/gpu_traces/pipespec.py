@@ -197,6 +197,9 @@ def _model(cfg, path, where) -> ModelSpec:
     if q is not None and not isinstance(q, str):
         raise _err(path, f"{where}.quantize", f"must be null or a string, got {q!r}")
     dev = cfg.get("devices", [])
+    if dev is not None and not isinstance(dev, (str, list)):
+        raise _err(path, f"{where}.devices", f"must be a device or a list of devices, got "
+                   f"{dev!r}"[:120])
     devices = (dev,) if isinstance(dev, str) else tuple(str(d) for d in dev or [])
     return ModelSpec(name=p.rstrip("/").split("/")[-1], path=p, dtype=dtype.replace("torch.", ""),
                      quantize=q or None, devices=devices)

@@ -80,8 +80,8 @@ def _ints(x, path, where, low):
     if not isinstance(x, list) or not x:
         raise PolyspecInputError(f"{path}: {where}", "must be a non-empty list")
     for i, v in enumerate(x):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v != int(v) \
-                or v < low:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v \
+                or abs(v) > 2**53 or v != int(v) or v < low:
             raise PolyspecInputError(f"{path}: {where}[{i}]", f"must be an integer >= {low}, "
                                      f"got {v!r}")
     return tuple(int(v) for v in x)
@@ -112,8 +112,8 @@ def parse_answer(obj, path, line: int) -> tuple[str, Answer]:
         raise PolyspecInputError(f"{path}: {w}.wall_time", "must be a list with one entry "
                                  "per turn")
     for i, v in enumerate(wall):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) \
-                or not MIN_TIME_S <= v <= MAX_TIME_S:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or abs(v) > 2**53 \
+                or not np.isfinite(v) or not MIN_TIME_S <= v <= MAX_TIME_S:
             raise PolyspecInputError(f"{path}: {w}.wall_time[{i}]", f"must be a plausible "
                                      f"measured time ({MIN_TIME_S:g} s to {MAX_TIME_S:g} s), "
                                      f"got {v!r}")
