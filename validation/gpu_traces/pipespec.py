@@ -349,7 +349,30 @@ def read_pipespec_dir(directory) -> list[PipeSpecRun]:
             runs.append(parse_pipespec(obj, p))
     if not runs:
         raise PolyspecInputError(str(directory), "no PipeSpec benchmark JSON file in it")
+    check_folder(runs, directory)
     return runs
+
+
+def check_folder(runs, directory) -> None:
+    """One folder is one benchmark: a single dataset, no run twice (a duplicate would turn
+    leave-one-out into in-sample) and one greedy baseline per model (the forecasts pick the
+    baseline by model)."""
+    datasets = sorted({r.dataset for r in runs})
+    if len(datasets) > 1:
+        raise PolyspecInputError(f"{directory}: metadata.dataset", f"the runs come from "
+                                 f"{len(datasets)} datasets ({', '.join(map(repr, datasets))}); "
+                                 "keep one benchmark per folder")
+    seen: dict = {}
+    for r in runs:
+        key = (r.strategy, tuple((m.name, m.precision) for m in r.models), r.lookahead)
+        if r.is_baseline:
+            key = ("greedy", r.target.name)
+        if key in seen:
+            what = (f"two greedy baselines of {r.target.name}" if r.is_baseline
+                    else f"the same run {r.label}")
+            raise PolyspecInputError(f"{r.path}", f"{what} as {seen[key]}: keep one (a "
+                                     "duplicate is counted twice or conflicts)")
+        seen[key] = r.path
 
 
 def matched(baseline: PipeSpecRun, run: PipeSpecRun) -> list[tuple[PipeSample, PipeSample]]:

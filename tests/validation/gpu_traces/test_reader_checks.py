@@ -117,3 +117,34 @@ def test_a_fifo_or_a_device_in_a_trace_folder_is_never_opened(tmp_path, capsys, 
     assert rc in (0, 2), err
     if rc == 2:
         assert err.count("\n") == 1 and name in err
+
+
+def _folder(tmp_path):
+    d = tmp_path / "ps"
+    shutil.copytree(FIX, d)
+    return d
+
+
+def test_a_duplicated_run_is_refused(tmp_path):
+    d = _folder(tmp_path)
+    shutil.copy(CHAIN8, d / "copy.json")
+    with pytest.raises(PolyspecInputError, match="the same run chain:"):
+        read_pipespec_dir(d)
+
+
+def test_two_baselines_of_one_model_are_refused(tmp_path):
+    d = _folder(tmp_path)
+    g = _raw(GREEDY8B)
+    g["metadata"]["model_configs"][0]["dtype"] = "float32"  # another precision, same model
+    (d / "greedy_again.json").write_text(json.dumps(g))
+    with pytest.raises(PolyspecInputError, match="two greedy baselines of Llama-3.1-8B"):
+        read_pipespec_dir(d)
+
+
+def test_runs_from_two_datasets_are_refused(tmp_path):
+    d = _folder(tmp_path)
+    g = _raw(CHAIN8)
+    g["metadata"]["dataset"] = "datasets/other"
+    (d / os.path.basename(CHAIN8)).write_text(json.dumps(g))
+    with pytest.raises(PolyspecInputError, match="metadata.dataset: the runs come from 2 "):
+        read_pipespec_dir(d)
