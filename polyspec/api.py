@@ -262,7 +262,15 @@ def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> 
             cfg = {**cfg, "runs": new}
         cfg = resolve_fit_files(cfg, path.parent)
         if fit_on is not None:
-            names = [r.get("name") for r in cfg.get("runs", []) if isinstance(r, dict)]
+            runs = cfg.get("runs")
+            if not isinstance(runs, list):
+                raise PolyspecInputError("runs", "must be a list of run objects (--fit-on picks "
+                                         "runs by name)")
+            for i, r in enumerate(runs):
+                if not isinstance(r, dict):
+                    raise PolyspecInputError(f"runs[{i}]", f"must be an object, got "
+                                             f"{type(r).__name__}")
+            names = [r.get("name") for r in runs]
             unnamed = [i for i, nm in enumerate(names) if not isinstance(nm, str) or not nm]
             if unnamed:
                 raise PolyspecInputError(f"runs[{unnamed[0]}].name", "missing: --fit-on picks "

@@ -93,6 +93,9 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     prog = f"polyspec {args.command}"
+    from validation.files import reset_reads
+
+    reset_reads()  # the one rule for writes: no output over a file this command read
     try:
         # numpy's floating-point RuntimeWarnings (overflow, invalid value ...) never reach a
         # user: a value that makes them is refused with a one-line error (or is harmless)

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from polyspec_theory.errors import PolyspecInputError
 
 __all__ = ["read_mapping", "atomic_write_text", "dump_json", "json_default", "to_finite",
            "decode_utf8", "check_json_nesting", "MAX_CONFIG_BYTES", "MAX_NESTING",
-           "MAX_YAML_NODES", "NON_FINITE_KEY"]
+           "MAX_YAML_NODES", "NON_FINITE_KEY", "note_read", "reset_reads", "read_regular_bytes",
+           "check_output", "write_output"]
 
 MAX_CONFIG_BYTES = 4 * 2**20  # a config or pool file: a few KB in practice
 MAX_NESTING = 64  # a valid config nests 4 levels
@@ -181,6 +183,73 @@ def _children(node):
     return []
 
 
+# One rule for writes: no command writes over a file it read. Every reader of user files
+# records what it read here (:func:`note_read`); :func:`check_output` refuses an output that
+# is one of them (same file after following links: same device and inode). The CLI clears
+# the record before each command (:func:`reset_reads`).
+_READS: dict[tuple[int, int], str] = {}
+
+
+def note_read(path) -> None:
+    """Record that this command read ``path`` (a file or a folder of traces: a folder's
+    regular files are recorded too); a path that cannot be stat-ed is ignored."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    _READS.setdefault((st.st_dev, st.st_ino), str(path))
+    if os.path.isdir(path):
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return
+        for n in names:
+            q = os.path.join(path, n)
+            try:
+                sq = os.stat(q)
+            except (OSError, ValueError):
+                continue
+            if os.path.isfile(q):
+                _READS.setdefault((sq.st_dev, sq.st_ino), q)
+
+
+def reset_reads() -> None:
+    """Forget the files recorded by :func:`note_read` (a new command starts)."""
+    _READS.clear()
+
+
+def read_regular_bytes(path, limit: int, field: str = "file", what: str = "file") -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes, read without blocking
+    on a FIFO or reading a device forever (only regular files are opened; the read is bounded
+    by the bytes actually read, not the reported size); every failure is a one-line
+    :class:`PolyspecInputError` naming ``field`` and the file. The read is recorded
+    (:func:`note_read`)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise PolyspecInputError(field, f"cannot read {p}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise PolyspecInputError(field, f"is a directory, expected a {what}: {p}")
+    if not stat.S_ISREG(st.st_mode):
+        raise PolyspecInputError(field, f"not a regular file (a device, FIFO or socket): {p}")
+    if st.st_size > limit:
+        raise PolyspecInputError(field, f"{p} is {st.st_size:,} bytes; a {what} may have at "
+                                 f"most {limit:,}")
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped after the stat
+                raise PolyspecInputError(field, f"not a regular file: {p}")
+            raw = f.read(limit + 1)
+    except OSError as e:
+        raise PolyspecInputError(field, f"cannot read {p}: {e.strerror or e}") from None
+    if len(raw) > limit:
+        raise PolyspecInputError(field, f"{p} has more than {limit:,} bytes")
+    note_read(p)
+    return raw
+
+
 def read_mapping(path, field: str = "config") -> dict:
     """Read a JSON or YAML file (by extension; JSON otherwise) into a dict, bounded and
     checked before parsing (module docstring); errors name the file and, where there is one,
@@ -202,6 +271,7 @@ def read_mapping(path, field: str = "config") -> dict:
         raise PolyspecInputError(field, f"cannot read {p}: {e.strerror}") from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise PolyspecInputError(field, f"{p} has more than {MAX_CONFIG_BYTES:,} bytes")
+    note_read(p)
     text = decode_utf8(raw, p, field)
     if not text.strip():
         raise PolyspecInputError(field, f"file is empty: {p}")
@@ -262,17 +332,52 @@ def check_output(path, field: str, inputs=()) -> Path:
     if p.exists() and not p.is_file():
         raise PolyspecInputError(field, f"not a regular file: {p}")
     for src in (x for x in inputs if x is not None):
+        note_read(src)
+    if p.exists():
         try:
-            same = p.exists() and os.path.samefile(p, src)
+            st = p.stat()
         except OSError:
-            same = False
-        if same:
-            raise PolyspecInputError(field, f"{p} is the input file {src}: it would be "
-                                     "overwritten; choose another path")
+            st = None
+        src = st is not None and _READS.get((st.st_dev, st.st_ino))
+        if src:
+            raise PolyspecInputError(field, f"{p} is the input file {src} this command reads: "
+                                     "it would be overwritten; choose another path")
     parent = next((a for a in (p.parent, *p.parent.parents) if a.exists()), Path("."))
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise PolyspecInputError(field, f"cannot write {p}: {parent} is not a writable folder")
     return p
+
+
+def check_output_dir(path, field: str) -> Path:
+    """An output folder (``--out DIR``) checked before any slow work: an existing path must
+    be a folder (not a file: that would be replaced or fail after the work), and the folder
+    or its first existing parent must be writable."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise PolyspecInputError(field, f"{p} exists and is not a folder; give a folder for "
+                                 "the output files")
+    parent = next((a for a in (p, *p.parents) if a.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise PolyspecInputError(field, f"cannot write into {p}: {parent} is not a writable "
+                                 "folder")
+    return p
+
+
+def check_device(device, field: str = "--device") -> str:
+    """A torch device name (``cpu``, ``cuda``, ``cuda:N``...) that parses and, for CUDA, is
+    available; else a one-line error naming ``field``."""
+    import torch
+
+    try:
+        dev = torch.device(str(device))
+    except (RuntimeError, ValueError, TypeError):
+        raise PolyspecInputError(field, f"{device!r} is not a device (cpu, cuda or cuda:N)"
+                                 ) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise PolyspecInputError(field, "CUDA requested but not available")
+    if dev.type not in ("cpu", "cuda"):
+        raise PolyspecInputError(field, f"{device!r}: only cpu and cuda are supported")
+    return str(device)
 
 
 def write_output(path, text: str, field: str, inputs=()) -> None:

@@ -333,6 +333,9 @@ def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) ->
     if p.is_file() and p.suffix == ".safetensors":
         return ZooModel(load_gpt(p, device=device, dtype=dtype), p.stem, str(p), _digest(p))
     if p.is_dir() and (p / "config.json").exists():
+        from .files import note_read
+
+        note_read(p)  # a checkpoint's files are inputs: no command writes over them
         return HFModel(p, device=device, dtype=dtype)
     raise PolyspecInputError(
         "models", f"{spec!r} is neither a zoo level {ZOO_MODELS}, a zoo .safetensors file, "

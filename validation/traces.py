@@ -158,6 +158,9 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     if len(raw) > MAX_TRACE_BYTES:
         raise TraceError(f"{p}: more than a trace may have ({MAX_TRACE_BYTES:,} bytes); split "
                          "the capture")
+    from .files import note_read
+
+    note_read(p)
     if not raw.strip():
         raise TraceError(f"{p}: file is empty (line 1: expected a polyspec-trace header)")
     lines = raw.split(b"\n")

@@ -138,8 +138,11 @@ def run(args) -> int:
 
     from polyspec_theory.errors import PolyspecInputError
     from validation.capture import capture
+    from validation.files import check_device, check_output_dir
     from validation.traces import read_trace
 
+    check_output_dir(args.out, "--out")  # before loading models
+    check_device(args.device)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.mode == "async":
         return _run_async(args, models)

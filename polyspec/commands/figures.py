@@ -18,10 +18,12 @@ def run(args) -> int:
     import sys
 
     from paper_figures.registry import FIGURES, FigureUnavailable, build_all, parse_subset
+    from validation.files import check_output_dir
 
     from ..cli import CommandError
 
     subset = parse_subset(args.only)  # PolyspecInputError("only", ...) on bad input
+    check_output_dir(args.out, "--out")  # before any figure is built
     explicit = args.only is not None
     try:
         res = build_all(args.out, subset=subset, progress=not args.no_progress,

@@ -123,6 +123,13 @@ def run(args) -> int:
     from validation.gpu_traces.cli import detect_file, run_fit
 
     if args.format is None and detect_file(args.file):  # PipeSpec / Spec-Bench GPU traces
+        from polyspec_theory.errors import PolyspecInputError
+
+        for opt in ("out", "gamma", "snapshot", "eta"):
+            if getattr(args, opt) is not None:
+                raise PolyspecInputError(f"--{opt}", "does not apply to a PipeSpec / "
+                                         "Spec-Bench GPU trace file (its fit is printed; use "
+                                         "--json > FILE)")
         return run_fit(args.file, args.json)
     from validation.engines import acceptance_report, load_engine_output
     from validation.files import write_output

@@ -56,8 +56,23 @@ def run(args) -> int:
         if args.traces is None or args.models is None:
             raise PolyspecInputError("--traces" if args.traces is None else "--models",
                                      "required with --lookahead")
+        for opt, val in (("--tree", args.tree), ("--batch", args.batch),
+                         ("--schedule", args.schedule), ("--score", args.score),
+                         ("--thresholds", args.thresholds), ("--profile", args.profile),
+                         ("--profiles", args.profiles), ("--name", args.name),
+                         ("--batch-profile", args.batch_profile),
+                         ("--laws-from", args.laws_from),
+                         ("--temperature", args.temperature != 0.0 or None)):
+            if val is not None:
+                raise PolyspecInputError(opt, "does not apply with --lookahead (a GPU trace "
+                                         "forecast: a greedy chain of the measured models at "
+                                         "lookahead K)")
         return run_forecast(args.traces, args.models, args.lookahead, args.dtype, args.mode,
                             args.json)
+    for opt, val in (("--mode", args.mode), ("--dtype", args.dtype)):
+        if val is not None:
+            raise PolyspecInputError(opt, "only applies with --lookahead K (GPU trace "
+                                     "forecasts)")
     if args.score or args.tree or args.schedule or args.batch:
         return run_kind(args)
     for opt in ("traces", "models", "thresholds", "profile"):

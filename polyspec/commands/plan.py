@@ -154,14 +154,30 @@ def run(args) -> int:
     from polyspec_theory.errors import PolyspecInputError, as_int
     from polyspec_theory.planning.planner import plan
     from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
-    from validation.files import dump_json, read_mapping, write_output
+    from validation.files import check_output, dump_json, read_mapping, write_output
 
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
+    for opt, out in (("--write-pool", args.write_pool), ("--write-config", args.write_config)):
+        if out:  # before any work; the fit files a pool names are checked again on writing
+            check_output(out, opt, inputs=[args.pool, args.traces])
     if args.traces is not None:
         from validation.gpu_traces.cli import detect_dir, run_plan
 
         if detect_dir(args.traces) == "pipespec":  # external GPU traces
+            for opt, val in (("--write-pool", args.write_pool),
+                             ("--write-config", args.write_config),
+                             ("--temperature", args.temperature is not None),
+                             ("--batch", args.batch is not None),
+                             ("--max-threshold", args.max_threshold is not None),
+                             ("--law", args.law != "best"),
+                             ("--horizon", args.horizon is not None),
+                             ("--allow-truncated", args.allow_truncated),
+                             ("--aa", args.aa is not None)):
+                if val:
+                    raise PolyspecInputError(opt, "does not apply to a PipeSpec GPU trace "
+                                             "folder (plan --traces on it ranks the measured "
+                                             "chains by their forecast; nothing is written)")
             return run_plan(args.traces, args.json)
     top = as_int(args.top, "--top", low=0, high=1000)
     info = None

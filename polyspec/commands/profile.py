@@ -67,8 +67,8 @@ def _run_cascade(args) -> int:
     from validation.models import load_model
     from validation.traces import read_traces
 
-    if args.out:
-        check_output(args.out, "--out")
+    if args.out:  # before loading anything: never over the traces or the weights read
+        check_output(args.out, "--out", inputs=[args.traces, *_model_paths(args.models)])
 
     from .common import dump_strict_json
 
@@ -127,6 +127,13 @@ def _run_cascade(args) -> int:
     return 0
 
 
+def _model_paths(models) -> list:
+    """The models given as files or folders (weights, checkpoints), not zoo level names."""
+    import os
+
+    return [m for m in models if str(m).endswith(".safetensors") or os.path.isdir(m)]
+
+
 def run(args) -> int:
     import sys
 
@@ -139,8 +146,8 @@ def run(args) -> int:
 
     from .common import dump_strict_json
 
-    if args.out:
-        check_output(args.out, "--out")
+    if args.out:  # before loading anything: never over the weights read
+        check_output(args.out, "--out", inputs=_model_paths(args.models))
     load_check = check_load(args.allow_load, "a profile")
     machine = machine_state()
 

@@ -7,6 +7,9 @@ import math
 from .common import add_cpu_devices_argument
 
 DEFAULT_MAX_EVENTS = 1e9  # ~30 s for 4 models on a 2-core CPU, minutes for many models
+# --mode async: chains x events (completed actions, all chains) at most this by default, 5x
+# the default run (1024 chains x 20,000 events); --max-events sets another bound
+ASYNC_MAX_EVENTS = 1e8
 ANNOUNCE_EVENTS = 1e8  # estimates above this are announced on stderr
 # events x verifying levels per second on a 2-core CPU (measured: 9e7 with 4 models, 7e7
 # with 30), for the rough time announced; chains wait for the slowest, so it is a floor
@@ -23,7 +26,7 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (same seed -> same result)")
     p.add_argument("--chains", type=int, default=1024,
                    help="independent chains (spread over all devices; default 1024)")
-    p.add_argument("--max-events", type=float, default=DEFAULT_MAX_EVENTS,
+    p.add_argument("--max-events", type=float, default=None,
                    help="refuse a run whose expected verification rounds (P1's forwards per "
                         "token of the verifying models x tokens) exceed this, and stop one "
                         f"that runs past twice as many (default {DEFAULT_MAX_EVENTS:.0e})")
@@ -120,7 +123,8 @@ def run(args) -> int:
     tokens = as_int(args.tokens, "tokens", low=1, high=10**13)
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**24)
-    max_events = as_real(args.max_events, "--max-events", low=1.0)
+    max_events = as_real(DEFAULT_MAX_EVENTS if args.max_events is None else args.max_events,
+                         "--max-events", low=1.0)
     from simulators.length import estimate_events, histograms_fit, simulate_lengths
     from simulators.runtime import use_cpu_cores
 
@@ -193,7 +197,7 @@ def _run_async(args, cascade) -> int:
     import dataclasses
 
     from polyspec_theory import predict_async
-    from polyspec_theory.errors import PolyspecInputError, as_int
+    from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from simulators.asynchronous import simulate_async
     from simulators.runtime import use_cpu_cores
     from validation.files import dump_json
@@ -206,6 +210,13 @@ def _run_async(args, cascade) -> int:
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**20)
     events = as_int(args.events, "--events", low=50, high=10**8)
+    limit = as_real(ASYNC_MAX_EVENTS if args.max_events is None else args.max_events,
+                    "--max-events", low=1.0)
+    if chains * events > limit:
+        raise PolyspecInputError(
+            "--max-events", f"--chains {chains} x --events {events} = {chains * events:.3g} "
+            f"actions to simulate, more than the limit {limit:.3g}: lower --chains or "
+            f"--events, or raise the limit with --max-events {_ceil_sig(chains * events)}")
     res = simulate_async(cascade, events, seed, chains=chains)
     pred = predict_async(cascade)
     out = res.to_dict()

@@ -83,13 +83,18 @@ def _noise_floor(args, tdir):
 def run(args) -> int:
     import sys
 
+    from polyspec_theory.errors import PolyspecInputError
+    from validation.files import check_output_dir
     from validation.gpu_traces.cli import detect_dir, run_validate
 
+    if args.out:
+        check_output_dir(args.out, "--out")  # before the (slow) validation
     if detect_dir(args.traces_dir):  # PipeSpec / Spec-Bench GPU trace folder
+        if args.out:
+            raise PolyspecInputError("--out", "a GPU trace folder's validation is printed "
+                                     "(use --json > FILE); no report folder is written")
         return run_validate(args.traces_dir, args.json, costs_from=args.costs_from)
     if args.costs_from:
-        from polyspec_theory.errors import PolyspecInputError
-
         raise PolyspecInputError("--costs-from", "only for a Spec-Bench answer folder")
     from pathlib import Path
 

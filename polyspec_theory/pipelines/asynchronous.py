@@ -287,6 +287,11 @@ def _pair_inputs(cascade, i: int, rule: AsyncPair):
     def t_verify(m):
         return float(cost(int(m))) + over
 
+    for m in range(1, rule.window + 2):  # every verify the pipeline can make takes time
+        if not t_verify(m) > 0:
+            raise PolyspecInputError(
+                f"models[{i}].cost", f"a verify of {m} tokens costs {t_verify(m):g} (T({m}) "
+                f"+ overhead): the asynchronous pipeline needs every verify to take time")
     return t_verify, surv
 
 

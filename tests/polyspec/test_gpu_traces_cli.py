@@ -99,7 +99,7 @@ def _three_model_file(tmp_path):
         m = r["metrics"]
         n = len(m["accepted_tokens"][0])
         m["accepted_tokens"].insert(0, [1] * n)
-        m["model_times"] = [[0.0] * 3, [t / 2 for t in m["model_times"][1]],
+        m["model_times"] = [[1e-3] * n, [t / 2 for t in m["model_times"][1]],
                             [t / 2 for t in m["model_times"][1]]]
     p = tmp_path / "chain_three_8.json"
     p.write_text(json.dumps(raw))

@@ -144,9 +144,12 @@ def test_score_finds_captures_by_name_and_scores_them(tmp_path, capsys):
 
     c = read_trace(tmp_path / "captures" / f"{cap.name}.jsonl")
     m = c.measured_speedup
+    # the same capture under a second name (one forecast per capture)
+    (tmp_path / "captures" / f"{cap.name}-again.jsonl").write_bytes(
+        (tmp_path / "captures" / f"{cap.name}.jsonl").read_bytes())
     lines = [{"name": cap.name, "kind": "chain", "levels": 2, "batch": 1,
               "speedup": 1.1 * m, "interval95": [m, 1.2 * m]},
-             {"name": cap.name, "kind": "chain", "levels": 2, "batch": 1,
+             {"name": f"{cap.name}-again", "kind": "chain", "levels": 2, "batch": 1,
               "speedup": 0.9 * m, "interval95": [0.8 * m, 0.95 * m]},
              {"name": "not-yet", "kind": "tree", "levels": 2, "batch": 1, "speedup": 1.0,
               "interval95": [0.9, 1.1]}]
@@ -171,8 +174,19 @@ def test_score_finds_captures_by_name_and_scores_them(tmp_path, capsys):
     for bad, msg in ((lines[0] | {"interval95": [2, 1]}, "interval95"),
                      ({"name": "x"}, "no field 'kind'"),
                      (lines[0] | {"kind": "web"}, "kind 'web'"),
-                     (lines[0] | {"speedup": -1}, "speedup")):
-        f.write_text(json.dumps(lines[0]) + "\n" + json.dumps(bad) + "\n")
+                     (lines[0] | {"speedup": -1}, "speedup"),
+                     # issue 33: a second forecast of one capture, names that would be glob
+                     # patterns or paths, booleans as numbers, a speedup outside its interval
+                     (lines[2], "a second forecast of capture"),
+                     (lines[0] | {"name": "*"}, "name must be"),
+                     (lines[0] | {"name": "[0-9]*"}, "name must be"),
+                     (lines[0] | {"name": "/etc/passwd"}, "name must be"),
+                     (lines[0] | {"name": 7}, "name must be"),
+                     (lines[1] | {"speedup": True}, "speedup must be"),
+                     (lines[1] | {"interval95": [True, 2]}, "interval95"),
+                     (lines[1] | {"batch": True}, "batch must be"),
+                     (lines[1] | {"speedup": 2 * m}, "outside its own interval95")):
+        f.write_text(json.dumps(lines[2]) + "\n" + json.dumps(bad) + "\n")
         with pytest.raises(PolyspecInputError, match=f"forecasts.jsonl:2: .*{msg}"):
             score_forecasts(f)
     f.write_text("{not json\n")

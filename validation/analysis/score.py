@@ -32,8 +32,19 @@ def loo_coverage(errors, level: float = 0.95) -> dict:
 def find_capture(name: str, root: Path):
     """The capture file ``<name>.jsonl`` under ``root`` (recursively) or in its parent folder;
     ``None`` if absent."""
-    hits = sorted(root.rglob(f"{name}.jsonl")) or sorted(root.parent.glob(f"{name}.jsonl"))
+    want = f"{name}.jsonl"  # compared as a string: a name is never a glob pattern
+    hits = (sorted(q for q in root.rglob("*.jsonl") if q.name == want)
+            or sorted(q for q in root.parent.glob("*.jsonl") if q.name == want))
     return hits[0] if hits else None
+
+
+_NAME_BAD = set("*?[]/\\")
+MAX_SCORE_BYTES = 2**26
+
+
+def _number(x) -> bool:
+    """A finite JSON number; ``true`` / ``false`` are not numbers."""
+    return (not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x))
 
 
 def _read(path, kind):
@@ -56,31 +67,53 @@ def score_forecasts(path) -> dict:
     :func:`find_capture`): ``configs`` (``measured``, its 95 % CI, ``inside`` the forecast's
     interval, ``error`` = forecast / measured - 1; ``measured`` None when not captured yet),
     ``median_abs_error``, ``max_abs_error``, ``inside_fraction`` over the captured ones."""
+    from ..files import decode_utf8, read_regular_bytes
+
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise PolyspecInputError("--score", f"{p}: no such file")
+    text = decode_utf8(read_regular_bytes(p, MAX_SCORE_BYTES, "--score", "forecast file"), p,
+                       "--score")
     rows = []
-    for ln, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    seen: dict[str, int] = {}
+    for ln, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             f = json.loads(line)
         except json.JSONDecodeError as e:
             raise PolyspecInputError("--score", f"{p}:{ln}: not JSON ({e.msg})") from None
+        except (RecursionError, ValueError) as e:
+            raise PolyspecInputError("--score", f"{p}:{ln}: not readable JSON "
+                                     f"({type(e).__name__})") from None
         for k in ("name", "kind", "levels", "speedup", "interval95"):
             if not isinstance(f, dict) or k not in f:
                 raise PolyspecInputError("--score", f"{p}:{ln}: no field {k!r}")
+        name = f["name"]
+        if (not isinstance(name, str) or not name.strip() or name in (".", "..")
+                or _NAME_BAD & set(name) or len(name) > 255):
+            raise PolyspecInputError("--score", f"{p}:{ln}: name must be a capture's file name "
+                                     f"without .jsonl (no path, no * ? [ ]), got {name!r}"[:200])
+        if name in seen:
+            raise PolyspecInputError("--score", f"{p}:{ln}: a second forecast of capture "
+                                     f"{name!r} (first on line {seen[name]})")
+        seen[name] = ln
+        if "batch" in f and (isinstance(f["batch"], bool) or not isinstance(f["batch"], int)
+                             or f["batch"] < 1):
+            raise PolyspecInputError("--score", f"{p}:{ln}: batch must be a positive integer")
         if f["kind"] not in FORECAST_KINDS:
             raise PolyspecInputError("--score", f"{p}:{ln}: kind {f['kind']!r} is not one of "
                                      f"{', '.join(FORECAST_KINDS)}")
         iv = f["interval95"]
         if (not isinstance(iv, list) or len(iv) != 2
-                or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in iv)
-                or iv[0] > iv[1]):
+                or not all(_number(x) for x in iv) or iv[0] > iv[1]):
             raise PolyspecInputError("--score", f"{p}:{ln}: interval95 must be [low, high]")
         sp = f["speedup"]
-        if not isinstance(sp, (int, float)) or not math.isfinite(sp) or sp <= 0:
+        if not _number(sp) or sp <= 0:
             raise PolyspecInputError("--score", f"{p}:{ln}: speedup must be a positive number")
+        if not iv[0] <= sp <= iv[1]:
+            raise PolyspecInputError("--score", f"{p}:{ln}: speedup {sp:g} is outside its own "
+                                     f"interval95 [{iv[0]:g}, {iv[1]:g}]")
         row = {"name": f["name"], "kind": f["kind"], "levels": f["levels"],
                "batch": f.get("batch", 1), "trace": None, "forecast": float(sp),
                "interval95": [float(iv[0]), float(iv[1])], "measured": None,

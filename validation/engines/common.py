@@ -196,6 +196,9 @@ def read_engine_text(path) -> tuple[str, str]:
     if len(raw) > MAX_ENGINE_BYTES:
         raise PolyspecInputError("file", f"{p} has more than {MAX_ENGINE_BYTES:,} bytes; cut "
                                  "it to the run you mean")
+    from ..files import note_read
+
+    note_read(p)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -309,9 +312,15 @@ def count(x, fieldname: str) -> int:
             x = float(x)
         except ValueError:
             raise PolyspecInputError(fieldname, f"must be a count, got {x!r}") from None
-    if isinstance(x, float) and x.is_integer():
+    if isinstance(x, float) and x.is_integer() and abs(x) <= MAX_COUNT:
         x = int(x)
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and x > MAX_COUNT:
+        raise PolyspecInputError(fieldname, f"{x:.3g} is not a plausible count (at most "
+                                 f"{MAX_COUNT:.0e}: no engine run drafts that many tokens)")
     return as_int(x, fieldname, low=0)
+
+
+MAX_COUNT = 10**15  # rounds or tokens of one engine output
 
 
 def survival_from_rates(rates, rounds: int, accepted: int | None = None,
@@ -373,6 +382,8 @@ def histogram_counts(hist, cap: int, label: str, rounds: int, field: str,
                      rounds_name: str) -> tuple[AcceptanceCounts, int]:
     """The counts of an acceptance histogram (cells 0..cap accepted), which must hold the
     ``rounds`` stated as ``rounds_name``; returns ``(counts, accepted drafts they imply)``."""
+    if isinstance(hist, list):
+        hist = [count(c, f"{field}[{i}]") for i, c in enumerate(hist)]
     counts = AcceptanceCounts.from_histogram(hist, cap, label)
     if counts.n_rounds != rounds:
         raise PolyspecInputError(field, f"counts {counts.n_rounds} rounds but {rounds_name} is "

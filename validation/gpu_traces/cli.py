@@ -3,23 +3,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from polyspec_theory.errors import PolyspecInputError
 
 
 def _dump(obj) -> str:
-    def default(x):
-        import numpy as np
+    """Strict JSON: the project's one rule (:func:`validation.files.dump_json`: a non-finite
+    number is written as null and listed under ``non_finite``)."""
+    from validation.files import dump_json
 
-        if isinstance(x, np.generic):
-            return x.item()
-        if isinstance(x, np.ndarray):
-            return x.tolist()
-        raise TypeError(type(x).__name__)
-
-    return json.dumps(obj, default=default, allow_nan=False)
+    return dump_json(obj)
 
 
 def detect_file(path) -> str | None:
@@ -39,10 +33,11 @@ def detect_file(path) -> str | None:
             return None
         if '"metadata"' in head and '"model_configs"' in head:
             return "pipespec"
+        from .pipespec import load_json_file
+
         try:
-            with open(path, encoding="utf-8") as fh:
-                return "pipespec" if looks_like_pipespec(json.load(fh)) else None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return "pipespec" if looks_like_pipespec(load_json_file(path)) else None
+        except PolyspecInputError:
             return None
     return None
 
@@ -188,6 +183,10 @@ def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_j
     names = [m.strip() for m in models_target_first.split(",") if m.strip()]
     if len(names) < 2:
         raise PolyspecInputError("--models", "needs at least two models, target first")
+    unknown = sorted(set(parse_dtypes(dtypes)) - set(names))
+    if unknown:
+        raise PolyspecInputError("--dtype", f"names {', '.join(unknown)}, not one of the "
+                                 f"--models {', '.join(names)}")
     if mode == "async":  # docs/theory.md Part VI-AS
         from .async_forecast import forecast_async_dir
 

@@ -51,6 +51,11 @@ from polyspec_theory import MAX_VERIFY_TOKENS  # decoding.build_verify_inputs (A
 from polyspec_theory.errors import PolyspecInputError
 
 STRATEGIES = ("greedy", "chain", "async-chain")
+# plausible times, as for the CPU traces (validation.schema.MAX_TIME_S): a timed call or a
+# prompt takes more than a microsecond and less than a day
+MIN_TIME_S = 1e-6
+MAX_TIME_S = 86400.0
+MAX_FILE_BYTES = 2**30  # a benchmark file (the shared ones are a few MB); bounds the read
 
 
 @dataclass(frozen=True)
@@ -127,11 +132,11 @@ def looks_like_pipespec(obj) -> bool:
 
 def load_json_file(path):
     """Parse a JSON file; a truncated/malformed file names its line and column."""
+    from validation.files import read_regular_bytes
+
+    raw = read_regular_bytes(path, MAX_FILE_BYTES, str(path), "PipeSpec benchmark file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise _err(path, "", f"cannot read ({e.strerror})") from None
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise _err(path, "", "not UTF-8 text") from None
     try:
@@ -139,9 +144,13 @@ def load_json_file(path):
     except json.JSONDecodeError as e:
         raise _err(path, f"line {e.lineno}", f"malformed JSON (truncated?): {e.msg} at column "
                    f"{e.colno}") from None
+    except (RecursionError, ValueError) as e:  # nested too deeply; a > 4300-digit integer
+        raise _err(path, "", f"not readable JSON ({type(e).__name__})") from None
 
 
 def _num(x, path, where, *, low=None, integer=False):
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) > 2**53:
+        raise _err(path, where, f"{x:.3g} is not a plausible value")
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x):
         raise _err(path, where, f"must be a finite number, got {x!r}"[:120])
     if integer and x != int(x):
@@ -151,12 +160,24 @@ def _num(x, path, where, *, low=None, integer=False):
     return int(x) if integer else float(x)
 
 
-def _array(x, path, where, *, low, integer=False, high=None, min_len=0):
+def _time(x, path, where) -> float:
+    """A plausible measured time in seconds (:data:`MIN_TIME_S` .. :data:`MAX_TIME_S`)."""
+    v = _num(x, path, where)
+    if not MIN_TIME_S <= v <= MAX_TIME_S:
+        raise _err(path, where, f"{v!r} s is not a plausible measured time (a timed call "
+                   f"takes {MIN_TIME_S:g} s to {MAX_TIME_S:g} s)")
+    return v
+
+
+def _array(x, path, where, *, low, integer=False, high=None, min_len=0, time=False):
     if not isinstance(x, list):
         raise _err(path, where, f"must be a list, got {type(x).__name__}")
     if len(x) < min_len:
         raise _err(path, where, f"must hold at least {min_len} entries, got {len(x)}")
     for i, v in enumerate(x):
+        if time:
+            _time(v, path, f"{where}[{i}]")
+            continue
         _num(v, path, f"{where}[{i}]", low=low, integer=integer)
         if high is not None and v > high:
             raise _err(path, f"{where}[{i}]", f"must be <= {high}, got {v!r}")
@@ -176,6 +197,9 @@ def _model(cfg, path, where) -> ModelSpec:
     if q is not None and not isinstance(q, str):
         raise _err(path, f"{where}.quantize", f"must be null or a string, got {q!r}")
     dev = cfg.get("devices", [])
+    if dev is not None and not isinstance(dev, (str, list)):
+        raise _err(path, f"{where}.devices", f"must be a device or a list of devices, got "
+                   f"{dev!r}"[:120])
     devices = (dev,) if isinstance(dev, str) else tuple(str(d) for d in dev or [])
     return ModelSpec(name=p.rstrip("/").split("/")[-1], path=p, dtype=dtype.replace("torch.", ""),
                      quantize=q or None, devices=devices)
@@ -196,14 +220,12 @@ def _sample(rec, i, path, strategy, n_models, lookahead) -> PipeSample:
     for k in ("total_time", "tokens_generated"):
         if k not in m:
             raise _err(path, f"{w}.{k}", "missing required field")
-    total = _num(m["total_time"], path, f"{w}.total_time", low=0)
-    if total <= 0:
-        raise _err(path, f"{w}.total_time", f"must be > 0, got {total}")
+    total = _time(m["total_time"], path, f"{w}.total_time")
     tokens = _num(m["tokens_generated"], path, f"{w}.tokens_generated", low=1, integer=True)
     if strategy == "greedy":
         if "token_times" not in m:
             raise _err(path, f"{w}.token_times", "missing required field")
-        tt = _array(m["token_times"], path, f"{w}.token_times", low=0)
+        tt = _array(m["token_times"], path, f"{w}.token_times", low=0, time=True)
         if len(tt) + 1 != tokens:
             raise _err(path, f"{w}.token_times", f"{len(tt)} decode steps do not fit "
                        f"tokens_generated = {tokens} (expected {tokens - 1}: prefill gives one)")
@@ -220,11 +242,16 @@ def _sample(rec, i, path, strategy, n_models, lookahead) -> PipeSample:
     if len(m["accepted_tokens"]) != n_models - 1:
         raise _err(path, f"{w}.accepted_tokens", f"{len(m['accepted_tokens'])} lists for "
                    f"{n_models - 1} verifier levels")
-    times = tuple(_array(t, path, f"{w}.model_times[{j}]", low=0)
+    times = tuple(_array(t, path, f"{w}.model_times[{j}]", low=0, time=True)
                   for j, t in enumerate(m["model_times"]))
     acc = tuple(_array(a, path, f"{w}.accepted_tokens[{j}]", low=1, integer=True,
                        high=MAX_VERIFY_TOKENS, min_len=1)
                 for j, a in enumerate(m["accepted_tokens"]))
+    if len(times[0]) < len(acc[0]):  # every verify call checks at least one draft step
+        raise _err(path, f"{w}.model_times[0]", f"{len(times[0])} draft steps logged for "
+                   f"{len(acc[0])} verify calls (the drafter's steps are missing)")
+    if strategy == "async-chain":
+        _check_async(path, w, acc, tokens, lookahead)
     if strategy == "chain":
         k = max(lookahead, 1)
         if n_models == 2 and acc[0].max() > k:
@@ -248,6 +275,25 @@ def _sample(rec, i, path, strategy, n_models, lookahead) -> PipeSample:
     return PipeSample(idx, total, tokens, model_times=times, accepted=acc)
 
 
+def _check_async(path, w, acc, tokens, lookahead) -> None:
+    """An async chain's verify calls: at lookahead K >= 1 one call appends at most K tokens
+    (it verifies the K-1 drafts the drafter is ahead by, plus the bonus); the target's calls
+    append 1 + sum(acc) tokens up to EOS truncation (fewer than one call's worth) and at most
+    one lookahead short of ``tokens_generated`` (the pipeline's last tokens)."""
+    for j, a in enumerate(acc):
+        if lookahead >= 1 and a.max() > lookahead:
+            i = int(np.argmax(a))
+            raise _err(path, f"{w}.accepted_tokens[{j}][{i}]", f"{a[i]} tokens from one "
+                       f"verify call exceed lookahead {lookahead}")
+    last = acc[-1]
+    room = max(lookahead, int(last.max()), 1)
+    d = tokens - (1 + int(last.sum()))
+    if not -room < d <= room:
+        raise _err(path, f"{w}.accepted_tokens[{len(acc) - 1}]", f"1 + sum = "
+                   f"{1 + int(last.sum())} does not fit tokens_generated = {tokens} (an "
+                   f"async chain's may differ by at most {room}, one verify call)")
+
+
 def parse_pipespec(obj, path="<pipespec>") -> PipeSpecRun:
     """A parsed PipeSpec JSON object -> :class:`PipeSpecRun` (checks every field)."""
     if not looks_like_pipespec(obj):
@@ -267,6 +313,9 @@ def parse_pipespec(obj, path="<pipespec>") -> PipeSpecRun:
     if strategy != "greedy" and len(models) < 2:
         raise _err(path, "metadata.model_configs", f"a {strategy} needs >= 2 models")
     lookahead = _num(meta.get("lookahead", 0), path, "metadata.lookahead", low=0, integer=True)
+    if lookahead > MAX_VERIFY_TOKENS:
+        raise _err(path, "metadata.lookahead", f"{lookahead} is more than a verify call can "
+                   f"take ({MAX_VERIFY_TOKENS} tokens)")
     res = obj["results"]
     if not isinstance(res, list) or not res:
         raise _err(path, "results", "must be a non-empty list")
@@ -300,7 +349,30 @@ def read_pipespec_dir(directory) -> list[PipeSpecRun]:
             runs.append(parse_pipespec(obj, p))
     if not runs:
         raise PolyspecInputError(str(directory), "no PipeSpec benchmark JSON file in it")
+    check_folder(runs, directory)
     return runs
+
+
+def check_folder(runs, directory) -> None:
+    """One folder is one benchmark: a single dataset, no run twice (a duplicate would turn
+    leave-one-out into in-sample) and one greedy baseline per model (the forecasts pick the
+    baseline by model)."""
+    datasets = sorted({r.dataset for r in runs})
+    if len(datasets) > 1:
+        raise PolyspecInputError(f"{directory}: metadata.dataset", f"the runs come from "
+                                 f"{len(datasets)} datasets ({', '.join(map(repr, datasets))}); "
+                                 "keep one benchmark per folder")
+    seen: dict = {}
+    for r in runs:
+        key = (r.strategy, tuple((m.name, m.precision) for m in r.models), r.lookahead)
+        if r.is_baseline:
+            key = ("greedy", r.target.name)
+        if key in seen:
+            what = (f"two greedy baselines of {r.target.name}" if r.is_baseline
+                    else f"the same run {r.label}")
+            raise PolyspecInputError(f"{r.path}", f"{what} as {seen[key]}: keep one (a "
+                                     "duplicate is counted twice or conflicts)")
+        seen[key] = r.path
 
 
 def matched(baseline: PipeSpecRun, run: PipeSpecRun) -> list[tuple[PipeSample, PipeSample]]:

@@ -28,6 +28,8 @@ import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
 
+from .pipespec import MAX_TIME_S, MIN_TIME_S
+
 BASELINE_METHODS = ("vanilla", "baseline", "ar")
 
 
@@ -78,8 +80,8 @@ def _ints(x, path, where, low):
     if not isinstance(x, list) or not x:
         raise PolyspecInputError(f"{path}: {where}", "must be a non-empty list")
     for i, v in enumerate(x):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v != int(v) \
-                or v < low:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v \
+                or abs(v) > 2**53 or v != int(v) or v < low:
             raise PolyspecInputError(f"{path}: {where}[{i}]", f"must be an integer >= {low}, "
                                      f"got {v!r}")
     return tuple(int(v) for v in x)
@@ -110,10 +112,11 @@ def parse_answer(obj, path, line: int) -> tuple[str, Answer]:
         raise PolyspecInputError(f"{path}: {w}.wall_time", "must be a list with one entry "
                                  "per turn")
     for i, v in enumerate(wall):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) \
-                or v <= 0:
-            raise PolyspecInputError(f"{path}: {w}.wall_time[{i}]", f"must be a positive "
-                                     f"number, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or abs(v) > 2**53 \
+                or not np.isfinite(v) or not MIN_TIME_S <= v <= MAX_TIME_S:
+            raise PolyspecInputError(f"{path}: {w}.wall_time[{i}]", f"must be a plausible "
+                                     f"measured time ({MIN_TIME_S:g} s to {MAX_TIME_S:g} s), "
+                                     f"got {v!r}")
     if len(tokens) != len(steps):
         raise PolyspecInputError(f"{path}: {w}.new_tokens", f"{len(tokens)} turns, "
                                  f"decoding_steps has {len(steps)}")
@@ -129,11 +132,14 @@ def parse_answer(obj, path, line: int) -> tuple[str, Answer]:
 
 def read_answers(path) -> AnswerFile:
     """Read and check one Spec-Bench answer file (errors name file, line and field)."""
+    from validation.files import read_regular_bytes
+
+    raw = read_regular_bytes(path, MAX_FILE_BYTES, str(path), "Spec-Bench answer file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PolyspecInputError(str(path), f"cannot read ({e})") from None
+        lines = raw.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise PolyspecInputError(f"{path}: line {line}", "not UTF-8 text") from None
     answers, mids, seen = [], set(), set()
     for n, text in enumerate(lines, 1):
         if not text.strip():
@@ -157,10 +163,18 @@ def read_answers(path) -> AnswerFile:
     return AnswerFile(str(path), mids.pop(), tuple(answers))
 
 
+MAX_FILE_BYTES = 2**30  # an answer file (the shared ones are a few MB); bounds the read
+MAX_FIRST_LINE = 2**24  # the first answer (its turns' text included)
+
+
 def is_specbench_file(path) -> bool:
+    """Whether ``path`` is a Spec-Bench answer file (its first line is an answer); never
+    opens anything but a regular file (a FIFO would block, a device never ends)."""
+    if not os.path.isfile(path):
+        return False
     try:
         with open(path, encoding="utf-8") as fh:
-            first = fh.readline()
+            first = fh.readline(MAX_FIRST_LINE)
         return looks_like_specbench_line(json.loads(first))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False

@@ -36,6 +36,9 @@ def _metadata(path) -> dict:
     truncated, corrupt) or not a zoo file is one line naming it (PolyspecInputError)."""
     from safetensors import SafetensorError, safe_open
 
+    from ..files import note_read
+
+    note_read(path)  # model weights are an input: no command writes over them
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}

@@ -121,7 +121,9 @@ def test_measured_speedup_uses_each_files_own_tokens():
     for x in b2["results"]:
         n = x["metrics"]["tokens_generated"]
         x["metrics"]["tokens_generated"] = 2 * n
-        x["metrics"]["token_times"] = x["metrics"]["token_times"] + [0.0] * n
+        # every step split in two, the last half in two again: 2n - 1 steps, the same sum
+        halves = [t / 2 for t in x["metrics"]["token_times"] for _ in (0, 1)]
+        x["metrics"]["token_times"] = halves[:-1] + [halves[-1] / 2] * 2
     assert measured_speedup(parse_pipespec(b2, "g2.json"), r) == pytest.approx(
         measured_speedup(b, r) / 2, rel=1e-12)
 
