@@ -66,7 +66,7 @@ def _run_cascade(args) -> int:
     if args.out:
         check_output(args.out, "--out")
 
-    from .common import dump_strict_json
+    from validation.files import dump_json
 
     if args.thresholds is None or args.traces is None:
         raise PolyspecInputError("--cascade", "needs --thresholds and --traces")
@@ -99,7 +99,7 @@ def _run_cascade(args) -> int:
     prof = profile_cascade(loaded, th, laws, prompts, tokens, seed=args.seed)
     prof.settings.update({"traces": str(args.traces), "excluded": args.exclude,
                           "temperature": temp})
-    text = dump_strict_json(prof.to_dict())
+    text = dump_json(prof.to_dict())
     if args.out:
         write_output(args.out, text + "\n", "--out")
     if args.json:
@@ -126,10 +126,8 @@ def run(args) -> int:
     if args.cascade:
         return _run_cascade(args)
 
-    from validation.files import check_output, write_output
+    from validation.files import check_output, dump_json, write_output
     from validation.profile import profile_models
-
-    from .common import dump_strict_json
 
     if args.out:
         check_output(args.out, "--out")
@@ -147,7 +145,7 @@ def run(args) -> int:
                          context=args.context, warmup=args.warmup, device=args.device,
                          dtype=args.dtype, threads=args.threads, unit=args.unit,
                          zoo_dir=args.zoo_dir, progress=progress, batches=batches)
-    text = dump_strict_json(rep)
+    text = dump_json(rep)
     if args.out:
         write_output(args.out, text + "\n", "--out")
     if args.json:

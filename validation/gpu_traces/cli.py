@@ -7,19 +7,7 @@ import json
 import os
 
 from polyspec_theory.errors import PolyspecInputError
-
-
-def _dump(obj) -> str:
-    def default(x):
-        import numpy as np
-
-        if isinstance(x, np.generic):
-            return x.item()
-        if isinstance(x, np.ndarray):
-            return x.tolist()
-        raise TypeError(type(x).__name__)
-
-    return json.dumps(obj, default=default, allow_nan=False)
+from validation.files import dump_json
 
 
 def detect_file(path) -> str | None:
@@ -110,7 +98,7 @@ def fit_report(path) -> dict:
 def run_fit(path, as_json: bool) -> int:
     rep = fit_report(path)
     if as_json:
-        print(_dump(rep))
+        print(dump_json(rep))
         return 0
     print(f"{path}: {rep['format_description']} [{rep['format']}]")
     print(f"  {rep.get('source', '')}")
@@ -148,7 +136,7 @@ def run_validate(directory, as_json: bool) -> int:
                float(np.median(e)), "max_abs_error": float(e.max()),
                "headline": "leave-one-out"}
     if as_json:
-        print(_dump(rep))
+        print(dump_json(rep))
         return 0
     for c in rep["configs"]:
         print(f"  {c['name']}: predicted {c['predicted_speedup']:.3f}, measured "
@@ -188,7 +176,7 @@ def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_j
     else:
         out = forecast_dir(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes))
     if as_json:
-        print(_dump(out))
+        print(dump_json(out))
         return 0
     iv = out["interval95"]
     print(f"{' <- '.join(names)} lookahead {out['lookahead']}: forecast speedup "
@@ -203,7 +191,7 @@ def run_plan(traces, as_json: bool) -> int:
 
     out = plan_dir(traces)
     if as_json:
-        print(_dump(out))
+        print(dump_json(out))
         return 0
     for r in out["chains"]:
         iv = r["interval95"]
