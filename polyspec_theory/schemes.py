@@ -41,8 +41,8 @@ DESCRIPTIONS = {
     ASYNC: '"mode": "async", the asynchronous pipeline',
 }
 
-__all__ = ["CHAIN", "STRUCTURED", "BATCH", "ASYNC", "SCHEMES", "scheme_of", "handler",
-           "refuse", "in_mode", "predict", "PREDICT"]
+__all__ = ["CHAIN", "STRUCTURED", "BATCH", "ASYNC", "SCHEMES", "scheme_of", "scheme_named",
+           "handler", "refuse", "in_mode", "predict", "PREDICT"]
 
 
 def scheme_of(cascade, batch=None, *, batch_field: str = "batch") -> str:
@@ -51,13 +51,19 @@ def scheme_of(cascade, batch=None, *, batch_field: str = "batch") -> str:
     batch is refused, naming ``batch_field`` (no theory or simulator covers it)."""
     if not isinstance(cascade, Cascade):
         raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    if cascade.mode == "async":
-        if batch is not None:
-            refuse(ASYNC, "the serving-batch theory", field=batch_field)
+    if cascade.mode == "async" and batch is not None:
+        refuse(ASYNC, "the serving-batch theory", field=batch_field)
+    return scheme_named(cascade.mode, structured=has_structures(cascade), batch=batch)
+
+
+def scheme_named(mode: str = "sync", *, structured: bool = False, batch=None) -> str:
+    """The scheme of a run described by its options (a command line before any cascade
+    exists): ``"mode": "async"`` first, then a serving batch, then trees or schedules."""
+    if mode == "async":
         return ASYNC
     if batch is not None:
         return BATCH
-    if has_structures(cascade):
+    if structured:
         return STRUCTURED
     return CHAIN
 

@@ -125,3 +125,25 @@ def test_in_mode():
     with pytest.raises(PolyspecInputError, match="no synchronous meaning") as e:
         in_mode(polyspec.load_cascade({**ASYNC_CFG, "thresholds": [0]}), "sync", "--mode")
     assert e.value.field == "--mode"
+
+
+def test_scheme_named_from_options():
+    from polyspec_theory.schemes import scheme_named
+
+    assert scheme_named("async", structured=True, batch=4) == ASYNC
+    assert scheme_named("sync", structured=True, batch=4) == BATCH
+    assert scheme_named("sync", structured=True) == STRUCTURED
+    assert scheme_named() == CHAIN
+
+
+@pytest.mark.parametrize("extra, field", [
+    (["--thresholds", "2", "--queue", "2"], "--queue"),  # chain
+    (["--thresholds", "2", "--batch", "2", "--cores", "0,1"], "--cores"),  # batch
+    (["--batch", "2"], "--thresholds"),  # batch, no thresholds
+    (["--mode", "async", "--batch", "2"], "--batch"),  # async
+])
+def test_capture_refuses_per_scheme_before_loading_models(capsys, tmp_path, extra, field):
+    rc = main(["capture", "--models", "target,ngram", "--out", str(tmp_path), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and field in err
+    assert list(tmp_path.iterdir()) == []
