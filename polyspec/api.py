@@ -12,7 +12,6 @@ import warnings
 from pathlib import Path
 
 from polyspec_theory.core.config import Cascade
-from polyspec_theory.core.p1 import Prediction
 from polyspec_theory.errors import PolyspecInputError
 
 __all__ = ["load_cascade", "predict", "simulate", "verify", "read_traces", "validate",
@@ -35,24 +34,35 @@ def load_cascade(source) -> Cascade:
     return Cascade.from_config(resolve_fit_files(read_mapping(path), path.parent))
 
 
-def predict(cascade) -> Prediction:
-    """P1: the exact long-run speedup and per-level accounting of a cascade (any form
-    :func:`load_cascade` accepts)."""
-    from polyspec_theory.core.polybasic import predict as _predict
+def predict(cascade, batch: int | None = None):
+    """The exact long-run speedup and per-level accounting of a cascade (any form
+    :func:`load_cascade` accepts) in its scheme (:mod:`polyspec_theory.schemes`): P1
+    (:class:`polyspec_theory.core.p1.Prediction`) for chains, trees and schedules;
+    ``"mode": "async"``: AS1 / AS3
+    (:class:`polyspec_theory.pipelines.asynchronous.AsyncPrediction`, ``speedup`` ``None``
+    for three or more models: see its ``bounds``); ``batch``: B2 in a lockstep serving batch
+    of that many sequences (:class:`polyspec_theory.serving.batch.BatchPrediction`)."""
+    from polyspec_theory.schemes import predict as _predict
 
-    return _predict(load_cascade(cascade))
+    return _predict(load_cascade(cascade), batch)
 
 
 def simulate(cascade, tokens: int = 1_000_000, seed: int = 0, *, chains: int = 1024,
-             cpu_devices: int | None = None):
-    """Length-level Monte Carlo of a cascade: speedup with a 95 % CI and per-level estimates
-    (:class:`simulators.length.LengthResult`). Same seed, same numbers; ``cpu_devices``
-    spreads chains over that many CPU devices (the numbers do not depend on it)."""
-    from simulators.length import simulate_lengths
+             cpu_devices: int | None = None, batch: int | None = None,
+             events: int | None = None):
+    """Monte Carlo of a cascade in its scheme (:mod:`simulators.schemes`): speedup with a 95 %
+    CI and per-level estimates (a chain: :class:`simulators.length.LengthResult`; trees or
+    schedules: ``simulators.structures.StructuredResult``; ``batch``: a lockstep serving batch,
+    ``simulators.serving.ServingResult``; ``"mode": "async"``: the pipeline,
+    ``simulators.asynchronous.AsyncSimResult`` over ``events`` actions per chain, default
+    20,000, ``tokens`` not used). Same seed, same numbers; ``cpu_devices`` spreads chains over
+    that many CPU devices (the numbers do not depend on it)."""
     from simulators.runtime import use_cpu_cores
+    from simulators.schemes import simulate as _simulate
 
     use_cpu_cores(cpu_devices)
-    return simulate_lengths(load_cascade(cascade), tokens, seed, chains=chains)
+    return _simulate(load_cascade(cascade), tokens, seed, chains=chains, batch=batch,
+                     events=events)
 
 
 def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None):

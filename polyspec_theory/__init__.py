@@ -46,7 +46,10 @@ _MODULES = {
         "LevelPrediction", "Prediction", "renewal_masses",
     ),
     "core.polybasic": (
-        "emitted_law", "predict", "renewal_fill",
+        "emitted_law", "renewal_fill",
+    ),
+    "schemes": (
+        "predict", "scheme_of",
     ),
     "closed_forms.dualistic": (
         "cor39_bound", "dualistic_speedup", "expected_emitted", "leviathan_speedup",

@@ -70,34 +70,37 @@ def as_positive(x, field: str) -> float:
     return as_real(x, field, low=0.0, low_open=True)
 
 
-def as_int(x, field: str, *, low=None, high=None) -> int:
-    """An integer (floats with integral value are accepted), optionally bounded."""
+def as_int(x, field: str, *, low=None, high=None, show=_short, error=PolyspecInputError) -> int:
+    """An integer (floats with integral value are accepted), optionally bounded: the one
+    integer rule (``validation.schema.check_int`` is it for trace records, showing values
+    as JSON and raising its ``FieldError``)."""
     if isinstance(x, bool) or not _is_number(x):
-        raise PolyspecInputError(field, f"must be an integer, got {_short(x)}")
+        raise error(field, f"must be an integer, got {show(x)}")
     if isinstance(x, (float, np.floating)):
         if not math.isfinite(x) or x != int(x):
-            raise PolyspecInputError(field, f"must be an integer, got {x!r}")
+            raise error(field, f"must be an integer, got {show(x)}")
     v = int(x)
     if low is not None and v < low:
-        raise PolyspecInputError(field, f"must be >= {low}, got {v}")
+        raise error(field, f"must be >= {low}, got {v}")
     if high is not None and v > high:
-        raise PolyspecInputError(field, f"must be <= {high}, got {v}")
+        raise error(field, f"must be <= {high}, got {v}")
     return v
 
 
 def as_real_array(
-    x, field: str, *, low=None, high=None, min_len: int = 1, ndim: int = 1
+    x, field: str, *, low=None, high=None, min_len: int = 1, ndim: int | None = 1
 ) -> np.ndarray:
-    """A non-empty float64 array of finite numbers, optionally inside [low, high]."""
-    if isinstance(x, (str, bytes)):
-        raise PolyspecInputError(field, f"must be a list of numbers, got {x!r}")
+    """A float64 array of at least ``min_len`` finite numbers with ``ndim`` axes (``None``:
+    any), optionally inside [low, high]."""
+    if isinstance(x, (str, bytes, dict)) or x is None:
+        raise PolyspecInputError(field, f"must be a list of numbers, got {_short(x)}")
     try:
         arr = np.asarray(x, dtype=np.float64)
     except OverflowError:
         raise PolyspecInputError(field, "contains an integer beyond 1e308") from None
     except (TypeError, ValueError):
         raise PolyspecInputError(field, "must be a list of numbers") from None
-    if arr.ndim != ndim:
+    if ndim is not None and arr.ndim != ndim:
         raise PolyspecInputError(field, f"must be {ndim}-dimensional, got shape {arr.shape}")
     if arr.size < min_len:
         raise PolyspecInputError(field, f"must have at least {min_len} value(s), got {arr.size}")

@@ -25,6 +25,7 @@ from .async_decoder import ROLLBACK, AsyncDecoder, check_async_args, pick_cores
 from .capture import ar_record, iter_cost_curve
 from .capture_setup import (
     CaptureSpec,
+    alternate,
     check_name,
     device_name,
     json_bytes,
@@ -166,12 +167,7 @@ def _one_prompt(k, prompt, dec, ar_loaded, loaded, max_new, writer) -> None:
             res[lv.name] = r
         return res
 
-    if k % 2 == 0:
-        res = dec.generate(prompt, max_new, prompt_index=k)
-        ares = run_ar()
-    else:
-        ares = run_ar()
-        res = dec.generate(prompt, max_new, prompt_index=k)
+    res, ares = alternate(k, lambda: dec.generate(prompt, max_new, prompt_index=k), run_ar)
     for r in res.rounds:
         writer.write(r)
     writer.write({"type": "dforwards", "prompt": k, "model": loaded[1].name,

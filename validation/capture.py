@@ -22,6 +22,7 @@ import torch
 from .capture_setup import (
     COST_M,
     CaptureSpec,
+    alternate,
     capture_header,
     device_name,
     json_bytes,
@@ -189,12 +190,7 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
                     res[lv.name] = r
                 return res
 
-            if k % 2 == 0:
-                cres = run_cascade()
-                ares = run_ar()
-            else:
-                ares = run_ar()
-                cres = run_cascade()
+            cres, ares = alternate(k, run_cascade, run_ar)
             tgt = ares[loaded[0].name]
             match = (cres.tokens[:max_new] == tgt.tokens) if temperature == 0 else None
             n_rounds = [sum(1 for r in cres.rounds if r.level == i)

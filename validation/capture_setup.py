@@ -372,3 +372,16 @@ def progress_bar(it, enabled, name):
     except ImportError:  # pragma: no cover
         return it
     return tqdm(it, desc=name, unit="prompt", file=sys.stderr, leave=True)
+
+
+def alternate(k: int, cascade, baseline):
+    """Run ``cascade()`` and ``baseline()`` (the autoregressive runs) on decode ``k``, the
+    cascade first on even ``k`` and the baseline first on odd ``k`` (so a slow drift of the
+    machine's speed biases neither); returns ``(cascade result, baseline result)``. The one
+    run order of every capture (sync, batch, async, composition profile)."""
+    if k % 2 == 0:
+        first = cascade()
+        return first, baseline()
+    second = baseline()
+    return cascade(), second
+

@@ -35,6 +35,7 @@ from polyspec_theory.core.laws import AcceptanceLaw
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
 
+from .capture_setup import alternate
 from .decoder import PolybasicDecoder, autoregressive
 
 __all__ = ["ReplayDecoder", "CompositionProfile", "profile_cascade", "load_profiles",
@@ -207,10 +208,7 @@ def profile_cascade(models, thresholds, laws, prompts, max_new_tokens: int, *, s
         def run_ar(prompt=prompt):
             return autoregressive(models[0], prompt, max_new)
 
-        if k % 2 == 0:
-            res, ar = run_replay(), run_ar()
-        else:
-            ar, res = run_ar(), run_replay()
+        res, ar = alternate(k, run_replay, run_ar)
         for r in res.rounds:
             verify[r.level - 1].setdefault(int(r.G), []).append(float(r.verify_s))
         draft_s += res.forward_s[-1]

@@ -124,7 +124,7 @@ import json
 import math
 from typing import NamedTuple
 
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError, as_int
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Round", "ROUND_FIELDS", "RECORD_FIELDS",
            "RECORD_TYPES", "TraceError", "TIME_DIGITS", "StructuredRound", "ROUND_OPTIONAL",
@@ -368,20 +368,11 @@ def _is_num(v) -> bool:
 
 
 def check_int(v, field: str, low: int | None = 0, high: int | None = None) -> int:
-    """A JSON integer (not a bool, not 0.5, not null, not a string; 3.0 is read as 3)."""
+    """A JSON integer (not a bool, not 0.5, not null, not a string; 3.0 is read as 3):
+    :func:`polyspec_theory.errors.as_int`, the value shown as JSON, a :class:`FieldError`."""
     if type(v) is int and (low is None or v >= low) and (high is None or v <= high):
         return v  # the common case, fast
-    if not _is_num(v):
-        raise FieldError(field, f"must be an integer, got {shown(v)}")
-    if isinstance(v, float):
-        if not math.isfinite(v) or v != int(v):
-            raise FieldError(field, f"must be an integer, got {shown(v)}")
-        v = int(v)
-    if low is not None and v < low:
-        raise FieldError(field, f"must be >= {low}, got {v}")
-    if high is not None and v > high:
-        raise FieldError(field, f"must be <= {high}, got {v}")
-    return v
+    return as_int(v, field, low=low, high=high, show=shown, error=FieldError)
 
 
 # A time in a trace record above this is not a measurement (the longest in data/traces/ is a

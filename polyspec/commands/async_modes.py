@@ -14,9 +14,14 @@ SIM_CHAINS = 64
 
 def _sync_twin(cascade):
     """The same cascade run synchronously (None where a threshold is 0: no sync meaning)."""
-    if any(t == 0 for t in cascade.thresholds):
+    from polyspec_theory.schemes import in_mode
+
+    try:
+        return in_mode(cascade, "sync")
+    except PolyspecInputError as e:
+        if e.field != "mode":
+            raise
         return None
-    return dataclasses.replace(cascade, mode="sync", queues=None)
 
 
 def async_report(cascade, seed: int = 0) -> dict:

@@ -134,25 +134,36 @@ def _load_check(args, spec=None, batched=False):
 
 
 def run(args) -> int:
-    import sys
-
-    from polyspec_theory.errors import PolyspecInputError
-    from validation.capture import capture
+    from polyspec_theory.schemes import handler, scheme_named
     from validation.files import check_device, check_output_dir
-    from validation.traces import read_trace
 
     check_output_dir(args.out, "--out")  # before loading models
     check_device(args.device)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if args.mode == "async":
-        return _run_async(args, models)
+    scheme = scheme_named(args.mode, structured=args.tree is not None or
+                          args.schedule is not None,
+                          batch=args.batch if args.batch is not None else args.batches)
+    return handler(RUN, scheme, "polyspec capture")(args, models)
+
+
+def _sync_checks(args) -> None:
+    from polyspec_theory.errors import PolyspecInputError
+
     for flag in ("queue", "cores"):
         if getattr(args, flag) is not None:
             raise PolyspecInputError(f"--{flag.replace('_', '-')}", "applies to --mode async")
     if args.thresholds is None:
         raise PolyspecInputError("--thresholds", "required (one θ per adjacent pair)")
-    if args.batch is not None or args.batches is not None:
-        return _run_batches(args, models)
+
+
+def _run_sync(args, models) -> int:
+    """A chain, a tree or a schedule: the polybasic decoder."""
+    import sys
+
+    from validation.capture import capture
+    from validation.traces import read_trace
+
+    _sync_checks(args)
     spec = _spec(args, models)
     spec = spec._replace(load_check=_load_check(args, spec))
     path = capture(spec, out=args.out, name=args.name, resume=args.resume,
@@ -219,6 +230,7 @@ def _run_batches(args, models) -> int:
 
     from .serving_batch import parse_batches
 
+    _sync_checks(args)
     if args.batch is not None:
         batches = parse_batches(str(args.batch), "--batch")
         name = args.name and (args.name[:-len(f"_b{batches[0]}")]
@@ -238,3 +250,7 @@ def _run_batches(args, models) -> int:
               f"speedup {t.measured_speedup:.3f} (AR {t.ar_tokens_per_second:.1f} tokens/s, "
               f"cascade {t.tokens_per_second:.1f} tokens/s{lossless[t.greedy_lossless]})")
     return 0
+
+
+RUN = {"chain": _run_sync, "structured": _run_sync, "batch": _run_batches,
+       "async": _run_async}

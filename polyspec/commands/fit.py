@@ -3,7 +3,7 @@ fitted laws (:mod:`validation.engines`)."""
 
 from __future__ import annotations
 
-from .common import dump_strict_json
+from validation.files import dump_json
 
 HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llama.cpp, "
         "TensorRT-LLM logs, metrics or per-request JSON), count rounds and accepted tokens, "
@@ -139,9 +139,9 @@ def run(args) -> int:
         out = out.select(args.snapshot)
     rep = acceptance_report(out, eta=args.eta)
     if args.out:
-        write_output(args.out, dump_strict_json(rep) + "\n", "--out", inputs=[args.file])
+        write_output(args.out, dump_json(rep) + "\n", "--out", inputs=[args.file])
     if args.json:
-        print(dump_strict_json(rep))
+        print(dump_json(rep))
     else:
         print(explain_fit(rep, args.file))
     return 0

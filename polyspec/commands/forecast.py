@@ -43,11 +43,10 @@ def run(args) -> int:
     from validation.analysis.forecast import count_factors, error_quantile, forecast, loo_errors
     from validation.analysis.score import loo_coverage
     from validation.composition import CompositionProfile, load_profiles
-    from validation.files import read_mapping
+    from validation.files import dump_json, read_mapping
     from validation.models import model_name
     from validation.traces import read_traces
 
-    from .common import dump_strict_json
     from .forecast_kinds import run_kind
 
     if args.lookahead is not None:  # external GPU traces (validation.gpu_traces)
@@ -112,7 +111,7 @@ def run(args) -> int:
     if args.name:
         out["name"] = args.name
     if args.json:
-        print(dump_strict_json(out))
+        print(dump_json(out))
         return 0
     iv = out["interval95"]
     print(f"{' <- '.join(models)} θ={th} T={temp:g}: forecast speedup {fc.speedup:.3f}"

@@ -40,12 +40,11 @@ def _interval(speedup, errs):
 
 def _score(args) -> int:
     from validation.analysis.score import score_forecasts
-
-    from .common import dump_strict_json
+    from validation.files import dump_json
 
     out = score_forecasts(args.score)
     if args.json:
-        print(dump_strict_json(out))
+        print(dump_json(out))
         return 0
     for r in out["configs"]:
         if r["measured"] is None:
@@ -66,11 +65,11 @@ def run_kind(args) -> int:
 
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis import forecast_kinds as fk
+    from validation.files import dump_json
     from validation.models import model_name
     from validation.traces import read_traces
 
     from .capture import parse_ints, parse_schedules
-    from .common import dump_strict_json
 
     if args.score:
         return _score(args)
@@ -127,7 +126,7 @@ def run_kind(args) -> int:
            **_interval(fc["speedup"], errs), "traces": str(Path(args.traces)),
            "kind": kind, "levels": len(models), "batch": args.batch or 1, "name": name}
     if args.json:
-        print(dump_strict_json(out))
+        print(dump_json(out))
         return 0
     iv = out["interval95"]
     print(f"{' <- '.join(models)} θ={th} T={temp:g} ({kind}"

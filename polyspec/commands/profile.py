@@ -70,7 +70,7 @@ def _run_cascade(args) -> int:
     if args.out:  # before loading anything: never over the traces or the weights read
         check_output(args.out, "--out", inputs=[args.traces, *_model_paths(args.models)])
 
-    from .common import dump_strict_json
+    from validation.files import dump_json
 
     if args.thresholds is None or args.traces is None:
         raise PolyspecInputError("--cascade", "needs --thresholds and --traces")
@@ -106,7 +106,7 @@ def _run_cascade(args) -> int:
     prof.settings.update({"traces": str(args.traces), "excluded": args.exclude,
                           "temperature": temp, "load_check": load_check,
                           "machine": machine, "machine_end": machine_state()})
-    text = dump_strict_json(prof.to_dict())
+    text = dump_json(prof.to_dict())
     if args.out:
         write_output(args.out, text + "\n", "--out")
     if args.json:
@@ -140,11 +140,9 @@ def run(args) -> int:
     if args.cascade:
         return _run_cascade(args)
 
-    from validation.files import check_output, write_output
+    from validation.files import check_output, dump_json, write_output
     from validation.machine import check_load, machine_state
     from validation.profile import profile_models
-
-    from .common import dump_strict_json
 
     if args.out:  # before loading anything: never over the weights read
         check_output(args.out, "--out", inputs=_model_paths(args.models))
@@ -165,7 +163,7 @@ def run(args) -> int:
                          dtype=args.dtype, threads=args.threads, unit=args.unit,
                          zoo_dir=args.zoo_dir, progress=progress, batches=batches)
     rep.update({"load_check": load_check, "machine": machine, "machine_end": machine_state()})
-    text = dump_strict_json(rep)
+    text = dump_json(rep)
     if args.out:
         write_output(args.out, text + "\n", "--out")
     if args.json:

@@ -101,42 +101,37 @@ def simulation_text(cascade, result, pred, notes=()) -> str:
 
 
 def run(args) -> int:
-    import sys
-
     from polyspec.api import load_cascade
-    from polyspec_theory.core.p1 import block_bounds
-    from polyspec_theory.core.polybasic import predict
-    from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from validation.files import dump_json
+    from polyspec_theory.schemes import handler, in_mode, scheme_of
 
-    cascade = load_cascade(args.config)
-    mode = args.mode or cascade.mode
-    if mode == "async":
-        return _run_async(args, cascade)
-    if cascade.mode == "async":
-        import dataclasses
+    cascade = in_mode(load_cascade(args.config), args.mode, "--mode")
+    return handler(RUN, scheme_of(cascade, args.batch, batch_field="--batch"),
+                   "polyspec simulate")(args, cascade)
 
-        if any(t == 0 for t in cascade.thresholds):
-            raise PolyspecInputError("--mode", "threshold 0 (verify what is ready) has no "
-                                     "synchronous meaning; give thresholds >= 1")
-        cascade = dataclasses.replace(cascade, mode="sync", queues=None)
+
+def _sizes(args):
+    """The synchronous simulators' sizes: tokens, seed, chains, the event limit."""
+    from polyspec_theory.errors import as_int, as_real
+    from simulators.runtime import use_cpu_cores
+
     tokens = as_int(args.tokens, "tokens", low=1, high=10**13)
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**24)
     max_events = as_real(DEFAULT_MAX_EVENTS if args.max_events is None else args.max_events,
                          "--max-events", low=1.0)
-    from simulators.length import estimate_events, histograms_fit, simulate_lengths
-    from simulators.runtime import use_cpu_cores
-
     use_cpu_cores(args.cpu_devices)
-    from polyspec_theory.structures.pairs import has_structures
+    return tokens, seed, chains, max_events
 
-    if has_structures(cascade):  # trees / schedules: simulators.structures
-        from .structured_runs import run_structured
 
-        return run_structured(cascade, tokens, seed, chains, args.json)
-    # the work, estimated before it starts: each event is one verification round (of one
-    # sequence; a batch of b runs the same rounds b at a time)
+def _check_events(cascade, tokens, chains, max_events) -> None:
+    """The work, estimated before it starts: each event is one verification round (of one
+    sequence; a batch of b runs the same rounds b at a time); refused past ``max_events``,
+    announced on stderr past ANNOUNCE_EVENTS."""
+    import sys
+
+    from polyspec_theory.errors import PolyspecInputError
+    from simulators.length import estimate_events
+
     events = estimate_events(cascade, max(tokens, chains))
     if not events <= max_events:
         raise PolyspecInputError(
@@ -149,8 +144,26 @@ def run(args) -> int:
         print(f"polyspec simulate: about {events:.3g} verification rounds to simulate over "
               f"{cascade.n - 1} verifying models (roughly {_duration(secs)} or more on a 2-core "
               f"CPU; limit --max-events {max_events:.3g})", file=sys.stderr, flush=True)
-    if args.batch is not None:
-        return _run_batch(args, cascade, tokens, seed, chains)
+
+
+def _run_structured(args, cascade) -> int:
+    """Trees / schedules: simulators.structures."""
+    from .structured_runs import run_structured
+
+    tokens, seed, chains, _ = _sizes(args)
+    return run_structured(cascade, tokens, seed, chains, args.json)
+
+
+def _run_chain(args, cascade) -> int:
+    import sys
+
+    from polyspec_theory.core.p1 import block_bounds, predict_chain
+    from polyspec_theory.errors import PolyspecInputError
+    from simulators.length import histograms_fit, simulate_lengths
+    from validation.files import dump_json
+
+    tokens, seed, chains, max_events = _sizes(args)
+    _check_events(cascade, tokens, chains, max_events)
     notes = []
     if not histograms_fit(cascade):
         notes.append("block/emitted histograms omitted: blocks up to "
@@ -184,7 +197,7 @@ def run(args) -> int:
     finally:
         if bar is not None:
             bar.close()
-    pred = predict(cascade)
+    pred = predict_chain(cascade)
     if args.json:
         print(dump_json(simulation_report(cascade, result, pred, notes)))
     else:
@@ -194,18 +207,12 @@ def run(args) -> int:
 
 def _run_async(args, cascade) -> int:
     """``simulate --mode async``: the discrete-event pipeline next to AS1 / AS3."""
-    import dataclasses
-
     from polyspec_theory import predict_async
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from simulators.asynchronous import simulate_async
     from simulators.runtime import use_cpu_cores
     from validation.files import dump_json
 
-    if args.batch is not None:
-        raise PolyspecInputError("--batch", "the serving-batch simulator is synchronous")
-    if cascade.mode != "async":
-        cascade = dataclasses.replace(cascade, mode="async")
     use_cpu_cores(args.cpu_devices)
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**20)
@@ -258,12 +265,14 @@ def serving_report(cascade, result, prediction) -> dict:
     return out
 
 
-def _run_batch(args, cascade, tokens, seed, chains) -> int:
+def _run_batch(args, cascade) -> int:
     from polyspec_theory.errors import as_int
     from polyspec_theory.serving.batch import predict_batch
     from simulators.serving import MAX_SIM_BATCH, simulate_serving
     from validation.files import dump_json
 
+    tokens, seed, chains, max_events = _sizes(args)
+    _check_events(cascade, tokens, chains, max_events)
     b = as_int(args.batch, "--batch", low=1, high=MAX_SIM_BATCH)
     pred = predict_batch(cascade, b)
     res = simulate_serving(cascade, b, tokens, seed, chains=chains)
@@ -295,6 +304,10 @@ def _run_batch(args, cascade, tokens, seed, chains) -> int:
             f"{f(lp.idle_share):>9}{100 * ls.time_share:>8.1f}")
     print("\n".join(lines))
     return 0
+
+
+RUN = {"chain": _run_chain, "structured": _run_structured, "batch": _run_batch,
+       "async": _run_async}
 
 
 def _ceil_sig(x: float) -> str:

@@ -200,16 +200,6 @@ class AcceptanceLaw(ABC):
         a = np.searchsorted(-s[1:], -u, side="left")
         return np.minimum(a, caps).astype(np.int64)
 
-    def rvs_jax(self, key, cap: int, shape=()):
-        """Sample with a JAX PRNG key (inverse CDF, one uniform per round)."""
-        import jax
-        import jax.numpy as jnp
-
-        cap = _cap(cap)
-        s = jnp.asarray(self.survival(cap)[1:])
-        u = jax.random.uniform(key, shape, dtype=s.dtype)
-        return jnp.searchsorted(-s, -u, side="left").astype(jnp.int32)
-
     # --- likelihood and fitting ---------------------------------------------------------
     def logpmf_sample(self, accepted, caps) -> np.ndarray:
         """Per-round log-likelihood of ``A = accepted`` given the cap (censored at the cap)."""

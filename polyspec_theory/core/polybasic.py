@@ -51,9 +51,11 @@ def emitted_law(g_pmf, law: AcceptanceLaw) -> np.ndarray:
 
 
 def predict(cascade: Cascade) -> Prediction:
-    """P1: exact speedup and per-level accounting of ``cascade`` (module docstring); a
-    cascade with trees or schedules goes to
-    :func:`polyspec_theory.structures.structured.predict_structured`."""
+    """P1: exact speedup and per-level accounting of ``cascade`` run synchronously (module
+    docstring; its ``mode`` is not read); a cascade with trees or schedules goes to
+    :func:`polyspec_theory.structures.structured.predict_structured`. The prediction in the
+    cascade's own scheme (async included) is :func:`polyspec_theory.schemes.predict`
+    (``polyspec_theory.predict``)."""
     if not isinstance(cascade, Cascade):
         raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
     if has_structures(cascade):

@@ -207,11 +207,6 @@ class ConfidenceLaw(AcceptanceLaw):
             total += v
         return float(min(max(total, 0.0), self.draft_probability(eta)))
 
-    def acceptance_given_drafted(self, eta) -> float:
-        """``P(accepted | C >= eta) = r / q``."""
-        q = self.draft_probability(eta)
-        return self.joint(eta) / q if q > 0 else 0.0
-
     @property
     def alpha(self) -> float:
         """Acceptance without a cut-off, ``r(0)``."""

@@ -17,7 +17,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from polyspec_theory.errors import PolyspecInputError, as_int, as_probability, as_real
+from polyspec_theory.errors import (
+    PolyspecInputError,
+    as_int,
+    as_probability,
+    as_real,
+    as_real_array,
+)
 
 __all__ = [
     "as_output",
@@ -72,18 +78,6 @@ class MarkovPair(NamedTuple):
 # --- validation ----------------------------------------------------------------------------
 
 
-def _as_float_array(x, field: str) -> np.ndarray:
-    if isinstance(x, (str, bytes, dict)) or x is None:
-        raise PolyspecInputError(field, f"must be an array of numbers, got {x!r}")
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise PolyspecInputError(field, "must be an array of numbers") from None
-    if not np.isfinite(arr).all():
-        raise PolyspecInputError(field, "contains NaN or an infinite value")
-    return arr
-
-
 def _index(flat_i: int, shape: tuple) -> str:
     idx = np.unravel_index(flat_i, shape) if shape else ()
     return "[" + ", ".join(str(int(i)) for i in idx) + "]"
@@ -95,7 +89,7 @@ def as_law(p, field: str, *, size: int | None = None, ndim: int | None = None) -
     Each vector must be non-negative and sum to 1 within :data:`PROB_TOL`. ``size`` fixes the
     last-axis length, ``ndim`` the number of axes (default: any, at least 1).
     """
-    arr = _as_float_array(p, field)
+    arr = as_real_array(p, field, ndim=None, min_len=0)
     if arr.ndim == 0:
         raise PolyspecInputError(field, "must be a probability vector, got a scalar")
     if ndim is not None and arr.ndim != ndim:
@@ -123,7 +117,7 @@ def as_law(p, field: str, *, size: int | None = None, ndim: int | None = None) -
 
 def as_kernels(kernels, field: str, *, T: int | None = None, K: int | None = None) -> np.ndarray:
     """Validate ``(T, K, K)`` row-stochastic transition kernels (T >= 1, K >= 1)."""
-    arr = _as_float_array(kernels, field)
+    arr = as_real_array(kernels, field, ndim=None, min_len=0)
     if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
         raise PolyspecInputError(field, f"must have shape (T, K, K), got {arr.shape}")
     if arr.shape[0] < 1:

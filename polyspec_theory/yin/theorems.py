@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from polyspec_theory.errors import PolyspecInputError, as_int
+from polyspec_theory.errors import PolyspecInputError, as_int, as_real_array
 from polyspec_theory.yin.markov import (
     MarkovPair,
     as_chain,
@@ -101,20 +101,9 @@ def _pair(target, draft) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_b(b, shape: tuple, field: str = "b") -> np.ndarray:
-    if isinstance(b, (str, bytes, dict)) or b is None:
-        raise PolyspecInputError(field, f"must be an array of numbers in [0, 1], got {b!r}")
-    try:
-        arr = np.asarray(b, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise PolyspecInputError(field, "must be an array of numbers in [0, 1]") from None
+    arr = as_real_array(b, field, low=0.0, high=1.0, ndim=None, min_len=0)
     if arr.shape != shape:
         raise PolyspecInputError(field, f"must have the shape of draft {shape}, got {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise PolyspecInputError(field, "contains NaN or an infinite value")
-    bad = (arr < 0) | (arr > 1)
-    if bad.any():
-        i = int(np.flatnonzero(bad.ravel())[0])
-        raise PolyspecInputError(field, f"values must be in [0, 1], got {arr.ravel()[i]} at {i}")
     return arr
 
 

@@ -17,7 +17,6 @@ the per-verify overhead ``o_1`` from its own rounds.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +24,7 @@ import numpy as np
 from polyspec_theory import Cascade, Model, predict_async
 from polyspec_theory.core.costs import CostCurve, fit_cost_curve
 from polyspec_theory.errors import PolyspecInputError
+from validation.analysis.relative import inside_ci, relative_error
 
 from .fits import fit_costs, fit_pairs
 from .forecast import measured_ci95
@@ -59,20 +59,15 @@ class AsyncConfigResult:
 
     @property
     def error(self) -> float | None:
-        if self.predicted_speedup is None:
-            return None
-        return self.predicted_speedup / self.measured_speedup - 1.0
+        return relative_error(self.predicted_speedup, self.measured_speedup)
 
     @property
     def inside_ci(self) -> bool | None:
-        if self.predicted_speedup is None or not all(map(math.isfinite, self.measured_ci95)):
-            return None
-        lo, hi = self.measured_ci95
-        return lo <= self.predicted_speedup <= hi
+        return inside_ci(self.predicted_speedup, self.measured_ci95)
 
     @property
     def in_sample_error(self) -> float:
-        return self.in_sample_speedup / self.measured_speedup - 1.0
+        return relative_error(self.in_sample_speedup, self.measured_speedup)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "mode": "async", "threshold": self.threshold,
@@ -255,7 +250,7 @@ def async_text(results) -> str:
             f"{'yes' if r.inside_ci else 'no':>5}")
         own = "        —       —" if r.own_costs_speedup is None else (
             f"{r.own_costs_speedup:9.3f} "
-            f"{100 * (r.own_costs_speedup / r.measured_speedup - 1):+6.2f}%")
+            f"{100 * (relative_error(r.own_costs_speedup, r.measured_speedup)):+6.2f}%")
         lines.append(f"{r.name:<{w}}  {r.measured_speedup:8.3f} [{lo:.3f}, {hi:.3f}]  {pred}  "
                      f"{own}  {r.in_sample_speedup:9.3f} {100 * r.in_sample_error:+6.2f}%  "
                      f"{'yes' if r.lossless else 'NO'}")

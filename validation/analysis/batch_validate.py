@@ -59,6 +59,7 @@ from polyspec_theory.core.costs import BatchTableCost, CostCurve, fit_cost_curve
 from polyspec_theory.core.laws import FAMILIES, fit_laws
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving.batch import crossover_batch, predict_batch
+from validation.analysis.relative import relative_error
 
 from ..batch.dataset import BatchCapture
 from ..dataset import check_captures
@@ -457,8 +458,8 @@ def _variant(cap, name, laws, costs: _Costs | None, why=None, law_src="") -> Bat
                 "mean_L": pr.levels[i - 1].mean_emitted} for i in range(1, cap.n))
     return BatchVariant(
         name, speedup=s, tokens_per_second=tps, ar_tokens_per_second=cap.batch / t_ar,
-        time_per_token=pr.time_per_token, error=s / cap.measured_speedup - 1.0,
-        throughput_error=tps / cap.tokens_per_second - 1.0, structure=st,
+        time_per_token=pr.time_per_token, error=relative_error(s, cap.measured_speedup),
+        throughput_error=relative_error(tps, cap.tokens_per_second), structure=st,
         sources=dict(costs.sources, laws=law_src, a_b=costs.a, o_b=costs.o,
                      t_ar=costs.t_ar))
 

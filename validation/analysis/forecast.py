@@ -34,6 +34,7 @@ import numpy as np
 
 from polyspec_theory import AcceptanceCounts, Cascade, CostCurve, IIDGeometric, Model, predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from validation.analysis.relative import relative_error
 
 from .residuals import overhead_model
 
@@ -223,7 +224,7 @@ def loo_errors(captures, profiles, temperature: float | None = None) -> dict[str
             f = forecast_capture(c, captures, profiles[c.name], count_factor=kf)
         except NoHoldoutData:
             continue
-        out[c.name] = f.speedup / c.measured_speedup - 1.0
+        out[c.name] = relative_error(f.speedup, c.measured_speedup)
     return out
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from polyspec_theory import FAMILIES, CostCurve, predict_batch, predict_structured
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from validation.analysis.relative import relative_error
 
 from ..batch.dataset import BatchCapture
 from ..dataset import Capture, CaptureConfig
@@ -242,7 +243,7 @@ def structured_loo_errors(captures, temperature: float | None = None,
             f = forecast_structured(spec_of(c), captures)
         except PolyspecInputError:
             continue
-        out[c.name] = f["speedup"] / c.measured_speedup - 1.0
+        out[c.name] = relative_error(f["speedup"], c.measured_speedup)
     return out
 
 
@@ -254,5 +255,5 @@ def batch_loo_errors(batch_captures, law_captures, profile) -> dict[str, float]:
             f = forecast_batch(spec_of(c), batch_captures, law_captures, profile)
         except PolyspecInputError:
             continue
-        out[c.name] = f["speedup"] / c.measured_speedup - 1.0
+        out[c.name] = relative_error(f["speedup"], c.measured_speedup)
     return out

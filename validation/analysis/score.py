@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
+from validation.analysis.relative import relative_error
 
 from .forecast import error_quantile, measured_ci95
 
@@ -129,7 +130,7 @@ def score_forecasts(path) -> dict:
             m = cap.measured_speedup
             row.update(trace=str(hit), measured=m, measured_ci95=list(_measured_ci(cap,
                                                                                 f["kind"])),
-                       inside=bool(iv[0] <= m <= iv[1]), error=float(sp) / m - 1.0)
+                       inside=bool(iv[0] <= m <= iv[1]), error=relative_error(float(sp), m))
         rows.append(row)
     done = [r for r in rows if r["measured"] is not None]
     a = np.abs([r["error"] for r in done]) if done else np.array([])

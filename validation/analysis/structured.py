@@ -59,6 +59,7 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.schedule import fit_confidence_law
 from polyspec_theory.structures.structured import predict_structured
 from polyspec_theory.structures.trees import SiblingLaw, accepted_pmf, fit_sibling_law
+from validation.analysis.relative import relative_error
 
 from ..dataset import StructureRecords
 from .fits import fit_costs
@@ -191,33 +192,27 @@ class StructuredConfigResult:
 
     @property
     def error(self) -> float:
-        return self.predicted_speedup / self.measured_speedup - 1.0
+        return relative_error(self.predicted_speedup, self.measured_speedup)
 
     @property
     def inrun_error(self) -> float:
-        return self.inrun_speedup / self.measured_speedup - 1.0
+        return relative_error(self.inrun_speedup, self.measured_speedup)
 
     @property
     def holdout_error(self) -> float | None:
-        if self.holdout_speedup is None:
-            return None
-        return self.holdout_speedup / self.measured_speedup - 1.0
+        return relative_error(self.holdout_speedup, self.measured_speedup)
 
     @property
     def verify_path_error(self) -> float:
-        return self.verify_path_speedup / self.measured_speedup - 1.0
+        return relative_error(self.verify_path_speedup, self.measured_speedup)
 
     @property
     def verify_path_holdout_error(self) -> float | None:
-        if self.verify_path_holdout_speedup is None:
-            return None
-        return self.verify_path_holdout_speedup / self.measured_speedup - 1.0
+        return relative_error(self.verify_path_holdout_speedup, self.measured_speedup)
 
     @property
     def transient_error(self) -> float | None:
-        if self.transient_speedup is None:
-            return None
-        return self.transient_speedup / self.measured_speedup - 1.0
+        return relative_error(self.transient_speedup, self.measured_speedup)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "models": list(self.models),

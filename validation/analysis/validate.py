@@ -49,6 +49,7 @@ from polyspec_theory.core.laws import FAMILIES, fit_laws
 from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.coupling import coupled_forwards, select_coupling
+from validation.analysis.relative import inside_ci, relative_error
 
 from ..dataset import check_captures
 from .fits import (
@@ -121,23 +122,21 @@ class ConfigResult:
     @property
     def error(self) -> float:
         """Relative error of the headline prediction: (pred - meas) / meas."""
-        return self.predicted_speedup / self.measured_speedup - 1.0
+        return relative_error(self.predicted_speedup, self.measured_speedup)
 
     @property
     def inside_ci(self) -> bool | None:
         """Whether the headline prediction falls inside the measured 95 % interval."""
-        if self.forecast is None or not all(map(math.isfinite, self.measured_ci95)):
-            return None
-        lo, hi = self.measured_ci95
-        return bool(lo <= self.predicted_speedup <= hi)
+        return inside_ci(None if self.forecast is None else self.predicted_speedup,
+                         self.measured_ci95)
 
     def diagnostic_error(self, name: str) -> float | None:
         v = self.diagnostics.get(name)
-        return None if v is None else v / self.measured_speedup - 1.0
+        return relative_error(v, self.measured_speedup)
 
     def errors(self) -> dict:
         """Relative error of every diagnostic variant."""
-        return {k: v / self.measured_speedup - 1.0 for k, v in self.diagnostics.items()
+        return {k: relative_error(v, self.measured_speedup) for k, v in self.diagnostics.items()
                 if v is not None}
 
     def to_dict(self) -> dict:

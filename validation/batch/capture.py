@@ -142,12 +142,7 @@ def record_decodes(levels, thresholds, prompts, batch: int, max_new: int, writer
             return batch_autoregressive(tgt, bp, max_new, temperature=temperature,
                                         top_k=top_k, seed=s, clock=clock)
 
-        if d % 2 == 0:
-            cres = run_cascade()
-            ares = run_ar()
-        else:
-            ares = run_ar()
-            cres = run_cascade()
+        cres, ares = setup.alternate(d, run_cascade, run_ar)
         for r in cres.seq_rounds:
             writer.write(r.to_record())
         for r in cres.batch_rounds:

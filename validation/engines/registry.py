@@ -64,14 +64,17 @@ _SGLANG_KEYS = ("spec_verify_ct",)
 _VLLM_JSON_KEYS = ("num_drafts", "num_accepted_tokens", "num_accepted_tokens_per_pos")
 
 
-# text formats whose lines can sit in one file next to another's (a log of two engines)
+# the log formats, each with the one test that recognises it; their lines can sit in one
+# file next to another's (a log of two engines), which is refused
 _LOG_MARKERS = (
     ("vllm-v0-log", lambda t: "Speculative metrics:" in t),
     ("vllm-v1-log", lambda t: "SpecDecoding metrics:" in t),
     ("sglang-log", lambda t: "Decode batch." in t and "accept len" in t),
-    ("llamacpp-speculative", lambda t: re.search(r"^\s*n_predict\s*=", t, re.M) is not None),
+    ("llamacpp-speculative", lambda t: re.search(r"^\s*n_predict\s*=", t, re.M) is not None
+     and re.search(r"^\s*n_(drafted|accept|draft)\s*=", t, re.M) is not None),
     ("llamacpp-server", lambda t: "#gen drafts" in t or "draft acceptance =" in t),
-    ("trtllm-bench", lambda t: "DECODING STATISTICS" in t),
+    ("trtllm-bench", lambda t: "DECODING STATISTICS" in t
+     or re.search(r"^\[AL\]", t, re.M) is not None),
 )
 
 
@@ -98,19 +101,8 @@ def detect_format(text: str) -> str:
             "format", f"lines of several engine formats in one file ({', '.join(found)}): "
             "interleaved logs cannot be told apart by run; split the file, or pass --format "
             "to read one format's lines only")
-    if "Speculative metrics:" in text:
-        return "vllm-v0-log"
-    if "SpecDecoding metrics:" in text:
-        return "vllm-v1-log"
-    if "Decode batch." in text and "accept len" in text:
-        return "sglang-log"
-    if re.search(r"^\s*n_predict\s*=", text, re.M) and re.search(
-            r"^\s*n_(drafted|accept|draft)\s*=", text, re.M):
-        return "llamacpp-speculative"
-    if "#gen drafts" in text or "draft acceptance =" in text:
-        return "llamacpp-server"
-    if "DECODING STATISTICS" in text or re.search(r"^\[AL\]", text, re.M):
-        return "trtllm-bench"
+    if found:
+        return found[0]
     if "vllm:spec_decode" in text:
         rows = [ln for ln in text.splitlines() if "vllm:spec_decode" in ln]
         if any("|" in ln.split("}")[-1] for ln in rows):

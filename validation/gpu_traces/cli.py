@@ -6,14 +6,7 @@ from __future__ import annotations
 import os
 
 from polyspec_theory.errors import PolyspecInputError
-
-
-def _dump(obj) -> str:
-    """Strict JSON: the project's one rule (:func:`validation.files.dump_json`: a non-finite
-    number is written as null and listed under ``non_finite``)."""
-    from validation.files import dump_json
-
-    return dump_json(obj)
+from validation.files import dump_json
 
 
 def detect_file(path) -> str | None:
@@ -105,7 +98,7 @@ def fit_report(path) -> dict:
 def run_fit(path, as_json: bool) -> int:
     rep = fit_report(path)
     if as_json:
-        print(_dump(rep))
+        print(dump_json(rep))
         return 0
     print(f"{path}: {rep['format_description']} [{rep['format']}]")
     print(f"  {rep.get('source', '')}")
@@ -149,7 +142,7 @@ def run_validate(directory, as_json: bool, costs_from=None) -> int:
                float(np.median(e)), "max_abs_error": float(e.max()),
                "headline": "leave-one-out"}
     if as_json:
-        print(_dump(rep))
+        print(dump_json(rep))
         return 0
     for c in rep["configs"]:
         print(f"  {c['name']}: predicted {c['predicted_speedup']:.3f}, measured "
@@ -195,7 +188,7 @@ def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_j
     else:
         out = forecast_dir(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes))
     if as_json:
-        print(_dump(out))
+        print(dump_json(out))
         return 0
     iv = out["interval95"]
     names = list(reversed(out.get("models_resolved", names[::-1])))
@@ -211,7 +204,7 @@ def run_plan(traces, as_json: bool) -> int:
 
     out = plan_dir(traces)
     if as_json:
-        print(_dump(out))
+        print(dump_json(out))
         return 0
     for r in out["chains"]:
         iv = r["interval95"]

@@ -1,0 +1,149 @@
+"""One place decides the scheme (polyspec_theory/schemes.py): the public API serves every
+scheme (chain, structured, batch, async), the CLI prints the same numbers, and a scheme a
+layer cannot serve is refused with one line naming the field.
+
+Independent values: a two-level cascade with constant costs T_1 = 1, T_2 = c and i.i.d.
+acceptance alpha has the closed form speedup = (1 - alpha^(theta+1)) / ((1 - alpha)
+(theta c + 1)) (E[L] over the round's cost); a path-shaped tree of k drafts is the chain
+theta = k; the async example's 2.9632 is the value `polyspec predict` printed when the issue
+was filed (issue 30)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import polyspec
+import polyspec_theory
+from polyspec.cli import main
+from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import (
+    ASYNC,
+    BATCH,
+    CHAIN,
+    STRUCTURED,
+    handler,
+    in_mode,
+    scheme_of,
+)
+
+ALPHA, C = 0.8, 0.05
+BASE = {"models": [{"name": "target", "cost": 1.0}, {"name": "draft", "cost": C}],
+        "acceptance": [{"alpha": ALPHA}], "thresholds": [4]}
+ASYNC_CFG = {**BASE, "mode": "async"}  # the issue's example
+
+
+def closed_form(theta: int) -> float:
+    return (1 - ALPHA ** (theta + 1)) / ((1 - ALPHA) * (theta * C + 1))
+
+
+def _cli_json(capsys, tmp_path, cfg, *argv):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(cfg))
+    rc = main([argv[0], str(p), *argv[1:], "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_scheme_of_names_each_scheme():
+    tree = {**BASE, "acceptance": [{"sibling": [[0.6, 0.2], [0.5]]}],
+            "trees": [{"parents": [-1, 0, 0, 1]}]}
+    assert scheme_of(polyspec.load_cascade(BASE)) == CHAIN
+    assert scheme_of(polyspec.load_cascade(BASE), 4) == BATCH
+    assert scheme_of(polyspec.load_cascade(tree)) == STRUCTURED
+    assert scheme_of(polyspec.load_cascade(ASYNC_CFG)) == ASYNC
+
+
+def test_chain_and_batch_of_one_are_the_closed_form():
+    assert polyspec.predict(BASE).speedup == pytest.approx(closed_form(4), rel=1e-12)
+    assert polyspec.predict(BASE, batch=1).speedup == pytest.approx(closed_form(4), rel=1e-12)
+
+
+def test_structured_path_tree_is_the_chain():
+    path = {**BASE, "trees": [{"parents": [-1, 0, 1, 2]}]}  # three drafts in a row
+    assert scheme_of(polyspec.load_cascade(path)) == STRUCTURED
+    assert polyspec.predict(path).speedup == pytest.approx(closed_form(3), rel=1e-12)
+
+
+def test_async_example_of_the_issue(capsys, tmp_path):
+    api = polyspec.predict(ASYNC_CFG).speedup
+    assert round(api, 4) == 2.9632  # what `polyspec predict` printed
+    assert api != pytest.approx(closed_form(4), rel=1e-3)  # not the synchronous answer
+    assert _cli_json(capsys, tmp_path, ASYNC_CFG, "predict")["speedup"] == api
+    theory = polyspec_theory.predict(polyspec.load_cascade(ASYNC_CFG))
+    assert theory.speedup == api and theory.exact
+
+
+def test_async_threshold_zero_is_served(capsys, tmp_path):
+    cfg = {**ASYNC_CFG, "thresholds": [0]}
+    api = polyspec.predict(cfg)
+    cli = _cli_json(capsys, tmp_path, cfg, "predict")
+    assert api.speedup == cli["speedup"]
+    lo, hi = api.bounds
+    assert lo <= api.speedup <= hi
+
+
+def test_simulate_serves_async():
+    from simulators.asynchronous import simulate_async
+
+    res = polyspec.simulate(ASYNC_CFG, seed=3, chains=8, events=2000)
+    ref = simulate_async(polyspec.load_cascade(ASYNC_CFG), 2000, 3, chains=8)
+    assert res.to_dict() == ref.to_dict() and res.to_dict()["mode"] == "async"
+    lo, hi = polyspec.predict(ASYNC_CFG).bounds  # AS3's exact bound pair
+    assert lo <= res.speedup.value <= hi
+
+
+def test_async_in_a_serving_batch_is_refused_once(capsys, tmp_path):
+    with pytest.raises(PolyspecInputError) as e:
+        polyspec.simulate(ASYNC_CFG, batch=2)
+    assert e.value.field == "batch" and "not available" in str(e.value)
+    with pytest.raises(PolyspecInputError) as e:
+        polyspec.predict(ASYNC_CFG, batch=2)
+    assert e.value.field == "batch"
+    p = tmp_path / "a.json"
+    p.write_text(json.dumps(ASYNC_CFG))
+    for cmd in ("predict", "simulate"):
+        assert main([cmd, str(p), "--batch", "2"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--batch" in err and "scheme 'async'" in err
+
+
+def test_handler_refuses_a_missing_scheme():
+    with pytest.raises(PolyspecInputError, match="x is not available for token trees"):
+        handler({CHAIN: None}, STRUCTURED, "x")
+    with pytest.raises(PolyspecInputError, match="scheme"):
+        handler({CHAIN: None}, "tree", "x")
+
+
+def test_in_mode():
+    cas = polyspec.load_cascade(ASYNC_CFG)
+    sync = in_mode(cas, "sync")
+    assert sync.mode == "sync" and sync.queues is None
+    assert in_mode(sync, "async").mode == "async" and in_mode(cas, None) is cas
+    with pytest.raises(PolyspecInputError, match="no synchronous meaning") as e:
+        in_mode(polyspec.load_cascade({**ASYNC_CFG, "thresholds": [0]}), "sync", "--mode")
+    assert e.value.field == "--mode"
+
+
+def test_scheme_named_from_options():
+    from polyspec_theory.schemes import scheme_named
+
+    assert scheme_named("async", structured=True, batch=4) == ASYNC
+    assert scheme_named("sync", structured=True, batch=4) == BATCH
+    assert scheme_named("sync", structured=True) == STRUCTURED
+    assert scheme_named() == CHAIN
+
+
+@pytest.mark.parametrize("extra, field", [
+    (["--thresholds", "2", "--queue", "2"], "--queue"),  # chain
+    (["--thresholds", "2", "--batch", "2", "--cores", "0,1"], "--cores"),  # batch
+    (["--batch", "2"], "--thresholds"),  # batch, no thresholds
+    (["--mode", "async", "--batch", "2"], "--batch"),  # async
+])
+def test_capture_refuses_per_scheme_before_loading_models(capsys, tmp_path, extra, field):
+    rc = main(["capture", "--models", "target,ngram", "--out", str(tmp_path), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and field in err
+    assert list(tmp_path.iterdir()) == []
