@@ -22,6 +22,8 @@ from paper_figures.registry import (
 )
 from polyspec_theory.errors import PolyspecInputError
 
+from .layout import assert_clear, recording
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -71,6 +73,16 @@ def built(tmp_path_factory, synthetic_traces):
     ``{number: reason}`` for figures whose data source is missing."""
     out = tmp_path_factory.mktemp("figures")
     done, missing = {}, {}
+    with recording() as layout:
+        _build_into(out, synthetic_traces, done, missing)
+    LAYOUT.update(layout)
+    return done, missing
+
+
+LAYOUT: dict[str, list[str]] = {}  # figure file name -> its text collisions (``built``)
+
+
+def _build_into(out, synthetic_traces, done, missing):
     for n in FIGURES:
         try:
             mod = figure_module(n)
@@ -84,7 +96,6 @@ def built(tmp_path_factory, synthetic_traces):
             missing[n] = str(e)
             continue
         done[n] = (data, mod.draw(data, out))
-    return done, missing
 
 
 def _get(built, n):
@@ -117,6 +128,36 @@ def test_figure_files_exist_and_are_nontrivial(built, n):
     with open(pdf, "rb") as f:
         assert f.read(5) == b"%PDF-"
     assert b"CreationDate" not in pdf.read_bytes()
+
+
+@pytest.mark.parametrize("n", list(FIGURES))
+def test_figure_text_does_not_overlap(built, n):
+    """No two drawn texts of a figure (titles, tick labels, axis labels, legend entries and
+    titles, annotations, captions) overlap, and none reaches outside the figure (issue 32)."""
+    _get(built, n)
+    assert_clear(LAYOUT, FIGURES[n])
+
+
+def test_text_collisions_finds_overlaps_and_overflow():
+    from paper_figures import style
+
+    fig, ax = style.figure()
+    ax.set_xlim(0, 1)
+    ax.set_xticks([0.0, 0.5, 1.0, 5.0])  # the tick at 5 is outside the view: not drawn
+    ax.text(0.2, 0.5, "first label", transform=ax.transAxes)
+    assert style.text_collisions(fig) == []
+    ax.text(0.25, 0.5, "second label", transform=ax.transAxes)
+    fig.text(0.99, 0.5, "runs past the right edge")
+    problems = style.text_collisions(fig)
+    assert problems == ["'runs past the right edge' reaches outside the figure",
+                        "'first label' overlaps 'second label'"]
+    ax.texts[1].set_visible(False)
+    assert style.text_collisions(fig) == ["'runs past the right edge' reaches outside the figure"]
+    ax.plot([0, 1], [0, 1], label="a line")
+    leg = ax.legend(loc="upper left", bbox_to_anchor=(0.15, 0.56), borderaxespad=0)
+    assert "'first label' overlaps 'a line'" in style.text_collisions(fig)
+    leg.set_visible(False)
+    assert not any("'a line'" in p for p in style.text_collisions(fig))
 
 
 def _strings(x):
