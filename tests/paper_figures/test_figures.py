@@ -523,3 +523,23 @@ def test_fig07_rows_match_traces_and_formulas(synthetic_traces):
                                np.array([r["p1_iid"] for r in d["rows"]]) / meas - 1)
     np.testing.assert_allclose(d["error_p1_best"],
                                np.array([r["p1_best"] for r in d["rows"]]) / meas - 1)
+    # the legend's headline median is over the rows with a headline forecast only (what
+    # `polyspec validate` reports), not over the slowdown_costs rows mixed in
+    head = [abs(r["p1_predictive"] / r["measured"] - 1) for r in d["rows"]
+            if r["predictive_kind"] == "headline"]
+    assert d["n_headline"] == len(head)
+    if head:
+        assert d["median_abs_error_headline"] == pytest.approx(float(np.median(head)))
+    else:
+        assert math.isnan(d["median_abs_error_headline"])
+
+
+def test_fig07_axis_clips_outliers_and_names_models():
+    mod = figure_module(7)
+    # one value past 1.5x the largest main value: the axis stops at the next one (+8 %)
+    assert mod._clip_top([1.0, 2.0, 3.0, 3.9, 5.6], core=3.0) == pytest.approx(1.08 * 3.9)
+    assert mod._clip_top([1.0, 2.0, 3.0], core=3.0) == pytest.approx(1.08 * 3.0)
+    assert mod._abbrev("ngram3") == "n₃" and mod._abbrev("draft-t") == "d"
+    rows = [{"models": ["target", "ngram3"]}, {"models": ["target", "ngram", "small"]}]
+    assert mod.model_key(rows) == {"n": "ngram", "n₃": "ngram3", "s": "small", "t": "target"}
+    assert mod._short(["target", "ngram3"], [5, 2], 1.0) == "tn₃ 5,2 T=1"
