@@ -21,6 +21,12 @@ the error of the iid *law* from that of the classic *formula* (fixed blocks, uni
 these three use the same cost curves (``fit_costs``). On a shared CPU the forward costs
 inside the cascade, not the acceptance model, dominate the in-sample residual.
 Time base: measured seconds on both sides.
+
+Drawing: panel (a) stops at the data (:func:`_clip_top`); a prediction past 1.5x the largest
+measured or main predicted value is drawn at the top edge with its value. The legend of panel
+(b) gives the median |error| of the headline forecast over the rows that have one (what
+``polyspec validate`` reports); rows with the ``slowdown_costs`` diagnostic are drawn hollow.
+The x labels tag each model by its initial and the digits of its name (key under the axis).
 """
 
 from __future__ import annotations

@@ -24,7 +24,10 @@ lines = the theory from the plan's pilot capture (sibling-rank law by depth and 
 cost curves fitted on the pilot only), points = the captures of the planned trees (mean
 accepted length per round and measured speedup, ± 1.96 standard errors over rounds / prompts).
 The figure's footnote says which: measured points and their folder, or theory and simulator
-only.
+only; with measured points it also sizes the gap between theory and measured speedup in each
+zoo speedup panel (:func:`speedup_gap`: ``S = E[L] / c``, so theory / measured = E[L] ratio x
+round-cost ratio, geometric means over the captured trees) and names the factor carrying
+most of it (:func:`gap_caption`).
 """
 
 from __future__ import annotations
