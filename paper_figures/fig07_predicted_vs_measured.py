@@ -69,6 +69,16 @@ def model_key(rows) -> dict[str, str]:
     return {k: " / ".join(sorted(v)) for k, v in sorted(key.items())}
 
 
+def headline_error(rows) -> tuple[np.ndarray, float]:
+    """``(mask, median |error|)`` of the headline forecast: the rows with one (a composition
+    profile; the others carry the ``slowdown_costs`` diagnostic) and the median of
+    ``|predicted / measured - 1|`` over them, as ``polyspec validate`` reports it (NaN when no
+    row has one)."""
+    mask = np.array([r["predictive_kind"] == "headline" for r in rows], dtype=bool)
+    err = np.array([r["p1_predictive"] / r["measured"] - 1.0 for r in rows], dtype=float)
+    return mask, (float(np.median(np.abs(err[mask]))) if mask.any() else float("nan"))
+
+
 def _clip_top(values, core) -> float:
     """Upper axis limit of panel (a): the largest value not past 1.5x the largest measured
     or main prediction (``core``), with 8 % headroom; values above are drawn at the edge and
@@ -146,7 +156,7 @@ def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
     err_classic = np.array([r["classic_iid"] for r in rows]) / meas - 1.0
     err_iid = np.array([r["p1_iid"] for r in rows]) / meas - 1.0
     err_pred = np.array([r["p1_predictive"] for r in rows]) / meas - 1.0
-    headline = np.array([r["predictive_kind"] == "headline" for r in rows], dtype=bool)
+    headline, headline_median = headline_error(rows)
     return {
         "traces": used,
         "rows": rows,
@@ -163,8 +173,7 @@ def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
         # capture has a composition profile; the others show the slowdown_costs diagnostic
         "headline": headline,
         "n_headline": int(headline.sum()),
-        "median_abs_error_headline": (float(np.median(np.abs(err_pred[headline])))
-                                      if headline.any() else np.nan),
+        "median_abs_error_headline": headline_median,
         "model_key": model_key(rows),
         "notes": notes,
     }

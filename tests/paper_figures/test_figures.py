@@ -142,10 +142,12 @@ def test_text_collisions_finds_overlaps_and_overflow():
     from paper_figures import style
 
     fig, ax = style.figure()
-    ax.set_xlim(0, 1)
-    ax.set_xticks([0.0, 0.5, 1.0, 5.0])  # the tick at 5 is outside the view: not drawn
+    ax.set_xticks([0.0, 0.5, 1.0, 5.0])
+    ax.set_xlim(0, 1)  # the tick at 5 is outside the view: not drawn
     ax.text(0.2, 0.5, "first label", transform=ax.transAxes)
     assert style.text_collisions(fig) == []
+    shown = [t.get_text() for t in style._drawn_texts(fig)]
+    assert "1.0" in shown and "5.0" not in shown
     ax.text(0.25, 0.5, "second label", transform=ax.transAxes)
     fig.text(0.99, 0.5, "runs past the right edge")
     problems = style.text_collisions(fig)
@@ -543,3 +545,11 @@ def test_fig07_axis_clips_outliers_and_names_models():
     rows = [{"models": ["target", "ngram3"]}, {"models": ["target", "ngram", "small"]}]
     assert mod.model_key(rows) == {"n": "ngram", "n₃": "ngram3", "s": "small", "t": "target"}
     assert mod._short(["target", "ngram3"], [5, 2], 1.0) == "tn₃ 5,2 T=1"
+    # the headline median leaves the slowdown_costs rows out: |1.1/1 - 1|, |0.96/1.2 - 1|
+    rows = [{"predictive_kind": "headline", "p1_predictive": 1.1, "measured": 1.0},
+            {"predictive_kind": "slowdown_costs", "p1_predictive": 3.0, "measured": 1.0},
+            {"predictive_kind": "headline", "p1_predictive": 0.96, "measured": 1.2}]
+    mask, med = mod.headline_error(rows)
+    assert mask.tolist() == [True, False, True]
+    assert med == pytest.approx((0.1 + 0.2) / 2)
+    assert math.isnan(mod.headline_error(rows[1:2])[1])
