@@ -21,6 +21,12 @@ the error of the iid *law* from that of the classic *formula* (fixed blocks, uni
 these three use the same cost curves (``fit_costs``). On a shared CPU the forward costs
 inside the cascade, not the acceptance model, dominate the in-sample residual.
 Time base: measured seconds on both sides.
+
+Drawing: panel (a) stops at the data (:func:`_clip_top`); a prediction past 1.5x the largest
+measured or main predicted value is drawn at the top edge with its value. The legend of panel
+(b) gives the median |error| of the headline forecast over the rows that have one (what
+``polyspec validate`` reports); rows with the ``slowdown_costs`` diagnostic are drawn hollow.
+The x labels tag each model by its initial and the digits of its name (key under the axis).
 """
 
 from __future__ import annotations
@@ -45,8 +51,46 @@ BAND = 0.10  # shaded +-10 % band around predicted = measured
 DEVICE_MARKERS = {"cpu": "o", "gpu": "D"}
 
 
+_SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _abbrev(model: str) -> str:
+    """A model's tag in the x labels: its initial, then the digits of its name as
+    subscripts (``ngram3`` -> ``n₃``, ``draft-t`` -> ``d``)."""
+    return model[0] + "".join(c for c in model if c.isdigit()).translate(_SUB)
+
+
+def model_key(rows) -> dict[str, str]:
+    """``{tag: model name}`` for the model tags of the x labels (:func:`_abbrev`)."""
+    key: dict[str, set] = {}
+    for r in rows:
+        for m in r["models"]:
+            key.setdefault(_abbrev(m), set()).add(m)
+    return {k: " / ".join(sorted(v)) for k, v in sorted(key.items())}
+
+
+def headline_error(rows) -> tuple[np.ndarray, float]:
+    """``(mask, median |error|)`` of the headline forecast: the rows with one (a composition
+    profile; the others carry the ``slowdown_costs`` diagnostic) and the median of
+    ``|predicted / measured - 1|`` over them, as ``polyspec validate`` reports it (NaN when no
+    row has one)."""
+    mask = np.array([r["predictive_kind"] == "headline" for r in rows], dtype=bool)
+    err = np.array([r["p1_predictive"] / r["measured"] - 1.0 for r in rows], dtype=float)
+    return mask, (float(np.median(np.abs(err[mask]))) if mask.any() else float("nan"))
+
+
+def _clip_top(values, core) -> float:
+    """Upper axis limit of panel (a): the largest value not past 1.5x the largest measured
+    or main prediction (``core``), with 8 % headroom; values above are drawn at the edge and
+    labelled with their value."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    inside = v[v <= 1.5 * core]
+    return 1.08 * float(inside.max() if inside.size else core)
+
+
 def _short(models, thresholds, temperature) -> str:
-    lv = "".join(m[0] for m in models)
+    lv = "".join(_abbrev(m) for m in models)
     t = "" if temperature == 0 else f" T={temperature:g}"
     return f"{lv} {','.join(str(x) for x in thresholds)}{t}"
 
@@ -112,6 +156,7 @@ def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
     err_classic = np.array([r["classic_iid"] for r in rows]) / meas - 1.0
     err_iid = np.array([r["p1_iid"] for r in rows]) / meas - 1.0
     err_pred = np.array([r["p1_predictive"] for r in rows]) / meas - 1.0
+    headline, headline_median = headline_error(rows)
     return {
         "traces": used,
         "rows": rows,
@@ -124,6 +169,12 @@ def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
         "error_p1_predictive": err_pred,
         "median_abs_error_p1_predictive": (float(np.nanmedian(np.abs(err_pred)))
                                            if np.isfinite(err_pred).any() else np.nan),
+        # the headline forecast only (what ``polyspec validate`` reports): the rows whose
+        # capture has a composition profile; the others show the slowdown_costs diagnostic
+        "headline": headline,
+        "n_headline": int(headline.sum()),
+        "median_abs_error_headline": headline_median,
+        "model_key": model_key(rows),
         "notes": notes,
     }
 
@@ -134,14 +185,17 @@ def draw(data: dict, out_dir) -> list[Path]:
     meas = np.array([r["measured"] for r in rows])
     se = np.array([r["measured_se"] for r in rows], dtype=np.float64)
     series = [  # key, label, colour, filled, marker size
-        ("p1_predictive", "P1 + in-cascade costs (LOO)", style.color(2), True, 3.5),
+        ("p1_predictive", "P1 + in-cascade costs", style.color(2), True, 3.5),
         ("p1_best", "P1, best law, cost curves", style.color(0), True, 3.5),
         ("classic_iid", "classic iid formula", style.color(1), False, 3.5),
     ]
     series = [x for x in series if np.isfinite([r[x[0]] for r in rows]).any()]
     vals = np.concatenate([meas] + [np.array([r[k] for r in rows]) for k, *_ in series])
     vals = vals[np.isfinite(vals)]
-    lo, hi = 0.9 * vals.min(), 1.08 * vals.max()
+    core = np.concatenate([meas] + [np.array([r[k] for r in rows]) for k, *_ in series
+                                    if k != "classic_iid"])
+    core = core[np.isfinite(core)]
+    lo, hi = 0.9 * vals.min(), _clip_top(vals, float(core.max()))
     xs = np.array([lo, hi])
     ax.fill_between(xs, xs * (1 - BAND), xs * (1 + BAND), color="0.9", linewidth=0,
                     label=f"±{100 * BAND:.0f} %")
@@ -158,24 +212,45 @@ def draw(data: dict, out_dir) -> list[Path]:
             if key == "p1_best":  # measured 95 % CI once, on the main prediction
                 ax.errorbar(meas[m], y, xerr=xerr, fmt="none", ecolor="0.55",
                             elinewidth=0.6, capsize=1.2, zorder=2)
-            ax.plot(meas[m], y, linestyle="none", marker=mk, markersize=ms,
+            if key == "p1_predictive":  # hollow where no profile: slowdown_costs instead
+                hd = np.asarray(data["headline"], dtype=bool)[m]
+                n_h = int(hd.sum())
+                ax.plot(meas[m][hd], y[hd], linestyle="none", marker=mk, markersize=ms,
+                        markerfacecolor=col, markeredgecolor=col, markeredgewidth=0.9,
+                        label=f"{label}{tag}, {n_h} profiled", zorder=3)
+                if (~hd).any():
+                    ax.plot(meas[m][~hd], y[~hd], linestyle="none", marker=mk,
+                            markersize=ms, markerfacecolor="white", markeredgecolor=col,
+                            markeredgewidth=0.9, zorder=3,
+                            label=f"same, slowdown costs ({int((~hd).sum())} unprofiled)")
+                continue
+            clip = y > hi
+            ax.plot(meas[m][~clip], y[~clip], linestyle="none", marker=mk, markersize=ms,
                     markerfacecolor=face, markeredgecolor=col, markeredgewidth=0.9,
                     label=label + tag, zorder=3)
+            for xv, yv in zip(meas[m][clip], y[clip], strict=True):  # past the top: at the edge
+                ax.plot([xv], [hi], linestyle="none", marker="^", markersize=ms,
+                        markerfacecolor=face, markeredgecolor=col, clip_on=False, zorder=3)
+                ax.annotate(f"{yv:.1f}× (off scale)", (xv, hi), xytext=(4, -2),
+                            textcoords="offset points", ha="left", va="top", fontsize=5.5,
+                            color=col)
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("measured speedup (wall-clock, ×; bars: 95 % CI)")
     ax.set_ylabel("predicted speedup (×)")
     handles, labels = ax.get_legend_handles_labels()
     order = sorted(range(len(labels)), key=lambda i: (labels[i].startswith("±"), i))
-    ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left")
+    ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="lower right",
+              fontsize=5.5)  # below the diagonal: no model predicts far under measured
     style.panel_label(ax, f"(a)  {len(rows)} captured configurations")
 
     x = np.arange(len(rows))
     axe.axhline(0.0, color="black", linewidth=0.8)
     axe.axhspan(-100 * BAND, 100 * BAND, color="0.9", linewidth=0)
     err_series = [
-        ("error_p1_predictive", "median_abs_error_p1_predictive", "P1 + in-cascade costs",
-         style.color(2), "o", True),
+        ("error_p1_predictive", "median_abs_error_headline",
+         f"P1 + in-cascade costs ({data['n_headline']} profiled)", style.color(2),
+         "o", True),
         ("error_p1_best", "median_abs_error_p1_best", "P1, best law", style.color(0), "o",
          True),
         ("error_p1_iid", "median_abs_error_p1_iid", "P1, iid law", "0.45", "x", True),
@@ -187,14 +262,23 @@ def draw(data: dict, out_dir) -> list[Path]:
             continue
         axe.plot(x, 100 * data[key], linestyle="none", marker=mk, markersize=3.2,
                  markerfacecolor=col if filled else "white", markeredgecolor=col,
-                 markeredgewidth=0.8, label=f"{label}: {100 * data[med]:.0f} %")
+                 markeredgewidth=0.8, label=f"{label}: {100 * data[med]:.1f} %")
     axe.set_xticks(x, [r["label"] + (" (GPU)" if r["device"] == "gpu" else "") for r in rows],
-                   rotation=90, fontsize=5.5)
+                   rotation=90, fontsize=5.5 if len(rows) <= 30 else 4.5)
     axe.set_xlim(-0.6, len(rows) - 0.4)
     axe.set_ylabel("(pred − meas)/meas (%)")
-    axe.set_xlabel("configuration (model initials, thresholds)")
+    key = [f"{k} = {v}" for k, v in data["model_key"].items()]
+    half = (len(key) + 2) // 3
+    axe.set_xlabel("configuration: models, verifier first, then thresholds\n"
+                   + ", ".join(key[:half]) + ",\n" + ", ".join(key[half:2 * half]) + ",\n"
+                   + ", ".join(key[2 * half:])
+                   + "; T=1: sampled at temperature 1 (else greedy)", fontsize=6)
     axe.grid(False, axis="x")
-    axe.legend(loc="upper left", title="median |error|")
+    ys = np.concatenate([100 * np.asarray(data[k], dtype=float) for k, *_ in err_series])
+    ys = ys[np.isfinite(ys)]
+    y0, y1 = min(ys.min(), -100 * BAND), max(ys.max(), 100 * BAND)
+    axe.set_ylim(y0 - 0.05 * (y1 - y0), y1 + 0.25 * (y1 - y0))  # headroom for the legend
+    axe.legend(loc="upper left", title="median |error|", fontsize=5.5)
     style.panel_label(axe, "(b)  relative error per configuration")
     return style.save(fig, out_dir, NAME)
 

@@ -90,6 +90,11 @@ def draw(data: dict, out_dir) -> list[Path]:
             linewidth=1.1, label=f"C/√n, C = {data['clt_constant']:.2f}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    if np.log10(x_all.max() / x_all.min()) < 1.5:  # under two decades: 1-2-5 ticks, no minor
+        from matplotlib.ticker import LogLocator, NullFormatter
+
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("tokens simulated n")
     ax.set_ylabel("relative error |Ŝ − S| / S")
     ax.legend(loc="lower left")

@@ -154,26 +154,27 @@ def draw(data: dict, out_dir) -> list[Path]:
     ax.plot(b, data["two_fixed"], color=cf, linestyle="--",
             label=f"target ← m8b, γ = {data['fixed_gamma']}")
     ax.plot(b, data["three_opt"], color=c3, marker="s", markersize=2.2,
-            label="target ← m8b ← ngram, optimal θ (B2, lockstep)")
+            label="target ← m8b ← ngram, optimal θ (B2)")
     ax.plot(b, data["three_unsync"], color=c3, linestyle=":", linewidth=1.0,
-            label="same, no synchronisation (P1 with T(b, ·))")
+            label="same, not in lockstep (P1 with T(b, ·))")
     for key, col in (("crossover_two", c2), ("crossover_three", c3),
                      ("crossover_two_fixed", cf)):
         x = data[key]
         if x is not None and b[0] <= x <= b[-1] * 2:
             ax.axvline(x, color=col, linewidth=0.7, alpha=0.6)
-            ax.text(x, 0.98, f" b*={x}", color=col, fontsize=6, rotation=90, va="top",
+            ax.text(x, 0.98, f" b* = {x}", color=col, fontsize=6, rotation=90, va="top",
                     ha="right", transform=ax.get_xaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_ylabel("speedup vs autoregressive\nat the same batch")
-    ax.legend(loc="lower left")
+    ax.set_ylim(-0.25, None)  # room below the curves (and the line at 1) for the legend
+    ax.legend(loc="lower left", title="b*: crossover batch (first b with speedup ≤ 1)")
     style.panel_label(ax, "(a)")
     axt.step(b, data["two_gamma"], where="mid", color=c2, label="γ (target ← m8b)")
     axt.step(b, data["three_theta1"], where="mid", color=c3, label="θ₁ (3-level)")
     axt.step(b, data["three_theta2"], where="mid", color=c3, linestyle="--",
              label="θ₂ (3-level)")
     axt.set_ylabel("optimal threshold")
-    axt.set_xlabel("serving batch size b (sequences decoded in lockstep)")
+    axt.set_xlabel("serving batch size b (sequences in lockstep)")
     axt.legend(loc="upper right")
     style.panel_label(axt, "(b)")
     if meas is not None:
@@ -182,23 +183,43 @@ def draw(data: dict, out_dir) -> list[Path]:
 
 
 def _draw_measured(ax, meas: dict) -> None:
-    """Panel (c): measured speedup per batch size (95 % bars) and its prediction."""
+    """Panel (c): measured speedup per batch size (95 % bars) and its prediction, one legend
+    entry per cascade (point = measured, line = predicted); the vertical lines are the
+    crossovers (first b with speedup <= 1), solid where measured, dashed where predicted."""
+    from matplotlib.legend_handler import HandlerTuple
+    from matplotlib.lines import Line2D
+
     ax.axhline(1.0, color="0.3", linewidth=0.8, linestyle=":")
+    handles, labels, styles = [], [], set()
     for k, c in enumerate(meas["cascades"]):
         col = style.color(3 + k)
         bs = np.asarray(c["batches"], dtype=float)
         se = np.nan_to_num(np.asarray(c["se"], dtype=float))
-        ax.errorbar(bs, c["speedup"], yerr=1.96 * se, color=col, marker="o", markersize=3,
-                    linestyle="none", capsize=2, label=f"{c['label']}: measured")
-        ax.plot(c["curve_batches"], c["curve_speedup"], color=col, linewidth=1.0,
-                label=f"predicted ({c['variant'].replace('_', '-')}, B2)")
+        pts = ax.errorbar(bs, c["speedup"], yerr=1.96 * se, color=col, marker="o",
+                          markersize=3, linestyle="none", capsize=2)
+        (line,) = ax.plot(c["curve_batches"], c["curve_speedup"], color=col, linewidth=1.0)
+        handles.append((pts, line))
+        labels.append(f"{c['label']} ({c['variant'].replace('_', '-')})")
         for x, ls in ((c["crossover"], "-"), (c["predicted_crossover"], "--")):
             if x is not None:
-                ax.axvline(x, color=col, linewidth=0.7, alpha=0.6, linestyle=ls)
+                # up to the data only: the legend sits in the headroom above
+                ax.axvline(x, ymax=0.6, color=col, linewidth=0.7, alpha=0.6, linestyle=ls)
+                styles.add(ls)
+    for ls, what in (("-", "measured"), ("--", "predicted")):
+        if ls in styles:
+            handles.append(Line2D([], [], color="0.4", linewidth=0.7, linestyle=ls))
+            labels.append(f"{what} crossover (first b with speedup ≤ 1)")
+    ys = [v for c in meas["cascades"] for v in list(c["speedup"]) + list(c["curve_speedup"])]
+    ys += [s + 1.96 * e for c in meas["cascades"] for s, e in zip(c["speedup"], c["se"],
+                                                                   strict=True) if e == e]
+    lo, hi = min(min(ys), 1.0), max(ys)
+    ax.set_ylim(lo - 0.05 * (hi - lo), hi + 0.75 * (hi - lo))
     ax.set_xscale("log", base=2)
     ax.set_ylabel("measured (batched traces):\nspeedup at the same b")
-    ax.set_xlabel("batch size b (measured: lockstep batched decoder)")
-    ax.legend(loc="best", fontsize=5)
+    ax.set_xlabel("batch size b (lockstep batched decoder)")
+    ax.legend(handles, labels, loc="upper center", fontsize=5, title_fontsize=5,
+              title="points: measured (95 % CI); lines: predicted (B2)",
+              handler_map={tuple: HandlerTuple(ndivide=None)})
     style.panel_label(ax, "(c)")
 
 

@@ -24,7 +24,10 @@ lines = the theory from the plan's pilot capture (sibling-rank law by depth and 
 cost curves fitted on the pilot only), points = the captures of the planned trees (mean
 accepted length per round and measured speedup, ± 1.96 standard errors over rounds / prompts).
 The figure's footnote says which: measured points and their folder, or theory and simulator
-only.
+only; with measured points it also sizes the gap between theory and measured speedup in each
+zoo speedup panel (:func:`speedup_gap`: ``S = E[L] / c``, so theory / measured = E[L] ratio x
+round-cost ratio, geometric means over the captured trees) and names the factor carrying
+most of it (:func:`gap_caption`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 
 from polyspec_theory.closed_forms.dualistic import optimal_gamma
 from polyspec_theory.core.config import Cascade
-from polyspec_theory.structures.trees import SiblingLaw, chain_tree
+from polyspec_theory.structures.trees import SiblingLaw, Tree, chain_tree, expected_emitted_tree
 from simulators.structures import simulate_structured
 from validation.paths import shown_path
 from validation.tree_plan import TREE_FAMILIES, family_structures
@@ -105,8 +108,9 @@ def compute(quick: bool = False, traces_dir=None) -> dict:
         n_pts = sum(len(z["points"]) for z in zoo)
         last = chr(ord("b") + 2 * len(zoo))
         caption = (f"Zoo panels (c)–({last}): lines = theory from each pair's pilot capture "
-                   f"(fitted sibling-rank law and costs), points = measured captures of the "
+                   f"(fitted sibling-rank law and costs),\npoints = measured captures of the "
                    f"planned trees ({n_pts} points, traces in {shown}).")
+        caption += gap_caption(zoo)
     else:
         caption = ("Theory and simulator only: no measured tree captures"
                    + (f" in {shown}" if tdir is not None else "") + ".")
@@ -155,18 +159,63 @@ def zoo_panels(directory) -> list[dict]:
             if e["name"] not in seen:
                 seen[e["name"]] = read_trace(path)
             cap = seen[e["name"]]
+            a = cap.rounds[0].A.astype(float)
+            extra = {}
             if e["panel"] == "el":
-                a = cap.rounds[0].A.astype(float)
                 v = float(a.mean())
                 se = float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else float("nan")
             else:
                 v = cap.measured_speedup
                 se = v * cap.time_per_token_se() / cap.time_per_token
-            pts.append({**e, "measured": v, "se": se, "trace": path.name})
+                # the two factors of the speedup S = E[L] / (cost of a round in target
+                # forwards), measured and in theory (pilot law), for the gap decomposition
+                extra = {"measured_el": float(a.mean()) + 1.0,
+                         "theory_el": expected_emitted_tree(Tree(e["parents"]), law)}
+            pts.append({**e, "measured": v, "se": se, "trace": path.name, **extra})
         out.append({"plan": pf.name, "models": plan["models"],
                     "temperature": plan["temperature"], "law": plan["law"],
-                    "budgets": b, **curves, "points": pts})
+                    "budgets": b, **curves, "points": pts, "gap": speedup_gap(pts)})
     return out
+
+
+def gap_caption(zoo) -> str:
+    """The caption lines that size the theory-measurement gap of each speedup panel and
+    name the factor that carries most of it (:func:`speedup_gap`); empty without points."""
+    parts, logs = [], {"el": 0.0, "cost": 0.0}
+    for j, z in enumerate(zoo, start=1):
+        g = z["gap"]
+        if g is None:
+            continue
+        parts.append(f"({chr(ord('b') + 2 * j)}) {g['speedup']:.2f}× = E[L] {g['el']:.2f}× "
+                     f"· round cost {g['cost']:.2f}×")
+        for k in logs:
+            logs[k] += abs(float(np.log(g[k])))
+    if not parts:
+        return ""
+    what = ("the cost of a round: a measured round costs more target forwards than the "
+            "pilot's cost fit predicts" if logs["cost"] >= logs["el"] else
+            "the acceptance: the captured trees accept fewer tokens than the pilot's law "
+            "predicts")
+    return ("\nTheory / measured speedup (geometric mean over the captured trees) = "
+            "E[L] ratio × round-cost ratio:\n" + "; ".join(parts)
+            + f".\nMost of the gap is {what}.")
+
+
+def speedup_gap(points) -> dict | None:
+    """Where the gap between theory and measured speedup sits, over the captured trees of
+    the speedup panel: since ``S = E[L] / c`` (``c``: cost of a round in target forwards),
+    ``S_theory / S_measured = (E[L]_theory / E[L]_measured) x (c_measured / c_theory)``.
+    Returns the geometric means over the trees of the three ratios (so the product holds
+    exactly): ``speedup``, ``el`` (acceptance), ``cost`` (round cost); None without
+    points."""
+    q = [p for p in points if p["panel"] == "speedup" and np.isfinite(p["measured"])
+         and p["measured"] > 0]
+    if not q:
+        return None
+    s = np.array([p["theory"] / p["measured"] for p in q])
+    el = np.array([p["theory_el"] / p["measured_el"] for p in q])
+    geo = lambda x: float(np.exp(np.mean(np.log(x))))  # noqa: E731
+    return {"n": len(q), "speedup": geo(s), "el": geo(el), "cost": geo(s / el)}
 
 
 LABELS = {"chain": "chain", "width": "best fixed-width tree", "optimal": "optimal tree (DP)"}
@@ -204,14 +253,14 @@ def draw(data: dict, out_dir) -> list[Path]:
 
     _draw_column(ax, axs, b, data, sim_pts)
     ax.set_ylabel("E[A] = E[L] − 1\n(accepted per round)")
-    ax.legend(loc="upper left", title="lines: theory; points: simulator (95 % CI)")
     style.panel_label(ax, "(a)")
     axs.set_ylabel("speedup (two models)")
     axs.set_xlabel("node budget N (drafted tokens verified per round)")
     p = data["law"]["sibling"]
-    axs.text(0.98, 0.05, "p = (" + ", ".join(f"{x:g}" for x in p) + "), T₁(m) = 1 + "
-             f"{data['target']['per_token']:g}(m−1), T₂ = {data['draft']:g}",
-             transform=axs.transAxes, ha="right", va="bottom", fontsize=6)
+    axs.text(0.98, 0.05, "p = (" + ", ".join(f"{x:g}" for x in p) + ")\nT₁(m) = "
+             f"{data['target']['base']:g} + {data['target']['per_token']:g}(m−1), "
+             f"T₂ = {data['draft']:g}", transform=axs.transAxes, ha="right", va="bottom",
+             fontsize=5.5)
     style.panel_label(axs, "(b)")
     for j, z in enumerate(zoo, start=1):
         za, zs = axes[0, j], axes[1, j]
@@ -224,14 +273,15 @@ def draw(data: dict, out_dir) -> list[Path]:
 
         _draw_column(za, zs, z["budgets"], z, zoo_pts)
         name = " ← ".join(z["models"]) + f", T = {z['temperature']:g}"
-        za.set_title(f"zoo: {name}", fontsize=7, pad=2)
         zs.set_xlabel("node budget N")
-        style.panel_label(za, f"({chr(ord('a') + 2 * j)})")
+        style.panel_label(za, f"({chr(ord('a') + 2 * j)})  zoo: {name}")
         style.panel_label(zs, f"({chr(ord('b') + 2 * j)})")
-        if j == 1:
-            za.legend(loc="upper left", fontsize=5,
-                      title="lines: pilot fit; points: measured (±1.96 se)", title_fontsize=5)
-    fig.suptitle(data.get("caption", ""), fontsize=5)
+    handles, labels = ax.get_legend_handles_labels()
+    what = ("lines: theory (a, b), pilot fit (zoo); points: simulator 95 % CI (a, b), "
+            "measured ±1.96 se (zoo)" if zoo else "lines: theory; points: simulator (95 % CI)")
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, title=what,
+               fontsize=6, title_fontsize=6)
+    fig.suptitle(data.get("caption", ""), fontsize=5.5)
     return style.save(fig, out_dir, NAME)
 
 

@@ -12,6 +12,7 @@ Data: ``data/gpu/targets.json``, written by ``data/gpu/targets.py`` from the GPU
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,18 @@ TITLE = "Predicted vs measured speedup on real GPU traces (PipeSpec, Spec-Bench)
 SOURCES = ("validation.gpu_traces",)
 SPANS_COLUMNS_WITH_MEASUREMENTS = True  # three panels of measured GPU runs: page width
 RESULTS = Path(__file__).resolve().parents[1] / "data" / "gpu" / "targets.json"
+
+
+def _size(model: str) -> str:
+    """The parameter count in a model name (``Llama-3.1-8B-Instruct`` -> ``8B``), or the
+    name itself when it has none."""
+    m = re.search(r"(\d+(?:\.\d+)?[BM])\b", model)
+    return m.group(1) if m else model
+
+
+def _chain(models) -> str:
+    """``drafter -> ... -> target`` by parameter count, in the order the file lists them."""
+    return "→".join(_size(m) for m in models)
 
 
 def compute(quick: bool = False, results=None) -> dict:
@@ -37,14 +50,20 @@ def compute(quick: bool = False, results=None) -> dict:
     sweep = sorted(d["pipespec_sweep_loo"]["configs"], key=lambda c: c["lookahead"])
     fc = d["pipespec_sweep_forecasts"]["forecasts"]
     sb = d["specbench_loco"]["configs"]
+    pre = d["preregistered_3model_sync_k8"]
     return {
         "sweep": [(c["lookahead"], c["predicted_speedup"], c["measured_speedup"])
                   for c in sweep],
         "forecasts": [(r["lookahead"], r["speedup"], *r["interval95"]) for r in fc],
         "specbench": [(c["method"], c["category"], c["predicted_speedup"],
                        c["measured_speedup"], *c["measured_ci95"]) for c in sb],
-        "preregistered": d["preregistered_3model_sync_k8"]["speedup"],
-        "preregistered_interval": d["preregistered_3model_sync_k8"]["interval95"],
+        "preregistered": pre["speedup"],
+        "preregistered_interval": pre["interval95"],
+        # drafter first (the file lists the cascade smallest to largest)
+        "preregistered_models": list(pre["models"]),
+        "preregistered_lookahead": pre["lookahead"],
+        "sweep_models": list(sweep[0]["models"]) if sweep else [],
+        "specbench_held_out": sorted({c["held_out"] for c in sb}),
     }
 
 
@@ -56,17 +75,21 @@ def draw(data: dict, out_dir) -> list[Path]:
     for j, m in enumerate(methods):
         pts = [(p, q) for mm, _, p, q, *_ in data["specbench"] if mm == m]
         x, y = zip(*[(q, p) for p, q in pts], strict=True)
-        ax.scatter(x, y, s=8, color=style.color(j + 1), label=f"Spec-Bench {m} (LOCO)")
+        ax.scatter(x, y, s=8, color=style.color(j + 1), label=f"Spec-Bench {m}")
         allv += list(x) + list(y)
     x = [q for _, _, q in data["sweep"]]
     y = [p for _, p, _ in data["sweep"]]
-    ax.scatter(x, y, s=14, marker="s", color=style.color(0), label="PipeSpec 1B→8B (LOO)")
+    ax.scatter(x, y, s=14, marker="s", color=style.color(0),
+               label=f"PipeSpec {_chain(data['sweep_models'])}")
     allv += x + y
     lo, hi = min(allv) * 0.95, max(allv) * 1.05
     ax.plot([lo, hi], [lo, hi], color="0.5", lw=0.8)
     ax.set_xlabel("measured speedup")
     ax.set_ylabel("predicted speedup (held out)")
-    ax.legend(fontsize=5, loc="upper left")
+    held = " / ".join(data["specbench_held_out"])
+    ax.legend(fontsize=5, loc="upper left", title_fontsize=5,
+              title=f"forecast with the held-out\n{held} (Spec-Bench) or\n"
+                    "lookahead (PipeSpec) left out")
     style.panel_label(ax, "(a)")
 
     f = np.array(data["forecasts"], dtype=float)
@@ -77,7 +100,8 @@ def draw(data: dict, out_dir) -> list[Path]:
     axs.plot(s[:, 0], s[:, 2], "s", ms=4, color=style.color(0), label="measured")
     axs.plot(s[:, 0], s[:, 1], "x", ms=5, color=style.color(1), label="leave-one-out forecast")
     axs.set_xlabel("lookahead K")
-    axs.set_ylabel("speedup over greedy 8B (fp16)")
+    target = _size(data["sweep_models"][-1]) if data["sweep_models"] else "target"
+    axs.set_ylabel(f"speedup over greedy {target} (fp16)")
     axs.legend(fontsize=5, loc="lower center")
     style.panel_label(axs, "(b)")
 
@@ -92,14 +116,18 @@ def draw(data: dict, out_dir) -> list[Path]:
         axc.bar(xs, q, width, color=style.color(j + 1), alpha=0.5, label=f"{m} measured")
         axc.errorbar(xs, q, yerr=err, fmt="none", ecolor="0.3", elinewidth=0.6)
         axc.plot(xs, [rows[c][0] for c in cats], "_", ms=6, color="k",
-                 label="predicted" if j == 0 else None)
+                 label=f"predicted, {held} left out" if j == 0 else None)
     axc.set_xticks(np.arange(len(cats)))
-    axc.set_xticklabels(cats, rotation=70, fontsize=5)
+    axc.set_xticklabels([c.replace("_", " ") for c in cats], rotation=90, fontsize=5)
     axc.set_ylabel("speedup over vanilla")
+    top = max(r[5] for r in data["specbench"])
+    axc.set_ylim(0, 1.3 * top)  # headroom: the legend sits above the bars
     axc.legend(fontsize=5, loc="upper right")
     style.panel_label(axc, "(c)")
     iv = data["preregistered_interval"]
-    fig.suptitle(f"pre-registered 70B←8B←1B, K = 8: {data['preregistered']:.3f} "
+    chain = "←".join(_size(m) for m in reversed(data["preregistered_models"]))
+    fig.suptitle(f"pre-registered {chain}, K = {data['preregistered_lookahead']}: "
+                 f"{data['preregistered']:.3f} "
                  f"[{iv[0]:.3f}, {iv[1]:.3f}]", fontsize=6)
     return style.save(fig, out_dir, NAME)
 

@@ -133,3 +133,71 @@ def script_main(title: str, compute, draw, argv=None, traces: bool = False,
     for path in draw(compute(quick=args.quick, **kwargs), args.out):
         print(path)
     return 0
+
+
+def _drawn_texts(fig) -> list:
+    """Every visible, non-empty :class:`~matplotlib.text.Text` that ``fig`` draws: titles,
+    axis labels, the tick labels of the ticks inside the view, legend texts and titles,
+    annotations and figure texts (tick labels of ticks outside the view limits are not drawn
+    and are left out)."""
+    from matplotlib.text import Text
+
+    tick_labels, drawn_ticks = set(), set()
+    for ax in fig.axes:
+        for axis in ax._axis_map.values():
+            ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+            tick_labels.update(id(t) for tk in ticks for t in (tk.label1, tk.label2))
+            drawn_ticks.update(id(t) for tk in axis._update_ticks()
+                               for t in (tk.label1, tk.label2))
+    out = []
+    for t in fig.findobj(Text):
+        if not t.get_visible() or not t.get_text().strip():
+            continue
+        if id(t) in tick_labels and id(t) not in drawn_ticks:
+            continue
+        if any(not a.get_visible() for a in _ancestors(t)):
+            continue
+        out.append(t)
+    return out
+
+
+def _ancestors(artist):
+    """The containers above ``artist`` (a legend, its axes), to skip texts of hidden ones."""
+    seen = []
+    a = getattr(artist, "axes", None)
+    if a is not None:
+        seen.append(a)
+    for leg in [ax.get_legend() for ax in (artist.figure.axes if artist.figure else [])]:
+        if leg is not None and artist in leg.get_texts() + [leg.get_title()]:
+            seen.append(leg)
+    return seen
+
+
+def text_collisions(fig, tolerance: float = 0.5) -> list[str]:
+    """Layout problems a reader would see: every pair of drawn texts (:func:`_drawn_texts`)
+    whose boxes overlap by more than ``tolerance`` pixels in both directions, and every text
+    that reaches outside the figure. Each problem is one line naming the texts; an empty
+    list means the text of ``fig`` is clear. Lays the figure out without rendering pixels."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    texts = _drawn_texts(fig)
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    fb = fig.bbox
+    problems = []
+
+    def name(t):
+        s = t.get_text().replace("\n", " ")
+        return repr(s if len(s) <= 40 else s[:37] + "...")
+
+    for t, b in zip(texts, boxes, strict=True):
+        if (b.x0 < fb.x0 - tolerance or b.y0 < fb.y0 - tolerance
+                or b.x1 > fb.x1 + tolerance or b.y1 > fb.y1 + tolerance):
+            problems.append(f"{name(t)} reaches outside the figure")
+    for i in range(len(texts)):
+        for j in range(i + 1, len(texts)):
+            a, b = boxes[i], boxes[j]
+            dx = min(a.x1, b.x1) - max(a.x0, b.x0)
+            dy = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if dx > tolerance and dy > tolerance:
+                problems.append(f"{name(texts[i])} overlaps {name(texts[j])}")
+    return problems

@@ -12,6 +12,8 @@ from paper_figures import fig10_serving_batch as fig
 from polyspec_theory import predict
 from polyspec_theory.serving.batch import batch_cascade, optimize_batch_thresholds, predict_batch
 
+from .layout import assert_clear, recording
+
 # one xdist worker computes the figures' data once (conftest.py)
 pytestmark = pytest.mark.xdist_group("paper_figures")
 
@@ -71,5 +73,7 @@ def test_fig10_measured_points_from_batched_traces(tmp_path):
     assert c["predicted"] == x.predicted["in_sample"]["speedup"]
     assert c["curve_batches"] == [1, 2, 3, 4]
     assert c["curve_speedup"][0] == c["predicted"][0] and c["curve_speedup"][3] == c["predicted"][2]
-    paths = fig.draw(data, tmp_path / "out")
+    with recording() as layout:
+        paths = fig.draw(data, tmp_path / "out")
     assert all(p.stat().st_size > 1000 for p in paths)
+    assert_clear(layout, fig.NAME)

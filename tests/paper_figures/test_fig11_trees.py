@@ -54,3 +54,33 @@ def test_fig11_simulator_points(data):
     assert len(data["points"]) == 6
     for p in data["points"]:
         assert abs(p["mc"] - p["theory"]) <= 4.5 * p["se"], p
+
+
+def test_fig11_gap_decomposition(data):
+    """The caption's gap: for each captured tree of a speedup panel, E[L] in theory equals
+    the planner's own E[A] + 1 for the same tree where the plan lists it in the E[A] panel,
+    the measured E[L] is the trace's mean accepted count + 1, and the geometric means obey
+    S_theory / S_measured = E[L] ratio x round-cost ratio."""
+    from validation.paths import REPO_ROOT
+    from validation.traces import read_trace
+
+    if not data["zoo"]:
+        pytest.skip("no measured tree captures in this checkout")
+    for z in data["zoo"]:
+        el_theory = {tuple(p["parents"]): p["theory"] + 1.0 for p in z["points"]
+                     if p["panel"] == "el"}
+        sp = [p for p in z["points"] if p["panel"] == "speedup"]
+        for p in sp:
+            if tuple(p["parents"]) in el_theory:
+                assert p["theory_el"] == pytest.approx(el_theory[tuple(p["parents"])],
+                                                       rel=1e-9)
+            a = read_trace(REPO_ROOT / data["traces_dir"] / p["trace"]).rounds[0].A
+            assert p["measured_el"] == pytest.approx(float(np.mean(a)) + 1.0, rel=1e-12)
+        g = z["gap"]
+        assert g["n"] == len(sp)
+        s = np.array([p["theory"] / p["measured"] for p in sp])
+        el = np.array([p["theory_el"] / p["measured_el"] for p in sp])
+        assert g["speedup"] == pytest.approx(float(np.prod(s)) ** (1 / len(s)), rel=1e-9)
+        assert g["el"] == pytest.approx(float(np.prod(el)) ** (1 / len(el)), rel=1e-9)
+        assert g["speedup"] == pytest.approx(g["el"] * g["cost"], rel=1e-12)
+        assert f"{g['speedup']:.2f}× = E[L] {g['el']:.2f}×" in data["caption"]

@@ -8,6 +8,8 @@ import pytest
 from paper_figures import fig12_gpu_traces as fig
 from paper_figures.registry import FigureUnavailable
 
+from .layout import assert_clear, recording
+
 # one xdist worker computes the figures' data once (conftest.py)
 pytestmark = pytest.mark.xdist_group("paper_figures")
 
@@ -31,6 +33,18 @@ def test_missing_results_make_the_figure_unavailable(tmp_path):
         fig.compute(results=tmp_path / "none.json")
 
 
+def test_model_sizes_come_from_the_file():
+    assert fig._size("Meta-Llama-3.1-70B-Instruct") == "70B"
+    assert fig._size("sps-68m") == "sps-68m" and fig._size("JackFram/llama-68M") == "68M"
+    d = json.loads(fig.RESULTS.read_text())["preregistered_3model_sync_k8"]
+    data = fig.compute()
+    assert data["preregistered_lookahead"] == d["lookahead"]
+    assert fig._chain(data["preregistered_models"]) == "→".join(
+        m.split("-")[-2] for m in d["models"])  # Llama-3.2-1B-Instruct -> 1B
+
+
 def test_draw_writes_png_and_pdf(tmp_path):
-    paths = fig.draw(fig.compute(), tmp_path)
+    with recording() as layout:
+        paths = fig.draw(fig.compute(), tmp_path)
+    assert_clear(layout, fig.NAME)
     assert sorted(p.suffix for p in paths) == [".pdf", ".png"]

@@ -22,6 +22,8 @@ from paper_figures.registry import (
 )
 from polyspec_theory.errors import PolyspecInputError
 
+from .layout import assert_clear, recording
+
 # one xdist worker computes the figures' data once (conftest.py)
 pytestmark = pytest.mark.xdist_group("paper_figures")
 
@@ -74,6 +76,16 @@ def built(tmp_path_factory, synthetic_traces, quick_figure):
     ``{number: reason}`` for figures whose data source is missing."""
     out = tmp_path_factory.mktemp("figures")
     done, missing = {}, {}
+    with recording() as layout:
+        _build_into(out, synthetic_traces, quick_figure, done, missing)
+    LAYOUT.update(layout)
+    return done, missing
+
+
+LAYOUT: dict[str, list[str]] = {}  # figure file name -> its text collisions (``built``)
+
+
+def _build_into(out, synthetic_traces, quick_figure, done, missing):
     for n in FIGURES:
         try:
             mod = figure_module(n)
@@ -87,7 +99,6 @@ def built(tmp_path_factory, synthetic_traces, quick_figure):
             missing[n] = str(e)
             continue
         done[n] = (data, mod.draw(data, out))
-    return done, missing
 
 
 def _get(built, n):
@@ -120,6 +131,38 @@ def test_figure_files_exist_and_are_nontrivial(built, n):
     with open(pdf, "rb") as f:
         assert f.read(5) == b"%PDF-"
     assert b"CreationDate" not in pdf.read_bytes()
+
+
+@pytest.mark.parametrize("n", list(FIGURES))
+def test_figure_text_does_not_overlap(built, n):
+    """No two drawn texts of a figure (titles, tick labels, axis labels, legend entries and
+    titles, annotations, captions) overlap, and none reaches outside the figure (issue 32)."""
+    _get(built, n)
+    assert_clear(LAYOUT, FIGURES[n])
+
+
+def test_text_collisions_finds_overlaps_and_overflow():
+    from paper_figures import style
+
+    fig, ax = style.figure()
+    ax.set_xticks([0.0, 0.5, 1.0, 5.0])
+    ax.set_xlim(0, 1)  # the tick at 5 is outside the view: not drawn
+    ax.text(0.2, 0.5, "first label", transform=ax.transAxes)
+    assert style.text_collisions(fig) == []
+    shown = [t.get_text() for t in style._drawn_texts(fig)]
+    assert "1.0" in shown and "5.0" not in shown
+    ax.text(0.25, 0.5, "second label", transform=ax.transAxes)
+    fig.text(0.99, 0.5, "runs past the right edge")
+    problems = style.text_collisions(fig)
+    assert problems == ["'runs past the right edge' reaches outside the figure",
+                        "'first label' overlaps 'second label'"]
+    ax.texts[1].set_visible(False)
+    assert style.text_collisions(fig) == ["'runs past the right edge' reaches outside the figure"]
+    ax.plot([0, 1], [0, 1], label="a line")
+    leg = ax.legend(loc="upper left", bbox_to_anchor=(0.15, 0.56), borderaxespad=0)
+    assert "'first label' overlaps 'a line'" in style.text_collisions(fig)
+    leg.set_visible(False)
+    assert not any("'a line'" in p for p in style.text_collisions(fig))
 
 
 def _strings(x):
@@ -485,3 +528,31 @@ def test_fig07_rows_match_traces_and_formulas(synthetic_traces):
                                np.array([r["p1_iid"] for r in d["rows"]]) / meas - 1)
     np.testing.assert_allclose(d["error_p1_best"],
                                np.array([r["p1_best"] for r in d["rows"]]) / meas - 1)
+    # the legend's headline median is over the rows with a headline forecast only (what
+    # `polyspec validate` reports), not over the slowdown_costs rows mixed in
+    head = [abs(r["p1_predictive"] / r["measured"] - 1) for r in d["rows"]
+            if r["predictive_kind"] == "headline"]
+    assert d["n_headline"] == len(head)
+    if head:
+        assert d["median_abs_error_headline"] == pytest.approx(float(np.median(head)))
+    else:
+        assert math.isnan(d["median_abs_error_headline"])
+
+
+def test_fig07_axis_clips_outliers_and_names_models():
+    mod = figure_module(7)
+    # one value past 1.5x the largest main value: the axis stops at the next one (+8 %)
+    assert mod._clip_top([1.0, 2.0, 3.0, 3.9, 5.6], core=3.0) == pytest.approx(1.08 * 3.9)
+    assert mod._clip_top([1.0, 2.0, 3.0], core=3.0) == pytest.approx(1.08 * 3.0)
+    assert mod._abbrev("ngram3") == "n₃" and mod._abbrev("draft-t") == "d"
+    rows = [{"models": ["target", "ngram3"]}, {"models": ["target", "ngram", "small"]}]
+    assert mod.model_key(rows) == {"n": "ngram", "n₃": "ngram3", "s": "small", "t": "target"}
+    assert mod._short(["target", "ngram3"], [5, 2], 1.0) == "tn₃ 5,2 T=1"
+    # the headline median leaves the slowdown_costs rows out: |1.1/1 - 1|, |0.96/1.2 - 1|
+    rows = [{"predictive_kind": "headline", "p1_predictive": 1.1, "measured": 1.0},
+            {"predictive_kind": "slowdown_costs", "p1_predictive": 3.0, "measured": 1.0},
+            {"predictive_kind": "headline", "p1_predictive": 0.96, "measured": 1.2}]
+    mask, med = mod.headline_error(rows)
+    assert mask.tolist() == [True, False, True]
+    assert med == pytest.approx((0.1 + 0.2) / 2)
+    assert math.isnan(mod.headline_error(rows[1:2])[1])
