@@ -162,7 +162,7 @@ def run(args) -> int:
         if out:  # before any work; the fit files a pool names are checked again on writing
             check_output(out, opt, inputs=[args.pool, args.traces])
     if args.traces is not None:
-        from validation.gpu_traces.cli import detect_dir, run_plan
+        from validation.gpu_traces.cli import detect_dir
 
         if detect_dir(args.traces) == "pipespec":  # external GPU traces
             for opt, val in (("--write-pool", args.write_pool),
@@ -178,7 +178,7 @@ def run(args) -> int:
                     raise PolyspecInputError(opt, "does not apply to a PipeSpec GPU trace "
                                              "folder (plan --traces on it ranks the measured "
                                              "chains by their forecast; nothing is written)")
-            return run_plan(args.traces, args.json)
+            return _plan_gpu(args.traces, args.json)
     top = as_int(args.top, "--top", low=0, high=1000)
     info = None
     if args.traces is not None:
@@ -246,4 +246,42 @@ def run(args) -> int:
         print(modes_text(modes, None if top is None else top["probability_best"]))
         for n in (info or {}).get("notes", []):
             print(f"note: {n}")
+    return 0
+
+
+def _plan_gpu(traces, as_json: bool) -> int:
+    """``plan --traces`` on a PipeSpec folder: every measured chain ranked by its forecast,
+    the best one recommended only when its interval says so (:func:`.advice.decide`), and
+    whether a third model pays."""
+    from validation.files import dump_json
+    from validation.gpu_traces.forecast import plan_dir
+
+    from .advice import decide
+
+    out = plan_dir(traces)
+    chains = out["chains"]
+    def name(r):
+        return f"{' <- '.join(reversed(r['models']))} lookahead {r['lookahead']}"
+
+    if len(chains) > 1:
+        best, rival = chains[0], chains[1]
+        out["decision"] = decide(name(best), name(rival), speedup=best["speedup"],
+                                 interval=best["interval95"], rival_speedup=rival["speedup"],
+                                 rival_interval=rival["interval95"])
+    elif chains:
+        out["decision"] = {"decision": "confident",
+                           "text": f"run {name(chains[0])} (the only chain measured)"}
+    if as_json:
+        print(dump_json(out))
+        return 0
+    print(f"{len(chains)} synchronous chains forecast from {traces} (speedup over the "
+          f"target's greedy run, 95 % interval), best first:")
+    for r in chains:
+        iv = r["interval95"]
+        print(f"  {name(r)}: {r['speedup']:.3f} [{iv[0]:.3f}, {iv[1]:.3f}]")
+    for v in out["third_model"]:
+        verdict = "pays" if v["third_model_pays"] else "does not pay"
+        print(f"third model for {v['target']}: {verdict} ({v['why']})")
+    if chains:
+        print(f"Best: {out['decision']['text']}")
     return 0

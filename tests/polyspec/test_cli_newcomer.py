@@ -213,3 +213,16 @@ def test_a_fitted_law_used_past_its_data_is_named(tmp_path, capsys):
     with pytest.warns(api.FitExtrapolationWarning,
                       match=r"past position 5 accepted"):
         api._extrapolation("acceptance[0]", {"positional": [0.8, 0.9, 1.0, 1.0, 1.0]}, 5, 12)
+
+
+def test_validate_progress_without_a_terminal_says_how_long(capsys):
+    """`validate` on a pipe: a line after the first configuration with the time left, then one
+    at each quarter (polyspec/commands/validate.py _progress_lines)."""
+    from polyspec.commands.validate import _progress_lines
+
+    progress = _progress_lines()
+    for done in range(1, 9):
+        progress(done, 8)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [ln.split()[1] for ln in lines] == ["1/8", "2/8", "4/8", "6/8", "8/8"]
+    assert all("s left" in ln for ln in lines) and lines[-1].endswith("about 0 s left")

@@ -89,6 +89,23 @@ def test_plan_traces_says_whether_a_third_model_pays(capsys):
     assert all(c["lookahead"] <= 8 for c in d["chains"] if c["target"] == B)
 
 
+def test_plan_traces_recommends_only_what_its_interval_supports(capsys):
+    rc, out, _ = _run(capsys, "plan", "--traces", PS, "--json")
+    d = _strict(out)
+    best, rival = d["chains"][0], d["chains"][1]
+    # the rule of polyspec/commands/advice.py, recomputed: confident iff the best chain's 95 %
+    # interval lies wholly above the runner-up's
+    want = ("confident" if best["interval95"][0] > rival["interval95"][1]
+            else "too close to call")
+    assert d["decision"]["decision"] == want
+    rc, text, _ = _run(capsys, "plan", "--traces", PS)
+    lines = text.strip().splitlines()
+    assert rc == 0 and lines[0].startswith(f"{len(d['chains'])} synchronous chains forecast")
+    assert lines[-1] == f"Best: {d['decision']['text']}"
+    assert (" <- ".join(reversed(best["models"])) + f" lookahead {best['lookahead']}"
+            in lines[-1])
+
+
 def _three_model_file(tmp_path):
     """A three-model chain built from a two-model fixture run: level 0 gets its own verify
     calls (all accepting 1 token), the target level keeps the measured ones."""

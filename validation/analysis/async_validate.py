@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory import Cascade, Model, predict_async
+from polyspec_theory import Cascade, Model, async_pair, predict_async
 from polyspec_theory.core.costs import CostCurve, fit_cost_curve
 from polyspec_theory.errors import PolyspecInputError
 from validation.analysis.relative import inside_ci, relative_error
@@ -29,8 +29,8 @@ from validation.analysis.relative import inside_ci, relative_error
 from .fits import fit_costs, fit_pairs
 from .forecast import measured_ci95
 
-__all__ = ["AsyncConfigResult", "validate_async", "async_cascade", "sync_cost_curves",
-           "drafter_forward_s", "async_text"]
+__all__ = ["AsyncConfigResult", "validate_async", "earlier_window", "async_cascade",
+           "sync_cost_curves", "drafter_forward_s", "async_text"]
 
 MAX_M = 128  # cost tables are extended (affinely, CostCurve) up to here
 
@@ -180,6 +180,16 @@ def _measured(capture, drafter_m1_s) -> dict:
             "drafter_forward_s": drafter_m1_s,
             "target_ar_s_per_token": capture.ar_time_per_token,
             "pipeline_s_per_token": capture.time_per_token}
+
+
+def earlier_window(capture) -> int | None:
+    """The window an async capture recorded when it differs from AS0's (captures made when a
+    verify checked at most θ drafts, before AS0 took the decoder's rule), else ``None``: such a
+    capture ran other rules than the theory states, so it is not predicted."""
+    a = capture.header.get("async", {})
+    rule = async_pair(capture.thresholds[0], a.get("queue")).window
+    w = a.get("window", rule)
+    return None if w == rule else w
 
 
 def validate_async(async_caps, law_caps=(), families=None, cost_caps=()

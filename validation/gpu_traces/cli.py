@@ -197,15 +197,6 @@ def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_j
     for line in out["acceptance_source"] + out["cost_source"]:
         print(f"  {line}")
     return 0
-
-
-def run_plan(traces, as_json: bool) -> int:
-    from .forecast import plan_dir
-
-    out = plan_dir(traces)
-    if as_json:
-        print(dump_json(out))
-        return 0
     for r in out["chains"]:
         iv = r["interval95"]
         print(f"  {' <- '.join(reversed(r['models']))} lookahead {r['lookahead']}: "

@@ -12,10 +12,11 @@ PY=${PY:-.venv/bin/python}
 K=${1:?usage: capture_aa.sh K}
 read -r m t temp <<< "${AA:-target,ngram 2 0}"
 # docs/measuring.md: show the load, wait (at most 10 min) until the 1-minute load average is at
-# most POLYSPEC_MAX_LOAD (0.5; polyspec capture refuses above it)
+# most WAIT_LOAD (0.3: polyspec capture refuses above 0.5, and its start-up raises the load by
+# about 0.1 before it checks)
 uptime >&2
 waited=0
-while awk -v m="${POLYSPEC_MAX_LOAD:-0.5}" '{ exit !($1 > m) }' /proc/loadavg && [ $waited -lt 600 ]; do
+while awk -v m="${WAIT_LOAD:-0.3}" '{ exit !($1 > m) }' /proc/loadavg && [ $waited -lt 600 ]; do
   sleep 10; waited=$((waited + 10))
 done
 [ $waited -gt 0 ] && uptime >&2
