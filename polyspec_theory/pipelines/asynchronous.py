@@ -216,13 +216,15 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair, eps: float
         if k_w >= window + 1:  # at D >= window the drafter keeps up: states >= window lump
             top, lump = window, True
         else:
-            top = max(window, max(int(_steps(t_verify(m + 1), c, eps)) - 1
+            top = max(window, max(_steps(t_verify(m + 1), c, eps) - 1
                                   for m in range(window + 1)), wait)
             lump = False
-    size = top + 1
-    if size > MAX_STATES:
-        raise PolyspecInputError("queue", f"the two-level chain needs {size} states (at most "
+    if not top + 1 <= MAX_STATES:  # top = inf: a verify so long that the drafter is free
+        need = "unboundedly many" if math.isinf(top) else f"{int(top) + 1}"
+        raise PolyspecInputError("queue", f"the two-level chain needs {need} states (at most "
                                  f"{MAX_STATES}): bound the drafter's queue")
+    top = int(top)
+    size = top + 1
     P = np.zeros((size, size))
     cycle = np.zeros(size)
     emitted = np.zeros(size)

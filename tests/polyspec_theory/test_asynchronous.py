@@ -214,3 +214,21 @@ def test_config_round_trip():
     back = Cascade.from_config(cas.to_config())
     assert back.mode == "async" and back.queues == (5,)
     assert predict_async(back).speedup == predict_async(cas).speedup
+
+
+def test_a_verify_that_frees_the_drafter_needs_a_queue_bound():
+    """T_1(2) = 1e30 against a drafter step of 0.27: at D = 1 the drafter is free (its queue
+    grows without bound), so the unbounded-queue chain has unboundedly many states: a clear
+    refusal naming ``queue`` (was an OverflowError), and with a queue the chain is solved."""
+    from polyspec_theory import Cascade, predict_async
+    from polyspec_theory.errors import PolyspecInputError
+
+    cfg = {"models": [{"name": "t", "cost": {"table": [1.0, 1e30, 1.2, 1.3]}},
+                      {"name": "d", "cost": 0.27}],
+           "acceptance": [{"alpha": 0.8}], "thresholds": [3], "mode": "async"}
+    with pytest.raises(PolyspecInputError) as e:
+        predict_async(Cascade.from_config(cfg))
+    assert e.value.field == "queue" and "unboundedly many" in str(e.value)
+    bounded = predict_async(Cascade.from_config({**cfg, "queue": [8]}))
+    lo, hi = bounded.bounds
+    assert 0 < bounded.speedup and lo <= bounded.speedup <= hi
