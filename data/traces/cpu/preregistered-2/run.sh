@@ -15,7 +15,8 @@
 # a killed run is continued by running it again.
 # Timing discipline (docs/measuring.md): nothing else may run meanwhile; before each profile and
 # capture the script prints `uptime` and waits until the 1-minute load average is at most
-# POLYSPEC_MAX_LOAD (0.5); polyspec refuses above it (--allow-load is never passed here).
+# WAIT_LOAD (0.3, below polyspec's own limit of 0.5, above which it refuses; --allow-load is
+# never passed here).
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 HERE=data/traces/cpu/preregistered-2
