@@ -20,10 +20,9 @@ from pathlib import Path
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-
-from .async_decoder import ROLLBACK, AsyncDecoder, check_async_args, pick_cores
-from .capture import ar_record, iter_cost_curve
-from .capture_setup import (
+from validation.async_decoder import ROLLBACK, AsyncDecoder, check_async_args, pick_cores
+from validation.capture import ar_record, iter_cost_curve
+from validation.capture_setup import (
     CaptureSpec,
     alternate,
     check_name,
@@ -34,10 +33,10 @@ from .capture_setup import (
     progress_bar,
     tokenizer_for,
 )
-from .decoder import POLICY, autoregressive
-from .machine import header_fields, machine_state
-from .models import model_name
-from .traces import TraceWriter
+from validation.decoder import POLICY, autoregressive
+from validation.machine import header_fields, machine_state
+from validation.models import model_name
+from validation.traces import TraceWriter
 
 __all__ = ["capture_async", "async_name", "async_header"]
 
@@ -105,7 +104,7 @@ def capture_async(models, *, out, threshold=0, queue=None, cores=None, n_prompts
                                  f"({window}) exceeds the context {maxlen}"
                                  + ("; bound the queue" if threshold == 0 else ""))
     contexts = [int(c) for c in cost_contexts if maxlen is None or c + 16 <= maxlen]
-    from .zoo.data import corpus_digest
+    from validation.zoo.data import corpus_digest
 
     header = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .capture_setup import (
+from validation.capture_setup import (
     COST_M,
     CaptureSpec,
     alternate,
@@ -33,9 +33,9 @@ from .capture_setup import (
     tokenizer_for,
     trace_path,
 )
-from .decoder import POLICY, PolybasicDecoder, autoregressive, wall_clock
-from .machine import machine_state
-from .models import DecoderModel
+from validation.decoder import POLICY, PolybasicDecoder, autoregressive, wall_clock
+from validation.machine import machine_state
+from validation.models import DecoderModel
 
 __all__ = ["capture", "cost_curve_records", "iter_cost_curve", "ar_record", "FINGERPRINT"]
 
@@ -113,7 +113,7 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
               else tuple(range(1, tree_obj.n_nodes + 2)))
     contexts = [int(c) for c in spec.cost_contexts
                 if maxlen is None or c + max(cost_m) <= maxlen]
-    from .zoo.data import corpus_digest
+    from validation.zoo.data import corpus_digest
 
     header = capture_header(
         loaded, thresholds, name=name, tool="polyspec capture", policy=POLICY,
@@ -139,7 +139,7 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
                                           for sc in schedules):
             header["schedule_restart"] = "prompt"
     if spec.structured:
-        from .tree_decoder import StructuredDecoder
+        from validation.tree_decoder import StructuredDecoder
 
         dec = StructuredDecoder(loaded, thresholds, tree=tree_obj, schedules=schedules,
                                 tree_sampling=spec.tree_sampling, temperature=temperature,

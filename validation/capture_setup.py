@@ -18,9 +18,8 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-
-from .models import DecoderModel, load_model
-from .traces import TraceRecords, TraceWriter, read_records
+from validation.models import DecoderModel, load_model
+from validation.traces import TraceRecords, TraceWriter, read_records
 
 __all__ = ["CaptureSpec", "COST_M", "default_name", "make_prompts", "check_name",
            "trace_path", "load_models", "tokenizer_for", "device_name", "capture_header",
@@ -97,7 +96,7 @@ class CaptureSpec(NamedTuple):
             raise PolyspecInputError("ar_models", ("a batched capture times the target's "
                                      "baseline only: must be 'target'" if batched else
                                      "must be 'all' or 'target'") + f", got {ar_models!r}")
-        from .tree_decoder import TREE_SAMPLING, parse_schedule, parse_tree
+        from validation.tree_decoder import TREE_SAMPLING, parse_schedule, parse_tree
 
         if batched and (self.tree is not None or self.schedules is not None):
             raise PolyspecInputError("tree" if self.tree is not None else "schedules",
@@ -163,7 +162,7 @@ def default_name(models, thresholds, temperature, top_k=0, tree=None, schedules=
 def make_prompts(n_prompts: int, prompt_len: int, seed: int, tokenizer=None):
     """``n_prompts`` prompts of ``prompt_len`` tokens from the validation split (line
     starts, no file separator inside); returns (prompts, byte offsets)."""
-    from .zoo.data import SEPARATOR, load_split
+    from validation.zoo.data import SEPARATOR, load_split
 
     n_prompts = as_int(n_prompts, "n_prompts", low=1, high=100000)
     prompt_len = as_int(prompt_len, "prompt_len", low=1)
@@ -280,7 +279,7 @@ def capture_header(levels, thresholds, *, name, tool, policy, dtype, device, dev
     """The header fields every capture writes first (schema: :mod:`validation.schema`), the
     machine's state and ``load_check`` included (:func:`validation.machine.header_fields`);
     the caller adds its prompts, cost-curve protocol and baselines."""
-    from .machine import header_fields
+    from validation.machine import header_fields
 
     return {
         "created": now_iso(),
@@ -351,7 +350,7 @@ def open_trace(path: Path, header: dict, *, resume: bool, fingerprint, batch=Non
     rec["at"] = now_iso()
     # the machine when the capture went on, and this attempt's load check (the header kept
     # in the file is the first attempt's)
-    from .machine import machine_state
+    from validation.machine import machine_state
 
     rec["machine"], rec["load_check"] = machine_state(), header.get("load_check")
     writer.write(rec)

@@ -34,9 +34,8 @@ from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import AcceptanceLaw
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
-
-from .capture_setup import alternate
-from .decoder import PolybasicDecoder, autoregressive
+from validation.capture_setup import alternate
+from validation.decoder import PolybasicDecoder, autoregressive
 
 __all__ = ["ReplayDecoder", "CompositionProfile", "profile_cascade", "load_profiles",
            "PROFILE_FORMAT"]

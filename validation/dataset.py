@@ -20,8 +20,7 @@ import numpy as np
 
 from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError
-
-from .schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
+from validation.schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
 
 __all__ = ["Rounds", "Baseline", "CaptureConfig", "Capture", "DRIFT_NOTE", "StructureRecords",
            "header_structures", "finished", "Finished", "check_captures"]

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import paths
+from validation import paths
 
 __all__ = ["ModelInfo", "DecoderModel", "ZooModel", "NGramDrafter", "HFModel", "load_model",
            "ZOO_MODELS"]
@@ -305,12 +305,11 @@ def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) ->
     ``ngram:K`` for an n-gram of context length K), a zoo
     ``.safetensors`` file, or a Hugging Face checkpoint directory (has ``config.json``)."""
     from polyspec_theory.errors import PolyspecInputError
-
-    from .zoo.weights import load_gpt
+    from validation.zoo.weights import load_gpt
 
     zdir = Path(zoo_dir) if zoo_dir is not None else paths.zoo_dir()
     if spec == "ngram" or spec.startswith("ngram:"):
-        from .zoo.ngram import NGramModel
+        from validation.zoo.ngram import NGramModel
 
         if spec == "ngram":
             return NGramDrafter(NGramModel.default(), device=device)
@@ -333,7 +332,7 @@ def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) ->
     if p.is_file() and p.suffix == ".safetensors":
         return ZooModel(load_gpt(p, device=device, dtype=dtype), p.stem, str(p), _digest(p))
     if p.is_dir() and (p / "config.json").exists():
-        from .files import note_read
+        from validation.files import note_read
 
         note_read(p)  # a checkpoint's files are inputs: no command writes over them
         return HFModel(p, device=device, dtype=dtype)

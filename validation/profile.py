@@ -35,7 +35,7 @@ def _filler(vocab_size: int, n: int, seed: int = 0) -> list[int]:
     seeded random ids otherwise (the cost of a forward does not depend on the ids)."""
     if vocab_size == 256:
         try:
-            from .zoo.data import load_split
+            from validation.zoo.data import load_split
 
             data = load_split("val")
             return [int(b) for b in data[:n]]
@@ -97,7 +97,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
                                 threads=threads, unit=unit, zoo_dir=zoo_dir,
                                 progress=progress)
 
-    from .capture import cost_curve_records
+    from validation.capture import cost_curve_records
 
     if isinstance(specs, str) or not specs:
         raise PolyspecInputError("models", "give at least one model")
@@ -153,7 +153,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
 
 def _load(spec, positions: int, device, torch_dtype, zoo_dir):
     """The model ``spec``, refused when it holds fewer than ``positions`` positions."""
-    from .models import load_model
+    from validation.models import load_model
 
     level = load_model(spec, device=device, dtype=torch_dtype, zoo_dir=zoo_dir)
     if level.max_len is not None and positions > level.max_len:
@@ -166,8 +166,8 @@ def _profile_batches(specs, batches, *, max_m, repeats, context, warmup, device,
                      threads, unit, zoo_dir, progress) -> dict:
     import torch
 
-    from .batch.capture import MAX_CAPTURE_BATCH, batch_cost_records
-    from .batch.levels import batch_level
+    from validation.batch.capture import MAX_CAPTURE_BATCH, batch_cost_records
+    from validation.batch.levels import batch_level
 
     if isinstance(specs, str) or not specs:
         raise PolyspecInputError("models", "give at least one model")

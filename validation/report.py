@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .analysis.fits import fit_costs
-from .analysis.validate import ValidationResult
-from .files import atomic_write_text, dump_json
+from validation.analysis.fits import fit_costs
+from validation.analysis.validate import ValidationResult
+from validation.files import atomic_write_text, dump_json
 
 __all__ = ["write_report", "expected_histogram", "markdown"]
 
@@ -54,7 +54,7 @@ def _stat_text(st) -> str:
 def markdown(result: ValidationResult, title: str = "Validation report",
              plots: dict | None = None, notes=()) -> str:
     """The Markdown report text: the predictive headline first, then the diagnostics."""
-    from .analysis.validate import DIAGNOSTICS
+    from validation.analysis.validate import DIAGNOSTICS
 
     if not result.configs:
         lines = [f"# {title}", ""] + [f"> {n}" for n in notes] + ([""] if notes else [])

@@ -28,9 +28,8 @@ from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import AcceptanceLaw
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-
-from .dataset import Capture
-from .schema import Round
+from validation.dataset import Capture
+from validation.schema import Round
 
 __all__ = ["simulate_capture", "trace_header", "write_trace", "synthetic_profile"]
 
@@ -209,7 +208,7 @@ def _rounded(x, digits):
 def write_trace(path, capture: Capture, trace_records, digits: int = 7):
     """Write a synthetic capture as a ``polyspec-trace`` file (via the project's writer);
     times rounded to ``digits`` decimals as the real capture does."""
-    from .traces import TraceWriter
+    from validation.traces import TraceWriter
 
     header = {k: v for k, v in capture.header.items() if k not in ("schema", "schema_version")}
     header["cascade"] = dict(header["cascade"], name=capture.name)
@@ -228,8 +227,7 @@ def synthetic_profile(models, costs, thresholds, *, context: float, ar_context: 
     ``m = 1``, and the target's autoregressive time per token at ``ar_context`` (no cascade
     load)."""
     from polyspec_theory.core.p1 import block_bounds
-
-    from .composition import CompositionProfile
+    from validation.composition import CompositionProfile
 
     n = len(models)
     theta = [as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]

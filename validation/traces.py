@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from polyspec_theory.errors import PolyspecInputError
-
-from .dataset import Capture
-from .files import check_json_nesting, json_default
-from .schema import (
+from validation.dataset import Capture
+from validation.files import check_json_nesting, json_default
+from validation.schema import (
     BATCH_RECORD_TYPES,
     RECORD_FIELDS,
     ROUND_OPTIONAL,
@@ -158,7 +157,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     if len(raw) > MAX_TRACE_BYTES:
         raise TraceError(f"{p}: more than a trace may have ({MAX_TRACE_BYTES:,} bytes); split "
                          "the capture")
-    from .files import note_read
+    from validation.files import note_read
 
     note_read(p)
     if not raw.strip():
@@ -236,7 +235,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             discarded += before - len(kept)
             continue
         if batched:
-            from .batch.dataset import check_batch_record
+            from validation.batch.dataset import check_batch_record
 
             msg = check_batch_record(rec, header)
             if msg:

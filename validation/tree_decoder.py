@@ -48,9 +48,8 @@ import torch
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.schedule import ConfidenceSchedule, HFSchedule, schedule_from_config
 from polyspec_theory.structures.trees import Tree, tree_from_config
-
-from .decoder import CascadeResult, PolybasicDecoder
-from .schema import Round, StructuredRound
+from validation.decoder import CascadeResult, PolybasicDecoder
+from validation.schema import Round, StructuredRound
 
 __all__ = ["StructuredDecoder", "StructuredResult", "TREE_SAMPLING", "parse_tree",
            "parse_schedule"]

@@ -79,8 +79,8 @@ def family_structures(law, target_cost, draft_cost, n: int) -> dict:
 
 def plan_from_capture(capture, budgets, prefix: str) -> dict:
     """The plan (module docstring) from a two-model tree capture."""
-    from .analysis.fits import fit_costs
-    from .analysis.structured import sibling_law_by_depth
+    from validation.analysis.fits import fit_costs
+    from validation.analysis.structured import sibling_law_by_depth
 
     if capture.n != 2 or capture.pair_kind(0) != "tree":
         raise PolyspecInputError("pilot", f"{capture.name}: need a two-model tree capture")
@@ -111,7 +111,7 @@ def plan_law_costs(plan: dict):
 
 
 def main(argv=None) -> int:
-    from .traces import read_trace
+    from validation.traces import read_trace
 
     p = argparse.ArgumentParser(prog="python -m validation.tree_plan", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     except PolyspecInputError as e:
         print(str(e), file=sys.stderr)
         return 2
-    from .files import atomic_write_text, dump_json
+    from validation.files import atomic_write_text, dump_json
 
     atomic_write_text(args.out, dump_json(plan) + "\n")
     seen = set()

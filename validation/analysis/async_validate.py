@@ -24,10 +24,9 @@ import numpy as np
 from polyspec_theory import Cascade, Model, async_pair, predict_async
 from polyspec_theory.core.costs import CostCurve, fit_cost_curve
 from polyspec_theory.errors import PolyspecInputError
+from validation.analysis.fits import fit_costs, fit_pairs
+from validation.analysis.forecast import measured_ci95
 from validation.analysis.relative import inside_ci, relative_error
-
-from .fits import fit_costs, fit_pairs
-from .forecast import measured_ci95
 
 __all__ = ["AsyncConfigResult", "validate_async", "earlier_window", "async_cascade",
            "sync_cost_curves", "drafter_forward_s", "async_text"]
@@ -129,7 +128,7 @@ def sync_cost_curves(capture, sync_caps) -> tuple[CostCurve, CostCurve, tuple[st
 
 def drafter_forward_s(capture) -> list[float]:
     """The capture's drafter forwards that scored one position (its ``dforwards``)."""
-    from ..traces import read_records
+    from validation.traces import read_records
 
     if not capture.path:
         return []

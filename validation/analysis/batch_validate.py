@@ -59,11 +59,10 @@ from polyspec_theory.core.costs import BatchTableCost, CostCurve, fit_cost_curve
 from polyspec_theory.core.laws import FAMILIES, fit_laws
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving.batch import crossover_batch, predict_batch
+from validation.analysis.fits import PairFit
 from validation.analysis.relative import relative_error
-
-from ..batch.dataset import BatchCapture
-from ..dataset import check_captures
-from .fits import PairFit
+from validation.batch.dataset import BatchCapture
+from validation.dataset import check_captures
 
 __all__ = ["BatchVariant", "BatchConfigResult", "CrossoverResult", "BatchValidation",
            "validate_batches", "load_profile", "VARIANTS", "ROW_LENGTH", "LawFits", "capture_laws",

@@ -22,8 +22,7 @@ import math
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
-
-from .forecast import Forecast, forecast
+from validation.analysis.forecast import Forecast, forecast
 
 __all__ = ["decompose_forecast", "TERMS"]
 

@@ -35,8 +35,7 @@ import numpy as np
 from polyspec_theory import AcceptanceCounts, Cascade, CostCurve, IIDGeometric, Model, predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.analysis.relative import relative_error
-
-from .residuals import overhead_model
+from validation.analysis.residuals import overhead_model
 
 __all__ = ["Forecast", "forecast", "forecast_capture", "loo_errors", "pair_rounds",
            "measured_ci95", "error_quantile", "NoHoldoutData", "count_ratios", "count_factors"]

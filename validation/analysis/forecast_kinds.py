@@ -26,14 +26,13 @@ import numpy as np
 
 from polyspec_theory import FAMILIES, CostCurve, predict_batch, predict_structured
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from validation.analysis.batch_validate import LawFits, capture_laws, predictive_costs
+from validation.analysis.fits import fit_costs
 from validation.analysis.relative import relative_error
-
-from ..batch.dataset import BatchCapture
-from ..dataset import Capture, CaptureConfig
-from .batch_validate import LawFits, capture_laws, predictive_costs
-from .fits import fit_costs
-from .residuals import overhead_model
-from .structured import fit_structured_laws, structured_cascade
+from validation.analysis.residuals import overhead_model
+from validation.analysis.structured import fit_structured_laws, structured_cascade
+from validation.batch.dataset import BatchCapture
+from validation.dataset import Capture, CaptureConfig
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",

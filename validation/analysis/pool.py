@@ -12,8 +12,7 @@ from polyspec_theory.core.laws import LAW_FAMILIES
 from polyspec_theory.core.regimes import MAX_HORIZON, RegimeLaw, fit_regimes
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.planning.pool import MAX_PLAN_THRESHOLD, Pool
-
-from .fits import fit_costs, fit_pairs
+from validation.analysis.fits import fit_costs, fit_pairs
 
 __all__ = ["pool_from_captures", "regime_fits", "capture_horizon", "REGIME_KS"]
 
@@ -181,7 +180,7 @@ def _composition_costs(caps, costs, target, profiles) -> dict:
     in-cascade/isolated ratio; every forward carries the decoder overhead per forward and
     every verify forward the overhead per round (fitted on the captures, in AR-token
     units)."""
-    from .residuals import overhead_model
+    from validation.analysis.residuals import overhead_model
 
     ver: dict[str, dict[int, list]] = {}
     drf: dict[str, list] = {}

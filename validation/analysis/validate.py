@@ -49,10 +49,7 @@ from polyspec_theory.core.laws import FAMILIES, fit_laws
 from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.coupling import coupled_forwards, select_coupling
-from validation.analysis.relative import inside_ci, relative_error
-
-from ..dataset import check_captures
-from .fits import (
+from validation.analysis.fits import (
     PairFit,
     capture_cascade,
     counts_without,
@@ -60,9 +57,10 @@ from .fits import (
     fit_pairs,
     predict_config,
 )
-from .forecast import NoHoldoutData, forecast_capture, measured_ci95
-from .insertion import insertion_analysis
-from .residuals import (
+from validation.analysis.forecast import NoHoldoutData, forecast_capture, measured_ci95
+from validation.analysis.insertion import insertion_analysis
+from validation.analysis.relative import inside_ci, relative_error
+from validation.analysis.residuals import (
     decompose,
     lag1_correlation,
     overhead_model,
@@ -70,7 +68,8 @@ from .residuals import (
     slowdown_factor,
     slowdown_ratios,
 )
-from .structured import StructuredConfigResult, analyse_structured
+from validation.analysis.structured import StructuredConfigResult, analyse_structured
+from validation.dataset import check_captures
 
 __all__ = ["ConfigResult", "ValidationResult", "validate", "DIAGNOSTICS", "HEADLINE"]
 

@@ -25,20 +25,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import validation.capture_setup as setup
 from polyspec_theory.errors import PolyspecInputError, as_int
-
-from .. import capture_setup as setup
-from ..capture_setup import COST_M, CaptureSpec
-from ..decoder import wall_clock
-from ..machine import machine_state
-from .decoder import (
+from validation.batch.decoder import (
     BATCH_POLICY,
     POLICY,
     BatchCascadeDecoder,
     batch_autoregressive,
     forwards_record,
 )
-from .levels import batch_level
+from validation.batch.levels import batch_level
+from validation.capture_setup import COST_M, CaptureSpec
+from validation.decoder import wall_clock
+from validation.machine import machine_state
 
 __all__ = ["capture_batch", "capture_batches", "record_decodes", "batch_cost_records",
            "batch_header", "MAX_CAPTURE_BATCH", "FINGERPRINT"]
@@ -211,7 +210,7 @@ def capture_batch(spec: CaptureSpec, *, batch, out, name=None, resume=False, for
     maxlen = min((lv.max_len for lv in levels if lv.max_len is not None), default=None)
     contexts = [int(c) for c in spec.cost_contexts
                 if maxlen is None or c + max(COST_M) <= maxlen]
-    from ..zoo.data import corpus_digest
+    from validation.zoo.data import corpus_digest
 
     header = batch_header(
         levels, thresholds, b, name=name, temperature=temperature, top_k=top_k, seed=seed,

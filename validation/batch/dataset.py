@@ -21,9 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
-
-from ..dataset import CaptureConfig, Rounds, finished
-from ..schema import Round, TraceError, is_batch_header
+from validation.dataset import CaptureConfig, Rounds, finished
+from validation.schema import Round, TraceError, is_batch_header
 
 __all__ = ["BatchCapture", "BatchRounds", "Forwards", "check_batch_record",
            "read_batch_trace", "read_batch_traces"]
@@ -358,7 +357,7 @@ class BatchCapture(CaptureConfig):
 
 def read_batch_trace(path, *, allow_truncated: bool = False) -> BatchCapture:
     """The :class:`BatchCapture` of one batched trace file."""
-    from ..traces import read_records
+    from validation.traces import read_records
 
     tr = read_records(path, allow_truncated=allow_truncated)
     if not is_batch_header(tr.header):
@@ -370,7 +369,7 @@ def read_batch_trace(path, *, allow_truncated: bool = False) -> BatchCapture:
 def read_batch_traces(directory, *, allow_truncated: bool = False) -> list[BatchCapture]:
     """Every batched ``*.jsonl`` trace of a directory (single-stream ones are skipped), sorted
     by file name; names made unique."""
-    from ..traces import is_batched_file
+    from validation.traces import is_batched_file
 
     d = Path(directory)
     if not d.is_dir():

@@ -55,8 +55,8 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-
-from ..decoder import (
+from validation.batch.levels import BatchLevel, batch_level
+from validation.decoder import (
     POLICY,
     Sampler,
     accept_greedy,
@@ -64,8 +64,7 @@ from ..decoder import (
     check_decoder_args,
     wall_clock,
 )
-from ..schema import BatchRound, SeqRound
-from .levels import BatchLevel, batch_level
+from validation.schema import BatchRound, SeqRound
 
 __all__ = ["BatchCascadeDecoder", "BatchCascadeResult", "BatchARResult", "ForwardTiming",
            "batch_autoregressive", "round_extent", "BATCH_POLICY", "POLICY", "UNTIL"]

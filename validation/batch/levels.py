@@ -24,8 +24,7 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-
-from ..models import DecoderModel, ModelInfo, NGramDrafter, ZooModel
+from validation.models import DecoderModel, ModelInfo, NGramDrafter, ZooModel
 
 __all__ = ["BatchLevel", "BatchZooLevel", "BatchNGramLevel", "batch_level"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..files import atomic_write_text, dump_json
+from validation.files import atomic_write_text, dump_json
 
 __all__ = ["batch_text", "write_batch_report"]
 

@@ -196,7 +196,7 @@ def read_engine_text(path) -> tuple[str, str]:
     if len(raw) > MAX_ENGINE_BYTES:
         raise PolyspecInputError("file", f"{p} has more than {MAX_ENGINE_BYTES:,} bytes; cut "
                                  "it to the run you mean")
-    from ..files import note_read
+    from validation.files import note_read
 
     note_read(p)
     try:

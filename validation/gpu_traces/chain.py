@@ -34,8 +34,7 @@ import numpy as np
 
 from polyspec_theory.core.runs import fit_run_law
 from polyspec_theory.errors import PolyspecInputError
-
-from .pipespec import MAX_VERIFY_TOKENS, PipeSpecRun
+from validation.gpu_traces.pipespec import MAX_VERIFY_TOKENS, PipeSpecRun
 
 _VOCAB = 128_000
 MIN_AT_RISK = 10  # ages with fewer rounds at risk use the tail hazard

@@ -11,8 +11,8 @@ from validation.files import dump_json
 
 def detect_file(path) -> str | None:
     """``"pipespec"``, ``"specbench"`` or None (not ours)."""
-    from .pipespec import looks_like_pipespec
-    from .specbench import is_specbench_file
+    from validation.gpu_traces.pipespec import looks_like_pipespec
+    from validation.gpu_traces.specbench import is_specbench_file
 
     if not os.path.isfile(path):
         return None
@@ -26,7 +26,7 @@ def detect_file(path) -> str | None:
             return None
         if '"metadata"' in head and '"model_configs"' in head:
             return "pipespec"
-        from .pipespec import load_json_file
+        from validation.gpu_traces.pipespec import load_json_file
 
         try:
             return "pipespec" if looks_like_pipespec(load_json_file(path)) else None
@@ -57,7 +57,7 @@ def _pair_report(run, j) -> dict:
            "mean_acceptance_length": float(acc.mean()), "cap": k - 1 if k >= 2 else None,
            "histogram": np.bincount(acc - 1, minlength=max(k, 1)).tolist()}
     if run.strategy == "chain" and len(run.models) == 2 and k >= 2:
-        from .chain import fit_age_hazard, round_exposures
+        from validation.gpu_traces.chain import fit_age_hazard, round_exposures
 
         law = fit_age_hazard([round_exposures(run)])
         rep["age_hazard"] = {"hazard": list(law.hazard), "tail": law.tail}
@@ -67,16 +67,16 @@ def _pair_report(run, j) -> dict:
 def fit_report(path) -> dict:
     kind = detect_file(path)
     if kind == "specbench":
-        from .specbench import read_answers
+        from validation.gpu_traces.specbench import read_answers
 
         f = read_answers(path)
         if f.is_baseline:
             raise PolyspecInputError(str(path), f"{f.method!r} is an autoregressive baseline "
                                      "(every round accepts 1 token): nothing to fit")
-        from .specbench import fit_report as sb
+        from validation.gpu_traces.specbench import fit_report as sb
 
         return sb(f)
-    from .pipespec import read_pipespec
+    from validation.gpu_traces.pipespec import read_pipespec
 
     run = read_pipespec(path)
     if run.is_baseline:
@@ -120,7 +120,7 @@ def run_validate(directory, as_json: bool, costs_from=None) -> int:
         raise PolyspecInputError("--costs-from", f"{costs_from} is not a Spec-Bench answer "
                                  "folder")
     if kind == "specbench":
-        from .specbench import validate_specbench
+        from validation.gpu_traces.specbench import validate_specbench
 
         rep = validate_specbench(directory, costs_from=costs_from)
         rep["comparison_proportional"] = {
@@ -130,8 +130,8 @@ def run_validate(directory, as_json: bool, costs_from=None) -> int:
     else:
         import numpy as np
 
-        from .forecast import leave_one_out
-        from .pipespec import read_pipespec_dir
+        from validation.gpu_traces.forecast import leave_one_out
+        from validation.gpu_traces.pipespec import read_pipespec_dir
 
         configs = leave_one_out(read_pipespec_dir(directory))
         if not configs:
@@ -169,7 +169,7 @@ def parse_dtypes(text) -> dict[str, str]:
 
 
 def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_json) -> int:
-    from .forecast import forecast_dir
+    from validation.gpu_traces.forecast import forecast_dir
 
     if mode not in (None, "sync", "async"):
         raise PolyspecInputError("--mode", f"must be 'sync' or 'async', got {mode!r}")
@@ -181,7 +181,7 @@ def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_j
         raise PolyspecInputError("--dtype", f"names {', '.join(unknown)}, not one of the "
                                  f"--models {', '.join(names)}")
     if mode == "async":  # docs/theory.md Part VI-AS
-        from .async_forecast import forecast_async_dir
+        from validation.gpu_traces.async_forecast import forecast_async_dir
 
         out = forecast_async_dir(traces, tuple(reversed(names)), lookahead,
                                  parse_dtypes(dtypes))

@@ -39,8 +39,7 @@ from dataclasses import replace
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
-
-from .chain import (
+from validation.gpu_traces.chain import (
     AgeHazard,
     ChainCosts,
     fit_age_hazard,
@@ -49,7 +48,7 @@ from .chain import (
     round_exposures,
     simulate_chain,
 )
-from .pipespec import PipeSpecRun, measured_speedup, read_pipespec_dir
+from validation.gpu_traces.pipespec import PipeSpecRun, measured_speedup, read_pipespec_dir
 
 SEEDS = 6
 

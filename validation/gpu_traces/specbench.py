@@ -27,8 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
-
-from .pipespec import MAX_TIME_S, MIN_TIME_S
+from validation.gpu_traces.pipespec import MAX_TIME_S, MIN_TIME_S
 
 BASELINE_METHODS = ("vanilla", "baseline", "ar")
 

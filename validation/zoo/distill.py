@@ -92,7 +92,7 @@ def next_byte_laws(model, windows: np.ndarray, min_context: int) -> np.ndarray:
     prefix of length ``min_context..seq_len`` of each window (row-major: window, then
     position). ``model``: a zoo :class:`~validation.zoo.model.GPT` (one full forward per
     window; fp32 logits, softmax in float64) or an :class:`~validation.zoo.ngram.NGramModel`."""
-    from .ngram import NGramModel
+    from validation.zoo.ngram import NGramModel
 
     windows = np.asarray(windows)
     n, L = windows.shape

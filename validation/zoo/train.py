@@ -39,10 +39,9 @@ import torch
 import torch.nn.functional as F
 
 from polyspec_theory.errors import PolyspecInputError
-
-from ..files import atomic_write_bytes, atomic_write_text
-from .data import corpus_digest, load_split
-from .model import GPT, GPTConfig
+from validation.files import atomic_write_bytes, atomic_write_text
+from validation.zoo.data import corpus_digest, load_split
+from validation.zoo.model import GPT, GPTConfig
 
 __all__ = ["TrainSpec", "DEFAULT_SPECS", "train_model", "eval_bpb", "train_zoo",
            "write_training_record", "grow_depth", "save_checkpoint", "load_checkpoint",
@@ -226,7 +225,7 @@ def _check_inputs(specs, out: Path) -> None:
 def _init_state(spec: TrainSpec, out: Path) -> dict:
     """Student state from ``spec.init_from``'s published weights (``init_layers`` of its
     layers, in that order; embeddings, positions and final norm copied)."""
-    from .weights import load_gpt
+    from validation.zoo.weights import load_gpt
 
     src = load_gpt(_published(out, spec.init_from, "initialisation", spec.name))
     c, s = spec.config, src.cfg
@@ -269,7 +268,7 @@ def _fresh_model(spec: TrainSpec, index: int, seed: int, out: Path, ckdir: Path,
 
 
 def _load_teacher(spec: TrainSpec, out: Path, device) -> GPT:
-    from .weights import load_gpt
+    from validation.zoo.weights import load_gpt
 
     teacher = load_gpt(_published(out, spec.teacher, "teacher", spec.name), device=device)
     if teacher.cfg.vocab_size != spec.config.vocab_size:
@@ -289,7 +288,7 @@ class _AcceptanceEval:
     PROMPT = 64
 
     def __init__(self, spec: TrainSpec, teacher: GPT, val: np.ndarray):
-        from .distill import eval_windows, greedy_texts, next_byte_laws
+        from validation.zoo.distill import eval_windows, greedy_texts, next_byte_laws
 
         seq = min(256, teacher.cfg.block_size, spec.config.block_size)
         new = min(spec.eval_new_tokens, seq - self.PROMPT)
@@ -300,7 +299,7 @@ class _AcceptanceEval:
         self.laws = {k: next_byte_laws(teacher, w, self.PROMPT) for k, w in self.sets.items()}
 
     def __call__(self, student: GPT) -> dict:
-        from .distill import pair_acceptance
+        from validation.zoo.distill import pair_acceptance
 
         return {k: pair_acceptance(None, student, w, self.PROMPT,
                                    verifier_laws=self.laws[k]).to_dict()
@@ -329,8 +328,8 @@ def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bo
     reached is recorded. A distilled spec (``teacher``) minimises the KL to the teacher's
     laws instead of the cross-entropy to the text (module docstring). ``progress`` shows a
     progress bar (stderr)."""
-    from .distill import distill_loss
-    from .weights import save_model
+    from validation.zoo.distill import distill_loss
+    from validation.zoo.weights import save_model
 
     out = Path(out)
     ckdir = out / "ckpt"
