@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 def write_traces(folder: Path, n: int, seed: int = 0) -> None:
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import IIDGeometric
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import simulate_capture, write_trace
 
     costs = {"t": CostCurve.affine(6e-3, 5e-4), "mid": CostCurve.affine(1.5e-3, 1e-4),
              "ng": CostCurve.constant(2e-5)}

@@ -1,7 +1,7 @@
 """Figure 4 — acceptance histograms from real traces with the four fitted laws overlaid.
 
 Data: the committed CPU traces (``data/traces/cpu/*.jsonl``) read by
-:func:`validation.traces.read_traces`; rounds pooled per (verifier, drafter,
+:func:`validation.traces.records.read_traces`; rounds pooled per (verifier, drafter,
 temperature) and every law family (iid, positional, Beta-mixed, Gaussian baseline) fitted by
 censored maximum likelihood (:func:`validation.analysis.fits.fit_pairs`); each law's expected
 histogram given the observed caps from :func:`validation.report.expected_histogram`. The pairs

@@ -2,7 +2,7 @@
 ``data/traces/gpu/`` holds traces), with the classic iid formula for contrast.
 
 Data: every captured configuration of the committed traces
-(:func:`validation.traces.read_traces`) run through the validation pipeline
+(:func:`validation.traces.records.read_traces`) run through the validation pipeline
 :func:`validation.analysis.validate` with its defaults (laws fitted per pair by censored MLE,
 on the configuration's own rounds or pooled, as ``validate`` does; cost curves fitted per
 capture, measured speedup = autoregressive target time

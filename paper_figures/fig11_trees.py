@@ -138,7 +138,7 @@ def zoo_panels(directory) -> list[dict]:
     trees that were captured (missing traces are skipped)."""
     import json
 
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
     from validation.tree_plan import family_structures, plan_law_costs
 
     out = []

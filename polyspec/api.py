@@ -76,8 +76,8 @@ def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None)
 
 
 def read_traces(directory, *, allow_truncated: bool = False):
-    """Every capture (:class:`validation.dataset.Capture`) stored in a folder of traces."""
-    from validation.traces import read_traces as _read
+    """Every capture (:class:`validation.traces.dataset.Capture`) stored in a folder of traces."""
+    from validation.traces.records import read_traces as _read
 
     return _read(directory, allow_truncated=allow_truncated)
 

@@ -1,5 +1,5 @@
 """Capture traces of the asynchronous two-process pipeline (:mod:`validation.async_decoder`)
-in the trace schema (:mod:`validation.schema`, ``"mode": "async"`` in the header).
+in the trace schema (:mod:`validation.traces.schema`, ``"mode": "async"`` in the header).
 
 Protocol as :func:`validation.capture.capture`: fixed thread count, warm-up, cost curves
 T_i(m) at the start and the end, and for each prompt the pipeline and the autoregressive
@@ -36,7 +36,7 @@ from validation.capture_setup import (
 from validation.decoder import POLICY, autoregressive
 from validation.machine import header_fields, machine_state
 from validation.models import model_name
-from validation.traces import TraceWriter
+from validation.traces.records import TraceWriter
 
 __all__ = ["capture_async", "async_name", "async_header"]
 

@@ -52,7 +52,7 @@ import torch
 from polyspec_theory import async_pair
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.decoder import check_prompt
-from validation.schema import Round
+from validation.traces.schema import Round
 
 __all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args",
            "pick_cores", "ROLLBACK", "RollbackError"]

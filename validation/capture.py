@@ -1,4 +1,4 @@
-"""Capture traces of the polybasic decoder on real models (see ``validation.traces`` for the
+"""Capture traces of the polybasic decoder on real models (see ``validation.traces.records`` for the
 schema). One capture = one cascade configuration = one ``<name>.jsonl`` file.
 
 Protocol (timing on a shared CPU is noisy): fixed thread count; warm-up of every model and
@@ -92,7 +92,7 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
     (default name: :meth:`CaptureSpec.name`); ``resume`` continues an interrupted trace of
     the same settings, ``force`` overwrites one; ``argv`` is recorded in the header. With a
     tree or schedules the header's cascade carries ``trees`` / ``schedules`` in the config
-    format and the rounds of those pairs their optional fields (:mod:`validation.schema`)."""
+    format and the rounds of those pairs their optional fields (:mod:`validation.traces.schema`)."""
     spec = spec.checked()
     models, thresholds, max_new = spec.models, spec.thresholds, spec.max_new_tokens
     temperature, top_k, seed = spec.temperature, spec.top_k, spec.seed

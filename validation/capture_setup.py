@@ -19,7 +19,7 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.models import DecoderModel, load_model
-from validation.traces import TraceRecords, TraceWriter, read_records
+from validation.traces.records import TraceRecords, TraceWriter, read_records
 
 __all__ = ["CaptureSpec", "COST_M", "default_name", "make_prompts", "check_name",
            "trace_path", "load_models", "tokenizer_for", "device_name", "capture_header",
@@ -276,7 +276,7 @@ def now_iso() -> str:
 
 def capture_header(levels, thresholds, *, name, tool, policy, dtype, device, device_name,
                    argv, temperature, top_k, seed, load_check=None) -> dict:
-    """The header fields every capture writes first (schema: :mod:`validation.schema`), the
+    """The header fields every capture writes first (schema: :mod:`validation.traces.schema`), the
     machine's state and ``load_check`` included (:func:`validation.machine.header_fields`);
     the caller adds its prompts, cost-curve protocol and baselines."""
     from validation.machine import header_fields
@@ -298,7 +298,7 @@ def capture_header(levels, thresholds, *, name, tool, policy, dtype, device, dev
 
 def resume_point(records: TraceRecords, batched: bool = False) -> tuple[int, bool]:
     """Where ``capture --resume`` continues an interrupted trace (its records as
-    :func:`validation.traces.read_records` keeps them): the first prompt (batched: decode)
+    :func:`validation.traces.records.read_records` keeps them): the first prompt (batched: decode)
     without a ``summary`` (``bsummary``) record (they run in order, each ends with its
     summary, so this is the number of summaries; its partial records are discarded by the
     ``resume`` record), and whether the start-phase cost curves were recorded."""

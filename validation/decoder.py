@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from validation.schema import Round
+from validation.traces.schema import Round
 
 __all__ = ["Sampler", "PolybasicDecoder", "CascadeResult", "ARResult", "autoregressive",
            "accept_greedy", "accept_sampled", "check_decoder_args", "check_prompt", "wall_clock",

@@ -34,7 +34,7 @@ probability = the max of the law the drafter samples from (at temperature 0: the
 its logits at temperature 1).
 
 Records: a structured pair's rounds are handed to ``on_round`` as
-:class:`validation.schema.StructuredRound` (the round plus its optional fields, schema
+:class:`validation.traces.schema.StructuredRound` (the round plus its optional fields, schema
 module docstring); :attr:`StructuredResult.extras` holds those fields per round.
 """
 
@@ -49,7 +49,7 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.schedule import ConfidenceSchedule, HFSchedule, schedule_from_config
 from polyspec_theory.structures.trees import Tree, tree_from_config
 from validation.decoder import CascadeResult, PolybasicDecoder
-from validation.schema import Round, StructuredRound
+from validation.traces.schema import Round, StructuredRound
 
 __all__ = ["StructuredDecoder", "StructuredResult", "TREE_SAMPLING", "parse_tree",
            "parse_schedule"]

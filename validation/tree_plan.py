@@ -111,7 +111,7 @@ def plan_law_costs(plan: dict):
 
 
 def main(argv=None) -> int:
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
 
     p = argparse.ArgumentParser(prog="python -m validation.tree_plan", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

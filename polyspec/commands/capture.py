@@ -161,7 +161,7 @@ def _run_sync(args, models) -> int:
     import sys
 
     from validation.capture import capture
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
 
     _sync_checks(args)
     spec = _spec(args, models)
@@ -182,7 +182,7 @@ def _run_async(args, models) -> int:
 
     from polyspec_theory.errors import PolyspecInputError
     from validation.async_capture import capture_async
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
 
     given = [f for f, v in (("--tree", args.tree),
                             ("--schedule", args.schedule), ("--batch", args.batch),
@@ -226,7 +226,7 @@ def _run_batches(args, models) -> int:
     import sys
 
     from validation.batch.capture import capture_batches
-    from validation.batch.dataset import read_batch_trace
+    from validation.traces.batch import read_batch_trace
 
     from .serving_batch import parse_batches
 

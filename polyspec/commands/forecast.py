@@ -45,7 +45,7 @@ def run(args) -> int:
     from validation.composition import CompositionProfile, load_profiles
     from validation.files import dump_json, read_mapping
     from validation.models import model_name
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     from .forecast_kinds import run_kind
 

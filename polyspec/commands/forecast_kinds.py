@@ -67,7 +67,7 @@ def run_kind(args) -> int:
     from validation.analysis import forecast_kinds as fk
     from validation.files import dump_json
     from validation.models import model_name
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     from .capture import parse_ints, parse_schedules
 
@@ -84,7 +84,7 @@ def run_kind(args) -> int:
     name = args.name or "forecast"
     if args.batch is not None:
         from validation.analysis.batch_validate import load_profile
-        from validation.batch.dataset import read_batch_traces
+        from validation.traces.batch import read_batch_traces
 
         if args.batch_profile is None or args.laws_from is None:
             raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")

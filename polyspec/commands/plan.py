@@ -183,7 +183,7 @@ def run(args) -> int:
     info = None
     if args.traces is not None:
         from validation.analysis.pool import pool_from_captures
-        from validation.traces import read_traces
+        from validation.traces.records import read_traces
 
         captures = read_traces(Path(args.traces), allow_truncated=args.allow_truncated)
         from validation.composition import load_profiles

@@ -65,7 +65,7 @@ def _run_cascade(args) -> int:
     from validation.files import check_output, write_output
     from validation.machine import check_load, machine_state
     from validation.models import load_model
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     if args.out:  # before loading anything: never over the traces or the weights read
         check_output(args.out, "--out", inputs=[args.traces, *_model_paths(args.models)])

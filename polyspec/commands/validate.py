@@ -70,7 +70,7 @@ def _noise_floor(args, tdir):
 
     from polyspec_theory.errors import PolyspecInputError
     from validation.analysis.plan_uncertainty import noise_floor
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     aa = Path(args.aa) if args.aa else tdir / "aa"
     if not aa.is_dir() or not any(aa.glob("*.jsonl")):
@@ -103,7 +103,7 @@ def run(args) -> int:
     from validation.analysis.validate import validate
     from validation.files import dump_json
     from validation.report import write_report
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     fams = [f.strip() for f in args.laws.split(",") if f.strip()]
     for f in fams:
@@ -270,7 +270,7 @@ def _validate_async(args, async_caps, captures, fams):
     from pathlib import Path
 
     from validation.analysis.async_validate import validate_async
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     extra = read_traces(Path(args.laws_from)) if args.laws_from else []
     return validate_async(async_caps, list(captures) + extra, fams, cost_caps=captures)
@@ -290,7 +290,7 @@ def _print_async(args, res, notes) -> int:
 
 
 def _has_single(tdir) -> bool:
-    from validation.traces import is_batched_file
+    from validation.traces.records import is_batched_file
 
     return any(not is_batched_file(f) for f in sorted(tdir.glob("*.jsonl")))
 
@@ -300,9 +300,9 @@ def _validate_batched(args, tdir, fams, out):
     from pathlib import Path
 
     from validation.analysis.batch_validate import load_profile, validate_batches
-    from validation.batch.dataset import read_batch_traces
     from validation.batch.report import write_batch_report
-    from validation.traces import read_traces
+    from validation.traces.batch import read_batch_traces
+    from validation.traces.records import read_traces
 
     if not tdir.is_dir():
         return None

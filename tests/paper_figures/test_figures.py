@@ -47,7 +47,7 @@ def synthetic_traces(tmp_path_factory):
     not."""
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import simulate_capture, write_trace
 
     out = tmp_path_factory.mktemp("traces")
     costs = {"target": CostCurve.affine(0.02, 0.0008), "mid": CostCurve.affine(0.006, 0.0003),
@@ -495,7 +495,7 @@ def test_fig07_rows_match_traces_and_formulas(synthetic_traces):
     from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.core.polybasic import predict
     from validation.analysis.fits import fit_costs
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     d = figure_module(7).compute(quick=False, traces_dir=synthetic_traces)
     caps = {c.name: c for c in read_traces(synthetic_traces)}

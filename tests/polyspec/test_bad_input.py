@@ -285,7 +285,7 @@ def test_capture_names_stay_inside_out(tmp_path, capsys, name):
 def test_json_output_is_strict_with_a_note(tmp_path, capsys):
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import IIDGeometric
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import simulate_capture, write_trace
 
     d = tmp_path / "one"
     cap, recs = simulate_capture("one", ["t", "d"], [CostCurve.affine(1e-3, 1e-4),

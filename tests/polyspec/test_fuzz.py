@@ -242,7 +242,7 @@ def test_fuzz_configs_through_predict(tmp_path_factory, capsys, cfg, data, yaml_
 def base_trace(tmp_path_factory):
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import BetaMixed, IIDGeometric
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import simulate_capture, write_trace
 
     cap, recs = simulate_capture(
         "fz", ["t", "m", "d"],

@@ -12,8 +12,8 @@ from polyspec.cli import main
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, Positional
 from validation.analysis.validate import validate
-from validation.synthetic import simulate_capture, write_trace
-from validation.traces import read_traces
+from validation.traces.records import read_traces
+from validation.traces.synthetic import simulate_capture, write_trace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "validation" / "fixtures"
 FIX = FIXTURES / "traces"
@@ -95,7 +95,7 @@ def test_notes_go_to_stderr_and_the_result_comes_last(capsys, tmp_path, monkeypa
     """Issue 32: a capture's notes (e.g. 'T(1) moved') were printed on stdout."""
     import dataclasses
 
-    import validation.traces as traces
+    import validation.traces.records as traces
 
     real = traces.read_traces
 

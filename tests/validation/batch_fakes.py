@@ -105,7 +105,7 @@ def write_fake_traces(directory, cascades=((2, (3,)), (3, (3, 2))), batches=(1, 
     from pathlib import Path
 
     from validation.batch.capture import batch_cost_records, batch_header, record_decodes
-    from validation.traces import TraceWriter
+    from validation.traces.records import TraceWriter
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)

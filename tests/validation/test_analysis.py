@@ -1,5 +1,5 @@
 """Analysis of captures (validation.analysis) on synthetic captures with known laws and costs
-(validation.synthetic runs the block policy round by round), and the level coupling model
+(validation.traces.synthetic runs the block policy round by round), and the level coupling model
 (polyspec_theory.planning.coupling) fitted on them."""
 
 import math
@@ -18,7 +18,7 @@ from polyspec_theory.errors import PolyspecInputError
 from validation.analysis.fits import fit_costs, fit_pairs, predict_config
 from validation.analysis.residuals import lag1_correlation, overhead_model
 from validation.analysis.validate import validate
-from validation.synthetic import simulate_capture
+from validation.traces.synthetic import simulate_capture
 
 Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
 
@@ -329,7 +329,7 @@ def test_coupling_recovers_shared_acceptance_and_predicts_the_time():
 # --- the predictive headline: forecasts from other captures and a composition profile ------
 def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
     from validation.analysis.forecast import forecast, measured_ci95
-    from validation.synthetic import synthetic_profile
+    from validation.traces.synthetic import synthetic_profile
 
     laws = {("t", "mid"): IIDGeometric(0.8), ("mid", "ng"): IIDGeometric(0.6),
             ("t", "ng"): IIDGeometric(0.5)}
@@ -555,7 +555,7 @@ def test_error_quantile_pinned_order_statistics():
 
 
 def test_ar_time_per_token_is_a_ratio_of_sums():
-    from validation.dataset import Capture
+    from validation.traces.dataset import Capture
 
     cap, trace = simulate_capture("ar", ["t", "mid"], [T, MID], [IIDGeometric(0.7)], [3],
                                   prompts=3, tokens_per_prompt=60, seed=17)

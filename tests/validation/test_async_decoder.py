@@ -27,7 +27,7 @@ from validation.async_decoder import (
     pick_cores,
 )
 from validation.decoder import autoregressive
-from validation.traces import read_records, read_trace
+from validation.traces.records import read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 
@@ -302,7 +302,7 @@ def mixed_dir(async_trace, zoo_dir):
 def test_validate_predicts_async_captures_from_the_other_captures(mixed_dir, tmp_path, capsys):
     from validation.analysis.async_validate import sync_cost_curves, validate_async
     from validation.analysis.fits import fit_costs
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     assert main(["validate", str(mixed_dir), "--json", "--no-plots", "--no-insertions",
                  "--out", str(tmp_path / "rep")]) == 0

@@ -12,11 +12,11 @@ import torch
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
 from validation.batch.capture import capture_batch, capture_batches
-from validation.batch.dataset import read_batch_trace, read_batch_traces
 from validation.capture import capture
 from validation.capture_setup import CaptureSpec
-from validation.schema import TraceError
-from validation.traces import read_records, read_trace, read_traces
+from validation.traces.batch import read_batch_trace, read_batch_traces
+from validation.traces.records import read_records, read_trace, read_traces
+from validation.traces.schema import TraceError
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 

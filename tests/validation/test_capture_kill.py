@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from validation.paths import REPO_ROOT, zoo_dir
-from validation.traces import read_records, read_trace
+from validation.traces.records import read_records, read_trace
 
 HOOK = Path(__file__).parent / "killhook"
 MODELS, THRESHOLDS = "target,mid,small", "3,2"

@@ -17,8 +17,8 @@ from polyspec_theory.errors import PolyspecInputError
 from validation.batch.capture import FINGERPRINT as BATCH_FINGERPRINT
 from validation.capture import FINGERPRINT
 from validation.capture_setup import CaptureSpec, default_name, open_trace
-from validation.synthetic import simulate_capture, write_trace
-from validation.traces import read_records
+from validation.traces.records import read_records
+from validation.traces.synthetic import simulate_capture, write_trace
 
 from .batch_fakes import write_fake_traces
 

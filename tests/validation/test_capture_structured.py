@@ -17,7 +17,7 @@ from validation.analysis.structured import confidence_qr, sibling_law_by_depth
 from validation.analysis.validate import validate
 from validation.capture import capture
 from validation.capture_setup import CaptureSpec
-from validation.traces import read_records, read_trace, read_traces
+from validation.traces.records import read_records, read_trace, read_traces
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from polyspec_theory import CostCurve, IIDGeometric, Model, predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.pool import Pool
-from validation.synthetic import simulate_capture, synthetic_profile, write_trace
+from validation.traces.synthetic import simulate_capture, synthetic_profile, write_trace
 
 T = CostCurve.affine(6e-3, 5e-4)
 MID = CostCurve.affine(1.5e-3, 1e-4)
@@ -140,7 +140,7 @@ def test_score_finds_captures_by_name_and_scores_them(tmp_path, capsys):
     cap, recs = _caps(prompts=6)[0]
     (tmp_path / "captures").mkdir()
     write_trace(tmp_path / "captures" / f"{cap.name}.jsonl", cap, recs)
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
 
     c = read_trace(tmp_path / "captures" / f"{cap.name}.jsonl")
     m = c.measured_speedup
@@ -255,7 +255,7 @@ def test_tree_forecast_of_a_committed_capture_from_the_others():
     from pathlib import Path
 
     from validation.analysis.forecast_kinds import forecast_structured, spec_of
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     trees = read_traces(Path(__file__).resolve().parents[2] / "data" / "traces" / "trees")
     c = next(x for x in trees if x.name == "fig11_target-ngram_T0_n4_3225fc78")
@@ -270,7 +270,7 @@ def test_tree_forecast_of_a_committed_capture_from_the_others():
 def test_validate_reads_the_noise_floor_from_the_aa_folder(tmp_path):
     from polyspec.commands.validate import _noise_floor
     from validation.analysis.plan_uncertainty import noise_floor
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     args = SimpleNamespace(aa=None)
     assert _noise_floor(args, tmp_path) is None  # no aa/ folder

@@ -18,7 +18,7 @@ import torch
 
 from validation.decoder import PolybasicDecoder
 from validation.models import DecoderModel
-from validation.schema import Round
+from validation.traces.schema import Round
 
 
 class Clock:

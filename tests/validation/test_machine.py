@@ -15,7 +15,7 @@ import torch
 
 from polyspec.cli import main
 from validation import machine
-from validation.traces import TraceError, read_records, read_trace
+from validation.traces.records import TraceError, read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 

@@ -19,7 +19,7 @@ import pytest
 from polyspec_theory.planning.planner import plan
 from validation.analysis.pool import pool_from_captures
 from validation.paths import traces_dir
-from validation.traces import read_traces
+from validation.traces.records import read_traces
 
 # the module's fixtures (pools with hidden-regime laws fitted per sampling mode, the plans) are
 # its cost: its tests run on one xdist worker so that they are computed once per run

@@ -19,8 +19,8 @@ from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
 from validation.capture import capture
 from validation.capture_setup import CaptureSpec, resume_point
-from validation.synthetic import simulate_capture, write_trace
-from validation.traces import TraceWriter, read_records
+from validation.traces.records import TraceWriter, read_records
+from validation.traces.synthetic import simulate_capture, write_trace
 
 torch.set_num_threads(1)
 

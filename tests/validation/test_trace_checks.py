@@ -12,9 +12,9 @@ import pytest
 
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, IIDGeometric
-from validation.schema import TraceError
-from validation.synthetic import simulate_capture, write_trace
-from validation.traces import read_records, read_trace, read_traces
+from validation.traces.records import read_records, read_trace, read_traces
+from validation.traces.schema import TraceError
+from validation.traces.synthetic import simulate_capture, write_trace
 
 
 def _synthetic(path, seed=3, prompts=2):

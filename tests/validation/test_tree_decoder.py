@@ -17,7 +17,7 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.trees import Tree, residual_rank_probs
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram
 from validation.decoder import Sampler, autoregressive
-from validation.schema import StructuredRound, check_round_extras
+from validation.traces.schema import StructuredRound, check_round_extras
 from validation.tree_decoder import StructuredDecoder, parse_schedule, parse_tree
 
 torch.set_num_threads(1)

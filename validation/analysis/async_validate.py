@@ -128,7 +128,7 @@ def sync_cost_curves(capture, sync_caps) -> tuple[CostCurve, CostCurve, tuple[st
 
 def drafter_forward_s(capture) -> list[float]:
     """The capture's drafter forwards that scored one position (its ``dforwards``)."""
-    from validation.traces import read_records
+    from validation.traces.records import read_records
 
     if not capture.path:
         return []

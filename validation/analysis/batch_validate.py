@@ -14,7 +14,7 @@ Per batched capture (cascade ``C`` at batch ``b``), the B2 prediction
   baseline is ``T_1(b, 1) + a_b``.
 
 The predicted speedup ``(T_1(b,1) + a_b) / tau_b`` and throughput ``b / tau_b`` are compared
-with the measured ones (:class:`validation.batch.dataset.BatchCapture`). Variants:
+with the measured ones (:class:`validation.traces.batch.BatchCapture`). Variants:
 
 ``predictive`` (the prediction: nothing of the predicted capture goes in)
     laws pooled over the OTHER captures with the same pairs (the same cascade at the other
@@ -61,8 +61,8 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving.batch import crossover_batch, predict_batch
 from validation.analysis.fits import PairFit
 from validation.analysis.relative import relative_error
-from validation.batch.dataset import BatchCapture
-from validation.dataset import check_captures
+from validation.traces.batch import BatchCapture
+from validation.traces.dataset import check_captures
 
 __all__ = ["BatchVariant", "BatchConfigResult", "CrossoverResult", "BatchValidation",
            "validate_batches", "load_profile", "VARIANTS", "ROW_LENGTH", "LawFits", "capture_laws",

@@ -31,8 +31,8 @@ from validation.analysis.fits import fit_costs
 from validation.analysis.relative import relative_error
 from validation.analysis.residuals import overhead_model
 from validation.analysis.structured import fit_structured_laws, structured_cascade
-from validation.batch.dataset import BatchCapture
-from validation.dataset import Capture, CaptureConfig
+from validation.traces.batch import BatchCapture
+from validation.traces.dataset import Capture, CaptureConfig
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",

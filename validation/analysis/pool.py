@@ -60,7 +60,7 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
                        temperature: float | None = None, name: str = "traces",
                        horizon: int | None = None, profiles=None):
     """A :class:`polyspec_theory.planning.planner.Pool` from captures
-    (:func:`validation.traces.read_traces`).
+    (:func:`validation.traces.records.read_traces`).
 
     - Models: every model of the captures; the target (first model of every capture; all
       captures must share it) first, the others by decreasing fitted ``T(1)``.

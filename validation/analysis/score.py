@@ -48,8 +48,8 @@ def _number(x) -> bool:
 
 
 def _read(path, kind):
-    from validation.batch.dataset import read_batch_trace
-    from validation.traces import read_trace
+    from validation.traces.batch import read_batch_trace
+    from validation.traces.records import read_trace
 
     return read_batch_trace(path) if kind == "batch" else read_trace(path)
 

@@ -69,7 +69,7 @@ from validation.analysis.residuals import (
     slowdown_ratios,
 )
 from validation.analysis.structured import StructuredConfigResult, analyse_structured
-from validation.dataset import check_captures
+from validation.traces.dataset import check_captures
 
 __all__ = ["ConfigResult", "ValidationResult", "validate", "DIAGNOSTICS", "HEADLINE"]
 

@@ -1,5 +1,5 @@
 """Capture traces of the batched (lockstep) decoder: one trace per cascade configuration and
-batch size ``b`` (schema: :mod:`validation.schema`, batched records).
+batch size ``b`` (schema: :mod:`validation.traces.schema`, batched records).
 
 Protocol, as for the single-stream captures (:mod:`validation.capture`): fixed thread count;
 warm-up (one decode, not recorded); batched cost samples ``T(b, m)``, ``m = 1..16``, at a few
@@ -89,7 +89,7 @@ def batch_header(levels, thresholds, batch: int, *, name, temperature, top_k, se
                  n_decodes: int, contexts, cost_repeats, ms=COST_M, dtype="float32",
                  device="cpu", device_name="", argv=None, prompt_info=None,
                  load_check=None) -> dict:
-    """The header of a batched trace (schema: :mod:`validation.schema`); ``load_check`` as
+    """The header of a batched trace (schema: :mod:`validation.traces.schema`); ``load_check`` as
     :func:`validation.capture_setup.capture_header`'s."""
     info = {"source": "given", "n_prompts": len(prompts),
             "prompt_len": max(len(p) for p in prompts)}

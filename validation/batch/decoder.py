@@ -64,7 +64,7 @@ from validation.decoder import (
     check_decoder_args,
     wall_clock,
 )
-from validation.schema import BatchRound, SeqRound
+from validation.traces.schema import BatchRound, SeqRound
 
 __all__ = ["BatchCascadeDecoder", "BatchCascadeResult", "BatchARResult", "ForwardTiming",
            "batch_autoregressive", "round_extent", "BATCH_POLICY", "POLICY", "UNTIL"]

@@ -51,7 +51,7 @@ from polyspec_theory import MAX_VERIFY_TOKENS  # decoding.build_verify_inputs (A
 from polyspec_theory.errors import PolyspecInputError
 
 STRATEGIES = ("greedy", "chain", "async-chain")
-# plausible times, as for the CPU traces (validation.schema.MAX_TIME_S): a timed call or a
+# plausible times, as for the CPU traces (validation.traces.schema.MAX_TIME_S): a timed call or a
 # prompt takes more than a microsecond and less than a day
 MIN_TIME_S = 1e-6
 MAX_TIME_S = 86400.0

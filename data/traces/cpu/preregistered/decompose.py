@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE.parents[3]))
 from validation.analysis.bias import TERMS, decompose_forecast  # noqa: E402
 from validation.analysis.forecast import forecast_capture  # noqa: E402
 from validation.composition import load_profiles  # noqa: E402
-from validation.traces import read_traces  # noqa: E402
+from validation.traces.records import read_traces  # noqa: E402
 
 
 def trees() -> list[dict]:
@@ -53,7 +53,7 @@ def batches() -> list[dict]:
 
     from validation.analysis.batch_validate import load_profile
     from validation.analysis.forecast_kinds import forecast_batch, spec_of
-    from validation.batch.dataset import read_batch_traces
+    from validation.traces.batch import read_batch_traces
 
     bdir = HERE.parents[1] / "cpu-batch"
     caps = read_batch_traces(bdir)
@@ -102,7 +102,7 @@ def round2() -> list[dict]:
 
 
 def read_traces_file(path):
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
 
     return read_trace(path)
 

@@ -10,9 +10,9 @@ decoder overhead per forward and per verify round, context slopes ``d_i``, lag-1
 the marginal law is unchanged, only P1's independence assumption breaks), and the real
 decoder's occasional extra verify position (``catch_up``).
 
-It returns the trace records of the ``polyspec-trace`` v1 schema (:mod:`validation.schema`:
-``cost``, then per prompt its :class:`~validation.schema.Round` records, its ``ar``
-baselines and its ``summary``; then ``end``) and the :class:`validation.dataset.Capture`
+It returns the trace records of the ``polyspec-trace`` v1 schema (:mod:`validation.traces.schema`:
+``cost``, then per prompt its :class:`~validation.traces.schema.Round` records, its ``ar``
+baselines and its ``summary``; then ``end``) and the :class:`validation.traces.dataset.Capture`
 built from them by the same constructor the trace reader uses; :func:`write_trace` writes
 them with the project's trace writer.
 """
@@ -28,8 +28,8 @@ from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import AcceptanceLaw
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from validation.dataset import Capture
-from validation.schema import Round
+from validation.traces.dataset import Capture
+from validation.traces.schema import Round
 
 __all__ = ["simulate_capture", "trace_header", "write_trace", "synthetic_profile"]
 
@@ -184,7 +184,7 @@ def trace_header(name, models, thresholds, temperature=0.0, top_k=0, prompts=1,
                  seed: int = 0) -> dict:
     """A ``polyspec-trace`` v1 header (without schema fields) for a synthetic capture."""
     return {
-        "created": "synthetic", "tool": "validation.synthetic",
+        "created": "synthetic", "tool": "validation.traces.synthetic",
         "models": [{"name": m, "kind": "synthetic", "params": 0, "vocab_size": 0,
                     "max_len": None} for m in models],
         "dtype": "float64", "device": "synthetic", "torch": "none", "threads": 1,
@@ -208,7 +208,7 @@ def _rounded(x, digits):
 def write_trace(path, capture: Capture, trace_records, digits: int = 7):
     """Write a synthetic capture as a ``polyspec-trace`` file (via the project's writer);
     times rounded to ``digits`` decimals as the real capture does."""
-    from validation.traces import TraceWriter
+    from validation.traces.records import TraceWriter
 
     header = {k: v for k, v in capture.header.items() if k not in ("schema", "schema_version")}
     header["cascade"] = dict(header["cascade"], name=capture.name)

@@ -1,5 +1,5 @@
 """A batched capture as data (:class:`BatchCapture`): one cascade configuration decoded in
-lockstep batches of ``b`` sequences (records of :mod:`validation.schema`, batched part), with
+lockstep batches of ``b`` sequences (records of :mod:`validation.traces.schema`, batched part), with
 its per-sequence rounds, batched rounds, every forward, the decode totals and the batched
 autoregressive baseline at the same ``b``. Only finished decodes (with a ``bsummary``) count.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.dataset import CaptureConfig, Rounds, finished
-from validation.schema import Round, TraceError, is_batch_header
+from validation.traces.dataset import CaptureConfig, Rounds, finished
+from validation.traces.schema import Round, TraceError, is_batch_header
 
 __all__ = ["BatchCapture", "BatchRounds", "Forwards", "check_batch_record",
            "read_batch_trace", "read_batch_traces"]
@@ -357,7 +357,7 @@ class BatchCapture(CaptureConfig):
 
 def read_batch_trace(path, *, allow_truncated: bool = False) -> BatchCapture:
     """The :class:`BatchCapture` of one batched trace file."""
-    from validation.traces import read_records
+    from validation.traces.records import read_records
 
     tr = read_records(path, allow_truncated=allow_truncated)
     if not is_batch_header(tr.header):
@@ -369,7 +369,7 @@ def read_batch_trace(path, *, allow_truncated: bool = False) -> BatchCapture:
 def read_batch_traces(directory, *, allow_truncated: bool = False) -> list[BatchCapture]:
     """Every batched ``*.jsonl`` trace of a directory (single-stream ones are skipped), sorted
     by file name; names made unique."""
-    from validation.traces import is_batched_file
+    from validation.traces.records import is_batched_file
 
     d = Path(directory)
     if not d.is_dir():

@@ -1,8 +1,8 @@
-"""Trace files (schema in :mod:`validation.schema`): an append-and-flush writer and a
+"""Trace files (schema in :mod:`validation.traces.schema`): an append-and-flush writer and a
 validating reader.
 
 :func:`read_records` parses and checks a file record by record (errors name the file, the
-line and the field); :func:`read_trace` turns it into a :class:`validation.dataset.Capture`;
+line and the field); :func:`read_trace` turns it into a :class:`validation.traces.dataset.Capture`;
 :func:`read_traces` reads every ``*.jsonl`` file of a directory.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.dataset import Capture
 from validation.files import check_json_nesting, json_default
-from validation.schema import (
+from validation.traces.dataset import Capture
+from validation.traces.schema import (
     BATCH_RECORD_TYPES,
     RECORD_FIELDS,
     ROUND_OPTIONAL,
@@ -138,7 +138,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     """Parse and check a trace file. A last line that is cut (unterminated, invalid JSON)
     raises unless ``allow_truncated``, in which case it is skipped and ``truncated_tail`` is
     set. Any other bad line raises naming its number and field: every record is checked
-    against the schema and its header (:class:`validation.schema.RecordChecker`), and the
+    against the schema and its header (:class:`validation.traces.schema.RecordChecker`), and the
     records of each finished prompt against each other (:func:`check_prompts`)."""
     p = Path(path)
     if not p.exists():
@@ -235,7 +235,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             discarded += before - len(kept)
             continue
         if batched:
-            from validation.batch.dataset import check_batch_record
+            from validation.traces.batch import check_batch_record
 
             msg = check_batch_record(rec, header)
             if msg:
@@ -378,14 +378,14 @@ def read_trace(path, *, allow_truncated: bool = False) -> Capture:
 def _capture(tr: TraceRecords) -> Capture:
     if is_batch_header(tr.header):
         raise TraceError(f"{tr.path}: a batched trace (header 'batch'): read it with "
-                         "validation.batch.dataset.read_batch_trace (polyspec validate does)")
+                         "validation.traces.batch.read_batch_trace (polyspec validate does)")
     return Capture.from_records(tr.header, tr.records, path=tr.path, complete=tr.complete,
                                 notes=tr.skipped_notes())
 
 
 def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     """Every single-stream ``*.jsonl`` trace of a directory, sorted by file name (batched
-    traces, read by :func:`validation.batch.dataset.read_batch_traces`, are skipped). Two
+    traces, read by :func:`validation.traces.batch.read_batch_traces`, are skipped). Two
     files holding the same records (a copy, renamed or not) are refused: counted twice they
     would weigh one capture double in every fit (``validate`` and ``plan --traces`` both read
     through here).

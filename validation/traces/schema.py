@@ -78,7 +78,7 @@ parallel). One more record per prompt:
     (positions scored: 1, or more when catching up after a rollback), ``wall_s``, and
     ``discarded`` (drafted tokens thrown away by rollbacks), ``rollbacks``.
 
-The measured speedup of a capture (:attr:`validation.dataset.Capture.measured_speedup`) is
+The measured speedup of a capture (:attr:`validation.traces.dataset.Capture.measured_speedup`) is
 (Σ target AR ``wall_s`` / Σ ``n_tokens``) / (Σ summary ``wall_s`` / Σ ``n_generated``) over
 the prompts the capture finished.
 
@@ -336,7 +336,7 @@ class TraceError(PolyspecInputError):
 
 
 # --------------------------------------------------------------------------------------------
-# record checks (used by the trace reader, validation.traces): every field a reader uses has
+# record checks (used by the trace reader, validation.traces.records): every field a reader uses has
 # the right JSON type and a possible value; errors name the field
 # --------------------------------------------------------------------------------------------
 class FieldError(Exception):

@@ -2,9 +2,9 @@
 model's baselines, and the decode totals of the prompts it finished.
 
 :meth:`Capture.from_records` is the one constructor: the trace reader
-(:func:`validation.traces.read_trace`) and the synthetic decoder
-(:func:`validation.synthetic.simulate_capture`) both build captures through it, from the
-records of the schema in :mod:`validation.schema`. Only finished prompts (those with a
+(:func:`validation.traces.records.read_trace`) and the synthetic decoder
+(:func:`validation.traces.synthetic.simulate_capture`) both build captures through it, from the
+records of the schema in :mod:`validation.traces.schema`. Only finished prompts (those with a
 ``summary`` record) count; records of other prompts are dropped with a note.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError
-from validation.schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
+from validation.traces.schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
 
 __all__ = ["Rounds", "Baseline", "CaptureConfig", "Capture", "DRIFT_NOTE", "StructureRecords",
            "header_structures", "finished", "Finished", "check_captures"]
