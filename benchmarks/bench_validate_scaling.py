@@ -60,7 +60,7 @@ def time_validate(folder: Path) -> float:
 
 
 def main(argv=None) -> int:
-    from validation.machine import check_load_or_exit
+    from validation.capture.machine import check_load_or_exit
 
     argv = list(argv if argv is not None else sys.argv[1:])
     allow = "--allow-load" in argv

@@ -17,7 +17,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--mode", default="sync", choices=["sync", "async"],
                         help="sync: the polybasic decoder (one model at a time); async: the "
                         "two-process pipeline (target + one drafter, each in its own process "
-                        "pinned to its own core, greedy; validation/async_decoder.py)")
+                        "pinned to its own core, greedy; validation/schemes/async_.py)")
     parser.add_argument("--queue", type=int, default=None,
                         help="async: the most undecided drafts the drafter runs ahead "
                         "(default: unbounded, as PipeSpec; at θ = 0 it also bounds the "
@@ -69,7 +69,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--batches", default=None, metavar="B1,B2,...",
                        help="a sweep of batch sizes (e.g. 1,2,4,8,16): one batched trace per "
                        "size, <name>_b<B>.jsonl")
-    from validation.machine import add_allow_load
+    from validation.capture.machine import add_allow_load
 
     add_allow_load(parser)
 
@@ -109,8 +109,8 @@ def parse_schedules(specs, n_pairs):
 
 
 def _spec(args, models):
-    """The :class:`validation.capture_setup.CaptureSpec` of the command line."""
-    from validation.capture_setup import CaptureSpec
+    """The :class:`validation.capture.setup.CaptureSpec` of the command line."""
+    from validation.capture.setup import CaptureSpec
 
     return CaptureSpec(
         models, parse_ints(args.thresholds, "thresholds"), temperature=args.temperature,
@@ -125,8 +125,8 @@ def _spec(args, models):
 
 def _load_check(args, spec=None, batched=False):
     """The settings checked first (a bad flag is reported before the machine's load), then
-    the refusal on a busy machine (:func:`validation.machine.check_load`)."""
-    from validation.machine import check_load
+    the refusal on a busy machine (:func:`validation.capture.machine.check_load`)."""
+    from validation.capture.machine import check_load
 
     if spec is not None:
         spec.checked(batched=batched)
@@ -160,7 +160,7 @@ def _run_sync(args, models) -> int:
     """A chain, a tree or a schedule: the polybasic decoder."""
     import sys
 
-    from validation.capture import capture
+    from validation.capture.single import capture
     from validation.traces.records import read_trace
 
     _sync_checks(args)
@@ -181,7 +181,7 @@ def _run_async(args, models) -> int:
     import sys
 
     from polyspec_theory.errors import PolyspecInputError
-    from validation.async_capture import capture_async
+    from validation.capture.async_ import capture_async
     from validation.traces.records import read_trace
 
     given = [f for f, v in (("--tree", args.tree),
@@ -225,7 +225,7 @@ def _run_async(args, models) -> int:
 def _run_batches(args, models) -> int:
     import sys
 
-    from validation.batch.capture import capture_batches
+    from validation.capture.batch import capture_batches
     from validation.traces.batch import read_batch_trace
 
     from .serving_batch import parse_batches

@@ -65,8 +65,8 @@ def run_kind(args) -> int:
 
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis import forecast_kinds as fk
+    from validation.capture.models import model_name
     from validation.files import dump_json
-    from validation.models import model_name
     from validation.traces.records import read_traces
 
     from .capture import parse_ints, parse_schedules
@@ -100,7 +100,7 @@ def run_kind(args) -> int:
     else:
         sched = parse_schedules(args.schedule, len(models) - 1)
         if sched is not None:
-            from validation.tree_decoder import parse_schedule
+            from validation.schemes.structured import parse_schedule
 
             sched = [None if s is None else parse_schedule(s, "--schedule").to_config()
                      for s in sched]

@@ -162,9 +162,9 @@ def run(args) -> int:
         if out:  # before any work; the fit files a pool names are checked again on writing
             check_output(out, opt, inputs=[args.pool, args.traces])
     if args.traces is not None:
-        from validation.gpu_traces.cli import detect_dir
+        from validation.formats import detect_dir
 
-        if detect_dir(args.traces) == "pipespec":  # external GPU traces
+        if getattr(detect_dir(args.traces), "name", None) == "pipespec":  # GPU runs
             for opt, val in (("--write-pool", args.write_pool),
                              ("--write-config", args.write_config),
                              ("--temperature", args.temperature is not None),
@@ -186,7 +186,7 @@ def run(args) -> int:
         from validation.traces.records import read_traces
 
         captures = read_traces(Path(args.traces), allow_truncated=args.allow_truncated)
-        from validation.composition import load_profiles
+        from validation.capture.composition import load_profiles
 
         profiles = load_profiles(Path(args.traces) / "profiles", captures)
         notes = [n for c in captures for n in c.notes]

@@ -80,29 +80,45 @@ def _noise_floor(args, tdir):
     return noise_floor(read_traces(aa))
 
 
+def _print_folder(rep: dict, as_json: bool) -> int:
+    from validation.files import dump_json
+
+    if as_json:
+        print(dump_json(rep))
+        return 0
+    for c in rep["configs"]:
+        print(f"  {c['name']}: predicted {c['predicted_speedup']:.3f}, measured "
+              f"{c['measured_speedup']:.3f} ({100 * c['error']:+.2f} %)")
+    for m, how in rep.get("held_out", {}).items():
+        print(f"  {m}: costs held out by {how}")
+    print(f"median |error| {100 * rep['median_abs_error']:.2f} %, max "
+          f"{100 * rep['max_abs_error']:.2f} % [{rep['headline']}]")
+    return 0
+
+
 def run(args) -> int:
     import sys
 
     from polyspec_theory.errors import PolyspecInputError
+    from validation.analysis.folders import validate_folder
     from validation.files import check_output_dir
-    from validation.gpu_traces.cli import detect_dir, run_validate
+    from validation.formats import detect_dir
 
     if args.out:
         check_output_dir(args.out, "--out")  # before the (slow) validation
-    if detect_dir(args.traces_dir):  # PipeSpec / Spec-Bench GPU trace folder
-        if args.out:
+        if detect_dir(args.traces_dir) is not None:
             raise PolyspecInputError("--out", "a GPU trace folder's validation is printed "
                                      "(use --json > FILE); no report folder is written")
-        return run_validate(args.traces_dir, args.json, costs_from=args.costs_from)
-    if args.costs_from:
-        raise PolyspecInputError("--costs-from", "only for a Spec-Bench answer folder")
+    rep = validate_folder(args.traces_dir, costs_from=args.costs_from)
+    if rep is not None:  # PipeSpec / Spec-Bench GPU trace folder
+        return _print_folder(rep, args.json)
     from pathlib import Path
 
     from polyspec_theory.core.laws import LAW_FAMILIES
     from polyspec_theory.errors import PolyspecInputError, as_int
+    from validation.analysis.report import write_report
     from validation.analysis.validate import validate
     from validation.files import dump_json
-    from validation.report import write_report
     from validation.traces.records import read_traces
 
     fams = [f.strip() for f in args.laws.split(",") if f.strip()]
@@ -132,7 +148,7 @@ def run(args) -> int:
     async_res = _validate_async(args, async_caps, captures, fams) if async_caps else None
     if not captures:
         return _print_async(args, async_res, notes)
-    from validation.composition import load_profiles
+    from validation.capture.composition import load_profiles
 
     if args.profiles and not Path(args.profiles).is_dir():
         raise PolyspecInputError("--profiles", f"not a directory: {args.profiles}")
@@ -232,7 +248,7 @@ def run(args) -> int:
         print(f"note: {n}", file=sys.stderr)  # notes on stderr: the result is stdout
     print(f"report: {paths['markdown']}")
     if batched is not None:
-        from validation.batch.report import batch_text
+        from validation.analysis.batch_report import batch_text
 
         print()
         print(batch_text(batched[0]))
@@ -299,8 +315,8 @@ def _validate_batched(args, tdir, fams, out):
     """``(BatchValidation, report paths)`` of the batched traces of ``tdir`` (None if none)."""
     from pathlib import Path
 
+    from validation.analysis.batch_report import write_batch_report
     from validation.analysis.batch_validate import load_profile, validate_batches
-    from validation.batch.report import write_batch_report
     from validation.traces.batch import read_batch_traces
     from validation.traces.records import read_traces
 
@@ -326,7 +342,7 @@ def _validate_batched(args, tdir, fams, out):
 
 
 def _print_batched(args, batched) -> int:
-    from validation.batch.report import batch_text
+    from validation.analysis.batch_report import batch_text
     from validation.files import dump_json
 
     res, paths = batched

@@ -44,7 +44,7 @@ def test_join_negative_lists_leaves_other_words_alone():
 
 
 def test_async_capture_without_ar_models_uses_every_model(monkeypatch):
-    import validation.async_capture as ac
+    import validation.capture.async_ as ac
 
     seen = {}
 

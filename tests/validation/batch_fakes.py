@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from polyspec_theory.core.costs import RooflineCost
-from validation.batch.levels import BatchLevel
+from validation.capture.batch_models import BatchLevel
 
 
 class FakeClock:
@@ -104,7 +104,7 @@ def write_fake_traces(directory, cascades=((2, (3,)), (3, (3, 2))), batches=(1, 
     cascade and batch size, named ``fake<n>_b<b>.jsonl``; returns the paths."""
     from pathlib import Path
 
-    from validation.batch.capture import batch_cost_records, batch_header, record_decodes
+    from validation.capture.batch import batch_cost_records, batch_header, record_decodes
     from validation.traces.records import TraceWriter
 
     d = Path(directory)

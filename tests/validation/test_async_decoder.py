@@ -1,4 +1,4 @@
-"""The asynchronous two-process pipeline (validation/async_decoder.py) on tiny random models:
+"""The asynchronous two-process pipeline (validation/schemes/async_.py) on tiny random models:
 lossless on every prompt with both processes really running on their own cores, rollback
 correctness (every drafted block is the drafter's own greedy continuation of the verified
 text), a planted rollback bug caught, bad input refused, and its traces (capture --mode
@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from validation.async_capture import capture_async
-from validation.async_decoder import (
+from validation.capture.async_ import capture_async
+from validation.schemes.async_ import (
     AsyncDecoder,
     check_async_args,
     first_divergence,
     pick_cores,
 )
-from validation.decoder import autoregressive
+from validation.schemes.chain import autoregressive
 from validation.traces.records import read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
@@ -116,7 +116,7 @@ def test_rollback_every_block_is_the_drafters_continuation(family, runs):
 def test_a_planted_rollback_bug_is_caught(family, tmp_path, monkeypatch):
     """The drafter 'forgets' to adopt the verified tokens after a rejection: the target's
     rollback invariant check stops the decode with a clear error (not silent output)."""
-    import validation.async_decoder as mod
+    import validation.schemes.async_ as mod
 
     src = open(mod.__file__).read()
     line = "                    dtok[j:vlen] = ver[j:]\n"
@@ -289,8 +289,8 @@ def test_cli_refuses_what_async_does_not_cover(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def mixed_dir(async_trace, zoo_dir):
     """The async capture next to a synchronous capture of the same two models."""
-    from validation.capture import capture
-    from validation.capture_setup import CaptureSpec
+    from validation.capture.setup import CaptureSpec
+    from validation.capture.single import capture
 
     spec_kw = {k: v for k, v in KW.items() if k != "progress"}
     capture(CaptureSpec(["target", "small"], [2], zoo_dir=str(zoo_dir), **spec_kw),

@@ -11,9 +11,9 @@ import torch
 
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from validation.batch.capture import capture_batch, capture_batches
-from validation.capture import capture
-from validation.capture_setup import CaptureSpec
+from validation.capture.batch import capture_batch, capture_batches
+from validation.capture.setup import CaptureSpec
+from validation.capture.single import capture
 from validation.traces.batch import read_batch_trace, read_batch_traces
 from validation.traces.records import read_records, read_trace, read_traces
 from validation.traces.schema import TraceError

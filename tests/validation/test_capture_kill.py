@@ -120,8 +120,8 @@ def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_pa
     exactly the missing cells, once each."""
     import torch
 
-    from validation.batch.capture import capture_batch
-    from validation.capture_setup import CaptureSpec
+    from validation.capture.batch import capture_batch
+    from validation.capture.setup import CaptureSpec
     from validation.zoo.model import GPT, GPTConfig
     from validation.zoo.weights import save_model
 

@@ -1,5 +1,5 @@
 """The capture spec and the trace opening shared by single-stream and batched captures
-(:mod:`validation.capture_setup`): each field checked and named, the defaults of each kind,
+(:mod:`validation.capture.setup`): each field checked and named, the defaults of each kind,
 and a trace opened fresh, resumed where its records stop (prompts or decodes), refused when
 its settings differ, left alone when complete. No models are loaded (synthetic and fake-clock
 traces); no randomness beyond fixed seeds."""
@@ -14,9 +14,9 @@ import pytest
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
 from polyspec_theory.errors import PolyspecInputError
-from validation.batch.capture import FINGERPRINT as BATCH_FINGERPRINT
-from validation.capture import FINGERPRINT
-from validation.capture_setup import CaptureSpec, default_name, open_trace
+from validation.capture.batch import FINGERPRINT as BATCH_FINGERPRINT
+from validation.capture.setup import CaptureSpec, default_name, open_trace
+from validation.capture.single import FINGERPRINT
 from validation.traces.records import read_records
 from validation.traces.synthetic import simulate_capture, write_trace
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from validation.decoder import autoregressive
-from validation.models import ZooModel
+from validation.capture.models import ZooModel
+from validation.schemes.chain import autoregressive
 from validation.zoo import train as train_mod
 from validation.zoo.distill import (
     agreement_hazards,

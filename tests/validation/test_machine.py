@@ -1,4 +1,5 @@
-"""The timing discipline (docs/measuring.md, :mod:`validation.machine`): the machine's state in
+"""The timing discipline (docs/measuring.md, :mod:`validation.capture.machine`): the machine's
+state in
 every capture's header and end record, the one refusal on a busy machine (one line, exit 2)
 for ``polyspec capture`` (every mode), ``polyspec profile`` and the benchmarks, and
 ``--allow-load`` recorded. The load reader is replaced by a fake (no test depends on the real

@@ -71,7 +71,7 @@ def captures():
 def plans(captures):
     """Per temperature: (pool, info, plan), the pool built as ``plan --traces`` builds it
     (composition profiles of the captures included)."""
-    from validation.composition import load_profiles
+    from validation.capture.composition import load_profiles
 
     profiles = load_profiles(ZOO_TRACES / "profiles", captures)
     out = {}

@@ -17,8 +17,8 @@ import torch
 
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
-from validation.capture import capture
-from validation.capture_setup import CaptureSpec, resume_point
+from validation.capture.setup import CaptureSpec, resume_point
+from validation.capture.single import capture
 from validation.traces.records import TraceWriter, read_records
 from validation.traces.synthetic import simulate_capture, write_trace
 

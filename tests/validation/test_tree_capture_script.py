@@ -84,7 +84,7 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
 
 def test_plan_structures_equal_figure_11s_and_degenerate_law():
     from polyspec_theory.structures.trees import SiblingLaw
-    from validation.tree_plan import family_structures
+    from validation.analysis.tree_plan import family_structures
 
     law = SiblingLaw(fig.LAW["sibling"])
     for n in range(1, 9):

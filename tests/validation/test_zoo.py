@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from validation.decoder import PolybasicDecoder, autoregressive
-from validation.models import load_model, model_name
+from validation.capture.models import load_model, model_name
 from validation.paths import zoo_dir
+from validation.schemes.chain import PolybasicDecoder, autoregressive
 from validation.zoo import decode, encode, zoo_info
 from validation.zoo.data import EXCLUDED_DIRS, load_split, split_files
 from validation.zoo.model import GPT, GPTConfig

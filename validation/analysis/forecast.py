@@ -10,7 +10,8 @@ Nothing of the capture being predicted goes in:
   pooled law where a prompt has none). P1 is evaluated per prompt and the prompts are
   combined as the measurement combines them: ``tau = Σ_p tokens_p tau_p / Σ_p tokens_p``.
 - **Costs** from a composition-aware profile of the cascade
-  (:class:`validation.composition.CompositionProfile`: in-cascade forward times of each model,
+  (:class:`validation.capture.composition.CompositionProfile`: in-cascade forward times of each
+  model,
   the target's autoregressive time per token), measured in a separate run.
 - **Decoder overhead** (time outside forwards, per forward and per verify round) fitted on the
   other captures of the same sampling mode.

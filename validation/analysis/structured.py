@@ -1,5 +1,5 @@
 """Predicted vs measured for captures with token trees and adaptive draft lengths
-(docs/theory.md Part III-D; :mod:`validation.tree_decoder` records them, schema in
+(docs/theory.md Part III-D; :mod:`validation.schemes.structured` records them, schema in
 :mod:`validation.traces.schema`).
 
 Per structured capture (:func:`analyse_structured`):

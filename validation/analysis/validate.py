@@ -391,7 +391,7 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
              seed: int = 0, profiles=None, progress=None) -> ValidationResult:
     """Run the whole pipeline (module docstring) on a list of captures. ``profiles``: capture
     name -> composition profile of its cascade (anything with ``cost_curves()``, ``ar_s``,
-    ``models`` and ``thresholds``, e.g. :class:`validation.composition.CompositionProfile`);
+    ``models`` and ``thresholds``, e.g. :class:`validation.capture.composition.CompositionProfile`);
     captures without one get no headline forecast. ``progress(done, total)`` is called after
     each configuration is analysed."""
     captures = check_captures(captures, empty="no captured configurations")

@@ -30,6 +30,7 @@ from polyspec_theory import (
     predict_async,
 )
 from polyspec_theory.errors import PolyspecInputError
+from validation.formats.pipespec import measured_speedup
 from validation.gpu_traces.forecast import (
     _greedy,
     chain_inputs,
@@ -38,7 +39,6 @@ from validation.gpu_traces.forecast import (
     prompt_laws,
     verify_costs,
 )
-from validation.gpu_traces.pipespec import measured_speedup
 
 __all__ = ["lookahead_threshold", "forecast_async", "async_leave_one_out"]
 
@@ -155,8 +155,8 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
 def forecast_async_dir(directory, names, lookahead, precisions=None) -> dict:
     """``polyspec forecast --mode async``: refuses a configuration the folder already holds;
     the interval uses the leave-one-out error of the folder's asynchronous runs."""
+    from validation.formats.pipespec import read_pipespec_dir
     from validation.gpu_traces.forecast import resolve_model_names
-    from validation.gpu_traces.pipespec import read_pipespec_dir
 
     runs = read_pipespec_dir(directory)
     names, precisions = resolve_model_names(runs, names, precisions)

@@ -39,6 +39,7 @@ from dataclasses import replace
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
+from validation.formats.pipespec import PipeSpecRun, measured_speedup, read_pipespec_dir
 from validation.gpu_traces.chain import (
     AgeHazard,
     ChainCosts,
@@ -48,7 +49,6 @@ from validation.gpu_traces.chain import (
     round_exposures,
     simulate_chain,
 )
-from validation.gpu_traces.pipespec import PipeSpecRun, measured_speedup, read_pipespec_dir
 
 SEEDS = 6
 

@@ -310,7 +310,7 @@ class CaptureConfig:
 
     @property
     def mode(self) -> str:
-        """"async" for the two-process pipeline (validation.async_capture), else "sync"
+        """"async" for the two-process pipeline (validation.capture.async_), else "sync"
         (traces written before the mode was recorded are synchronous)."""
         return self.header.get("mode", "sync")
 

@@ -372,10 +372,10 @@ def _check_prompt_rounds(p, checker: RecordChecker, si: int, s: dict, rounds) ->
 def read_trace(path, *, allow_truncated: bool = False) -> Capture:
     """The :class:`Capture` stored in one trace file (finished prompts only; notes say what
     was skipped)."""
-    return _capture(read_records(path, allow_truncated=allow_truncated))
+    return capture_of(read_records(path, allow_truncated=allow_truncated))
 
 
-def _capture(tr: TraceRecords) -> Capture:
+def capture_of(tr: TraceRecords) -> Capture:
     if is_batch_header(tr.header):
         raise TraceError(f"{tr.path}: a batched trace (header 'batch'): read it with "
                          "validation.traces.batch.read_batch_trace (polyspec validate does)")
@@ -415,7 +415,7 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
             raise TraceError(f"{f}: holds the same records as {digests[dg].name} (a copy of "
                              "one capture); remove one of them")
         digests[dg] = f
-        cap = _capture(tr)
+        cap = capture_of(tr)
         if cap.name in seen:
             cap = cap.renamed(f.stem)
         seen.add(cap.name)

@@ -17,7 +17,7 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     Optional (written since docs/measuring.md; older traces lack them): ``machine`` — the
     machine at the start, ``{at, load_average: [1, 5, 15 min] | null (+ load_reason),
     cpu_mhz: {mhz: [per CPU] | null, source: "cpufreq" | "/proc/cpuinfo" | reason}}``
-    (:func:`validation.machine.machine_state`); ``load_check`` — ``{max_load, allow_load,
+    (:func:`validation.capture.machine.machine_state`); ``load_check`` — ``{max_load, allow_load,
     load_1min}`` of the refusal check the command ran (``allow_load`` true: started with
     ``--allow-load`` above ``max_load``), null when none ran (a capture started from Python).
     Optional (structured captures): ``cascade.trees`` / ``cascade.schedules`` (one entry per
@@ -26,7 +26,7 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     without replacement otherwise, Sequoia; "iid": drawn with replacement, SpecInfer) and
     ``schedule_restart`` ("prompt": an HF schedule restarts from ``start`` on every prompt).
 ``round`` — one per verification round of one level: the fields of :class:`Round`, plus,
-    on a pair with a tree or a schedule (:mod:`validation.tree_decoder`), these optional
+    on a pair with a tree or a schedule (:mod:`validation.schemes.structured`), these optional
     fields (:data:`ROUND_OPTIONAL`; readers that do not know them ignore them):
 
     * HF schedule: ``theta`` — the draft length (threshold) this round used.
@@ -61,7 +61,7 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     the end, as the header's). A ``resume`` record may carry ``machine`` and ``load_check``
     (those of the attempt that continued the capture).
 
-**Asynchronous traces** (:mod:`validation.async_decoder`, ``polyspec capture --mode async``):
+**Asynchronous traces** (:mod:`validation.schemes.async_`, ``polyspec capture --mode async``):
 the header has ``mode`` = "async" (a header without ``mode`` is a synchronous trace),
 ``cascade.mode`` = "async", ``cascade.thresholds`` = [θ >= 0] and ``cascade.queue`` (absent
 = unbounded) with their config meaning (docs/theory.md AS0), and ``async`` = ``{threshold,
@@ -82,7 +82,7 @@ The measured speedup of a capture (:attr:`validation.traces.dataset.Capture.meas
 (Σ target AR ``wall_s`` / Σ ``n_tokens``) / (Σ summary ``wall_s`` / Σ ``n_generated``) over
 the prompts the capture finished.
 
-**Batched traces** (:mod:`validation.batch.decoder`, :mod:`validation.batch.capture`;
+**Batched traces** (:mod:`validation.schemes.batch`, :mod:`validation.capture.batch`;
 docs/theory.md B0): the same schema and version, read by the same reader, with a
 ``batch`` object in the header — ``{size: b, policy: "lockstep", waiting: "discard", kv:
 "per-sequence", stop: ..., decodes, prompts_per_decode}`` — and these record types instead of

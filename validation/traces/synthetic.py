@@ -1,7 +1,7 @@
 """A synthetic decoder with known laws and costs, for testing the validation pipeline.
 
 :func:`simulate_capture` runs the docs/theory.md §6 block policy round by round (numpy, seeded),
-exactly like :class:`validation.decoder.PolybasicDecoder` does with real models, but each
+exactly like :class:`validation.schemes.chain.PolybasicDecoder` does with real models, but each
 verify round draws ``A`` from a given acceptance law (capped at the block length) and each
 forward of ``M_i`` over ``m`` positions at context ``c`` takes ``T_i(m) + d_i c`` seconds
 (times an optional log-normal timing noise with median 1). Knobs for the residual sources:
@@ -221,13 +221,14 @@ def write_trace(path, capture: Capture, trace_records, digits: int = 7):
 def synthetic_profile(models, costs, thresholds, *, context: float, ar_context: float,
                       context_slope=None, load=None, cascade_load=None):
     """The composition profile the synthetic decoder's cost model implies (what
-    :func:`validation.composition.profile_cascade` would measure on it without noise): verify
+    :func:`validation.capture.composition.profile_cascade` would measure on it without
+    noise): verify
     time of a block ``G`` = ``(T_i(G + 1) + d_i context) load_i cascade_load_i`` for every
     block length the accumulate policy allows, the bottom model's forward likewise at
     ``m = 1``, and the target's autoregressive time per token at ``ar_context`` (no cascade
     load)."""
     from polyspec_theory.core.p1 import block_bounds
-    from validation.composition import CompositionProfile
+    from validation.capture.composition import CompositionProfile
 
     n = len(models)
     theta = [as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from validation.formats.pipespec import ModelSpec, PipeSample, PipeSpecRun
 from validation.gpu_traces.chain import (
     AgeHazard,
     ChainCosts,
@@ -18,7 +19,6 @@ from validation.gpu_traces.chain import (
     round_exposures,
     simulate_chain,
 )
-from validation.gpu_traces.pipespec import ModelSpec, PipeSample, PipeSpecRun
 
 FLAT = ((1.0, 2.0), (0.0, 0.0), "flat")
 

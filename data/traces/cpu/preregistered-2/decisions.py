@@ -19,7 +19,7 @@ from polyspec_theory.errors import PolyspecInputError  # noqa: E402
 from polyspec_theory.planning.planner import plan  # noqa: E402
 from polyspec_theory.planning.pool import Pool  # noqa: E402
 from validation.analysis.plan_uncertainty import plan_decisions  # noqa: E402
-from validation.composition import load_profiles  # noqa: E402
+from validation.capture.composition import load_profiles  # noqa: E402
 from validation.traces.records import is_batched_file, read_trace, read_traces  # noqa: E402
 
 

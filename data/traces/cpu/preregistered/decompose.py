@@ -22,7 +22,7 @@ sys.path.insert(0, str(HERE.parents[3]))
 
 from validation.analysis.bias import TERMS, decompose_forecast  # noqa: E402
 from validation.analysis.forecast import forecast_capture  # noqa: E402
-from validation.composition import load_profiles  # noqa: E402
+from validation.capture.composition import load_profiles  # noqa: E402
 from validation.traces.records import read_traces  # noqa: E402
 
 
@@ -78,7 +78,7 @@ def round2() -> list[dict]:
     """Round 2's captured chains (preregistered-2/captures), each forecast recomputed as
     committed (all committed captures, count correction, its round-2 profile)."""
     from validation.analysis.forecast import count_factors, forecast
-    from validation.composition import CompositionProfile
+    from validation.capture.composition import CompositionProfile
     from validation.files import read_mapping
 
     r2 = HERE.parent / "preregistered-2"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.engines.common import (
+from validation.formats.engine import engine_format, json_dicts, not_json
+from validation.formats.engine_common import (
     NUM,
     EngineOutput,
     Snapshot,
@@ -234,3 +235,14 @@ def parse_sglang_log(text: str, gamma) -> EngineOutput:
     return EngineOutput("sglang-log", tuple(snaps), "per-interval", warnings=tuple(warnings),
                         checks=tuple(checks), concurrency=conc, timing=timing,
                         skipped=tuple(skipped))
+
+
+FORMATS = (
+    engine_format("sglang-meta", "SGLang per-request meta_info (<=0.5.10, 0.5.11 and >=0.5.12 "
+                  "key names)", parse_sglang_meta,
+                  lambda s: any("spec_verify_ct" in d for d in json_dicts(s) or ()), order=41),
+    engine_format("sglang-log", "SGLang 'Decode batch.' log lines with accept len / accept "
+                  "rate", parse_sglang_log,
+                  lambda s: not_json(s) and "Decode batch." in s.body and "accept len" in s.body,
+                  order=52, group="engine-log"),
+)

@@ -9,7 +9,9 @@ import re
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.engines.common import SweepTable, half_unit, read_engine_text
+from validation.formats import Evidence, Format
+from validation.formats.engine import not_json
+from validation.formats.engine_common import SweepTable, half_unit, read_engine_text
 
 
 def _norm(name: str) -> str:
@@ -195,3 +197,23 @@ def sweep_runs(table: SweepTable, method: str, fit_on=None) -> dict:
         "resolution": {"time_per_token": table.tpot_resolution, "tau": table.al_resolution},
         "engine_best": table.engine_best.get(key),
     }
+
+
+def _is_sweep(src) -> bool:
+    return (not_json(src) and re.search(r"TPOT", src.body) is not None
+            and re.search(r"^\s*K\s*\|", src.body, re.M) is not None)
+
+
+def _read(src) -> Evidence:
+    table = parse_sweep(src.body, src.source)
+    return Evidence(path=src.name, format="vllm-sweep", description=_DESCRIPTION, data=table,
+                    timing={"time_unit": table.time_unit})
+
+
+_DESCRIPTION = "table of mean acceptance length and TPOT per K (calibration data)"
+FORMATS = (
+    Format("vllm-sweep", _DESCRIPTION, _is_sweep, _read, order=63,
+           no_report=("rounds", "this is a sweep table (mean acceptance length and time per "
+                      "token per K, no round counts): calibration data; use `polyspec "
+                      "calibrate FILE --method M`")),
+)

@@ -7,7 +7,8 @@ import re
 
 from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.engines.common import (
+from validation.formats.engine import engine_format, json_dicts, not_json
+from validation.formats.engine_common import (
     EngineOutput,
     Snapshot,
     count,
@@ -262,3 +263,31 @@ def parse_vllm_json(text: str, gamma) -> EngineOutput:
         vals["num_spec_tokens"] = stats["num_spec_tokens"]
     snap = _vllm_counters_snapshot(vals, per_pos, "stats", gamma, "", "vllm-json")
     return EngineOutput("vllm-json", (snap,), "single")
+
+
+_VLLM_JSON_KEYS = ("num_drafts", "num_accepted_tokens", "num_accepted_tokens_per_pos")
+
+
+def _is_vllm_json(src) -> bool:
+    dicts = json_dicts(src)
+    return dicts is not None and (any(any(str(k).replace("vllm:spec_decode_", "").removesuffix(
+        "_total") in _VLLM_JSON_KEYS for k in d) for d in dicts) or any(
+        str(d.get("name", "")).startswith("vllm:spec_decode") for d in dicts))
+
+
+def _is_prometheus_ui(src) -> bool:
+    if not not_json(src) or "vllm:spec_decode" not in src.body:
+        return False
+    rows = [ln for ln in src.body.splitlines() if "vllm:spec_decode" in ln]
+    return any("|" in ln.split("}")[-1] for ln in rows)
+
+
+FORMATS = (
+    engine_format("prometheus-ui", "vLLM spec-decode counters pasted from the Prometheus UI "
+                  "(series | value)", parse_prometheus_ui, _is_prometheus_ui, order=60),
+    engine_format("prometheus-text", "vLLM spec-decode counters, Prometheus text exposition",
+                  parse_prometheus_text,
+                  lambda s: not_json(s) and "vllm:spec_decode" in s.body, order=61),
+    engine_format("vllm-json", "vLLM SpecDecodingStats / LLM.get_metrics() as JSON",
+                  parse_vllm_json, _is_vllm_json, order=42),
+)

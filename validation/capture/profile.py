@@ -10,7 +10,8 @@ config syntax (``{"name", "cost": {"table": [...]}}``) in ``time_unit`` (default
 to paste into a cascade config or a pool, or to give ``polyspec calibrate`` known costs.
 
 The level loading and the timed forwards are those of the capture
-(:func:`validation.models.load_model`, :func:`validation.capture.cost_curve_records`); this
+(:func:`validation.capture.models.load_model`,
+:func:`validation.capture.single.cost_curve_records`); this
 module is the only place that uses them for profiling.
 """
 
@@ -87,7 +88,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
                    progress=None, batches=None) -> dict:
     """Measured cost tables of the models ``specs`` (see the module docstring). With
     ``batches`` (batch sizes, 1 among them): ``T(b, m)`` per batch size from batched forwards
-    (:func:`validation.batch.capture.batch_cost_records`: ``b`` slots with ``context`` cached
+    (:func:`validation.capture.batch.batch_cost_records`: ``b`` slots with ``context`` cached
     tokens each), written as ``{"batch_table": {"1": [...], "2": [...], ...}}`` costs."""
     import torch
 
@@ -97,7 +98,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
                                 threads=threads, unit=unit, zoo_dir=zoo_dir,
                                 progress=progress)
 
-    from validation.capture import cost_curve_records
+    from validation.capture.single import cost_curve_records
 
     if isinstance(specs, str) or not specs:
         raise PolyspecInputError("models", "give at least one model")
@@ -153,7 +154,7 @@ def profile_models(specs, *, max_m: int = 8, repeats: int = 5, context: int = 64
 
 def _load(spec, positions: int, device, torch_dtype, zoo_dir):
     """The model ``spec``, refused when it holds fewer than ``positions`` positions."""
-    from validation.models import load_model
+    from validation.capture.models import load_model
 
     level = load_model(spec, device=device, dtype=torch_dtype, zoo_dir=zoo_dir)
     if level.max_len is not None and positions > level.max_len:
@@ -166,8 +167,8 @@ def _profile_batches(specs, batches, *, max_m, repeats, context, warmup, device,
                      threads, unit, zoo_dir, progress) -> dict:
     import torch
 
-    from validation.batch.capture import MAX_CAPTURE_BATCH, batch_cost_records
-    from validation.batch.levels import batch_level
+    from validation.capture.batch import MAX_CAPTURE_BATCH, batch_cost_records
+    from validation.capture.batch_models import batch_level
 
     if isinstance(specs, str) or not specs:
         raise PolyspecInputError("models", "give at least one model")

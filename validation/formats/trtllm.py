@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.engines.common import NUM, EngineOutput, Snapshot, count, half_unit
+from validation.formats.engine import engine_format, not_json
+from validation.formats.engine_common import NUM, EngineOutput, Snapshot, count, half_unit
 
 
 def parse_trtllm(text: str, gamma) -> EngineOutput:
@@ -71,3 +72,12 @@ def parse_trtllm(text: str, gamma) -> EngineOutput:
     s = Snapshot("report", n, acc, n * k, k, None, "none (per-request averages only)", engine)
     return EngineOutput("trtllm-bench", (s,), "single", warnings=tuple(warnings),
                         concurrency=c)
+
+
+FORMATS = (
+    engine_format("trtllm-bench", "TensorRT-LLM trtllm-bench decoding statistics",
+                  parse_trtllm,
+                  lambda s: not_json(s) and ("DECODING STATISTICS" in s.body
+                                             or re.search(r"^\[AL\]", s.body, re.M) is not None),
+                  order=55, group="engine-log"),
+)

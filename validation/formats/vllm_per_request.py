@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.engines.common import (
+from validation.formats.engine import engine_format, json_dicts
+from validation.formats.engine_common import (
     EngineOutput,
     Snapshot,
     check,
@@ -80,3 +81,11 @@ def parse_vllm_per_request(text: str, gamma) -> EngineOutput:
         warnings.append("draft_acceptance_rate is accepted / drafted tokens, not alpha")
     return EngineOutput("vllm-per-request", tuple(snaps), "per-request",
                         warnings=tuple(warnings), checks=tuple(checks))
+
+
+FORMATS = (
+    engine_format("vllm-per-request", "vLLM per-request speculative_decoding metrics "
+                  "(acceptance_histogram)", parse_vllm_per_request,
+                  lambda s: any("speculative_decoding" in d for d in json_dicts(s) or ()),
+                  order=40),
+)

@@ -6,7 +6,7 @@ A level keeps ``pos`` = how many leading tokens of the current sequence its cach
 token ``pos + r + 1`` given ``seq[:pos + r + 1]``. ``rollback(n)`` forgets everything from
 index ``n`` on (an index move for the static zoo cache; ``DynamicCache.crop`` for HF).
 
-Token trees (docs/theory.md Part III-D T3; :mod:`validation.tree_decoder`): a level with
+Token trees (docs/theory.md Part III-D T3; :mod:`validation.schemes.structured`): a level with
 ``supports_tree`` also has *speculative slots* after its committed prefix ``seq[:base]``.
 ``tree_forward(seq, base, tokens, ancestors)`` feeds, in ONE forward, the committed tokens
 ``seq[pos:base]`` it has not seen (causal; only when no speculative slot is held) and then

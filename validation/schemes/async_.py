@@ -51,8 +51,10 @@ import torch
 
 from polyspec_theory import async_pair
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from validation.decoder import check_prompt
+from validation.schemes.chain import check_prompt
 from validation.traces.schema import Round
+
+NAME = "async"  # the theory registry's scheme (polyspec_theory.schemes)
 
 __all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args",
            "pick_cores", "ROLLBACK", "RollbackError"]

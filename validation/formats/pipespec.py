@@ -48,7 +48,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from polyspec_theory import MAX_VERIFY_TOKENS  # decoding.build_verify_inputs (AS0)
+from polyspec_theory.core.counts import AcceptanceCounts
+from polyspec_theory.core.runs import fit_run_law
 from polyspec_theory.errors import PolyspecInputError
+from validation.formats import Evidence, Format, PairEvidence, Source
 
 STRATEGIES = ("greedy", "chain", "async-chain")
 # plausible times, as for the CPU traces (validation.traces.schema.MAX_TIME_S): a timed call or a
@@ -56,6 +59,7 @@ STRATEGIES = ("greedy", "chain", "async-chain")
 MIN_TIME_S = 1e-6
 MAX_TIME_S = 86400.0
 MAX_FILE_BYTES = 2**30  # a benchmark file (the shared ones are a few MB); bounds the read
+MIN_AT_RISK = 10  # ages with fewer rounds at risk use the tail hazard (R2)
 
 
 @dataclass(frozen=True)
@@ -390,3 +394,210 @@ def measured_speedup(baseline: PipeSpecRun, run: PipeSpecRun) -> float:
     bt = sum(b.total_time for b, _ in pairs) / sum(b.tokens_generated for b, _ in pairs)
     rt = sum(r.total_time for _, r in pairs) / sum(r.tokens_generated for _, r in pairs)
     return bt / rt
+
+
+# ------------------------------------------------------------------------------------------
+# what a run reveals of its pairs' agreement (docs/theory.md R1-R2)
+# ------------------------------------------------------------------------------------------
+def round_exposures(run: PipeSpecRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(entry age, agreements, censored) of every verify call of a two-model synchronous run.
+
+    A round after a rejection (or the first) checks K-1 drafts from age 0. After a fully
+    accepted round the drafter first re-predicts the bonus position, so the next round's
+    checks continue the same run of agreements: entry age = previous entry + previous checks
+    (K-1 after a fresh round, K after a continuing one) and ``accepted`` counts the bonus
+    position as one more agreement; a continuing round that accepts 1 token is counted as a
+    disagreement at its entry age (the decoder does not say whether the bonus or the first
+    draft failed). Censored when the round accepted all it could (K tokens)."""
+    if run.strategy != "chain" or len(run.models) != 2:
+        raise PolyspecInputError(run.path, "acceptance laws are fitted on two-model "
+                                 "synchronous chain runs")
+    k = run.lookahead
+    if k < 2:
+        raise PolyspecInputError(run.path, f"lookahead {k} drafts nothing")
+    entry, agree, cens = [], [], []
+    for s in run.samples:
+        age, checks = 0, k - 1
+        prev_full = False
+        for a in s.accepted[0]:
+            a = int(a)
+            if prev_full:
+                age += checks
+                checks = k
+                n_agree = 0 if a == 1 else a
+            else:
+                age, checks = 0, k - 1
+                n_agree = a - 1
+            full = a >= k
+            entry.append(age)
+            agree.append(min(n_agree, checks))
+            cens.append(full)
+            prev_full = full
+    return np.array(entry), np.array(agree), np.array(cens, dtype=bool)
+
+
+def revealed_positions(run: PipeSpecRun) -> dict[int, dict[int, bool]]:
+    """Per prompt (``sample_index``): the output positions whose drafter/verifier agreement a
+    two-model synchronous run reveals (R1: agreement is a function of the position). Output
+    position p's agreement: the drafter's argmax after the verifier's first p tokens equals the
+    verifier's token p. A round from verifier length L (fresh: the drafter was reset) checks
+    positions L..L+K-2: accepting a < K tokens reveals agreement at L..L+a-2 and a disagreement
+    at L+a-1; a = K reveals agreement at L..L+K-2 and the next round (continuing) first
+    re-checks the bonus position L+K-1. A continuing round that accepts a >= 2 reveals
+    agreement at its bonus position, then as a fresh round; one that accepts 1 is ambiguous
+    (the bonus disagreed and the verify fed 1 token, or the bonus agreed and the first draft
+    did not): its timed call says which -- a 1-token verify is in the fast cluster, below the
+    midpoint of the run's fastest such call and its mean rejecting K-token call (no timing
+    to tell by: nothing revealed)."""
+    if run.strategy != "chain" or len(run.models) != 2:
+        raise PolyspecInputError(run.path, "positions are read from two-model synchronous "
+                                 "chain runs")
+    k = max(run.lookahead, 1)
+    thr = None
+    amb, rej = [], []
+    for s in run.samples:
+        a, t = s.accepted[0], s.model_times[1] if len(s.model_times) > 1 else None
+        if t is None or len(t) != len(a):
+            continue
+        after = np.zeros(len(a), dtype=bool)
+        after[1:] = a[:-1] >= k
+        amb.append(t[after & (a == 1)])
+        rej.append(t[~(after & (a == 1)) & (a < k)])
+    if amb and rej:
+        amb_all, rej_all = np.concatenate(amb), np.concatenate(rej)
+        if amb_all.size and rej_all.size:
+            thr = (amb_all.min() + rej_all.mean()) / 2
+    out = {}
+    for s in run.samples:
+        d: dict[int, bool] = {}
+        ln, cont = 1, False
+        times = s.model_times[1] if len(s.model_times) > 1 else None
+        for j, a in enumerate(s.accepted[0]):
+            a = int(a)
+            if k == 1:  # no drafts: nothing is checked
+                ln += a
+                continue
+            if cont:
+                if a == 1:
+                    if thr is not None and times is not None and j < len(times):
+                        if times[j] < thr:
+                            d[ln - 1] = False  # 1-token verify: the bonus disagreed
+                        else:
+                            d[ln - 1], d[ln] = True, False
+                    ln, cont = ln + 1, False
+                    continue
+                d[ln - 1] = True
+            for p in range(ln, ln + min(a, k - 1) - (0 if a >= k else 1)):
+                d[p] = True
+            if a < k:
+                d[ln + a - 1] = False
+            cont = a >= k
+            ln += a
+        out[s.index] = d
+    return out
+
+
+def merge_positions(maps) -> dict[int, bool]:
+    """Union of revealed positions of several runs of one prompt; a position they disagree on
+    (the texts differ there) is left out."""
+    seen: dict[int, bool] = {}
+    bad: set[int] = set()
+    for m in maps:
+        for p, v in m.items():
+            if p in seen and seen[p] != v:
+                bad.add(p)
+            seen.setdefault(p, v)
+    return {p: v for p, v in seen.items() if p not in bad}
+
+
+# ------------------------------------------------------------------------------------------
+# the format: detection, Evidence, fit report
+# ------------------------------------------------------------------------------------------
+def _pair_report(run, j) -> dict:
+    acc = np.concatenate([s.accepted[j] for s in run.samples])
+    k = run.lookahead
+    drafted = None
+    if run.strategy == "chain" and j == 0:  # the smallest model logs one entry per draft step
+        drafted = sum(len(s.model_times[0]) for s in run.samples) / acc.size
+    rep = {"verifier": run.models[j + 1].name, "drafter": run.models[j].name,
+           "rounds": int(acc.size), "accepted": int((acc - 1).sum()),
+           "mean_accepted": float((acc - 1).mean()), "drafted_per_round": drafted,
+           "mean_acceptance_length": float(acc.mean()), "cap": k - 1 if k >= 2 else None,
+           "histogram": np.bincount(acc - 1, minlength=max(k, 1)).tolist()}
+    if run.strategy == "chain" and len(run.models) == 2 and k >= 2:
+        entry, agree, cens = round_exposures(run)
+        law = fit_run_law(entry, agree, cens, min_at_risk=MIN_AT_RISK)
+        rep["age_hazard"] = {"hazard": list(law.hazard), "tail": law.tail}
+    return rep
+
+
+def fit_report(ev: Evidence) -> dict:
+    """Per pair: rounds, accepted drafts, the histogram and (two-model synchronous runs) the
+    run law by age fitted on the rounds' exposures (R2): what ``polyspec fit`` prints."""
+    run = ev.data
+    if run.is_baseline:
+        raise PolyspecInputError(run.path, "a greedy (autoregressive) baseline: nothing to "
+                                 "fit; pass a chain or async-chain file")
+    pairs = [_pair_report(run, j) for j in range(len(run.models) - 1)]
+    warnings = []
+    if run.strategy == "async-chain":
+        warnings.append("asynchronous pipeline: a verify call takes whatever the drafter has "
+                        "produced, so the draft length varies by call")
+    top = {k: v for k, v in pairs[-1].items() if k not in ("verifier", "drafter")}
+    return {"format": f"pipespec-{run.strategy}", "format_description":
+            "PipeSpec benchmark JSON (model_times, accepted_tokens per verify call)",
+            "source": run.label, "models": list(run.names),
+            "precisions": [m.precision for m in run.models], "lookahead": run.lookahead,
+            **top, "pairs": pairs, "warnings": warnings}
+
+
+def is_pipespec_file(src: Source) -> bool:
+    """A ``.json`` file with PipeSpec's ``metadata.model_configs`` and ``results`` (never
+    raises: anything unreadable is not one)."""
+    if src.path is None or src.suffix != ".json" or src.head is None:
+        return False
+    if '"metadata"' in src.head and '"model_configs"' in src.head:
+        return True
+    try:
+        return looks_like_pipespec(load_json_file(src.path))
+    except PolyspecInputError:
+        return False
+
+
+# a PipeSpec strategy -> the theory registry's scheme (docs/theory.md AS0 for the pipeline)
+SCHEMES = {"chain": "chain", "async-chain": "async", "greedy": None}
+
+
+def evidence(run: PipeSpecRun) -> Evidence:
+    """A run as :class:`Evidence`: per pair (top first) the tokens each verify call appended
+    per prompt, their counts (drafts accepted, capped at K - 1 where the lookahead caps a
+    round), and the exposures of a two-model synchronous run (:func:`round_exposures`)."""
+    pairs = []
+    k = run.lookahead
+    for j in reversed(range(len(run.models) - 1)):
+        rounds = tuple(s.accepted[j] for s in run.samples)
+        acc = np.concatenate(rounds) - 1
+        cap = k - 1 if run.strategy == "chain" and k >= 2 and len(run.models) == 2 else None
+        counts = (AcceptanceCounts.from_samples(acc, cap, source=run.path)
+                  if cap is not None else None)
+        exp = (round_exposures(run) if cap is not None else None)
+        pairs.append(PairEvidence(verifier=run.models[j + 1].name, drafter=run.models[j].name,
+                                  counts=counts, cap=cap, rounds=rounds, exposures=exp))
+    timing = {"total_time_s": float(sum(s.total_time for s in run.samples)),
+              "tokens": int(sum(s.tokens_generated for s in run.samples))}
+    return Evidence(path=run.path, format="pipespec", description=DESCRIPTION, data=run,
+                    pairs=tuple(pairs), models=tuple(reversed(run.names)),
+                    scheme=SCHEMES[run.strategy], timing=timing)
+
+
+def _read(src: Source) -> Evidence:
+    return evidence(read_pipespec(src.path))
+
+
+def _read_dir(directory) -> list[Evidence]:
+    return [evidence(r) for r in read_pipespec_dir(directory)]
+
+
+DESCRIPTION = "PipeSpec benchmark JSON (model_times, accepted_tokens per verify call)"
+FORMATS = (Format("pipespec", DESCRIPTION, is_pipespec_file, _read, order=10,
+                  report=fit_report, read_dir=_read_dir),)

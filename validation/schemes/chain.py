@@ -34,6 +34,8 @@ import torch
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.traces.schema import Round
 
+NAME = "chain"  # the theory registry's scheme (polyspec_theory.schemes)
+
 __all__ = ["Sampler", "PolybasicDecoder", "CascadeResult", "ARResult", "autoregressive",
            "accept_greedy", "accept_sampled", "check_decoder_args", "check_prompt", "wall_clock",
            "POLICY"]

@@ -1,5 +1,5 @@
 """What a capture runs (:class:`CaptureSpec`) and the set-up every capture shares, single-stream
-(:mod:`validation.capture`) or batched (:mod:`validation.batch.capture`): the checked spec,
+(:mod:`validation.capture.single`) or batched (:mod:`validation.capture.batch`): the checked spec,
 trace names, prompts, loaded models, the header's common part, and the trace opened fresh
 or resumed after an interruption (:func:`open_trace`).
 """
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from validation.models import DecoderModel, load_model
+from validation.capture.models import DecoderModel, load_model
 from validation.traces.records import TraceRecords, TraceWriter, read_records
 
 __all__ = ["CaptureSpec", "COST_M", "default_name", "make_prompts", "check_name",
@@ -40,8 +40,8 @@ class CaptureSpec(NamedTuple):
     ``"-1,0,0,1"`` or ``{"parents": ...}``), ``schedules`` (one entry per pair: ``None``,
     ``"hf:START:MIN:MAX"``, ``"confidence:ETA[:MAX]"`` or a config object) and
     ``tree_sampling`` (``"distinct"`` / ``"iid"``) are single-stream only
-    (:mod:`validation.tree_decoder`). ``load_check``: the refusal check the command ran
-    before the capture (:func:`validation.machine.check_load`), recorded in the header
+    (:mod:`validation.schemes.structured`). ``load_check``: the refusal check the command ran
+    before the capture (:func:`validation.capture.machine.check_load`), recorded in the header
     (``None``: none ran)."""
 
     models: list
@@ -96,7 +96,7 @@ class CaptureSpec(NamedTuple):
             raise PolyspecInputError("ar_models", ("a batched capture times the target's "
                                      "baseline only: must be 'target'" if batched else
                                      "must be 'all' or 'target'") + f", got {ar_models!r}")
-        from validation.tree_decoder import TREE_SAMPLING, parse_schedule, parse_tree
+        from validation.schemes.structured import TREE_SAMPLING, parse_schedule, parse_tree
 
         if batched and (self.tree is not None or self.schedules is not None):
             raise PolyspecInputError("tree" if self.tree is not None else "schedules",
@@ -277,9 +277,9 @@ def now_iso() -> str:
 def capture_header(levels, thresholds, *, name, tool, policy, dtype, device, device_name,
                    argv, temperature, top_k, seed, load_check=None) -> dict:
     """The header fields every capture writes first (schema: :mod:`validation.traces.schema`), the
-    machine's state and ``load_check`` included (:func:`validation.machine.header_fields`);
+    machine's state and ``load_check`` included (:func:`validation.capture.machine.header_fields`);
     the caller adds its prompts, cost-curve protocol and baselines."""
-    from validation.machine import header_fields
+    from validation.capture.machine import header_fields
 
     return {
         "created": now_iso(),
@@ -350,7 +350,7 @@ def open_trace(path: Path, header: dict, *, resume: bool, fingerprint, batch=Non
     rec["at"] = now_iso()
     # the machine when the capture went on, and this attempt's load check (the header kept
     # in the file is the first attempt's)
-    from validation.machine import machine_state
+    from validation.capture.machine import machine_state
 
     rec["machine"], rec["load_check"] = machine_state(), header.get("load_check")
     writer.write(rec)

@@ -7,7 +7,8 @@ import math
 import re
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.engines.common import (
+from validation.formats.engine import engine_format, not_json
+from validation.formats.engine_common import (
     NUM,
     EngineOutput,
     Snapshot,
@@ -186,3 +187,14 @@ def parse_vllm_v1(text: str, gamma) -> EngineOutput:
                         "but timings are not single-stream")
     return EngineOutput("vllm-v1-log", tuple(snaps), "per-interval", warnings=tuple(warnings),
                         checks=tuple(checks), concurrency=conc)
+
+
+FORMATS = (
+    engine_format("vllm-v0-log", "vLLM V0 'Speculative metrics:' log lines (cumulative counters)",
+                  parse_vllm_v0, lambda s: not_json(s) and "Speculative metrics:" in s.body,
+                  order=50, group="engine-log"),
+    engine_format("vllm-v1-log", "vLLM V1 'SpecDecoding metrics:' log lines (per-interval "
+                  "counters)", parse_vllm_v1,
+                  lambda s: not_json(s) and "SpecDecoding metrics:" in s.body,
+                  order=51, group="engine-log"),
+)

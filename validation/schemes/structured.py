@@ -20,7 +20,7 @@ renormalized; if every child is rejected the correction is drawn from the last r
 leaf the bonus token is drawn from ``P``. Either rule emits every token with the verifier's
 law (T2; the ``distinct`` variant by the same backward induction, since ``P_{j+1}`` does not
 depend on which token was rejected). Afterwards both models keep only the accepted path's KV
-entries (:meth:`validation.models.DecoderModel.keep`), so rollback stays an index move.
+entries (:meth:`validation.capture.models.DecoderModel.keep`), so rollback stays an index move.
 
 **HF schedule** (any pair): the pair's threshold is the current length ``g``; after its round
 ``g <- min(g + 2, max)`` if the whole block was accepted (``A = G``), else ``max(g - 1, min)``;
@@ -48,8 +48,10 @@ import torch
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.schedule import ConfidenceSchedule, HFSchedule, schedule_from_config
 from polyspec_theory.structures.trees import Tree, tree_from_config
-from validation.decoder import CascadeResult, PolybasicDecoder
+from validation.schemes.chain import CascadeResult, PolybasicDecoder
 from validation.traces.schema import Round, StructuredRound
+
+NAME = "structured"  # the theory registry's scheme (polyspec_theory.schemes)
 
 __all__ = ["StructuredDecoder", "StructuredResult", "TREE_SAMPLING", "parse_tree",
            "parse_schedule"]

@@ -6,7 +6,8 @@ import re
 from dataclasses import replace
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.engines.common import (
+from validation.formats.engine import engine_format, not_json
+from validation.formats.engine_common import (
     NUM,
     EngineOutput,
     Snapshot,
@@ -154,3 +155,19 @@ def parse_llamacpp_server(text: str, gamma) -> EngineOutput:
                             "tokens, not alpha")
     return EngineOutput("llamacpp-server", (s,), "single", warnings=tuple(warnings),
                         checks=tuple(checks), timing=timing)
+
+
+def _is_speculative(src) -> bool:
+    t = src.body
+    return (not_json(src) and re.search(r"^\s*n_predict\s*=", t, re.M) is not None
+            and re.search(r"^\s*n_(drafted|accept|draft)\s*=", t, re.M) is not None)
+
+
+FORMATS = (
+    engine_format("llamacpp-speculative", "llama.cpp llama-speculative statistics",
+                  parse_llamacpp_speculative, _is_speculative, order=53, group="engine-log"),
+    engine_format("llamacpp-server", "llama-server draft statistics", parse_llamacpp_server,
+                  lambda s: not_json(s) and ("#gen drafts" in s.body
+                                             or "draft acceptance =" in s.body),
+                  order=54, group="engine-log"),
+)

@@ -1,7 +1,7 @@
-"""Capture traces of the asynchronous two-process pipeline (:mod:`validation.async_decoder`)
+"""Capture traces of the asynchronous two-process pipeline (:mod:`validation.schemes.async_`)
 in the trace schema (:mod:`validation.traces.schema`, ``"mode": "async"`` in the header).
 
-Protocol as :func:`validation.capture.capture`: fixed thread count, warm-up, cost curves
+Protocol as :func:`validation.capture.single.capture`: fixed thread count, warm-up, cost curves
 T_i(m) at the start and the end, and for each prompt the pipeline and the autoregressive
 baselines interleaved (pipeline first on even prompts). The pipeline runs each level in its
 own process on its own core (two cores); the autoregressive baselines and the cost curves
@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.async_decoder import ROLLBACK, AsyncDecoder, check_async_args, pick_cores
-from validation.capture import ar_record, iter_cost_curve
-from validation.capture_setup import (
+from validation.capture.machine import header_fields, machine_state
+from validation.capture.models import model_name
+from validation.capture.setup import (
     CaptureSpec,
     alternate,
     check_name,
@@ -33,9 +33,9 @@ from validation.capture_setup import (
     progress_bar,
     tokenizer_for,
 )
-from validation.decoder import POLICY, autoregressive
-from validation.machine import header_fields, machine_state
-from validation.models import model_name
+from validation.capture.single import ar_record, iter_cost_curve
+from validation.schemes.async_ import ROLLBACK, AsyncDecoder, check_async_args, pick_cores
+from validation.schemes.chain import POLICY, autoregressive
 from validation.traces.records import TraceWriter
 
 __all__ = ["capture_async", "async_name", "async_header"]
@@ -68,7 +68,7 @@ def capture_async(models, *, out, threshold=0, queue=None, cores=None, n_prompts
                   cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
                   ar_models="all", argv=None, temperature=0.0, load_check=None) -> Path:
     """Run one async capture (target + one drafter) and return ``<out>/<name>.jsonl``;
-    ``load_check`` as :attr:`validation.capture_setup.CaptureSpec.load_check`."""
+    ``load_check`` as :attr:`validation.capture.setup.CaptureSpec.load_check`."""
     spec = CaptureSpec(list(models), [1] * max(len(models) - 1, 0), temperature=temperature,
                        max_new_tokens=max_new_tokens, threads=threads, dtype=dtype,
                        cost_repeats=cost_repeats, warmup=warmup, n_prompts=n_prompts).checked()

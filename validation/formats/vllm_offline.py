@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.engines.common import (
+from validation.formats.engine import engine_format, not_json
+from validation.formats.engine_common import (
     NUM,
     EngineOutput,
     Snapshot,
@@ -88,3 +89,11 @@ def parse_vllm_offline(text: str, gamma) -> EngineOutput:
             "all of them: fit each with --snapshot N")
     return EngineOutput("vllm-offline-example", tuple(snaps), "per-run",
                         warnings=tuple(warnings), checks=tuple(checks))
+
+
+FORMATS = (
+    engine_format("vllm-offline-example", "vLLM V1 offline spec_decode.py printout "
+                  "(LLM.get_metrics())", parse_vllm_offline,
+                  lambda s: not_json(s) and re.search(r"^\s*num_drafts:\s*\d", s.body, re.M)
+                  is not None, order=62),
+)

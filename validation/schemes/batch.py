@@ -1,5 +1,6 @@
 """The n-level polybasic decoder over a lockstep batch of ``b`` sequences (docs/theory.md,
-model B0) and the batched autoregressive baseline, on the levels of :mod:`validation.batch.levels`.
+model B0) and the batched autoregressive baseline, on the levels of
+:mod:`validation.capture.batch_models`.
 
 Models are ordered target first (``levels[0] = M_1`` … ``levels[n-1] = M_n``);
 ``thresholds[i]`` is θ of the pair (``levels[i]`` verifier, ``levels[i+1]`` drafter).
@@ -26,7 +27,7 @@ forward of ``M_n``, one token drafted for every sequence. One batched round of `
 
 Each sequence keeps its own KV positions (a cache row, position ids and an attention mask per
 sequence), so rollback stays an index move per sequence. The per-sequence decisions are those
-of :class:`validation.decoder.PolybasicDecoder` (lossless per sequence: in greedy mode every
+of :class:`validation.schemes.chain.PolybasicDecoder` (lossless per sequence: in greedy mode every
 sequence's tokens are the target's greedy tokens on its prompt). Catch-up positions: a cache
 may lack tokens appended by the levels above (a correction or bonus token), which its next
 forward feeds too, so a slot scores ``G + 1 .. G + level`` positions (a draft 1 or more); the
@@ -55,8 +56,8 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.batch.levels import BatchLevel, batch_level
-from validation.decoder import (
+from validation.capture.batch_models import BatchLevel, batch_level
+from validation.schemes.chain import (
     POLICY,
     Sampler,
     accept_greedy,
@@ -65,6 +66,8 @@ from validation.decoder import (
     wall_clock,
 )
 from validation.traces.schema import BatchRound, SeqRound
+
+NAME = "batch"  # the theory registry's scheme (polyspec_theory.schemes)
 
 __all__ = ["BatchCascadeDecoder", "BatchCascadeResult", "BatchARResult", "ForwardTiming",
            "batch_autoregressive", "round_extent", "BATCH_POLICY", "POLICY", "UNTIL"]

@@ -34,8 +34,8 @@ from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import AcceptanceLaw
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.capture_setup import alternate
-from validation.decoder import PolybasicDecoder, autoregressive
+from validation.capture.setup import alternate
+from validation.schemes.chain import PolybasicDecoder, autoregressive
 
 __all__ = ["ReplayDecoder", "CompositionProfile", "profile_cascade", "load_profiles",
            "PROFILE_FORMAT"]
@@ -179,8 +179,8 @@ def _check_time(t: float, field_name: str, key: str, zero_ok: bool = False) -> N
 
 def profile_cascade(models, thresholds, laws, prompts, max_new_tokens: int, *, seed: int = 0,
                     warmup: int = 1) -> CompositionProfile:
-    """Replay the cascade (``models``: loaded :class:`validation.models.DecoderModel`, target
-    first) on each prompt, interleaved with the target decoding the same prompt alone
+    """Replay the cascade (``models``: loaded :class:`validation.capture.models.DecoderModel`,
+    target first) on each prompt, interleaved with the target decoding the same prompt alone
     (alternating which runs first), and collect the in-cascade forward times."""
     max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
     if not prompts:

@@ -12,7 +12,7 @@ AR-calibrated cost curves, then, for each node budget ``N``, the trees the figur
   chain (path of ``g <= N`` nodes), :func:`~polyspec_theory.structures.trees.best_width_tree`,
   :func:`~polyspec_theory.structures.trees.optimal_tree`.
 
-``python -m validation.tree_plan PILOT.jsonl --budgets 4,8,16,32 --prefix TAG --out
+``python -m validation.analysis.tree_plan PILOT.jsonl --budgets 4,8,16,32 --prefix TAG --out
 PLAN.json`` writes the plan (law, costs, one entry per (panel, family, budget) with its tree,
 theory value and the trace name it is captured under) and prints one line ``NAME PARENTS``
 per distinct tree, for ``data/traces/trees/capture_trees.sh``.
@@ -113,7 +113,7 @@ def plan_law_costs(plan: dict):
 def main(argv=None) -> int:
     from validation.traces.records import read_trace
 
-    p = argparse.ArgumentParser(prog="python -m validation.tree_plan", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m validation.analysis.tree_plan", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("pilot", help="a two-model tree capture (trace file)")
     p.add_argument("--budgets", default="4,8,16,32", help="comma-separated node budgets")

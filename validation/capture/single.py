@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from validation.capture_setup import (
+from validation.capture.machine import machine_state
+from validation.capture.models import DecoderModel
+from validation.capture.setup import (
     COST_M,
     CaptureSpec,
     alternate,
@@ -33,9 +35,7 @@ from validation.capture_setup import (
     tokenizer_for,
     trace_path,
 )
-from validation.decoder import POLICY, PolybasicDecoder, autoregressive, wall_clock
-from validation.machine import machine_state
-from validation.models import DecoderModel
+from validation.schemes.chain import POLICY, PolybasicDecoder, autoregressive, wall_clock
 
 __all__ = ["capture", "cost_curve_records", "iter_cost_curve", "ar_record", "FINGERPRINT"]
 
@@ -139,7 +139,7 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
                                           for sc in schedules):
             header["schedule_restart"] = "prompt"
     if spec.structured:
-        from validation.tree_decoder import StructuredDecoder
+        from validation.schemes.structured import StructuredDecoder
 
         dec = StructuredDecoder(loaded, thresholds, tree=tree_obj, schedules=schedules,
                                 tree_sampling=spec.tree_sampling, temperature=temperature,

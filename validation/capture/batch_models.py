@@ -1,4 +1,4 @@
-"""The models of the batched decoder (:mod:`validation.batch.decoder`): one level decodes ``b``
+"""The models of the batched decoder (:mod:`validation.schemes.batch`): one level decodes ``b``
 sequences at once, each with its own length.
 
 A batch level keeps ``pos[j]`` = how many leading tokens of sequence ``j`` its cache holds.
@@ -13,7 +13,7 @@ from index ``n`` on: an index move, for every sequence on its own.
 Levels: :class:`BatchZooLevel` (a zoo GPT with a :class:`~validation.zoo.model.BatchKVCache`
 and per-sequence positions and attention masks) and :class:`BatchNGramLevel` (the n-gram
 drafter: stateless, one law per slot and position, padding included). :func:`batch_level`
-wraps a loaded :class:`~validation.models.DecoderModel`.
+wraps a loaded :class:`~validation.capture.models.DecoderModel`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.models import DecoderModel, ModelInfo, NGramDrafter, ZooModel
+from validation.capture.models import DecoderModel, ModelInfo, NGramDrafter, ZooModel
 
 __all__ = ["BatchLevel", "BatchZooLevel", "BatchNGramLevel", "batch_level"]
 

@@ -1,7 +1,7 @@
 """Capture traces of the batched (lockstep) decoder: one trace per cascade configuration and
 batch size ``b`` (schema: :mod:`validation.traces.schema`, batched records).
 
-Protocol, as for the single-stream captures (:mod:`validation.capture`): fixed thread count;
+Protocol, as for the single-stream captures (:mod:`validation.capture.single`): fixed thread count;
 warm-up (one decode, not recorded); batched cost samples ``T(b, m)``, ``m = 1..16``, at a few
 context lengths at the start and again at the end (``bcost``); the prompts (the same
 windows of the validation split as a single-stream capture with the same seed and count) are
@@ -25,19 +25,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import validation.capture_setup as setup
+import validation.capture.setup as setup
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.batch.decoder import (
+from validation.capture.batch_models import batch_level
+from validation.capture.machine import machine_state
+from validation.capture.setup import COST_M, CaptureSpec
+from validation.schemes.batch import (
     BATCH_POLICY,
     POLICY,
     BatchCascadeDecoder,
     batch_autoregressive,
     forwards_record,
 )
-from validation.batch.levels import batch_level
-from validation.capture_setup import COST_M, CaptureSpec
-from validation.decoder import wall_clock
-from validation.machine import machine_state
+from validation.schemes.chain import wall_clock
 
 __all__ = ["capture_batch", "capture_batches", "record_decodes", "batch_cost_records",
            "batch_header", "MAX_CAPTURE_BATCH", "FINGERPRINT"]
@@ -90,7 +90,7 @@ def batch_header(levels, thresholds, batch: int, *, name, temperature, top_k, se
                  device="cpu", device_name="", argv=None, prompt_info=None,
                  load_check=None) -> dict:
     """The header of a batched trace (schema: :mod:`validation.traces.schema`); ``load_check`` as
-    :func:`validation.capture_setup.capture_header`'s."""
+    :func:`validation.capture.setup.capture_header`'s."""
     info = {"source": "given", "n_prompts": len(prompts),
             "prompt_len": max(len(p) for p in prompts)}
     info.update(prompt_info or {})

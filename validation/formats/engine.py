@@ -1,20 +1,74 @@
-"""The fit report (what ``polyspec fit --json`` prints): laws fitted to the pooled
-snapshot, and the confidence cut-off model for drafts of varying length."""
+"""What every engine format shares above its parser: reading a file into an
+:class:`~validation.formats.engine_common.EngineOutput` and its :class:`Evidence`
+(:func:`engine_format` builds an engine's :class:`Format`), and the fit report (what
+``polyspec fit --json`` prints): laws fitted to the pooled snapshot, and the confidence
+cut-off model for drafts of varying length."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.engines.common import (
+from validation.formats import Evidence, Format, PairEvidence, registry
+from validation.formats.engine_common import (
     SHORT_DRAFT_TOLERANCE,
     EngineOutput,
     Snapshot,
+    check_counts,
     short_draft_note,
+    strip_meta,
+    walk_mappings,
 )
-from validation.engines.registry import FORMATS
+
+
+def engine_format(name: str, description: str, parser, detect, *, order: int,
+                  group: str | None = None) -> Format:
+    """The :class:`Format` of one engine output: ``parser(text, gamma) -> EngineOutput``
+    (``gamma``: the draft length where the output does not state it), detected by
+    ``detect(source)``; its fit report is :func:`acceptance_report`."""
+
+    def read(src, gamma: int | None = None) -> Evidence:
+        if gamma is not None:
+            gamma = as_int(gamma, "--gamma", low=1, high=4096)
+        out = parser(src.body, gamma)
+        if not out.snapshots:
+            raise PolyspecInputError("rounds", f"no usable {description} snapshot found")
+        for s in out.snapshots:
+            check_counts(s)
+        out = replace(out, source=src.source)
+        return engine_evidence(out, src.name, description)
+
+    def report(ev: Evidence, eta: float | None = None, snapshot: int | None = None) -> dict:
+        out = ev.data if snapshot is None else ev.data.select(snapshot)
+        return acceptance_report(out, eta=eta)
+
+    return Format(name, description, detect, read, order=order, group=group, report=report)
+
+
+def engine_evidence(out: EngineOutput, path: str, description: str) -> Evidence:
+    """The :class:`Evidence` of an engine output: its pooled rounds as the one pair's
+    counts (the engines log the target and one drafter)."""
+    pooled = out.pooled
+    pair = PairEvidence(verifier=None, drafter=None, counts=pooled.counts, cap=pooled.cap)
+    return Evidence(path=path, format=out.format, description=description, data=out,
+                    pairs=(pair,), timing=dict(out.timing), warnings=tuple(out.warnings))
+
+
+def json_dicts(src) -> list | None:
+    """Every mapping of a JSON source (engine metadata stripped), computed once; ``None``
+    when the source is not JSON."""
+    if "_json_dicts" not in src.__dict__:
+        obj = src.json
+        src._json_dicts = None if obj is None else list(walk_mappings(strip_meta(obj)))
+    return src._json_dicts
+
+
+def not_json(src) -> bool:
+    """A text source (log lines, tables) that is not JSON: the engines' log formats."""
+    return src.json is None
 
 
 def _finite(x):
@@ -125,7 +179,7 @@ def acceptance_report(out: EngineOutput, eta: float | None = None) -> dict:
     from polyspec_theory.core.laws import IIDGeometric, best_fit, fit_laws
 
     if not isinstance(out, EngineOutput):
-        raise PolyspecInputError("output", "must be an EngineOutput (load_engine_output)")
+        raise PolyspecInputError("output", "must be an EngineOutput (formats.open(...).data)")
     warnings = list(out.warnings)
     pooled = out.pooled
     caps = {s.cap for s in out.snapshots}
@@ -182,7 +236,7 @@ def acceptance_report(out: EngineOutput, eta: float | None = None) -> dict:
                        and len(out.snapshots) == 1), None)
     return {
         "format": out.format,
-        "format_description": FORMATS[out.format],
+        "format_description": registry()[out.format].description,
         "source": out.source,
         "counters": out.counters,
         "rounds": pooled.rounds,
