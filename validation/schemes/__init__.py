@@ -16,9 +16,23 @@ from validation.traces.schema import is_batch_header
 # one module of this package per scheme of the theory registry
 REGISTERED = ("chain", "structured", "batch", "async_")
 
-__all__ = ["REGISTERED", "registry", "get", "scheme_of_trace"]
+__all__ = ["REGISTERED", "registry", "get", "scheme_of_trace", "torch"]
 
 _LOADED: dict = {}
+
+
+class _Lazy:
+    """A module imported on first use: the decoders' ``torch`` (reading a trace, which checks
+    it with its scheme's module, never loads it)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+torch = _Lazy("torch")
 
 
 def registry() -> dict:
@@ -39,8 +53,11 @@ def features_of_header(header: dict) -> dict:
     """What the theory's decision reads off a trace header: its mode, whether some pair has a
     tree or a schedule, its serving batch."""
     c = header.get("cascade") or {}
-    structured = any(x is not None for key in ("trees", "schedules")
-                     for x in (c.get(key) or ()))
+    structured = False
+    for key in ("trees", "schedules"):
+        v = c.get(key)  # a malformed entry is the structured scheme's to refuse
+        structured |= v is not None and (not isinstance(v, list)
+                                         or any(x is not None for x in v))
     batch = header["batch"].get("size") if is_batch_header(header) else None
     return {"mode": header.get("mode", "sync"), "structured": structured, "batch": batch}
 

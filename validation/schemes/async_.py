@@ -47,12 +47,22 @@ import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from polyspec_theory import async_pair
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from validation.schemes import torch
 from validation.schemes.chain import check_prompt
-from validation.traces.schema import Round
+from validation.traces.schema import (
+    STREAM_RECORD_TYPES,
+    FieldError,
+    RecordError,
+    Round,
+    check_int,
+    check_list,
+    check_object,
+    check_real,
+    shown,
+)
 
 NAME = "async"  # the theory registry's scheme (polyspec_theory.schemes)
 
@@ -429,3 +439,81 @@ class AsyncDecoder:
             rounds=[Round(*r) for r in v["rounds"]], draft_m=d["draft_m"],
             draft_fwd_s=d["draft_fwd_s"], discarded=d["discarded"], rollbacks=d["rollbacks"],
             pids=list(self.pids), cores=list(self.cores), blocks=v["blocks"])
+
+
+# ------------------------------------------------------------------------------------------
+# its traces (validation.traces.checks; the fields: validation.traces.schema, async traces)
+# ------------------------------------------------------------------------------------------
+RECORDS = {"dforwards": ("prompt", "model", "m", "wall_s")}
+RECORD_TYPES = STREAM_RECORD_TYPES + tuple(RECORDS)
+
+
+def check_header(h: dict, checker) -> None:
+    """Two levels, no trees or schedules, ``cascade.mode`` = "async", and ``async`` =
+    ``{threshold, queue, window, ...}`` agreeing with the cascade and AS0's window; keeps
+    ``checker.window``."""
+    names, th = checker.names, checker.thresholds
+    if len(names) != 2:
+        raise FieldError("cascade.models", f"an async trace has two levels, got "
+                         f"{len(names)}")
+    c = h["cascade"]
+    for key in ("trees", "schedules"):
+        if c.get(key) is not None:
+            raise FieldError(f"cascade.{key}", "an async pipeline has no trees or "
+                             "schedules")
+    if c.get("mode", "async") != "async":
+        raise FieldError("cascade.mode", f"must be 'async' in an async trace, got "
+                         f"{shown(c.get('mode'))}")
+    a = check_object(h.get("async"), "async")
+    a["threshold"] = check_int(a.get("threshold"), "async.threshold")
+    if a["threshold"] != th[0]:
+        raise FieldError("async.threshold", f"{a['threshold']} differs from "
+                         f"cascade.thresholds[0] = {th[0]}")
+    q = c.get("queue", [None])
+    if a.get("queue") is not None:
+        a["queue"] = check_int(a["queue"], "async.queue", low=max(1, th[0]))
+    if q != [a.get("queue")]:
+        raise FieldError("async.queue", f"{shown(a.get('queue'))} differs from "
+                         f"cascade.queue {shown(q)}")
+    a["window"] = check_int(a.get("window"), "async.window", low=max(1, th[0]))
+    rule = async_pair(th[0], a.get("queue")).window
+    # captures made before AS0 took PipeSpec's window (every ready draft up to the cap)
+    # checked exactly theta drafts: they are read as recorded
+    if a["window"] != rule and not (th[0] and a["window"] == th[0]):
+        raise FieldError("async.window", f"must be {rule} (AS0: every ready draft up to "
+                         f"min(99, queue)), got {a['window']}")
+    checker.window = a["window"]
+
+
+def check_round(checker, r: dict) -> None:
+    """A verify checks θ to ``window`` ready drafts and scores G + 1 positions."""
+    g, th = r["G"], checker.thresholds[r["level"] - 1]
+    if not th <= g <= checker.window:
+        raise FieldError("G", f"an async verify checks threshold = {th} to window "
+                         f"= {checker.window} drafts, got G = {g}")
+    if r["m"] != g + 1:
+        raise FieldError("m", f"an async verify scores G + 1 = {g + 1} positions, "
+                         f"got m = {r['m']}")
+
+
+def check_record(checker, r: dict) -> None:
+    """``dforwards``: every drafter forward of a prompt, columnar."""
+    r["prompt"] = check_int(r["prompt"], "prompt")
+    if r["model"] != checker.names[1]:
+        raise FieldError("model", f"{shown(r['model'])} is not the drafter "
+                         f"{checker.names[1]!r}")
+    ms = check_list(r["m"], "m")
+    ms[:] = [check_int(x, f"m[{j}]", low=1) for j, x in enumerate(ms)]
+    for j, x in enumerate(check_list(r["wall_s"], "wall_s", length=len(ms))):
+        check_real(x, f"wall_s[{j}]")
+    for k in ("discarded", "rollbacks"):
+        if k in r:
+            r[k] = check_int(r[k], k)
+
+
+def check_prompt_rounds(checker, s: dict, si: int, rounds) -> None:
+    """One target forward per verify round."""
+    n1 = sum(1 for _, r in rounds if r["level"] == 1)
+    if s["forward_count"][0] != n1:
+        raise RecordError(f"summary.forward_count[0]: {s['forward_count'][0]}, but prompt "
+                          f"{s['prompt']} has {n1} verify rounds (one target forward each)", si)

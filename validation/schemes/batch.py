@@ -53,10 +53,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.capture.batch_models import BatchLevel, batch_level
+from validation.schemes import torch
 from validation.schemes.chain import (
     POLICY,
     Sampler,
@@ -65,7 +64,7 @@ from validation.schemes.chain import (
     check_decoder_args,
     wall_clock,
 )
-from validation.traces.schema import BatchRound, SeqRound
+from validation.traces.schema import BatchRound, RecordError, SeqRound
 
 NAME = "batch"  # the theory registry's scheme (polyspec_theory.schemes)
 
@@ -183,7 +182,9 @@ class BatchCascadeDecoder:
 
     def __init__(self, levels, thresholds, *, temperature=0.0, top_k=0, seed=0,
                  clock: Callable[[], float] | None = None):
-        self.levels: list[BatchLevel] = [batch_level(lv) for lv in levels]
+        from validation.capture.batch_models import batch_level
+
+        self.levels: list = [batch_level(lv) for lv in levels]
         self.thresholds, self.vocab = check_decoder_args(self.levels, thresholds)
         self.n = len(self.levels)
         self.device = self.levels[0].device
@@ -362,6 +363,8 @@ def batch_autoregressive(level, prompts, max_new_tokens: int, *, temperature=0.0
                          clock: Callable[[], float] | None = None) -> BatchARResult:
     """``max_new_tokens`` tokens for each prompt, decoded together by one model: one batched
     forward per step over all slots (the autoregressive baseline at the same batch size)."""
+    from validation.capture.batch_models import batch_level
+
     lv = batch_level(level)
     seqs = _check_prompts(prompts, lv.vocab_size)
     max_new = as_int(max_new_tokens, "max_new_tokens", low=1)
@@ -400,3 +403,102 @@ def batch_autoregressive(level, prompts, max_new_tokens: int, *, temperature=0.0
     return BatchARResult(tokens=[x[p:] for x, p in zip(seqs, plens, strict=True)],
                          wall_s=t2 - t1, prefill_s=t1 - t0, step_s=steps, forward_s=fwd,
                          forwards=forwards)
+
+
+# ------------------------------------------------------------------------------------------
+# its traces (validation.traces.checks; the fields: validation.traces.schema, batched traces)
+# ------------------------------------------------------------------------------------------
+RECORDS = {
+    "bround": SeqRound._fields,
+    "bbatch": BatchRound._fields,
+    "bforwards": ("decode", "run", "batch", "model", "m", "m0", "ctx", "wall_s"),
+    "bsummary": ("decode", "prompts", "batch", "n_generated", "wall_s", "forward_s",
+                 "forward_count"),
+    "bar": ("decode", "prompts", "model", "batch", "n_steps", "wall_s", "forward_s",
+            "step_s"),
+    "bcost": ("model", "batch", "ctx", "m", "times_s", "median_s"),
+}
+RECORD_TYPES = tuple(RECORDS)
+TRACE_KIND = "batched"
+
+
+def check_header(header: dict, checker) -> None:
+    """Nothing beyond the common header here: ``batch.size`` is checked with each record."""
+
+
+def check_record(checker, rec: dict) -> None:
+    msg = check_batch_record(rec, checker.header)
+    if msg:
+        raise RecordError(msg)
+
+
+def check_trace(checker, kept) -> None:
+    """No batched cost cell recorded twice."""
+    seen: dict = {}
+    for i, r in kept:
+        if r["type"] == "bcost":
+            key = (r["model"], r["batch"], r.get("phase"), r["ctx"], r["m"])
+            if key in seen:
+                raise RecordError(f"bcost: cell (model {r['model']!r}, batch {r['batch']}, "
+                                  f"phase {r.get('phase')!r}, ctx {r['ctx']}, m {r['m']}) "
+                                  f"recorded twice (the first is line {seen[key]})", i)
+            seen[key] = i
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def check_batch_record(rec: dict, header: dict) -> str | None:
+    """What is wrong with a batched record (``None`` if nothing): value ranges and lengths
+    the reader checks before anything is built from it."""
+    t = rec["type"]
+    n = len(header["cascade"]["models"])
+    b = header["batch"].get("size")
+    if not _is_int(b) or b < 1:
+        return f"header batch.size must be an integer >= 1, got {b!r}"
+    if t == "bround":
+        if not all(_is_int(rec[k]) for k in ("level", "seq", "G", "A", "L", "m", "waited",
+                                             "discarded")):
+            return "bround fields level, seq, G, A, L, m, waited, discarded must be integers"
+        if rec["level"] not in range(1, n):
+            return f"level {rec['level']} out of range 1..{n - 1}"
+        if rec["seq"] not in range(b):
+            return f"seq {rec['seq']} out of range 0..{b - 1}"
+        if not 0 <= rec["A"] <= rec["G"] or rec["L"] != rec["A"] + 1 or rec["G"] < 1:
+            return (f"inconsistent round (G={rec['G']}, A={rec['A']}, L={rec['L']}): need "
+                    "1 <= G, 0 <= A <= G and L = A + 1")
+        if rec["waited"] < 0 or rec["m"] < rec["G"] + 1:
+            return f"inconsistent round: waited={rec['waited']}, m={rec['m']} (G={rec['G']})"
+    elif t == "bbatch":
+        if rec["level"] not in range(1, n):
+            return f"level {rec['level']} out of range 1..{n - 1}"
+        if not (_is_int(rec["K"]) and rec["K"] >= 1 and _is_int(rec["max_G"])
+                and rec["m"] >= rec["max_G"] + 1 and rec["waiting"] >= 0):
+            return (f"inconsistent batched round (K={rec['K']}, max_G={rec['max_G']}, "
+                    f"m={rec['m']}, waiting={rec['waiting']})")
+    elif t == "bforwards":
+        k = len(rec["wall_s"])
+        for key in ("model", "m", "m0", "ctx"):
+            if not isinstance(rec[key], list) or len(rec[key]) != k:
+                return f"bforwards {key} must be a list with one entry per forward ({k})"
+        if rec["run"] not in ("cascade", "ar"):
+            return f"bforwards run must be 'cascade' or 'ar', got {rec['run']!r}"
+        if any(not _is_int(x) or not 0 <= x < n for x in rec["model"]):
+            return f"bforwards model indices must be in 0..{n - 1}"
+        if any(not _is_int(x) or x < 1 for x in rec["m"] + rec["m0"]):
+            return "bforwards m and m0 must be integers >= 1"
+        if rec["batch"] != b:
+            return f"bforwards batch {rec['batch']} != header batch.size {b}"
+    elif t == "bsummary":
+        if not isinstance(rec["n_generated"], list) or len(rec["n_generated"]) != b:
+            return f"bsummary n_generated needs {b} entries (one per sequence)"
+        if len(rec["forward_s"]) != n or len(rec["forward_count"]) != n:
+            return f"bsummary forward_s / forward_count need {n} entries"
+    elif t == "bar":
+        if len(rec["step_s"]) != rec["n_steps"]:
+            return f"bar step_s needs n_steps = {rec['n_steps']} entries"
+    elif t == "bcost":
+        if not _is_int(rec["batch"]) or rec["batch"] < 1 or not rec["times_s"]:
+            return "bcost batch must be an integer >= 1 with at least one time"
+    return None

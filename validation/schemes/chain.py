@@ -29,10 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
+from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from validation.traces.schema import Round
+from validation.schemes import torch
+from validation.traces.schema import STREAM_RECORD_TYPES, FieldError, RecordError, Round
 
 NAME = "chain"  # the theory registry's scheme (polyspec_theory.schemes)
 
@@ -364,3 +365,88 @@ def autoregressive(model, prompt, max_new_tokens: int, *, temperature=0.0, top_k
         t2 = now()
     return ARResult(tokens=seq[len(prompt):], wall_s=t2 - t1, prefill_s=t1 - t0,
                     step_s=steps, forward_s=fwd)
+
+
+# ------------------------------------------------------------------------------------------
+# its traces (validation.traces.checks): the block policy in every round and prompt
+# ------------------------------------------------------------------------------------------
+RECORD_TYPES = STREAM_RECORD_TYPES
+
+
+def check_header(header: dict, checker) -> None:
+    """The block bounds of the header's thresholds under its policy (P1's blocks)."""
+    checker.gmax = tuple(block_bounds(checker.thresholds, checker.policy))
+    checker.structured = (False,) * (checker.n - 1)
+
+
+def check_round(checker, r: dict) -> None:
+    """A level-``lv`` round verifies a block of exactly θ (the last pair, or the truncate
+    policy) or θ..G_max tokens (accumulate), and its forward scores G + 1 to G + lv
+    positions (catch-up tokens)."""
+    lv, g = r["level"], r["G"]
+    th, gm = checker.thresholds[lv - 1], checker.gmax[lv - 1]
+    if lv == checker.n - 1 or checker.policy == "truncate":
+        if g != th:
+            raise FieldError("G", f"level {lv} verifies blocks of exactly theta = {th} "
+                             f"tokens (cascade.thresholds), got G = {g}")
+    elif not th <= g <= gm:
+        raise FieldError("G", f"level {lv} blocks have theta = {th} <= G <= {gm} tokens "
+                         f"(cascade.thresholds, {checker.policy} policy), got G = {g}")
+    if not g + 1 <= r["m"] <= g + lv:
+        raise FieldError("m", f"a level-{lv} verify forward scores G + 1 to G + {lv} "
+                         f"positions, got m = {r['m']} with G = {g}")
+
+
+def check_prompt_rounds(checker, s: dict, si: int, rounds) -> None:
+    """The rounds of one finished prompt (file order) form the accumulate policy's blocks:
+    each level-``j`` block is drafted by level-``j+1`` rounds at consecutive contexts whose
+    emitted tokens sum to ``G`` and which stop as soon as θ are pending (a pair with a tree
+    or a schedule drafts by its structure); one forward per verify round and θ per
+    bottom-level round for the smallest model."""
+    if checker.policy != "accumulate":
+        return
+    m, th = checker.n - 1, checker.thresholds
+    pending: dict[int, list] = {lv: [] for lv in range(2, m + 1)}
+    counts = [0] * m
+    for i, r in rounds:
+        lv, g = r["level"], r["G"]
+        counts[lv - 1] += 1
+        if lv < m:
+            kids = pending[lv + 1]
+            if not kids:
+                raise RecordError(f"round.G: this level-{lv} round verifies a block of {g} "
+                                  f"tokens, but no level-{lv + 1} round drafted it", i)
+            tot = sum(k["L"] for _, k in kids)
+            span = (f"lines {kids[0][0]}-{kids[-1][0]}" if len(kids) > 1
+                    else f"line {kids[0][0]}")
+            if tot != g:
+                raise RecordError(f"round.G: level-{lv} block of G = {g} tokens, but the "
+                                  f"level-{lv + 1} rounds that drafted it ({span}) emitted "
+                                  f"{tot}", i)
+            theta = r.get("theta", th[lv - 1])  # an HF schedule records its own
+            if tot - kids[-1][1]["L"] >= theta and not checker.structured[lv - 1]:
+                raise RecordError(f"round.G: level-{lv} block of G = {g} tokens drafted past "
+                                  f"theta = {theta} ({span}): the accumulate policy verifies "
+                                  "as soon as theta tokens are pending", i)
+            want = r["ctx"]
+            for j, k in kids:
+                if k["ctx"] != want:
+                    raise RecordError(f"round.ctx: level-{lv + 1} round at ctx {k['ctx']}, "
+                                      f"expected {want} (it drafts the block at ctx "
+                                      f"{r['ctx']} that line {i} verifies)", j)
+                want += k["L"]
+            kids.clear()
+        if lv > 1:
+            pending[lv].append((i, r))
+    for lv, kids in pending.items():
+        if kids:
+            raise RecordError(f"round.level: level-{lv} round(s) of prompt {s['prompt']} that "
+                              f"no level-{lv - 1} round verified before its summary (line "
+                              f"{si})", kids[0][0])
+    if not any(checker.structured):
+        want = counts + [th[-1] * counts[-1]]
+        if list(s["forward_count"]) != want:
+            raise RecordError(f"summary.forward_count: {s['forward_count']}, but the rounds "
+                              f"of prompt {s['prompt']} imply {want} forwards per model (one "
+                              "per verify round; theta per bottom-level round for the "
+                              "smallest model)", si)

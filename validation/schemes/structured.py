@@ -43,13 +43,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.schedule import ConfidenceSchedule, HFSchedule, schedule_from_config
 from polyspec_theory.structures.trees import Tree, tree_from_config
+from validation.schemes import chain, torch
 from validation.schemes.chain import CascadeResult, PolybasicDecoder
-from validation.traces.schema import Round, StructuredRound
+from validation.traces.schema import (
+    STREAM_RECORD_TYPES,
+    FieldError,
+    Round,
+    StructuredRound,
+    check_list,
+    check_object,
+)
 
 NAME = "structured"  # the theory registry's scheme (polyspec_theory.schemes)
 
@@ -404,3 +411,43 @@ class StructuredDecoder(PolybasicDecoder):
         out = StructuredResult(**vars(res), extras=list(self.extras))
         self.thresholds = list(self.base_thresholds)
         return out
+
+
+# ------------------------------------------------------------------------------------------
+# its traces (validation.traces.checks): the header's trees and schedules, blocks that follow
+# them (their rounds' optional fields: validation.traces.schema.check_round_extras)
+# ------------------------------------------------------------------------------------------
+RECORD_TYPES = STREAM_RECORD_TYPES
+
+
+def check_header(header: dict, checker) -> None:
+    """``cascade.trees`` / ``cascade.schedules``: one entry per pair (``null`` = a chain),
+    each an object in the config format (docs/theory.md Part III-D)."""
+    chain.check_header(header, checker)
+    c = header["cascade"]
+    structured = [False] * (checker.n - 1)
+    for key in ("trees", "schedules"):
+        v = c.get(key)
+        if v is None:
+            continue
+        check_list(v, f"cascade.{key}", length=checker.n - 1)
+        for j, x in enumerate(v):
+            if x is not None:
+                check_object(x, f"cascade.{key}[{j}]")
+                structured[j] = True
+    checker.structured = tuple(structured)
+
+
+def check_round(checker, r: dict) -> None:
+    """A pair with a tree or a schedule at it or below: the block follows the structure, the
+    verify forward scores at least G + 1 positions; other pairs as a chain's."""
+    lv, g = r["level"], r["G"]
+    if checker.structured[lv - 1] or any(checker.structured[lv:]):
+        if r["m"] < g + 1:
+            raise FieldError("m", f"a verify forward scores at least G + 1 = {g + 1} "
+                             f"positions, got m = {r['m']}")
+        return
+    chain.check_round(checker, r)
+
+
+check_prompt_rounds = chain.check_prompt_rounds  # the accumulate blocks of the chain pairs

@@ -24,67 +24,11 @@ from polyspec_theory.errors import PolyspecInputError
 from validation.traces.dataset import CaptureConfig, Rounds, finished
 from validation.traces.schema import Round, TraceError, is_batch_header
 
-__all__ = ["BatchCapture", "BatchRounds", "Forwards", "check_batch_record",
-           "read_batch_trace", "read_batch_traces"]
+__all__ = ["BatchCapture", "BatchRounds", "Forwards", "read_batch_trace", "read_batch_traces"]
 
 
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
-
-
-def check_batch_record(rec: dict, header: dict) -> str | None:
-    """What is wrong with a batched record (``None`` if nothing): value ranges and lengths
-    the reader checks before anything is built from it."""
-    t = rec["type"]
-    n = len(header["cascade"]["models"])
-    b = header["batch"].get("size")
-    if not _is_int(b) or b < 1:
-        return f"header batch.size must be an integer >= 1, got {b!r}"
-    if t == "bround":
-        if not all(_is_int(rec[k]) for k in ("level", "seq", "G", "A", "L", "m", "waited",
-                                             "discarded")):
-            return "bround fields level, seq, G, A, L, m, waited, discarded must be integers"
-        if rec["level"] not in range(1, n):
-            return f"level {rec['level']} out of range 1..{n - 1}"
-        if rec["seq"] not in range(b):
-            return f"seq {rec['seq']} out of range 0..{b - 1}"
-        if not 0 <= rec["A"] <= rec["G"] or rec["L"] != rec["A"] + 1 or rec["G"] < 1:
-            return (f"inconsistent round (G={rec['G']}, A={rec['A']}, L={rec['L']}): need "
-                    "1 <= G, 0 <= A <= G and L = A + 1")
-        if rec["waited"] < 0 or rec["m"] < rec["G"] + 1:
-            return f"inconsistent round: waited={rec['waited']}, m={rec['m']} (G={rec['G']})"
-    elif t == "bbatch":
-        if rec["level"] not in range(1, n):
-            return f"level {rec['level']} out of range 1..{n - 1}"
-        if not (_is_int(rec["K"]) and rec["K"] >= 1 and _is_int(rec["max_G"])
-                and rec["m"] >= rec["max_G"] + 1 and rec["waiting"] >= 0):
-            return (f"inconsistent batched round (K={rec['K']}, max_G={rec['max_G']}, "
-                    f"m={rec['m']}, waiting={rec['waiting']})")
-    elif t == "bforwards":
-        k = len(rec["wall_s"])
-        for key in ("model", "m", "m0", "ctx"):
-            if not isinstance(rec[key], list) or len(rec[key]) != k:
-                return f"bforwards {key} must be a list with one entry per forward ({k})"
-        if rec["run"] not in ("cascade", "ar"):
-            return f"bforwards run must be 'cascade' or 'ar', got {rec['run']!r}"
-        if any(not _is_int(x) or not 0 <= x < n for x in rec["model"]):
-            return f"bforwards model indices must be in 0..{n - 1}"
-        if any(not _is_int(x) or x < 1 for x in rec["m"] + rec["m0"]):
-            return "bforwards m and m0 must be integers >= 1"
-        if rec["batch"] != b:
-            return f"bforwards batch {rec['batch']} != header batch.size {b}"
-    elif t == "bsummary":
-        if not isinstance(rec["n_generated"], list) or len(rec["n_generated"]) != b:
-            return f"bsummary n_generated needs {b} entries (one per sequence)"
-        if len(rec["forward_s"]) != n or len(rec["forward_count"]) != n:
-            return f"bsummary forward_s / forward_count need {n} entries"
-    elif t == "bar":
-        if len(rec["step_s"]) != rec["n_steps"]:
-            return f"bar step_s needs n_steps = {rec['n_steps']} entries"
-    elif t == "bcost":
-        if not _is_int(rec["batch"]) or rec["batch"] < 1 or not rec["times_s"]:
-            return "bcost batch must be an integer >= 1 with at least one time"
-    return None
 
 
 @dataclass(frozen=True)

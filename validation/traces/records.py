@@ -15,15 +15,15 @@ from pathlib import Path
 
 from polyspec_theory.errors import PolyspecInputError
 from validation.files import check_json_nesting, json_default
+from validation.traces.checks import RecordChecker, all_record_fields
 from validation.traces.dataset import Capture
 from validation.traces.schema import (
-    BATCH_RECORD_TYPES,
     RECORD_FIELDS,
     ROUND_OPTIONAL,
     SCHEMA,
     SCHEMA_VERSION,
     FieldError,
-    RecordChecker,
+    RecordError,
     Round,
     StructuredRound,
     TraceError,
@@ -33,7 +33,7 @@ from validation.traces.schema import (
 )
 
 __all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces",
-           "is_batched_file", "check_prompts"]
+           "is_batched_file", "capture_of"]
 
 
 class TraceWriter:
@@ -138,8 +138,8 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     """Parse and check a trace file. A last line that is cut (unterminated, invalid JSON)
     raises unless ``allow_truncated``, in which case it is skipped and ``truncated_tail`` is
     set. Any other bad line raises naming its number and field: every record is checked
-    against the schema and its header (:class:`validation.traces.schema.RecordChecker`), and the
-    records of each finished prompt against each other (:func:`check_prompts`)."""
+    against the schema and its header, and the records of each finished prompt against each
+    other (:class:`validation.traces.checks.RecordChecker`, with the trace's scheme)."""
     p = Path(path)
     if not p.exists():
         raise TraceError(f"{p}: no such trace file")
@@ -205,27 +205,28 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     if header.get("schema_version") != SCHEMA_VERSION:
         raise _fail(p, 1, f"unsupported schema_version {shown(header.get('schema_version'))} "
                     f"(this reader knows {SCHEMA_VERSION})")
-    _check_fields(p, 1, header)
-    batched = is_batch_header(header)
+    _check_fields(p, 1, header, RECORD_FIELDS)
     try:
         checker = RecordChecker(header)
     except FieldError as e:
         raise _fail(p, 1, f"header.{e}") from None
+    fields, known = checker.record_fields, all_record_fields()
     kept, discarded = [], 0
     for i, rec in parsed[1:]:
         t = rec.get("type")
-        if not isinstance(t, str) or t not in RECORD_FIELDS or t == "header":
+        if not isinstance(t, str) or t not in known or t == "header":
             raise _fail(p, i, f"unknown record type {shown(t)} (known: "
-                        f"{sorted(k for k in RECORD_FIELDS if k != 'header')})")
-        _check_fields(p, i, rec)
-        if batched != (t in BATCH_RECORD_TYPES) and t not in ("resume", "end"):
-            kind = "batched" if batched else "single-stream"
-            raise _fail(p, i, f"record type {t!r} does not belong in a {kind} trace")
-        if not batched or t in ("resume", "end"):
-            try:
-                checker.check(rec)
-            except FieldError as e:
-                raise _fail(p, i, f"{t}.{e}") from None
+                        f"{sorted(k for k in known if k != 'header')})")
+        if t not in fields:
+            _check_fields(p, i, rec, known)
+            raise _fail(p, i, f"record type {t!r} does not belong in a {checker.kind} trace")
+        _check_fields(p, i, rec, fields)
+        try:
+            checker.check(rec)
+        except FieldError as e:
+            raise _fail(p, i, f"{t}.{e}") from None
+        except RecordError as e:
+            raise _fail(p, i, e.message) from None
         if t == "resume":
             nxt = rec["next_prompt"]
             nxt_d = rec.get("next_decode")
@@ -234,139 +235,20 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
                     and (nxt_d is None or "decode" not in r or r["decode"] < nxt_d)]
             discarded += before - len(kept)
             continue
-        if batched:
-            from validation.traces.batch import check_batch_record
-
-            msg = check_batch_record(rec, header)
-            if msg:
-                raise _fail(p, i, msg)
         if t == "round" and any(k in rec for k in ROUND_OPTIONAL):
             bad = check_round_extras(rec)
             if bad is not None:
                 raise _fail(p, i, f"round: {bad}")
         kept.append((i, rec))
-    if not batched:
-        check_prompts(p, checker, kept)
-    else:
-        seen: dict = {}
-        for i, r in kept:
-            if r["type"] == "bcost":
-                key = (r["model"], r["batch"], r.get("phase"), r["ctx"], r["m"])
-                if key in seen:
-                    raise _fail(p, i, f"bcost: cell (model {r['model']!r}, batch {r['batch']}, "
-                                f"phase {r.get('phase')!r}, ctx {r['ctx']}, m {r['m']}) "
-                                f"recorded twice (the first is line {seen[key]})")
-                seen[key] = i
+    try:
+        checker.finish(kept)
+    except RecordError as e:
+        raise _fail(p, e.line, e.message) from None
     return TraceRecords(path=str(p), header=header, records=[r for _, r in kept],
                         lines=[i for i, _ in kept],
                         complete=any(r["type"] == "end" for _, r in kept),
                         n_discarded=discarded, truncated_tail=truncated,
                         digest=hashlib.sha256(raw[len(lines[0]):]).hexdigest())
-
-
-def check_prompts(p, checker: RecordChecker, kept) -> None:
-    """Cross-record checks of a trace's kept ``(line, record)`` pairs: no summary, AR run or
-    cost cell twice, no round record repeated; and for every prompt with a summary, its
-    rounds (in file order) form the accumulate policy's blocks — each level-``j`` block is
-    drafted by level-``j+1`` rounds at consecutive contexts whose emitted tokens sum to ``G``
-    and which stop as soon as ``theta`` are pending, level-1 rounds continue the text —
-    and they emitted ``n_generated`` tokens in ``n_rounds`` rounds with the summary's
-    forward counts."""
-    summaries, ar_seen, cost_seen = {}, {}, {}
-    rounds: dict[int, list] = {}
-    prev = None
-    for i, r in kept:
-        t = r["type"]
-        if t == "summary":
-            if r["prompt"] in summaries:
-                raise _fail(p, i, f"summary.prompt: a second summary of prompt {r['prompt']} "
-                            f"(the first is line {summaries[r['prompt']][0]})")
-            summaries[r["prompt"]] = (i, r)
-        elif t == "ar":
-            key = (r["prompt"], r["model"])
-            if key in ar_seen:
-                raise _fail(p, i, f"ar: a second autoregressive run of {r['model']!r} on "
-                            f"prompt {r['prompt']} (the first is line {ar_seen[key]})")
-            ar_seen[key] = i
-        elif t == "cost":
-            key = (r["model"], r.get("phase", ""), r["ctx"], r["m"])
-            if key in cost_seen:
-                raise _fail(p, i, f"cost: cell (model {r['model']!r}, phase "
-                            f"{r.get('phase')!r}, ctx {r['ctx']}, m {r['m']}) recorded twice "
-                            f"(the first is line {cost_seen[key]})")
-            cost_seen[key] = i
-        elif t == "round":
-            if prev is not None and prev[1] == r:
-                raise _fail(p, i, f"round: duplicated round record (same as line {prev[0]})")
-            prev = (i, r)
-            rounds.setdefault(r["prompt"], []).append((i, r))
-    for k, (si, s) in summaries.items():
-        _check_prompt_rounds(p, checker, si, s, rounds.get(k, []))
-
-
-def _check_prompt_rounds(p, checker: RecordChecker, si: int, s: dict, rounds) -> None:
-    n, th = checker.n, checker.thresholds
-    m = n - 1
-    acc = checker.policy == "accumulate" and checker.mode == "sync"
-    structured = any(checker.structured)
-    pending: dict[int, list] = {lv: [] for lv in range(2, m + 1)}
-    counts = [0] * m
-    ctx1 = s.get("n_prompt_tokens")
-    emitted = 0
-    for i, r in rounds:
-        lv, g = r["level"], r["G"]
-        counts[lv - 1] += 1
-        if acc and lv < m:
-            kids = pending[lv + 1]
-            if not kids:
-                raise _fail(p, i, f"round.G: this level-{lv} round verifies a block of {g} "
-                            f"tokens, but no level-{lv + 1} round drafted it")
-            tot = sum(k["L"] for _, k in kids)
-            span = f"lines {kids[0][0]}-{kids[-1][0]}" if len(kids) > 1 else f"line {kids[0][0]}"
-            if tot != g:
-                raise _fail(p, i, f"round.G: level-{lv} block of G = {g} tokens, but the "
-                            f"level-{lv + 1} rounds that drafted it ({span}) emitted {tot}")
-            theta = r.get("theta", th[lv - 1])  # an HF schedule records its own
-            if tot - kids[-1][1]["L"] >= theta and not checker.structured[lv - 1]:
-                raise _fail(p, i, f"round.G: level-{lv} block of G = {g} tokens drafted past "
-                            f"theta = {theta} ({span}): the accumulate policy verifies "
-                            "as soon as theta tokens are pending")
-            want = r["ctx"]
-            for j, k in kids:
-                if k["ctx"] != want:
-                    raise _fail(p, j, f"round.ctx: level-{lv + 1} round at ctx {k['ctx']}, "
-                                f"expected {want} (it drafts the block at ctx {r['ctx']} that "
-                                f"line {i} verifies)")
-                want += k["L"]
-            kids.clear()
-        if acc and lv > 1:
-            pending[lv].append((i, r))
-        if lv == 1:
-            if ctx1 is not None and r["ctx"] != ctx1:
-                raise _fail(p, i, f"round.ctx: level-1 round at ctx {r['ctx']}, expected "
-                            f"{ctx1} (prompt tokens + tokens emitted before it)")
-            ctx1 = r["ctx"] + r["L"]
-            emitted += r["L"]
-    for lv, kids in pending.items():
-        if kids:
-            raise _fail(p, kids[0][0], f"round.level: level-{lv} round(s) of prompt "
-                        f"{s['prompt']} that no level-{lv - 1} round verified before its "
-                        f"summary (line {si})")
-    if emitted != s["n_generated"]:
-        raise _fail(p, si, f"summary.n_generated: {s['n_generated']}, but the level-1 rounds "
-                    f"of prompt {s['prompt']} emitted {emitted} tokens")
-    if "n_rounds" in s and list(s["n_rounds"]) != counts:
-        raise _fail(p, si, f"summary.n_rounds: {s['n_rounds']}, but prompt {s['prompt']} has "
-                    f"{counts} round records per level")
-    if checker.mode == "async" and s["forward_count"][0] != counts[0]:
-        raise _fail(p, si, f"summary.forward_count[0]: {s['forward_count'][0]}, but prompt "
-                    f"{s['prompt']} has {counts[0]} verify rounds (one target forward each)")
-    if acc and not structured:
-        want = counts + [th[-1] * counts[-1]]
-        if list(s["forward_count"]) != want:
-            raise _fail(p, si, f"summary.forward_count: {s['forward_count']}, but the rounds "
-                        f"of prompt {s['prompt']} imply {want} forwards per model (one per "
-                        "verify round; theta per bottom-level round for the smallest model)")
 
 
 def read_trace(path, *, allow_truncated: bool = False) -> Capture:
@@ -436,7 +318,7 @@ def is_batched_file(path) -> bool:
     return isinstance(head, dict) and is_batch_header(head)
 
 
-def _check_fields(p, i, rec):
-    missing = [k for k in RECORD_FIELDS[rec["type"]] if k not in rec]
+def _check_fields(p, i, rec, fields):
+    missing = [k for k in fields[rec["type"]] if k not in rec]
     if missing:
         raise _fail(p, i, f"{rec['type']} record misses field(s) {missing}")

@@ -128,8 +128,9 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Round", "ROUND_FIELDS", "RECORD_FIELDS",
            "RECORD_TYPES", "TraceError", "TIME_DIGITS", "StructuredRound", "ROUND_OPTIONAL",
-           "check_round_extras", "SeqRound", "BatchRound", "BATCH_RECORD_TYPES",
-           "is_batch_header", "FieldError", "RecordChecker", "shown"]
+           "check_round_extras", "SeqRound", "BatchRound",
+           "is_batch_header", "FieldError", "RecordError", "shown", "check_machine_field",
+           "COMMON_RECORD_TYPES", "STREAM_RECORD_TYPES"]
 
 SCHEMA = "polyspec-trace"
 SCHEMA_VERSION = 1
@@ -303,7 +304,8 @@ def is_batch_header(header: dict) -> bool:
     """Whether a trace header belongs to a batched capture (it has a ``batch`` object)."""
     return isinstance(header.get("batch"), dict)
 
-# required fields per record type (``round_s`` of a round is optional: older traces lack it)
+# required fields of the record types every single-stream trace holds (``round_s`` of a round
+# is optional: older traces lack it)
 RECORD_FIELDS = {
     "header": ("schema", "schema_version", "models", "dtype", "device", "torch", "threads",
                "cascade", "temperature", "top_k", "seed", "prompts"),
@@ -313,19 +315,10 @@ RECORD_FIELDS = {
     "summary": ("prompt", "n_generated", "wall_s", "forward_s", "forward_count"),
     "resume": ("next_prompt",),
     "end": ("n_prompts",),
-    "dforwards": ("prompt", "model", "m", "wall_s"),  # async traces (module docstring)
-    # batched traces (module docstring)
-    "bround": SeqRound._fields,
-    "bbatch": BatchRound._fields,
-    "bforwards": ("decode", "run", "batch", "model", "m", "m0", "ctx", "wall_s"),
-    "bsummary": ("decode", "prompts", "batch", "n_generated", "wall_s", "forward_s",
-                 "forward_count"),
-    "bar": ("decode", "prompts", "model", "batch", "n_steps", "wall_s", "forward_s",
-            "step_s"),
-    "bcost": ("model", "batch", "ctx", "m", "times_s", "median_s"),
-}
+}  # a scheme's own record types: its module's RECORDS (validation.schemes)
 RECORD_TYPES = tuple(RECORD_FIELDS)
-BATCH_RECORD_TYPES = ("bround", "bbatch", "bforwards", "bsummary", "bar", "bcost")
+COMMON_RECORD_TYPES = ("resume", "end")  # every trace may hold them
+STREAM_RECORD_TYPES = ("round", "ar", "cost", "summary")  # a single-stream trace's
 
 
 class TraceError(PolyspecInputError):
@@ -346,6 +339,16 @@ class FieldError(Exception):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
+
+
+class RecordError(Exception):
+    """A record that contradicts its header or the records before it: the message names the
+    record type and field; ``line``: the line to report (``None``: the record's own)."""
+
+    def __init__(self, message: str, line: int | None = None):
+        self.message = message
+        self.line = line
+        super().__init__(message)
 
 
 def shown(v) -> str:
@@ -427,7 +430,7 @@ def check_object(v, field: str) -> dict:
     return v
 
 
-def _check_machine_field(rec: dict, key: str) -> None:
+def check_machine_field(rec: dict, key: str) -> None:
     """The optional ``machine`` / ``load_check`` field of a header, ``resume`` or ``end``
     record (module docstring): absent or null, or of the written form."""
     v = rec.get(key)
@@ -452,232 +455,3 @@ def _check_machine_field(rec: dict, key: str) -> None:
         if mhz is not None:
             for j, x in enumerate(check_list(mhz, "machine.cpu_mhz.mhz")):
                 check_real(x, f"machine.cpu_mhz.mhz[{j}]", high=None)
-
-
-class RecordChecker:
-    """Checks the header (at construction) and then each record of one trace against it:
-    JSON types, ranges, and what the header implies (levels, models, block bounds of the
-    accumulate policy). Integral fields are normalized to ``int`` in place. Raises
-    :class:`FieldError`."""
-
-    def __init__(self, header: dict):
-        from polyspec_theory.core.config import MAX_THRESHOLD, POLICIES
-        from polyspec_theory.core.p1 import block_bounds
-
-        h = header
-        check_list(h["models"], "models")
-        for k in ("dtype", "device", "torch"):
-            if not isinstance(h[k], str):
-                raise FieldError(k, f"must be a string, got {shown(h[k])}")
-        h["threads"] = check_int(h["threads"], "threads", low=1)
-        c = check_object(h["cascade"], "cascade")
-        if "models" not in c:
-            raise FieldError("cascade.models", "missing (the models of the cascade, target "
-                             "first)")
-        models = check_list(c["models"], "cascade.models", min_len=2)
-        names = []
-        for i, m in enumerate(models):
-            check_object(m, f"cascade.models[{i}]")
-            names.append(check_str(m.get("name"), f"cascade.models[{i}].name"))
-        if len(set(names)) != len(names):
-            raise FieldError("cascade.models", f"model names must be unique, got {names}")
-        if "thresholds" not in c:
-            raise FieldError("cascade.thresholds", "missing (one per adjacent pair)")
-        mode = h.get("mode", "sync")
-        if mode not in ("sync", "async"):
-            raise FieldError("mode", f"must be 'sync' or 'async', got {shown(mode)}")
-        th = check_list(c["thresholds"], "cascade.thresholds", length=len(names) - 1)
-        th[:] = [check_int(t, f"cascade.thresholds[{i}]", low=int(mode == "sync"),
-                           high=MAX_THRESHOLD) for i, t in enumerate(th)]
-        self.mode = mode
-        self.window = self._async_header(h, names, th) if mode == "async" else None
-        policy = c.get("policy", "accumulate")
-        if policy not in POLICIES:
-            raise FieldError("cascade.policy", f"must be one of {POLICIES}, got {shown(policy)}")
-        if "name" in c and c["name"] is not None and not isinstance(c["name"], str):
-            raise FieldError("cascade.name", f"must be a string, got {shown(c['name'])}")
-        t = check_real(h["temperature"], "temperature")
-        if t > 100:
-            raise FieldError("temperature", f"must be <= 100, got {t!r}")
-        h["top_k"] = check_int(h["top_k"], "top_k")
-        h["seed"] = check_int(h["seed"], "seed")
-        p = check_object(h["prompts"], "prompts")
-        if p.get("max_new_tokens") is not None:
-            p["max_new_tokens"] = check_int(p["max_new_tokens"], "prompts.max_new_tokens", low=1)
-        # pairs with a tree or a schedule (docs/theory.md Part III-D): their blocks follow the
-        # structure, not the threshold (check_round_extras checks their optional fields)
-        structured = [False] * (len(names) - 1)
-        for key in ("trees", "schedules"):
-            v = c.get(key)
-            if v is None:
-                continue
-            check_list(v, f"cascade.{key}", length=len(names) - 1)
-            for j, x in enumerate(v):
-                if x is not None:
-                    check_object(x, f"cascade.{key}[{j}]")
-                    structured[j] = True
-        self.names = tuple(names)
-        self.thresholds = tuple(th)
-        self.policy = policy
-        self.gmax = tuple(block_bounds(th, policy))
-        self.n = len(names)
-        self.structured = tuple(structured)
-
-        for k in ("machine", "load_check"):
-            _check_machine_field(h, k)
-
-    def check(self, rec: dict) -> None:
-        getattr(self, "_" + rec["type"])(rec)
-
-    @staticmethod
-    def _async_header(h, names, th) -> int:
-        """Checks the header of an async trace; returns its ``window``."""
-        if len(names) != 2:
-            raise FieldError("cascade.models", f"an async trace has two levels, got "
-                             f"{len(names)}")
-        c = h["cascade"]
-        for key in ("trees", "schedules"):
-            if c.get(key) is not None:
-                raise FieldError(f"cascade.{key}", "an async pipeline has no trees or "
-                                 "schedules")
-        if c.get("mode", "async") != "async":
-            raise FieldError("cascade.mode", f"must be 'async' in an async trace, got "
-                             f"{shown(c.get('mode'))}")
-        a = check_object(h.get("async"), "async")
-        a["threshold"] = check_int(a.get("threshold"), "async.threshold")
-        if a["threshold"] != th[0]:
-            raise FieldError("async.threshold", f"{a['threshold']} differs from "
-                             f"cascade.thresholds[0] = {th[0]}")
-        q = c.get("queue", [None])
-        if a.get("queue") is not None:
-            a["queue"] = check_int(a["queue"], "async.queue", low=max(1, th[0]))
-        if q != [a.get("queue")]:
-            raise FieldError("async.queue", f"{shown(a.get('queue'))} differs from "
-                             f"cascade.queue {shown(q)}")
-        a["window"] = check_int(a.get("window"), "async.window", low=max(1, th[0]))
-        from polyspec_theory import async_pair
-
-        rule = async_pair(th[0], a.get("queue")).window
-        # captures made before AS0 took PipeSpec's window (every ready draft up to the cap)
-        # checked exactly theta drafts: they are read as recorded
-        if a["window"] != rule and not (th[0] and a["window"] == th[0]):
-            raise FieldError("async.window", f"must be {rule} (AS0: every ready draft up to "
-                             f"min(99, queue)), got {a['window']}")
-        return a["window"]
-
-    # --- one method per record type ----------------------------------------------------------
-    def _round(self, r):
-        for k in ("prompt", "ctx", "A", "G"):  # G = 0: a confidence cut-off drafted nothing
-            r[k] = check_int(r[k], k)
-        for k in ("L", "m"):
-            r[k] = check_int(r[k], k, low=1)
-        lv = r["level"] = check_int(r["level"], "level", low=1, high=self.n - 1)
-        for k in ("verify_s", "draft_s", "round_s"):
-            if k in r:
-                check_real(r[k], k)
-        g, a, th, gm = r["G"], r["A"], self.thresholds[lv - 1], self.gmax[lv - 1]
-        if a > g or r["L"] != a + 1:
-            raise FieldError("A", f"inconsistent round (G={g}, A={a}, L={r['L']}): need "
-                             "0 <= A <= G and L = A + 1")
-        if self.mode == "async":
-            if not th <= g <= self.window:
-                raise FieldError("G", f"an async verify checks threshold = {th} to window "
-                                 f"= {self.window} drafts, got G = {g}")
-            if r["m"] != g + 1:
-                raise FieldError("m", f"an async verify scores G + 1 = {g + 1} positions, "
-                                 f"got m = {r['m']}")
-            return
-        if self.structured[lv - 1] or any(self.structured[lv:]):
-            # a tree or schedule at this pair or below: the block follows the structure
-            if r["m"] < g + 1:
-                raise FieldError("m", f"a verify forward scores at least G + 1 = {g + 1} "
-                                 f"positions, got m = {r['m']}")
-            return
-        if lv == self.n - 1 or self.policy == "truncate":
-            if g != th:
-                raise FieldError("G", f"level {lv} verifies blocks of exactly theta = {th} "
-                                 f"tokens (cascade.thresholds), got G = {g}")
-        elif not th <= g <= gm:
-            raise FieldError("G", f"level {lv} blocks have theta = {th} <= G <= {gm} tokens "
-                             f"(cascade.thresholds, {self.policy} policy), got G = {g}")
-        if not g + 1 <= r["m"] <= g + lv:
-            raise FieldError("m", f"a level-{lv} verify forward scores G + 1 to G + {lv} "
-                             f"positions, got m = {r['m']} with G = {g}")
-
-    def _model(self, r):
-        name = r["model"]
-        if name not in self.names:
-            raise FieldError("model", f"{shown(name)} is not a model of the cascade "
-                             f"({', '.join(self.names)})")
-
-    def _ar(self, r):
-        r["prompt"] = check_int(r["prompt"], "prompt")
-        self._model(r)
-        n = r["n_tokens"] = check_int(r["n_tokens"], "n_tokens", low=1)
-        for k in ("wall_s", "forward_s", "prefill_s"):
-            if k in r:
-                check_real(r[k], k)
-        if "ctx0" in r:
-            r["ctx0"] = check_int(r["ctx0"], "ctx0")
-        steps = check_list(r["step_s"], "step_s", length=n)
-        for j, x in enumerate(steps):
-            check_real(x, f"step_s[{j}]")
-
-    def _cost(self, r):
-        self._model(r)
-        if "phase" in r and r["phase"] not in ("start", "end"):
-            raise FieldError("phase", f"must be 'start' or 'end', got {shown(r['phase'])}")
-        r["ctx"] = check_int(r["ctx"], "ctx")
-        r["m"] = check_int(r["m"], "m", low=1)
-        times = check_list(r["times_s"], "times_s", min_len=1)
-        for j, x in enumerate(times):  # a cost of 0 makes every ratio over it infinite
-            check_real(x, f"times_s[{j}]", positive=True)
-        check_real(r["median_s"], "median_s", positive=True)
-
-    def _summary(self, r):
-        n = self.n
-        r["prompt"] = check_int(r["prompt"], "prompt")
-        r["n_generated"] = check_int(r["n_generated"], "n_generated", low=1)
-        if "n_prompt_tokens" in r:
-            r["n_prompt_tokens"] = check_int(r["n_prompt_tokens"], "n_prompt_tokens", low=1)
-        for k in ("wall_s", "prefill_s"):
-            if k in r:
-                check_real(r[k], k)
-        if "overhead_s" in r:
-            check_real(r["overhead_s"], "overhead_s", low=None)
-        for j, x in enumerate(check_list(r["forward_s"], "forward_s", length=n)):
-            check_real(x, f"forward_s[{j}]")
-        fc = check_list(r["forward_count"], "forward_count", length=n)
-        fc[:] = [check_int(x, f"forward_count[{j}]") for j, x in enumerate(fc)]
-        if "n_rounds" in r:
-            nr = check_list(r["n_rounds"], "n_rounds", length=n - 1)
-            nr[:] = [check_int(x, f"n_rounds[{j}]") for j, x in enumerate(nr)]
-        if r.get("matches_target_ar") not in (None, True, False):
-            raise FieldError("matches_target_ar", "must be true, false or null, got "
-                             f"{shown(r['matches_target_ar'])}")
-
-    def _dforwards(self, r):
-        if self.mode != "async":
-            raise FieldError("type", "dforwards records belong in async traces")
-        r["prompt"] = check_int(r["prompt"], "prompt")
-        if r["model"] != self.names[1]:
-            raise FieldError("model", f"{shown(r['model'])} is not the drafter "
-                             f"{self.names[1]!r}")
-        ms = check_list(r["m"], "m")
-        ms[:] = [check_int(x, f"m[{j}]", low=1) for j, x in enumerate(ms)]
-        for j, x in enumerate(check_list(r["wall_s"], "wall_s", length=len(ms))):
-            check_real(x, f"wall_s[{j}]")
-        for k in ("discarded", "rollbacks"):
-            if k in r:
-                r[k] = check_int(r[k], k)
-
-    def _resume(self, r):
-        r["next_prompt"] = check_int(r["next_prompt"], "next_prompt")
-        _check_machine_field(r, "machine")
-        _check_machine_field(r, "load_check")
-
-    def _end(self, r):
-        r["n_prompts"] = check_int(r["n_prompts"], "n_prompts")
-        if "wall_s" in r:
-            check_real(r["wall_s"], "wall_s", high=30 * MAX_TIME_S)  # whole capture
-        _check_machine_field(r, "machine")
