@@ -150,9 +150,10 @@ def calibrate(runs, *, method: str | None = None, fit_on=None):
 def profile(models, **options) -> dict:
     """Measured ``T(m)`` tables of ``models`` on this device (:func:`validation.capture.profile.
     profile_models`; options ``max_m``, ``repeats``, ``context``, ``device``, ...)."""
-    from validation.capture.profile import profile_models
+    from validation.capture.profile import ProfileSpec, profile_models
 
-    return profile_models(list(models) if not isinstance(models, str) else [models], **options)
+    return profile_models(list(models) if not isinstance(models, str) else [models],
+                          ProfileSpec.of(options))
 
 
 def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit") -> dict:

@@ -92,9 +92,10 @@ def measure_acceptance(models, n_prompts=64, n_windows=64, log=print) -> dict:
 
 
 def measure_costs(models, repeats=7) -> dict:
-    from validation.capture.profile import profile_models
+    from validation.capture.profile import ProfileSpec, profile_models
 
-    prof = profile_models(list(models), max_m=16, repeats=repeats, context=96, threads=1)
+    prof = profile_models(list(models), ProfileSpec(max_m=16, repeats=repeats, context=96,
+                                                    threads=1))
     return {m: row["cost"]["table"] for m, row in zip(models, prof["models"], strict=True)}
 
 

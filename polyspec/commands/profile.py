@@ -142,7 +142,7 @@ def run(args) -> int:
         return _run_cascade(args)
 
     from validation.capture.machine import check_load, machine_state
-    from validation.capture.profile import profile_models
+    from validation.capture.profile import ProfileSpec, profile_models
     from validation.files import check_output, dump_json, write_output
 
     if args.out:  # before loading anything: never over the weights read
@@ -159,10 +159,10 @@ def run(args) -> int:
         from .serving_batch import parse_batches
 
         batches = parse_batches(args.batch, "--batch")
-    rep = profile_models(args.models, max_m=args.max_m, repeats=args.repeats,
-                         context=args.context, warmup=args.warmup, device=args.device,
-                         dtype=args.dtype, threads=args.threads, unit=args.unit,
-                         zoo_dir=args.zoo_dir, progress=progress, batches=batches)
+    rep = profile_models(args.models, ProfileSpec(
+        max_m=args.max_m, repeats=args.repeats, context=args.context, warmup=args.warmup,
+        device=args.device, dtype=args.dtype, threads=args.threads, unit=args.unit,
+        zoo_dir=args.zoo_dir, batches=batches), progress=progress)
     rep.update({"load_check": load_check, "machine": machine, "machine_end": machine_state()})
     text = dump_json(rep)
     if args.out:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
 from validation.capture.async_ import capture_async
+from validation.capture.setup import CaptureSpec
 from validation.schemes.async_ import (
     AsyncDecoder,
     check_async_args,
@@ -186,7 +187,7 @@ def zoo_dir(tmp_path_factory):
 
 
 KW = dict(n_prompts=3, prompt_len=16, max_new_tokens=24, warmup=1, cost_contexts=(8,),
-          cost_repeats=1, progress=False)
+          cost_repeats=1)
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +195,8 @@ def async_trace(zoo_dir, tmp_path_factory):
     if not TWO_CORES:
         pytest.skip("the pipeline needs two cores")
     out = tmp_path_factory.mktemp("traces")
-    return capture_async(["target", "small"], out=out, threshold=2, queue=8,
-                         zoo_dir=zoo_dir, **KW)
+    spec = CaptureSpec(["target", "small"], [2], mode="async", queue=8, zoo_dir=zoo_dir, **KW)
+    return capture_async(spec, out=out, progress=False)
 
 
 @needs_two

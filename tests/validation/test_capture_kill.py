@@ -132,8 +132,9 @@ def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_pa
         m = GPT(GPTConfig(1, 2, 16))
         save_model(m, zoo / f"{name}.safetensors", {"name": name, "params": m.num_params()})
     spec = CaptureSpec(["target", "small"], [2], n_prompts=2, prompt_len=8, max_new_tokens=6,
-                       warmup=0, cost_contexts=(8,), cost_repeats=1, zoo_dir=zoo)
-    kw = dict(batch=2, progress=False, name="b")
+                       warmup=0, cost_contexts=(8,), cost_repeats=1, zoo_dir=zoo,
+                       batches=(2,))
+    kw = dict(progress=False, name="b")
     full = capture_batch(spec, out=tmp_path / "full", **kw)
     lines = full.read_bytes().split(b"\n")[:-1]
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from validation import machine
+import validation.capture.machine as machine
 from validation.traces.records import TraceError, read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model

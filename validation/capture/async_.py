@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
 
-from polyspec_theory.errors import PolyspecInputError, as_int
-from validation.capture.machine import header_fields, machine_state
+from polyspec_theory.errors import PolyspecInputError
+from validation.capture.machine import machine_state
 from validation.capture.models import model_name
 from validation.capture.setup import (
     CaptureSpec,
     alternate,
+    capture_header,
     check_name,
-    device_name,
     json_bytes,
     load_models,
     make_prompts,
@@ -62,97 +60,97 @@ def async_header(loaded, threshold, queue, window, cores, name) -> dict:
                       "ar_cores": [cores[0]]}}
 
 
-def capture_async(models, *, out, threshold=0, queue=None, cores=None, n_prompts=12,
-                  prompt_len=64, max_new_tokens=128, seed=0, name=None, resume=False,
-                  force=False, threads=1, device="cpu", dtype="float32", warmup=2,
-                  cost_contexts=(32, 96, 160), cost_repeats=3, progress=True, zoo_dir=None,
-                  ar_models="all", argv=None, temperature=0.0, load_check=None) -> Path:
-    """Run one async capture (target + one drafter) and return ``<out>/<name>.jsonl``;
-    ``load_check`` as :attr:`validation.capture.setup.CaptureSpec.load_check`."""
-    spec = CaptureSpec(list(models), [1] * max(len(models) - 1, 0), temperature=temperature,
-                       max_new_tokens=max_new_tokens, threads=threads, dtype=dtype,
-                       cost_repeats=cost_repeats, warmup=warmup, n_prompts=n_prompts).checked()
-    models, temperature, max_new = spec.models, spec.temperature, spec.max_new_tokens
-    threads, cost_repeats = spec.threads, spec.cost_repeats
+def capture_async(spec: CaptureSpec, *, out, name=None, resume=False, force=False,
+                  progress=True, argv=None) -> Path:
+    """Run one async capture of ``spec`` (target + one drafter; ``thresholds[0]``, ``queue``
+    and ``cores`` are the pipeline's) and return ``<out>/<name>.jsonl``."""
+    spec = spec.checked()
+    models = spec.models
     if len(models) != 2:
         raise PolyspecInputError("models", f"the async pipeline runs two levels (target + one "
                                  f"drafter, one core each), got {len(models)} models")
-    cores = pick_cores(2, cores)
-    if device != "cpu":
+    cores = pick_cores(2, spec.cores)
+    if spec.device != "cpu":
         raise PolyspecInputError("device", f"the async pipeline pins each level to a CPU "
-                                 f"core: device must be cpu, got {device!r}")
-    if ar_models not in ("all", "target"):
-        raise PolyspecInputError("ar_models", f"must be 'all' or 'target', got {ar_models!r}")
+                                 f"core: device must be cpu, got {spec.device!r}")
     if resume:
         raise PolyspecInputError("resume", "async captures cannot be resumed: use --force to "
                                  "start again or another --name")
-    warmup = as_int(warmup, "warmup", low=0, high=100)
-    n_prompts = as_int(n_prompts, "n_prompts", low=1, high=100000)
-    torch.set_num_threads(threads)
-    dev, loaded = load_models(models, device, dtype, zoo_dir)
-    threshold, queue, window = check_async_args(loaded, threshold, queue, temperature)
+    torch.set_num_threads(spec.threads)
+    dev, loaded = load_models(models, spec.device, spec.dtype, spec.zoo_dir)
+    threshold, queue, window = check_async_args(loaded, spec.thresholds[0], spec.queue,
+                                                spec.temperature)
     name = check_name(name if name is not None else async_name(models, threshold, queue), out)
     path = Path(out) / f"{name}.jsonl"
     if path.exists() and not force:
         raise PolyspecInputError("out", f"{path} exists: pass --force to overwrite it")
     tok = tokenizer_for(loaded, models)
-    prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
+    prompts, offsets = make_prompts(spec.n_prompts, spec.prompt_len, spec.seed, tok)
     maxlen = min((lv.max_len for lv in loaded if lv.max_len is not None), default=None)
-    if maxlen is not None and prompt_len + max_new + window > maxlen:
+    if maxlen is not None and spec.prompt_len + spec.max_new_tokens + window > maxlen:
         raise PolyspecInputError("queue" if threshold == 0 else "threshold",
-                                 f"prompt ({prompt_len}) + tokens ({max_new}) + verify window "
-                                 f"({window}) exceeds the context {maxlen}"
+                                 f"prompt ({spec.prompt_len}) + tokens ({spec.max_new_tokens})"
+                                 f" + verify window ({window}) exceeds the context {maxlen}"
                                  + ("; bound the queue" if threshold == 0 else ""))
-    contexts = [int(c) for c in cost_contexts if maxlen is None or c + 16 <= maxlen]
+    contexts = [int(c) for c in spec.cost_contexts if maxlen is None or c + 16 <= maxlen]
+    header = _header(spec, loaded, dev, name, argv, (prompts, offsets, tok), contexts)
+    header.update(async_header(loaded, threshold, queue, window, cores, name))
+    with AsyncDecoder(loaded, threshold=threshold, queue=queue, cores=cores,
+                      threads=spec.threads) as dec, TraceWriter(path, header) as writer:
+        _record(spec, dec, loaded, prompts, writer, (cores[0], contexts, progress, name))
+    return path
+
+
+def _header(spec, loaded, dev, name, argv, prompt_set, contexts) -> dict:
+    """The header of an async capture but its ``async`` fields (:func:`async_header`);
+    ``prompt_set``: the prompts, their offsets in the split and the tokenizer."""
     from validation.zoo.data import corpus_digest
 
-    header = {
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "tool": "polyspec capture --mode async",
-        "argv": list(argv) if argv is not None else None,
-        "models": [lv.describe() for lv in loaded],
-        "dtype": dtype, "device": dev.type, "device_name": device_name(dev),
-        "torch": torch.__version__, "python": sys.version.split()[0],
-        "threads": torch.get_num_threads(),
-        "temperature": 0.0, "top_k": 0, "seed": int(seed),
+    prompts, offsets, tok = prompt_set
+    header = capture_header(spec, loaded, dev, name=name, tool="polyspec capture --mode async",
+                            policy=POLICY, argv=argv)
+    header.update({
         "prompts": {"source": "stdlib validation split" if tok is None else
-                    "stdlib validation split, HF tokenizer", "n_prompts": n_prompts,
-                    "prompt_len": prompt_len, "max_new_tokens": max_new,
+                    "stdlib validation split, HF tokenizer", "n_prompts": spec.n_prompts,
+                    "prompt_len": spec.prompt_len, "max_new_tokens": spec.max_new_tokens,
                     "offsets": offsets,
                     "sha256": hashlib.sha256(json_bytes(prompts)).hexdigest()[:16],
                     "corpus_digest": corpus_digest()},
-        "cost_curve": {"m": list(range(1, 17)), "contexts": contexts, "repeats": cost_repeats},
-        "ar_models": ar_models, "time_base": "seconds", "prefill": "excluded",
-        **async_header(loaded, threshold, queue, window, cores, name),
-        **header_fields(load_check),
-    }
-    ar_loaded = loaded if ar_models == "all" else loaded[:1]
-    filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
+        "cost_curve": {"m": list(range(1, 17)), "contexts": contexts,
+                       "repeats": spec.cost_repeats},
+        "ar_models": spec.ar_models, "time_base": "seconds", "prefill": "excluded",
+    })
+    return header
+
+
+def _record(spec, dec, loaded, prompts, writer, where) -> None:
+    """Warm-up, cost curves, every prompt, cost curves, end: the baselines and cost curves
+    pinned to the target's core ``where[0]`` alone."""
+    core, contexts, progress, name = where
+    ar_loaded = loaded if spec.ar_models == "all" else loaded[:1]
+    max_new = spec.max_new_tokens
+    filler = [t for p in prompts for t in p] * (1 + 256 // max(1, spec.prompt_len))
     own = os.sched_getaffinity(0)
     t_start = time.perf_counter()
-    with AsyncDecoder(loaded, threshold=threshold, queue=queue, cores=cores,
-                      threads=threads) as dec, TraceWriter(path, header) as writer:
-        os.sched_setaffinity(0, {cores[0]})  # baselines and cost curves: one core
-        try:
-            for _ in range(warmup):
-                dec.generate(prompts[0], min(32, max_new))
-                for lv in ar_loaded:
-                    autoregressive(lv, prompts[0], min(16, max_new))
-            for lv in loaded:
-                for rec in iter_cost_curve(lv, contexts, cost_repeats, filler, "start"):
-                    writer.write(rec)
-            bar = progress_bar(range(n_prompts), progress, name)
-            for k in bar:
-                _one_prompt(k, prompts[k], dec, ar_loaded, loaded, max_new, writer)
-            for lv in loaded:
-                for rec in iter_cost_curve(lv, contexts, cost_repeats, filler, "end"):
-                    writer.write(rec)
-            writer.write({"type": "end", "n_prompts": n_prompts,
-                          "wall_s": round(time.perf_counter() - t_start, 3),
-                          "machine": machine_state()})
-        finally:
-            os.sched_setaffinity(0, own)
-    return path
+    os.sched_setaffinity(0, {core})  # baselines and cost curves: one core
+    try:
+        for _ in range(spec.warmup):
+            dec.generate(prompts[0], min(32, max_new))
+            for lv in ar_loaded:
+                autoregressive(lv, prompts[0], min(16, max_new))
+        for lv in loaded:
+            for rec in iter_cost_curve(lv, contexts, spec.cost_repeats, filler, "start"):
+                writer.write(rec)
+        for k in progress_bar(range(spec.n_prompts), progress, name):
+            _one_prompt(k, prompts[k], dec, ar_loaded, loaded, max_new, writer)
+        for lv in loaded:
+            for rec in iter_cost_curve(lv, contexts, spec.cost_repeats, filler, "end"):
+                writer.write(rec)
+        writer.write({"type": "end", "n_prompts": spec.n_prompts,
+                      "wall_s": round(time.perf_counter() - t_start, 3),
+                      "machine": machine_state()})
+    finally:
+        os.sched_setaffinity(0, own)
 
 
 def _one_prompt(k, prompt, dec, ar_loaded, loaded, max_new, writer) -> None:

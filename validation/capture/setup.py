@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from polyspec_theory.schemes import scheme_named
 from validation.capture.models import DecoderModel, load_model
 from validation.traces.records import TraceRecords, TraceWriter, read_records
 
@@ -64,16 +65,28 @@ class CaptureSpec(NamedTuple):
     schedules: object = None
     tree_sampling: str = "distinct"
     load_check: dict | None = None
+    mode: str = "sync"
+    queue: int | None = None
+    cores: tuple | None = None
+    batches: tuple | None = None
 
-    def checked(self, batched: bool = False) -> CaptureSpec:
+    @property
+    def scheme(self) -> str:
+        """The scheme this capture runs: the theory's decision on its mode, structures and
+        serving batch (:func:`polyspec_theory.schemes.scheme_named`)."""
+        return scheme_named(self.mode, structured=self.structured, batch=self.batches)
+
+    def checked(self, batched: bool | None = None) -> CaptureSpec:
         """This spec with every field checked (errors name the field) and the defaults of
-        its kind filled in; ``tree`` and ``schedules`` parsed (all-``None`` schedules become
-        ``None``)."""
+        its kind filled in (``batched``: a batched capture's, by default when ``batches`` is
+        set); ``tree`` and ``schedules`` parsed (all-``None`` schedules become ``None``)."""
+        batched = self.batches is not None if batched is None else batched
         models = list(self.models)
         if len(models) < 2:
             raise PolyspecInputError("models", f"need at least 2 models (target first), got "
                                      f"{len(models)}")
-        thresholds = [as_int(t, f"thresholds[{i}]", low=1, high=4096)
+        floor = int(self.mode != "async")  # async: verify what is ready (AS0)
+        thresholds = [as_int(t, f"thresholds[{i}]", low=floor, high=4096)
                       for i, t in enumerate(self.thresholds)]
         if len(thresholds) != len(models) - 1:
             raise PolyspecInputError("thresholds", f"need {len(models) - 1} thresholds (one "
@@ -274,11 +287,13 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def capture_header(levels, thresholds, *, name, tool, policy, dtype, device, device_name,
-                   argv, temperature, top_k, seed, load_check=None) -> dict:
-    """The header fields every capture writes first (schema: :mod:`validation.traces.schema`), the
-    machine's state and ``load_check`` included (:func:`validation.capture.machine.header_fields`);
-    the caller adds its prompts, cost-curve protocol and baselines."""
+def capture_header(spec: CaptureSpec, levels, dev=None, *, name, tool, policy,
+                   argv=None) -> dict:
+    """The header fields every capture of ``spec`` writes first (schema:
+    :mod:`validation.traces.schema`) on the device ``dev`` (``None``: a CPU without a name),
+    the machine's state and ``spec.load_check`` included
+    (:func:`validation.capture.machine.header_fields`); the caller adds its prompts,
+    cost-curve protocol and baselines."""
     from validation.capture.machine import header_fields
 
     return {
@@ -286,13 +301,15 @@ def capture_header(levels, thresholds, *, name, tool, policy, dtype, device, dev
         "tool": tool,
         "argv": list(argv) if argv is not None else None,
         "models": [lv.describe() for lv in levels],
-        "dtype": dtype, "device": device, "device_name": device_name,
+        "dtype": spec.dtype, "device": "cpu" if dev is None else dev.type,
+        "device_name": "" if dev is None else device_name(dev),
         "torch": torch.__version__, "python": sys.version.split()[0],
         "threads": torch.get_num_threads(),
         "cascade": {"name": name, "models": [{"name": lv.name} for lv in levels],
-                    "thresholds": list(thresholds), "acceptance": None, "policy": policy},
-        "temperature": temperature, "top_k": top_k, "seed": int(seed),
-        **header_fields(load_check),
+                    "thresholds": list(spec.thresholds), "acceptance": None,
+                    "policy": policy},
+        "temperature": spec.temperature, "top_k": spec.top_k, "seed": int(spec.seed),
+        **header_fields(spec.load_check),
     }
 
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from validation import schemes
 from validation.capture.machine import machine_state
 from validation.capture.models import DecoderModel
 from validation.capture.setup import (
@@ -26,7 +28,6 @@ from validation.capture.setup import (
     CaptureSpec,
     alternate,
     capture_header,
-    device_name,
     json_bytes,
     load_models,
     make_prompts,
@@ -35,7 +36,7 @@ from validation.capture.setup import (
     tokenizer_for,
     trace_path,
 )
-from validation.schemes.chain import POLICY, PolybasicDecoder, autoregressive, wall_clock
+from validation.schemes.chain import POLICY, autoregressive, wall_clock
 
 __all__ = ["capture", "cost_curve_records", "iter_cost_curve", "ar_record", "FINGERPRINT"]
 
@@ -90,126 +91,132 @@ def capture(spec: CaptureSpec, *, out, name=None, resume=False, force=False, pro
             argv=None) -> Path:
     """Run the capture ``spec`` describes and return the trace path ``<out>/<name>.jsonl``
     (default name: :meth:`CaptureSpec.name`); ``resume`` continues an interrupted trace of
-    the same settings, ``force`` overwrites one; ``argv`` is recorded in the header. With a
-    tree or schedules the header's cascade carries ``trees`` / ``schedules`` in the config
-    format and the rounds of those pairs their optional fields (:mod:`validation.traces.schema`)."""
+    the same settings, ``force`` overwrites one; ``argv`` is recorded in the header. The
+    decoder, the header fields and the positions of the cost curves are the scheme's
+    (:mod:`validation.schemes`: a tree or schedules add ``trees`` / ``schedules`` to the
+    header's cascade and their optional fields to the rounds)."""
     spec = spec.checked()
-    models, thresholds, max_new = spec.models, spec.thresholds, spec.max_new_tokens
-    temperature, top_k, seed = spec.temperature, spec.top_k, spec.seed
-    n_prompts, prompt_len = spec.n_prompts, spec.prompt_len
-    tree_obj, schedules = spec.tree, spec.schedules
-    m_pairs = len(models) - 1
+    scheme = schemes.get(spec.scheme)
     torch.set_num_threads(spec.threads)
     name = name if name is not None else spec.name()
     path = trace_path(name, out, resume=resume, force=force)
+    dev, loaded = load_models(spec.models, spec.device, spec.dtype, spec.zoo_dir)
+    header, prompts, plan = _header(spec, scheme, loaded, dev, name, argv)
+    dec = scheme.decoder(loaded, spec)
+    writer, start_prompt, done_cells = open_trace(path, header, resume=resume,
+                                                  fingerprint=FINGERPRINT)
+    if writer is not None:
+        with writer:
+            _run(spec, dec, loaded, prompts, writer, plan._replace(
+                start=start_prompt, done_cells=done_cells, progress=progress, name=name))
+    return path
 
-    dev, loaded = load_models(models, spec.device, spec.dtype, spec.zoo_dir)
-    tok = tokenizer_for(loaded, models)
-    prompts, offsets = make_prompts(n_prompts, prompt_len, seed, tok)
-    sha = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
-    maxlen = min((lv.max_len for lv in loaded if lv.max_len is not None), default=None)
-    # a tree's verifier scores N + 1 positions: time T(m) up to there when it exceeds 16
-    cost_m = (COST_M if tree_obj is None or tree_obj.n_nodes + 1 <= max(COST_M)
-              else tuple(range(1, tree_obj.n_nodes + 2)))
-    contexts = [int(c) for c in spec.cost_contexts
-                if maxlen is None or c + max(cost_m) <= maxlen]
+
+class _Plan(NamedTuple):
+    """How a capture runs besides its spec: the cost curves' contexts and positions, where
+    it starts (a resumed one), what it shows."""
+
+    contexts: list
+    cost_m: tuple
+    start: int = 0
+    done_cells: frozenset = frozenset()
+    progress: bool = True
+    name: str = "capture"
+
+
+def _header(spec, scheme, loaded, dev, name, argv):
+    """(header, prompts, plan) of a single-stream capture: the common header, its prompts and
+    cost-curve protocol, and the scheme's own fields."""
     from validation.zoo.data import corpus_digest
 
-    header = capture_header(
-        loaded, thresholds, name=name, tool="polyspec capture", policy=POLICY,
-        dtype=spec.dtype, device=dev.type, device_name=device_name(dev), argv=argv,
-        temperature=temperature, top_k=top_k, seed=seed, load_check=spec.load_check)
+    tok = tokenizer_for(loaded, spec.models)
+    prompts, offsets = make_prompts(spec.n_prompts, spec.prompt_len, spec.seed, tok)
+    sha = hashlib.sha256(json_bytes(prompts)).hexdigest()[:16]
+    maxlen = min((lv.max_len for lv in loaded if lv.max_len is not None), default=None)
+    cost_m = scheme.cost_positions(spec)
+    contexts = [int(c) for c in spec.cost_contexts
+                if maxlen is None or c + max(cost_m) <= maxlen]
+    header = capture_header(spec, loaded, dev, name=name, tool="polyspec capture",
+                            policy=POLICY, argv=argv)
     header.update({
         "prompts": {"source": "stdlib validation split" if tok is None else
-                    "stdlib validation split, HF tokenizer", "n_prompts": n_prompts,
-                    "prompt_len": prompt_len, "max_new_tokens": max_new,
+                    "stdlib validation split, HF tokenizer", "n_prompts": spec.n_prompts,
+                    "prompt_len": spec.prompt_len, "max_new_tokens": spec.max_new_tokens,
                     "offsets": offsets, "sha256": sha, "corpus_digest": corpus_digest()},
         "cost_curve": {"m": list(cost_m), "contexts": contexts, "repeats": spec.cost_repeats},
         "ar_models": spec.ar_models, "time_base": "seconds", "prefill": "excluded",
     })
-    if spec.structured:
-        header["cascade"]["trees"] = (None if tree_obj is None
-                                      else [None] * (m_pairs - 1) + [tree_obj.to_config()])
-        header["cascade"]["schedules"] = (None if schedules is None else
-                                          [None if sc is None else sc.to_config()
-                                           for sc in schedules])
-        if tree_obj is not None:
-            header["tree_sampling"] = spec.tree_sampling
-        if schedules is not None and any(sc is not None and sc.kind == "hf"
-                                          for sc in schedules):
-            header["schedule_restart"] = "prompt"
-    if spec.structured:
-        from validation.schemes.structured import StructuredDecoder
+    extra = scheme.capture_fields(spec)
+    header["cascade"].update(extra.pop("cascade", {}))
+    header.update(extra)
+    return header, prompts, _Plan(contexts, cost_m)
 
-        dec = StructuredDecoder(loaded, thresholds, tree=tree_obj, schedules=schedules,
-                                tree_sampling=spec.tree_sampling, temperature=temperature,
-                                top_k=top_k, seed=seed)
-    else:
-        dec = PolybasicDecoder(loaded, thresholds, temperature=temperature, top_k=top_k,
-                               seed=seed)
-    writer, start_prompt, done_cells = open_trace(path, header, resume=resume,
-                                                  fingerprint=FINGERPRINT)
-    if writer is None:
-        return path
+
+def _run(spec, dec, loaded, prompts, writer, plan: _Plan) -> None:
+    """Warm-up, start cost curves, every prompt (cascade and baselines interleaved), end
+    cost curves, the end record."""
+    filler = [t for p in prompts for t in p] * (1 + 256 // max(1, spec.prompt_len))
 
     def cost_curves(phase):
         # only the cells not recorded yet, per model and phase (a resumed capture)
         for lv in loaded:
-            skip = {(c, m) for (nm, ph, c, m) in done_cells if nm == lv.name and ph == phase}
-            for rec in iter_cost_curve(lv, contexts, spec.cost_repeats, filler, phase, cost_m,
-                                       skip):
+            skip = {(c, m) for (nm, ph, c, m) in plan.done_cells
+                    if nm == lv.name and ph == phase}
+            for rec in iter_cost_curve(lv, plan.contexts, spec.cost_repeats, filler, phase,
+                                       plan.cost_m, skip):
                 writer.write(rec)
 
     ar_loaded = loaded if spec.ar_models == "all" else loaded[:1]
-    filler = [t for p in prompts for t in p] * (1 + 256 // max(1, prompt_len))
     t_start = time.perf_counter()
-    with writer:
-        # warm-up (not recorded)
-        for _ in range(spec.warmup):
-            dec.generate(prompts[0], min(32, max_new))
-            for lv in ar_loaded:
-                autoregressive(lv, prompts[0], min(16, max_new))
-        cost_curves("start")
-        bar = progress_bar(range(start_prompt, n_prompts), progress, name)
-        ar_tt, cas_tt = [0.0, 0], [0.0, 0]
-        for k in bar:
-            prompt = prompts[k]
+    max_new = spec.max_new_tokens
+    for _ in range(spec.warmup):  # not recorded
+        dec.generate(prompts[0], min(32, max_new))
+        for lv in ar_loaded:
+            autoregressive(lv, prompts[0], min(16, max_new))
+    cost_curves("start")
+    bar = progress_bar(range(plan.start, spec.n_prompts), plan.progress, plan.name)
+    tally = [0.0, 0, 0.0, 0]  # AR seconds, AR tokens, cascade seconds, cascade tokens
+    dec.on_round = writer.write
+    for k in bar:
+        _prompt(spec, k, prompts[k], dec, ar_loaded, writer, tally)
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(speedup=f"{(tally[0] / tally[1]) / (tally[2] / tally[3]):.2f}")
+    cost_curves("end")
+    writer.write({"type": "end", "n_prompts": spec.n_prompts,
+                  "wall_s": round(time.perf_counter() - t_start, 3),
+                  "machine": machine_state()})
 
-            dec.on_round = writer.write
 
-            def run_cascade(k=k, prompt=prompt):
-                dec.sampler.reseed(int(seed) * 1_000_003 + k)
-                return dec.generate(prompt, max_new, prompt_index=k)
+def _prompt(spec, k, prompt, dec, ar_loaded, writer, tally) -> None:
+    """Prompt ``k``: the cascade and the autoregressive baselines (cascade first on even
+    prompts), their records and the summary."""
+    max_new, seed = spec.max_new_tokens, int(spec.seed)
 
-            def run_ar(k=k, prompt=prompt):
-                res = {}
-                for lv in ar_loaded:
-                    r = autoregressive(lv, prompt, max_new, temperature=temperature,
-                                       top_k=top_k, seed=int(seed) * 1_000_003 + k)
-                    writer.write(ar_record(k, lv, prompt, r))
-                    res[lv.name] = r
-                return res
+    def run_cascade():
+        dec.sampler.reseed(seed * 1_000_003 + k)
+        return dec.generate(prompt, max_new, prompt_index=k)
 
-            cres, ares = alternate(k, run_cascade, run_ar)
-            tgt = ares[loaded[0].name]
-            match = (cres.tokens[:max_new] == tgt.tokens) if temperature == 0 else None
-            n_rounds = [sum(1 for r in cres.rounds if r.level == i)
-                        for i in range(1, len(loaded))]
-            writer.write({"type": "summary", "prompt": k, "n_prompt_tokens": len(prompt),
-                          "n_generated": cres.n_generated, "wall_s": round(cres.wall_s, 7),
-                          "prefill_s": round(cres.prefill_s, 7),
-                          "forward_s": [round(x, 7) for x in cres.forward_s],
-                          "forward_count": cres.forward_count,
-                          "overhead_s": round(cres.overhead_s, 7), "n_rounds": n_rounds,
-                          "matches_target_ar": match})
-            ar_tt[0] += tgt.wall_s
-            ar_tt[1] += len(tgt.tokens)
-            cas_tt[0] += cres.wall_s
-            cas_tt[1] += cres.n_generated
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(speedup=f"{(ar_tt[0] / ar_tt[1]) / (cas_tt[0] / cas_tt[1]):.2f}")
-        cost_curves("end")
-        writer.write({"type": "end", "n_prompts": n_prompts,
-                      "wall_s": round(time.perf_counter() - t_start, 3),
-                      "machine": machine_state()})
-    return path
+    def run_ar():
+        res = {}
+        for lv in ar_loaded:
+            r = autoregressive(lv, prompt, max_new, temperature=spec.temperature,
+                               top_k=spec.top_k, seed=seed * 1_000_003 + k)
+            writer.write(ar_record(k, lv, prompt, r))
+            res[lv.name] = r
+        return res
+
+    cres, ares = alternate(k, run_cascade, run_ar)
+    tgt = ares[ar_loaded[0].name]
+    match = (cres.tokens[:max_new] == tgt.tokens) if spec.temperature == 0 else None
+    n_rounds = [sum(1 for r in cres.rounds if r.level == i) for i in range(1, len(spec.models))]
+    writer.write({"type": "summary", "prompt": k, "n_prompt_tokens": len(prompt),
+                  "n_generated": cres.n_generated, "wall_s": round(cres.wall_s, 7),
+                  "prefill_s": round(cres.prefill_s, 7),
+                  "forward_s": [round(x, 7) for x in cres.forward_s],
+                  "forward_count": cres.forward_count,
+                  "overhead_s": round(cres.overhead_s, 7), "n_rounds": n_rounds,
+                  "matches_target_ar": match})
+    tally[0] += tgt.wall_s
+    tally[1] += len(tgt.tokens)
+    tally[2] += cres.wall_s
+    tally[3] += cres.n_generated

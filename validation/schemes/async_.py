@@ -517,3 +517,43 @@ def check_prompt_rounds(checker, s: dict, si: int, rounds) -> None:
     if s["forward_count"][0] != n1:
         raise RecordError(f"summary.forward_count[0]: {s['forward_count'][0]}, but prompt "
                           f"{s['prompt']} has {n1} verify rounds (one target forward each)", si)
+
+
+# ------------------------------------------------------------------------------------------
+# its captures (validation.capture.async_: one process per level)
+# ------------------------------------------------------------------------------------------
+DRIVER = "pipeline"
+CAPTURE_REFUSES = {
+    "--tree": "not with --mode async: the async pipeline drafts a chain; the theory of an async "
+            "tree is not covered",
+    "--schedule": "not with --mode async: the async pipeline's draft length follows the "
+                 "lookahead and the queue; an adaptive schedule is not covered",
+    "--batch": "not with --mode async: the async pipeline decodes one sequence",
+    "--batches": "not with --mode async: the async pipeline decodes one sequence",
+    "--top-k": "not with --mode async: the async pipeline is greedy",
+}
+
+
+def check_capture(spec):
+    """Two levels, one threshold, 0 (lookahead 0: verify what is ready) by default."""
+    if len(spec.models) != 2:
+        raise PolyspecInputError("models", f"the async pipeline runs two levels (target + one "
+                                 f"drafter, one core each), got {len(spec.models)} models")
+    th = [0] if spec.thresholds is None else list(spec.thresholds)
+    if len(th) != 1:
+        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold (two "
+                                 f"levels), got {len(th)}")
+    return spec._replace(thresholds=th)
+
+
+def describe(path) -> str:
+    """The line ``polyspec capture`` prints for a finished trace."""
+    from validation.traces.records import read_trace
+
+    t = read_trace(path)
+    lossless = all(s.get("matches_target_ar") for s in t.summaries)
+    return (f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, measured speedup "
+            f"{t.measured_speedup:.3f} on two cores (pipeline, one process per level) against "
+            f"the single-core autoregressive target ({t.ar_time_per_token * 1e3:.3f} ms/token, "
+            f"pipeline {t.time_per_token * 1e3:.3f} ms/token)"
+            f"{'' if lossless else ', NOT LOSSLESS'}")

@@ -502,3 +502,28 @@ def check_batch_record(rec: dict, header: dict) -> str | None:
         if not _is_int(rec["batch"]) or rec["batch"] < 1 or not rec["times_s"]:
             return "bcost batch must be an integer >= 1 with at least one time"
     return None
+
+
+# ------------------------------------------------------------------------------------------
+# its captures (validation.capture.batch: one trace per batch size)
+# ------------------------------------------------------------------------------------------
+DRIVER = "batch"
+CAPTURE_REFUSES = {"--queue": "applies to --mode async", "--cores": "applies to --mode async"}
+
+
+def check_capture(spec):
+    """Thresholds are required (one per adjacent pair)."""
+    if spec.thresholds is None:
+        raise PolyspecInputError("--thresholds", "required (one θ per adjacent pair)")
+    return spec
+
+
+def describe(path) -> str:
+    """The line ``polyspec capture`` prints for a finished trace."""
+    from validation.traces.batch import read_batch_trace
+
+    t = read_batch_trace(path)
+    lossless = {None: "", True: ", greedy lossless", False: ", NOT LOSSLESS"}
+    return (f"{path}: b = {t.batch}, {t.n_decodes} decodes, {t.tokens} tokens, measured "
+            f"speedup {t.measured_speedup:.3f} (AR {t.ar_tokens_per_second:.1f} tokens/s, "
+            f"cascade {t.tokens_per_second:.1f} tokens/s{lossless[t.greedy_lossless]})")

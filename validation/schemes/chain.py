@@ -450,3 +450,47 @@ def check_prompt_rounds(checker, s: dict, si: int, rounds) -> None:
                               f"of prompt {s['prompt']} imply {want} forwards per model (one "
                               "per verify round; theta per bottom-level round for the "
                               "smallest model)", si)
+
+
+# ------------------------------------------------------------------------------------------
+# its captures (validation.capture: the single-stream driver)
+# ------------------------------------------------------------------------------------------
+DRIVER = "stream"  # validation.capture.single: one process, prompt after prompt
+# the `polyspec capture` options its captures do not take, each with its one-line refusal
+CAPTURE_REFUSES = {"--queue": "applies to --mode async", "--cores": "applies to --mode async"}
+COST_M = tuple(range(1, 17))  # positions of the cost curves T(m)
+
+
+def check_capture(spec):
+    """Thresholds are required (one per adjacent pair)."""
+    if spec.thresholds is None:
+        raise PolyspecInputError("--thresholds", "required (one θ per adjacent pair)")
+    return spec
+
+
+def decoder(levels, spec) -> PolybasicDecoder:
+    """The decoder a capture of ``spec`` runs on the loaded ``levels``."""
+    return PolybasicDecoder(levels, spec.thresholds, temperature=spec.temperature,
+                            top_k=spec.top_k, seed=spec.seed)
+
+
+def capture_fields(spec) -> dict:
+    """Header fields a capture of this scheme adds (``cascade``: merged into the cascade)."""
+    return {}
+
+
+def cost_positions(spec) -> tuple:
+    """The positions ``m`` of the cost curves ``T(m)`` a capture times."""
+    return COST_M
+
+
+def describe(path) -> str:
+    """The line ``polyspec capture`` prints for a finished trace."""
+    from validation.traces.records import read_trace
+
+    t = read_trace(path)
+    return (f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, "
+            f"measured speedup {t.measured_speedup:.3f} "
+            f"(AR target {t.ar_time_per_token * 1e3:.3f} ms/token, cascade "
+            f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
+            f"{100 * t.overhead_fraction:.1f} %)")

@@ -451,3 +451,44 @@ def check_round(checker, r: dict) -> None:
 
 
 check_prompt_rounds = chain.check_prompt_rounds  # the accumulate blocks of the chain pairs
+
+
+# ------------------------------------------------------------------------------------------
+# its captures (validation.capture: the single-stream driver, as the chain's)
+# ------------------------------------------------------------------------------------------
+DRIVER = chain.DRIVER
+CAPTURE_REFUSES = chain.CAPTURE_REFUSES
+check_capture = chain.check_capture
+describe = chain.describe
+
+
+def decoder(levels, spec) -> StructuredDecoder:
+    """The decoder a capture of ``spec`` (a checked spec: tree and schedules parsed) runs."""
+    return StructuredDecoder(levels, spec.thresholds, tree=spec.tree, schedules=spec.schedules,
+                             tree_sampling=spec.tree_sampling, temperature=spec.temperature,
+                             top_k=spec.top_k, seed=spec.seed)
+
+
+def capture_fields(spec) -> dict:
+    """The cascade's ``trees`` / ``schedules`` in the config format (one entry per pair,
+    ``null`` = a chain), ``tree_sampling`` with a tree, ``schedule_restart`` with an HF
+    schedule (schema: :mod:`validation.traces.schema`)."""
+    m_pairs = len(spec.models) - 1
+    tree, schedules = spec.tree, spec.schedules
+    out = {"cascade": {
+        "trees": None if tree is None else [None] * (m_pairs - 1) + [tree.to_config()],
+        "schedules": (None if schedules is None else
+                      [None if sc is None else sc.to_config() for sc in schedules])}}
+    if tree is not None:
+        out["tree_sampling"] = spec.tree_sampling
+    if schedules is not None and any(sc is not None and sc.kind == "hf" for sc in schedules):
+        out["schedule_restart"] = "prompt"
+    return out
+
+
+def cost_positions(spec) -> tuple:
+    """A tree's verifier scores N + 1 positions: time ``T(m)`` up to there when it exceeds
+    the chain's 16."""
+    if spec.tree is None or spec.tree.n_nodes + 1 <= max(chain.COST_M):
+        return chain.COST_M
+    return tuple(range(1, spec.tree.n_nodes + 2))

@@ -31,7 +31,7 @@ from validation.traces.schema import (
     shown,
 )
 
-__all__ = ["RecordChecker", "MODES", "all_record_fields"]
+__all__ = ["RecordChecker", "MODES", "all_record_fields", "record_owner"]
 
 MODES = ("sync", "async")  # a trace header's ``mode`` (absent: sync)
 
@@ -42,6 +42,12 @@ def all_record_fields() -> dict:
     for s in registry().values():
         out.update(getattr(s, "RECORDS", {}))
     return out
+
+
+def record_owner(t: str):
+    """The module of the scheme whose traces hold records of type ``t`` (``None``: every
+    single-stream trace's)."""
+    return next((s for s in registry().values() if t in getattr(s, "RECORDS", {})), None)
 
 
 class RecordChecker:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from polyspec_theory.errors import PolyspecInputError
 from validation.files import check_json_nesting, json_default
-from validation.traces.checks import RecordChecker, all_record_fields
+from validation.traces.checks import RecordChecker, all_record_fields, record_owner
 from validation.traces.dataset import Capture
 from validation.traces.schema import (
     RECORD_FIELDS,
@@ -219,6 +219,10 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
                         f"{sorted(k for k in known if k != 'header')})")
         if t not in fields:
             _check_fields(p, i, rec, known)
+            owner = record_owner(t)
+            if owner is not None and getattr(owner, "TRACE_KIND", "single-stream") == \
+                    checker.kind:
+                raise _fail(p, i, f"{t}.type: {t} records belong in {owner.NAME} traces")
             raise _fail(p, i, f"record type {t!r} does not belong in a {checker.kind} trace")
         _check_fields(p, i, rec, fields)
         try:
