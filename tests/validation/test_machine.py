@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from polyspec.cli import main
 import validation.capture.machine as machine
+from polyspec.cli import main
 from validation.traces.records import TraceError, read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
