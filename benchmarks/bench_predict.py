@@ -1,4 +1,4 @@
-"""Benchmark of the exact P1 predictor (polyspec_theory.core.polybasic.predict) and its batched
+"""Benchmark of the exact P1 predictor (polyspec_theory.core.p1.predict_chain, via polyspec_theory.predict) and its batched
 form.
 
 Prints: the median (and 90th percentile) wall time of one ``predict`` call on random 4-level

@@ -199,7 +199,7 @@ def _default_runs(ctx: VerifyContext):
 
 
 def check_p1(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     cas, acc, tcas, trunc = _default_runs(ctx)
     rows = []
@@ -229,7 +229,7 @@ OVERHEAD_CASCADE = {
 
 
 def check_p1_overhead(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     cas = Cascade.from_config(OVERHEAD_CASCADE)
     res = _length_run(ctx, "P1o", cas, 300_000, 8_000_000)
@@ -241,7 +241,7 @@ def check_p1_overhead(ctx: VerifyContext) -> list[CheckRecord]:
 
 def check_p2(ctx: VerifyContext) -> list[CheckRecord]:
     from polyspec_theory.bounds.tails import phi_bounds
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     cas, acc, _, _ = _default_runs(ctx)
     pred = predict(cas)
@@ -272,7 +272,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
         length_moments,
         target_forwards_clt,
     )
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     from .runtime import make_key, uniform_from_bits
 
@@ -328,7 +328,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
 
 def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
     from polyspec_theory.bounds.approximation import identity_from_counts, paper_approximation
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     from .runtime import ratio_estimate
 

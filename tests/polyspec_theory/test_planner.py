@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from polyspec_theory.core.config import Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.core.polybasic import predict
+from polyspec_theory.schemes import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.insertion import paper_insertion_check
 from polyspec_theory.planning.planner import (

@@ -11,7 +11,7 @@ import pytest
 from polyspec_theory.core.config import Cascade, Model, law_from_config
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
-from polyspec_theory.core.polybasic import predict
+from polyspec_theory.schemes import predict
 from polyspec_theory.core.regimes import (
     HiddenRegimes,
     RegimeLaw,
