@@ -315,8 +315,8 @@ def test_fig08_matches_p5(built):
     from polyspec_theory.core.config import Cascade, Model
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import IIDGeometric
-    from polyspec_theory.schemes import predict
     from polyspec_theory.planning.insertion import insert_model
+    from polyspec_theory.schemes import predict
 
     d, _ = _get(built, 8)
     base = Cascade.from_config(d["base"])

@@ -1,6 +1,6 @@
-"""One place decides the scheme (polyspec_theory/schemes/, decided when a Cascade is built): the public API serves every
-scheme (chain, structured, batch, async), the CLI prints the same numbers, and a scheme a
-layer cannot serve is refused with one line naming the field.
+"""One place decides the scheme (polyspec_theory/schemes/, when a Cascade is built): the
+public API serves every scheme (chain, structured, batch, async), the CLI prints the same
+numbers, and a scheme a layer cannot serve is refused with one line naming the field.
 
 Independent values: a two-level cascade with constant costs T_1 = 1, T_2 = c and i.i.d.
 acceptance alpha has the closed form speedup = (1 - alpha^(theta+1)) / ((1 - alpha)
