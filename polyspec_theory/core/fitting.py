@@ -14,7 +14,6 @@ import numpy as np
 from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import as_real
 
-
 __all__ = [
     "GoodnessOfFit",
     "FitResult",
