@@ -22,7 +22,7 @@ __all__ = ["ci_row", "fmt", "widen_ci", "FAMILY_ALPHA", "MAX_ROWS", "ROW_ALPHA",
            "CheckRecord", "VerifyContext", "Est"]
 
 FAMILY_ALPHA = 1e-3
-MAX_ROWS = 48
+MAX_ROWS = 64
 ROW_ALPHA = FAMILY_ALPHA / MAX_ROWS
 ROW_Z = float(stats.norm.isf(ROW_ALPHA / 2))
 

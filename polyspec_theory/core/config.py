@@ -28,6 +28,7 @@ from polyspec_theory.core.costs import CostCurve, cost_from_config
 from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric, chain_law_from_config
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.core.regimes import RegimeLaw
+from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real, require_keys
 from polyspec_theory.schemes import Features, decide, modes
 from polyspec_theory.schemes import fields as scheme_fields
@@ -121,11 +122,14 @@ def model_from_config(m, field: str) -> Model:
 def law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
     """Any acceptance law from its config: a chain family
     (:func:`polyspec_theory.core.laws.chain_law_from_config`), ``{"regime": {...}}``
-    (:class:`~polyspec_theory.core.regimes.RegimeLaw`) or a tree / confidence law
+    (:class:`~polyspec_theory.core.regimes.RegimeLaw`), ``{"run_hazard": [...], "tail": q}``
+    (:class:`~polyspec_theory.core.runs.RunLaw`, R1) or a tree / confidence law
     (:func:`polyspec_theory.structures.pairs.structure_law_from_config`). An
     :class:`AcceptanceLaw` passes through."""
     if isinstance(spec, dict) and list(spec) == ["regime"]:
         return RegimeLaw.from_config(spec["regime"], f"{field}.regime")
+    if isinstance(spec, dict) and "run_hazard" in spec:
+        return RunLaw.from_config(spec, field)
     if isinstance(spec, dict) and list(spec) in (["sibling"], ["residual"], ["confidence"]):
         return structure_law_from_config(spec, field)
     return chain_law_from_config(spec, field)
@@ -200,6 +204,12 @@ class Cascade:
             ),
         )
         self._check_owned_fields(scheme)
+        for i, law in enumerate(self.laws):
+            if getattr(law, "carries_age", False) and not getattr(scheme, "position_laws",
+                                                                   False):
+                raise PolyspecInputError(
+                    f"acceptance[{i}]", f"a run law (acceptance carried across rounds, R1) "
+                    f"is not available for {scheme.description} (scheme {scheme.name!r})")
         for attr, value in scheme.check(self).items():
             object.__setattr__(self, attr, value)
         for i, m in enumerate(self.models):
