@@ -57,10 +57,11 @@ def _pair_report(run, j) -> dict:
            "mean_acceptance_length": float(acc.mean()), "cap": k - 1 if k >= 2 else None,
            "histogram": np.bincount(acc - 1, minlength=max(k, 1)).tolist()}
     if run.strategy == "chain" and len(run.models) == 2 and k >= 2:
-        from .chain import fit_age_hazard, round_exposures
+        from polyspec_theory.core.runs import run_law_report
 
-        law = fit_age_hazard([round_exposures(run)])
-        rep["age_hazard"] = {"hazard": list(law.hazard), "tail": law.tail}
+        from .chain import round_exposures
+
+        rep.update(run_law_report(*round_exposures(run), "pipespec"))
     return rep
 
 

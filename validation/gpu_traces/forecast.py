@@ -38,17 +38,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import PolyspecInputError
+from simulators.replay import ChainCosts, simulate_chain
 
-from .chain import (
-    AgeHazard,
-    ChainCosts,
-    fit_age_hazard,
-    merge_positions,
-    revealed_positions,
-    round_exposures,
-    simulate_chain,
-)
+from .chain import fit_age_hazard, merge_positions, revealed_positions, round_exposures
 from .pipespec import PipeSpecRun, measured_speedup, read_pipespec_dir
 
 SEEDS = 6
@@ -58,7 +52,7 @@ def sync_pairs(runs, drafter: str, verifier: str) -> list[PipeSpecRun]:
     return [r for r in runs if r.strategy == "chain" and r.names == (drafter, verifier)]
 
 
-def prompt_laws(runs, drafter: str, verifier: str, indices) -> dict[int, AgeHazard]:
+def prompt_laws(runs, drafter: str, verifier: str, indices) -> dict[int, RunLaw]:
     """Per-prompt law of a pair from its two-model synchronous runs (any lookahead); a prompt
     no run holds gets the law pooled over all prompts."""
     pr = [r for r in sync_pairs(runs, drafter, verifier) if r.lookahead >= 2]
