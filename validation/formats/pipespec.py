@@ -49,7 +49,7 @@ import numpy as np
 
 from polyspec_theory import MAX_VERIFY_TOKENS  # decoding.build_verify_inputs (AS0)
 from polyspec_theory.core.counts import AcceptanceCounts
-from polyspec_theory.core.runs import fit_run_law
+from polyspec_theory.core.runs import RunLaw, fit_run_law, pipespec_exposures, run_law_report
 from polyspec_theory.errors import PolyspecInputError
 from validation.formats import Evidence, Format, PairEvidence, Source
 
@@ -400,7 +400,8 @@ def measured_speedup(baseline: PipeSpecRun, run: PipeSpecRun) -> float:
 # what a run reveals of its pairs' agreement (docs/theory.md R1-R2)
 # ------------------------------------------------------------------------------------------
 def round_exposures(run: PipeSpecRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(entry age, agreements, censored) of every verify call of a two-model synchronous run.
+    """(entry age, agreements, censored) of every verify call of a two-model synchronous run
+    (R2's input; PipeSpec's round, :func:`polyspec_theory.core.runs.pipespec_exposures`).
 
     A round after a rejection (or the first) checks K-1 drafts from age 0. After a fully
     accepted round the drafter first re-predicts the bonus position, so the next round's
@@ -412,28 +413,21 @@ def round_exposures(run: PipeSpecRun) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if run.strategy != "chain" or len(run.models) != 2:
         raise PolyspecInputError(run.path, "acceptance laws are fitted on two-model "
                                  "synchronous chain runs")
-    k = run.lookahead
-    if k < 2:
-        raise PolyspecInputError(run.path, f"lookahead {k} drafts nothing")
-    entry, agree, cens = [], [], []
-    for s in run.samples:
-        age, checks = 0, k - 1
-        prev_full = False
-        for a in s.accepted[0]:
-            a = int(a)
-            if prev_full:
-                age += checks
-                checks = k
-                n_agree = 0 if a == 1 else a
-            else:
-                age, checks = 0, k - 1
-                n_agree = a - 1
-            full = a >= k
-            entry.append(age)
-            agree.append(min(n_agree, checks))
-            cens.append(full)
-            prev_full = full
-    return np.array(entry), np.array(agree), np.array(cens, dtype=bool)
+    if run.lookahead < 2:
+        raise PolyspecInputError(run.path, f"lookahead {run.lookahead} drafts nothing")
+    return pipespec_exposures([s.accepted[0] for s in run.samples], run.lookahead)
+
+
+def fit_age_hazard(observations) -> RunLaw:
+    """The run law (Kaplan-Meier hazard by age) of ``[(entry, agreements, censored), ...]``
+    (left-truncated at the entry age, right-censored after the last agreement when
+    ``censored``): R2, :func:`polyspec_theory.core.runs.fit_run_law`."""
+    entry = np.concatenate([np.asarray(o[0], dtype=np.int64) for o in observations])
+    agree = np.concatenate([np.asarray(o[1], dtype=np.int64) for o in observations])
+    cens = np.concatenate([np.asarray(o[2], dtype=bool) for o in observations])
+    if entry.size == 0:
+        raise PolyspecInputError("acceptance", "no rounds to fit the acceptance law on")
+    return fit_run_law(entry, agree, cens, min_at_risk=MIN_AT_RISK)
 
 
 def revealed_positions(run: PipeSpecRun) -> dict[int, dict[int, bool]]:
@@ -525,9 +519,7 @@ def _pair_report(run, j) -> dict:
            "mean_acceptance_length": float(acc.mean()), "cap": k - 1 if k >= 2 else None,
            "histogram": np.bincount(acc - 1, minlength=max(k, 1)).tolist()}
     if run.strategy == "chain" and len(run.models) == 2 and k >= 2:
-        entry, agree, cens = round_exposures(run)
-        law = fit_run_law(entry, agree, cens, min_at_risk=MIN_AT_RISK)
-        rep["age_hazard"] = {"hazard": list(law.hazard), "tail": law.tail}
+        rep.update(run_law_report(*round_exposures(run), "pipespec"))
     return rep
 
 

@@ -113,7 +113,7 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
             taus = np.array([_tau(models, [_positional(per_pair[0][i])], thetas, 0)
                              for i in idx])
         else:
-            from validation.gpu_traces.chain import fit_age_hazard, round_exposures
+            from validation.formats.pipespec import fit_age_hazard, round_exposures
             from validation.gpu_traces.forecast import sync_pairs
 
             pooled = []

@@ -1,29 +1,21 @@
 """PipeSpec's synchronous chain (``ChainSpeculativeDecoder``) replayed on synthetic greedy
-models, and the acceptance law that drives it.
+models whose agreement follows run laws over output positions (docs/theory.md Part III-E): the
+chain scheme's kernel for PipeSpec's round.
 
-Acceptance law: greedy drafting is deterministic, so what varies is WHERE a drafter's argmax
-first differs from its verifier's. :class:`AgeHazard` models the agreement of one pair as a
-renewal process: after a disagreement, the probability that the next disagreement comes at
-age j (positions since the last one) is the hazard ``q_j``. It is fitted (Kaplan-Meier, the
-lookahead censors each round at K-1 accepted drafts) on the rounds that start right after a
-rejection, pooled over every lookahead of the pair; ages beyond the data use the pooled tail
-hazard. Assumption: the law does not depend on K (the same prompts give the same text).
+A target token is a hash of its prefix; the model below it agrees with the model above it at
+that prefix with probability ``1 - q(age)`` of the pair's
+:class:`~polyspec_theory.core.runs.RunLaw` (otherwise it emits another token), so every model
+is a deterministic function of its prefix, as greedy models are. The decoder loop is a
+transcription of ``decoding.ChainSpeculativeDecoder.generate``: the smallest model drafts
+until it is K-1 tokens ahead of the next, a middle model verifies the draft and then drafts
+until it is K-1 ahead of the model above, the target verifies (at most 100 tokens per call)
+and every drafter rolls back to the target's output where it diverged; a draft that does not
+extend the verifier's output exactly gets a 1-token verify. Call costs come from
+:class:`ChainCosts`; the output stops at the prompt's token count (EOS). Positions whose
+agreement is known (``known``: what measured runs revealed,
+``validation.formats.pipespec.revealed_positions``) are replayed as they were.
 
-Replay (:func:`simulate_chain`): a target token is a hash of its prefix; the model below it
-agrees with the model above it at that prefix with probability ``1 - q(age)`` (otherwise it
-emits another token), so every model is a deterministic function of its prefix, as greedy
-models are. The decoder loop is a transcription of ``decoding.ChainSpeculativeDecoder.generate``:
-the smallest model drafts until it is K-1 tokens ahead of the next, a middle model verifies
-the draft and then drafts until it is K-1 ahead of the model above, the target verifies (at most
-100 tokens per call) and every drafter rolls back to the target's output where it diverged; a
-draft that does not extend the verifier's output exactly gets a 1-token verify. Call costs come
-from :class:`ChainCosts`; the output stops at the prompt's token count (EOS).
-
-Positions (docs/theory.md R1): agreement is a function of the output position, so the
-positions a run reveals (:func:`revealed_positions`: every checked draft, and the bonus
-position of a continuing round, an ambiguous one told by its timed call) can be replayed
-directly (``known``); a run replayed at its own lookahead on its own positions gives its
-verify calls one for one.
+Deterministic in ``seed`` (a 64-bit hash chain, not a PRNG stream): same seed, same numbers.
 """
 
 from __future__ import annotations
@@ -32,53 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.core.runs import fit_run_law
 from polyspec_theory.errors import PolyspecInputError
-from validation.formats.pipespec import (  # noqa: F401  (the positions a run reveals)
-    MAX_VERIFY_TOKENS,
-    MIN_AT_RISK,
-    merge_positions,
-    revealed_positions,
-    round_exposures,
-)
+from polyspec_theory.pipelines.asynchronous import MAX_VERIFY_TOKENS
+
+__all__ = ["ChainCosts", "simulate_chain"]
 
 _VOCAB = 128_000
-
-
-@dataclass(frozen=True)
-class AgeHazard:
-    """Renewal law of draft/verifier disagreement: ``hazard[j]`` = P(disagree at age j |
-    agreed at ages < j); ages >= len(hazard) use ``tail``."""
-
-    hazard: tuple[float, ...]
-    tail: float
-
-    def q(self, age: int) -> float:
-        return self.hazard[age] if age < len(self.hazard) else self.tail
-
-    def survival(self, j: int) -> float:
-        """P(at least j agreements in a row from age 0)."""
-        s = 1.0
-        for a in range(j):
-            s *= 1.0 - self.q(a)
-        return s
-
-    def mean_accepted(self, lookahead: int) -> float:
-        """Expected tokens per verify call of a round starting at age 0 (bonus included)."""
-        return 1.0 + sum(self.survival(j) for j in range(1, max(lookahead, 1)))
-
-
-def fit_age_hazard(observations) -> AgeHazard:
-    """Kaplan-Meier hazard by age from ``[(entry, agreements, censored), ...]`` (left-truncated
-    at the entry age, right-censored after the last agreement when ``censored``): R2,
-    :func:`polyspec_theory.core.runs.fit_run_law`."""
-    entry = np.concatenate([np.asarray(o[0], dtype=np.int64) for o in observations])
-    agree = np.concatenate([np.asarray(o[1], dtype=np.int64) for o in observations])
-    cens = np.concatenate([np.asarray(o[2], dtype=bool) for o in observations])
-    if entry.size == 0:
-        raise PolyspecInputError("acceptance", "no rounds to fit the acceptance law on")
-    law = fit_run_law(entry, agree, cens, min_at_risk=MIN_AT_RISK)
-    return AgeHazard(hazard=law.hazard, tail=law.tail)
 
 
 @dataclass(frozen=True)
