@@ -138,6 +138,11 @@ def run(args) -> int:
 
     rep = formats.fit_report(args.file, args.format, gamma=args.gamma, eta=args.eta,
                              snapshot=args.snapshot)
+    if args.out and "best" not in rep:  # {"fit": FILE} reads a report's best law
+        from polyspec_theory.errors import PolyspecInputError
+
+        raise PolyspecInputError("--out", f"does not apply to a {rep['format_description']} "
+                                 "(its fit is printed; use --json > FILE)")
     if args.out:
         write_output(args.out, dump_json(rep) + "\n", "--out", inputs=[args.file])
     if args.json:

@@ -48,8 +48,8 @@ def test_async_capture_without_ar_models_uses_every_model(monkeypatch):
 
     seen = {}
 
-    def fake(models, **kw):
-        seen.update(kw)
+    def fake(spec, **kw):
+        seen["ar_models"] = spec.checked().ar_models  # the spec as the capture reads it
         raise _Called
 
     monkeypatch.setattr(ac, "capture_async", fake)

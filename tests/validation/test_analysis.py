@@ -17,7 +17,7 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes import predict
 from validation.analysis.fits import fit_costs, fit_pairs, predict_config
 from validation.analysis.residuals import lag1_correlation, overhead_model
-from validation.analysis.validate import validate
+from validation.analysis.validate import P5, validate
 from validation.traces.synthetic import simulate_capture
 
 Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
@@ -240,7 +240,7 @@ def test_insertion_on_captured_cascades():
     c3 = simulate_capture("t-mid-ng", ["t", "mid", "ng"], [T, MID, NG], [law_tm, law_mg],
                           [4, 3], seed=50, **kw)[0]
     c2 = simulate_capture("t-ng", ["t", "ng"], [T, NG], [law_tg], [3], seed=51, **kw)[0]
-    res = validate([c3, c2], holdout=False, confidence="bootstrap", n_boot=30)
+    res = validate([c3, c2], holdout=False, p5=P5("bootstrap", 30))
     ins = [x for x in res.insertions if x["cascade"] == "t-ng"]
     assert len(ins) == 1
     x = ins[0]

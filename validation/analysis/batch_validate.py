@@ -580,3 +580,31 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
                                     None),
             predicted=pred))
     return BatchValidation(tuple(results), tuple(crossovers), tuple(notes))
+
+
+def validate_part(captures, ctx):
+    """``polyspec validate``'s part for the batched captures
+    (:mod:`validation.analysis.traces`): :func:`validate_batches` with the batched cost
+    tables of ``--batch-profile`` (default FOLDER/profile.json) and the ``--laws-from``
+    captures, the report written to ``ctx.options.out``."""
+    from validation.analysis.batch_report import batch_text, write_batch_report
+    from validation.analysis.traces import Part
+
+    opts = ctx.options
+    if not captures:
+        if opts.batch_profile:
+            raise PolyspecInputError("--batch-profile", f"{ctx.folder} holds no batched "
+                                     "traces: --batch-profile applies to batched traces")
+        return None
+    default = ctx.folder / "profile.json"
+    if opts.batch_profile:
+        profile = load_profile(opts.batch_profile)
+    else:
+        profile = load_profile(default) if default.is_file() else None
+    res = validate_batches(captures, families=opts.families, profile=profile,
+                           law_captures=ctx.laws_from())
+    paths = write_batch_report(res, opts.out, title=f"Batched validation: {ctx.folder}")
+    obj = dict(res.to_json(), report=paths)
+    text = batch_text(res)
+    return Part("batch", obj, obj, f"{text}\nreport: {paths['markdown']}", tuple(res.notes),
+                order=1, joined=f"\n{text}\nbatched report: {paths['markdown']}")

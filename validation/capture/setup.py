@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from polyspec_theory.schemes import scheme_named
+from polyspec_theory.schemes import scheme_named, threshold_floor
 from validation.capture.models import DecoderModel, load_model
 from validation.traces.records import TraceRecords, TraceWriter, read_records
 
@@ -85,7 +85,7 @@ class CaptureSpec(NamedTuple):
         if len(models) < 2:
             raise PolyspecInputError("models", f"need at least 2 models (target first), got "
                                      f"{len(models)}")
-        floor = int(self.mode != "async")  # async: verify what is ready (AS0)
+        floor = threshold_floor(self.mode)  # the theory's (async: 0, verify what is ready)
         thresholds = [as_int(t, f"thresholds[{i}]", low=floor, high=4096)
                       for i, t in enumerate(self.thresholds)]
         if len(thresholds) != len(models) - 1:

@@ -557,3 +557,4 @@ def describe(path) -> str:
             f"the single-core autoregressive target ({t.ar_time_per_token * 1e3:.3f} ms/token, "
             f"pipeline {t.time_per_token * 1e3:.3f} ms/token)"
             f"{'' if lossless else ', NOT LOSSLESS'}")
+VALIDATE = "validation.analysis.async_validate:validate_part"  # how its captures are predicted

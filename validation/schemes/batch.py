@@ -527,3 +527,4 @@ def describe(path) -> str:
     return (f"{path}: b = {t.batch}, {t.n_decodes} decodes, {t.tokens} tokens, measured "
             f"speedup {t.measured_speedup:.3f} (AR {t.ar_tokens_per_second:.1f} tokens/s, "
             f"cascade {t.tokens_per_second:.1f} tokens/s{lossless[t.greedy_lossless]})")
+VALIDATE = "validation.analysis.batch_validate:validate_part"  # how its captures are predicted

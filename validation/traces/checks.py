@@ -15,6 +15,7 @@ line, rounds)`` (the rounds of one finished prompt) or, for a trace that is not 
 from __future__ import annotations
 
 from polyspec_theory.core.config import MAX_THRESHOLD, POLICIES
+from polyspec_theory.schemes import modes, threshold_floor
 from validation.schemes import get, registry, scheme_of_trace
 from validation.traces.schema import (
     COMMON_RECORD_TYPES,
@@ -31,9 +32,7 @@ from validation.traces.schema import (
     shown,
 )
 
-__all__ = ["RecordChecker", "MODES", "all_record_fields", "record_owner"]
-
-MODES = ("sync", "async")  # a trace header's ``mode`` (absent: sync)
+__all__ = ["RecordChecker", "all_record_fields", "record_owner"]
 
 
 def all_record_fields() -> dict:
@@ -76,11 +75,12 @@ class RecordChecker:
             raise FieldError("cascade.models", f"model names must be unique, got {names}")
         if "thresholds" not in c:
             raise FieldError("cascade.thresholds", "missing (one per adjacent pair)")
-        mode = h.get("mode", "sync")
-        if mode not in MODES:
-            raise FieldError("mode", f"must be 'sync' or 'async', got {shown(mode)}")
+        mode = h.get("mode", "sync")  # absent: a synchronous trace
+        if mode not in modes():
+            raise FieldError("mode", f"must be {' or '.join(map(repr, modes()))}, got "
+                             f"{shown(mode)}")
         th = check_list(c["thresholds"], "cascade.thresholds", length=len(names) - 1)
-        th[:] = [check_int(t, f"cascade.thresholds[{i}]", low=int(mode == "sync"),
+        th[:] = [check_int(t, f"cascade.thresholds[{i}]", low=threshold_floor(mode),
                            high=MAX_THRESHOLD) for i, t in enumerate(th)]
         self.mode = mode
         self.names = tuple(names)

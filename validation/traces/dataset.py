@@ -309,6 +309,14 @@ class CaptureConfig:
         return self.cascade.get("policy", "accumulate")
 
     @property
+    def scheme(self) -> str:
+        """The scheme that wrote the capture: the theory's decision on its header
+        (:func:`validation.schemes.scheme_of_trace`)."""
+        from validation.schemes import scheme_of_trace
+
+        return scheme_of_trace(self.header)
+
+    @property
     def mode(self) -> str:
         """"async" for the two-process pipeline (validation.capture.async_), else "sync"
         (traces written before the mode was recorded are synchronous)."""
