@@ -20,6 +20,7 @@ them with the project's trace writer.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
@@ -31,152 +32,198 @@ from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.traces.dataset import Capture
 from validation.traces.schema import Round
 
-__all__ = ["simulate_capture", "trace_header", "write_trace", "synthetic_profile"]
+__all__ = ["SyntheticSpec", "simulate_capture", "trace_header", "write_trace",
+           "synthetic_profile"]
 
 
-def simulate_capture(name: str, models, costs, laws, thresholds, *, tokens_per_prompt=256,
-                     prompts=8, prompt_len=32, temperature=0.0, top_k=0, context_slope=None,
-                     overhead_per_forward=0.0, overhead_per_round=0.0, noise=0.0, rho=0.0,
-                     catch_up=False, baseline_contexts=(32, 160, 288), baseline_reps=3,
-                     baseline_max_m=16, ar_tokens=128, load=None, cascade_load=None,
-                     regimes=None, seed=0):
-    """Simulate one captured configuration; returns ``(Capture, trace records)``.
+class SyntheticSpec(NamedTuple):
+    """One configuration for :func:`simulate_capture`: ``models`` names (target first),
+    ``costs`` :class:`CostCurve` per model, ``laws`` one :class:`AcceptanceLaw` per pair,
+    ``thresholds`` one per pair; ``prompts`` of ``prompt_len`` tokens decoded to
+    ``tokens_per_prompt``. Residual knobs (module docstring): ``context_slope`` (one per
+    model), ``overhead_per_forward`` / ``overhead_per_round`` (s), ``noise`` (log-normal
+    sd), ``rho`` (lag-1 correlation of the acceptance uniforms), ``catch_up``. Baselines:
+    cost-curve timings for ``m = 1..baseline_max_m`` at ``baseline_contexts``
+    (``baseline_reps`` each) and an autoregressive decode of ``ar_tokens`` tokens per prompt
+    per model. ``load``: one factor per model multiplying its forward times during the
+    cascade and AR runs but not in the cost-curve microbenchmark (machine load that differs
+    between the two); ``cascade_load``: one factor per model applied only to its forwards
+    inside the cascade (e.g. cold CPU caches after the other models ran); ``regimes``:
+    ``[(weight, laws), ...]`` -- at the start of every top-level round one regime is drawn and
+    all levels use its laws during that round (acceptance shared across levels; ``laws`` is
+    then ignored)."""
 
-    ``models`` names (target first), ``costs`` :class:`CostCurve` per model, ``laws`` one
-    :class:`AcceptanceLaw` per pair, ``thresholds`` one per pair. Baselines: cost-curve
-    timings for ``m = 1..baseline_max_m`` at ``baseline_contexts`` (``baseline_reps`` each)
-    and an autoregressive decode of ``ar_tokens`` tokens per prompt per model. ``load``: one
-    factor per model multiplying its forward times during the cascade and AR runs but not in
-    the cost-curve microbenchmark (machine load that differs between the two);
-    ``cascade_load``: one factor per model applied only to its forwards inside the cascade
-    (e.g. cold CPU caches after the other models ran); ``regimes``: ``[(weight, laws), ...]``
-    — at the start of every top-level round one regime is drawn and all levels use its laws
-    during that round (acceptance shared across levels; ``laws`` is then ignored).
-    """
-    n = len(models)
-    if n < 2 or len(costs) != n or len(laws) != n - 1 or len(thresholds) != n - 1:
-        raise PolyspecInputError("models", "need n >= 2 models, n costs, n-1 laws/thresholds")
-    for i, c in enumerate(costs):
-        if not isinstance(c, CostCurve):
-            raise PolyspecInputError(f"costs[{i}]", "must be a CostCurve")
-    for i, law in enumerate(laws):
-        if not isinstance(law, AcceptanceLaw):
-            raise PolyspecInputError(f"laws[{i}]", "must be an AcceptanceLaw")
-    theta = [as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]
-    tokens_per_prompt = as_int(tokens_per_prompt, "tokens_per_prompt", low=1)
-    prompts = as_int(prompts, "prompts", low=1)
-    rho = as_real(rho, "rho", low=-0.99, high=0.99)
-    noise = as_real(noise, "noise", low=0.0)
-    o_f = as_real(overhead_per_forward, "overhead_per_forward", low=0.0)
-    o_r = as_real(overhead_per_round, "overhead_per_round", low=0.0)
-    slope = np.zeros(n) if context_slope is None else np.asarray(context_slope, dtype=float)
-    ld = np.ones(n) if load is None else np.asarray(load, dtype=float)
-    if ld.shape != (n,) or (ld <= 0).any():
-        raise PolyspecInputError("load", f"need one positive factor per model ({n})")
-    cl = np.ones(n) if cascade_load is None else np.asarray(cascade_load, dtype=float)
-    if cl.shape != (n,) or (cl <= 0).any():
-        raise PolyspecInputError("cascade_load", f"need one positive factor per model ({n})")
-    if slope.shape != (n,):
-        raise PolyspecInputError("context_slope", f"need one slope per model ({n})")
-    rng = np.random.default_rng(as_int(seed, "seed", low=0))
-    gmax = block_bounds(theta)
-    if regimes is None:
-        regimes = [(1.0, laws)]
-    reg_w = np.array([w for w, _ in regimes], dtype=float)
-    if (reg_w <= 0).any() or any(len(lw) != n - 1 for _, lw in regimes):
-        raise PolyspecInputError("regimes", "need positive weights and n-1 laws per regime")
-    reg_w /= reg_w.sum()
-    reg_surv = [[lw[i].survival(gmax[i] + 1)[1:] for i in range(n - 1)] for _, lw in regimes]
-    surv = list(reg_surv[0])
+    name: str
+    models: tuple
+    costs: tuple
+    laws: tuple
+    thresholds: tuple
+    tokens_per_prompt: int = 256
+    prompts: int = 8
+    prompt_len: int = 32
+    temperature: float = 0.0
+    top_k: int = 0
+    context_slope: object = None
+    overhead_per_forward: float = 0.0
+    overhead_per_round: float = 0.0
+    noise: float = 0.0
+    rho: float = 0.0
+    catch_up: bool = False
+    baseline_contexts: tuple = (32, 160, 288)
+    baseline_reps: int = 3
+    baseline_max_m: int = 16
+    ar_tokens: int = 128
+    load: object = None
+    cascade_load: object = None
+    regimes: object = None
+    seed: int = 0
 
-    def cost(i, m, c, loaded=True):
-        t = (costs[i](m) + slope[i] * c) * (ld[i] if loaded else 1.0)
-        if noise:
-            t *= math.exp(noise * rng.standard_normal())
+
+def _factors(v, n: int, field: str, default: float) -> np.ndarray:
+    """One positive factor per model (``None``: ``default`` each)."""
+    out = np.full(n, default) if v is None else np.asarray(v, dtype=float)
+    if out.shape != (n,) or (default > 0 and (out <= 0).any()):
+        what = "positive factor" if default > 0 else "slope"
+        raise PolyspecInputError(field, f"need one {what} per model ({n})")
+    return out
+
+
+class _Run:
+    """The synthetic decoder's state while it runs (:func:`simulate_capture`)."""
+
+    def __init__(self, spec: SyntheticSpec):
+        s = spec
+        n = self.n = len(s.models)
+        if n < 2 or len(s.costs) != n or len(s.laws) != n - 1 or len(s.thresholds) != n - 1:
+            raise PolyspecInputError("models", "need n >= 2 models, n costs, n-1 "
+                                     "laws/thresholds")
+        for i, c in enumerate(s.costs):
+            if not isinstance(c, CostCurve):
+                raise PolyspecInputError(f"costs[{i}]", "must be a CostCurve")
+        for i, law in enumerate(s.laws):
+            if not isinstance(law, AcceptanceLaw):
+                raise PolyspecInputError(f"laws[{i}]", "must be an AcceptanceLaw")
+        self.spec = s
+        self.theta = [as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(s.thresholds)]
+        self.rho = as_real(s.rho, "rho", low=-0.99, high=0.99)
+        self.noise = as_real(s.noise, "noise", low=0.0)
+        self.o_f = as_real(s.overhead_per_forward, "overhead_per_forward", low=0.0)
+        self.o_r = as_real(s.overhead_per_round, "overhead_per_round", low=0.0)
+        self.slope = _factors(s.context_slope, n, "context_slope", 0.0)
+        self.ld = _factors(s.load, n, "load", 1.0)
+        self.cl = _factors(s.cascade_load, n, "cascade_load", 1.0)
+        self.rng = np.random.default_rng(as_int(s.seed, "seed", low=0))
+        gmax = block_bounds(self.theta)
+        regimes = [(1.0, s.laws)] if s.regimes is None else s.regimes
+        w = np.array([x for x, _ in regimes], dtype=float)
+        if (w <= 0).any() or any(len(lw) != n - 1 for _, lw in regimes):
+            raise PolyspecInputError("regimes", "need positive weights and n-1 laws per "
+                                     "regime")
+        self.reg_w = w / w.sum()
+        self.reg_surv = [[lw[i].survival(gmax[i] + 1)[1:] for i in range(n - 1)]
+                         for _, lw in regimes]
+        self.surv = list(self.reg_surv[0])
+        self.records: list = []
+        self.fwd_s, self.fwd_n = [0.0] * n, [0] * n
+        self.z_prev, self.full_prev = [0.0] * (n - 1), [False] * (n - 1)
+
+    def cost(self, i, m, c, loaded=True):
+        t = (self.spec.costs[i](m) + self.slope[i] * c) * (self.ld[i] if loaded else 1.0)
+        if self.noise:
+            t *= math.exp(self.noise * self.rng.standard_normal())
         return t
 
-    records: list[dict] = []
-    fwd_s = [0.0] * n
-    fwd_n = [0] * n
-    z_prev = [0.0] * (n - 1)
-    full_prev = [False] * (n - 1)
-
-    def uniform(i):
-        if rho == 0.0:
-            return rng.random()
-        z = rho * z_prev[i] + math.sqrt(1 - rho * rho) * rng.standard_normal()
-        z_prev[i] = z
+    def uniform(self, i):
+        if self.rho == 0.0:
+            return self.rng.random()
+        z = self.rho * self.z_prev[i] + math.sqrt(1 - self.rho ** 2) * self.rng.standard_normal()
+        self.z_prev[i] = z
         return float(stats.norm.cdf(z))
 
-    def run_round(i, base, pid, clock):
+    def round(self, i, base, pid):
         """One round of S_i at committed length ``base``; returns (L, seconds)."""
-        if i == n - 1:
-            t = cost(i, 1, base) * cl[i]
-            fwd_s[i] += t
-            fwd_n[i] += 1
-            return 1, t + o_f
-        acc = 0
-        spent = 0.0
-        while acc < theta[i]:
-            ln, dt = run_round(i + 1, base + acc, pid, clock)
+        if i == self.n - 1:
+            t = self.cost(i, 1, base) * self.cl[i]
+            self.fwd_s[i] += t
+            self.fwd_n[i] += 1
+            return 1, t + self.o_f
+        acc, spent = 0, 0.0
+        while acc < self.theta[i]:
+            ln, dt = self.round(i + 1, base + acc, pid)
             acc += ln
             spent += dt
         g = acc
-        m = g + 1 + (1 if (catch_up and full_prev[i]) else 0)
-        t = cost(i, m, base) * cl[i]
-        fwd_s[i] += t
-        fwd_n[i] += 1
-        u = uniform(i)
-        a = min(int(np.count_nonzero(surv[i][:g] > u)), g)
-        full_prev[i] = a == g
-        total = spent + t + o_f + o_r
-        records.append(Round(prompt=pid, level=i + 1, ctx=base, G=g, A=a, L=a + 1, m=m,
-                             verify_s=t, draft_s=spent, round_s=total))
+        m = g + 1 + (1 if (self.spec.catch_up and self.full_prev[i]) else 0)
+        t = self.cost(i, m, base) * self.cl[i]
+        self.fwd_s[i] += t
+        self.fwd_n[i] += 1
+        u = self.uniform(i)
+        a = min(int(np.count_nonzero(self.surv[i][:g] > u)), g)
+        self.full_prev[i] = a == g
+        total = spent + t + self.o_f + self.o_r
+        self.records.append(Round(prompt=pid, level=i + 1, ctx=base, G=g, A=a, L=a + 1, m=m,
+                                  verify_s=t, draft_s=spent, round_s=total))
         return a + 1, total
 
-    summaries = []
-    for pid in range(prompts):
-        z_prev[:] = [0.0] * (n - 1)
-        full_prev[:] = [False] * (n - 1)
-        s0, n0, r0 = list(fwd_s), list(fwd_n), len(records)
-        produced = 0
-        wall = 0.0
-        while produced < tokens_per_prompt:
-            if len(reg_surv) > 1:
-                surv[:] = reg_surv[int(rng.choice(len(reg_surv), p=reg_w))]
-            ln, dt = run_round(0, prompt_len + produced, pid, wall)
+    def prompt(self, pid) -> dict:
+        """Decode prompt ``pid``; its summary record."""
+        s, n = self.spec, self.n
+        self.z_prev[:] = [0.0] * (n - 1)
+        self.full_prev[:] = [False] * (n - 1)
+        s0, n0, r0 = list(self.fwd_s), list(self.fwd_n), len(self.records)
+        produced, wall = 0, 0.0
+        while produced < s.tokens_per_prompt:
+            if len(self.reg_surv) > 1:
+                k = int(self.rng.choice(len(self.reg_surv), p=self.reg_w))
+                self.surv[:] = self.reg_surv[k]
+            ln, dt = self.round(0, s.prompt_len + produced, pid)
             produced += ln
             wall += dt
-        f_s = [a - b for a, b in zip(fwd_s, s0, strict=True)]
-        new = records[r0:]
-        summaries.append({
-            "type": "summary", "prompt": pid, "n_prompt_tokens": prompt_len,
-            "n_generated": produced, "wall_s": wall, "prefill_s": 0.0, "forward_s": f_s,
-            "forward_count": [a - b for a, b in zip(fwd_n, n0, strict=True)],
-            "overhead_s": wall - sum(f_s),
-            "n_rounds": [sum(1 for r in new if r.level == lv) for lv in range(1, n)],
-            "matches_target_ar": None})
+        f_s = [a - b for a, b in zip(self.fwd_s, s0, strict=True)]
+        new = self.records[r0:]
+        return {"type": "summary", "prompt": pid, "n_prompt_tokens": s.prompt_len,
+                "n_generated": produced, "wall_s": wall, "prefill_s": 0.0, "forward_s": f_s,
+                "forward_count": [a - b for a, b in zip(self.fwd_n, n0, strict=True)],
+                "overhead_s": wall - sum(f_s),
+                "n_rounds": [sum(1 for r in new if r.level == lv) for lv in range(1, n)],
+                "matches_target_ar": None}
 
-    trace_costs, trace_ar = [], []
-    for i, name_i in enumerate(models):
-        for c in baseline_contexts:
-            for m in range(1, baseline_max_m + 1):
-                times = [cost(i, m, c, loaded=False) for _ in range(baseline_reps)]
-                trace_costs.append({"type": "cost", "model": name_i, "phase": "start",
-                                    "ctx": int(c), "m": m, "times_s": times,
-                                    "median_s": float(np.median(times))})
-        for pid in range(prompts):
-            steps = [cost(i, 1, prompt_len + j) for j in range(ar_tokens)]
-            trace_ar.append({"type": "ar", "prompt": pid, "model": name_i,
-                             "n_tokens": ar_tokens, "wall_s": sum(steps),
-                             "forward_s": sum(steps), "prefill_s": 0.0, "ctx0": prompt_len,
-                             "step_s": steps})
+    def baselines(self) -> tuple[list, list]:
+        """The cost-curve and autoregressive records of every model."""
+        s = self.spec
+        costs, ars = [], []
+        for i, name_i in enumerate(s.models):
+            for c in s.baseline_contexts:
+                for m in range(1, s.baseline_max_m + 1):
+                    times = [self.cost(i, m, c, loaded=False) for _ in range(s.baseline_reps)]
+                    costs.append({"type": "cost", "model": name_i, "phase": "start",
+                                  "ctx": int(c), "m": m, "times_s": times,
+                                  "median_s": float(np.median(times))})
+            for pid in range(s.prompts):
+                steps = [self.cost(i, 1, s.prompt_len + j) for j in range(s.ar_tokens)]
+                ars.append({"type": "ar", "prompt": pid, "model": name_i,
+                            "n_tokens": s.ar_tokens, "wall_s": sum(steps),
+                            "forward_s": sum(steps), "prefill_s": 0.0, "ctx0": s.prompt_len,
+                            "step_s": steps})
+        return costs, ars
+
+
+def simulate_capture(spec: SyntheticSpec):
+    """Simulate one captured configuration (:class:`SyntheticSpec`); returns ``(Capture,
+    trace records)``."""
+    spec = spec._replace(tokens_per_prompt=as_int(spec.tokens_per_prompt, "tokens_per_prompt",
+                                                  low=1),
+                         prompts=as_int(spec.prompts, "prompts", low=1))
+    run = _Run(spec)
+    summaries = [run.prompt(pid) for pid in range(spec.prompts)]
+    trace_costs, trace_ar = run.baselines()
     trace = list(trace_costs)
-    for pid in range(prompts):
-        trace += [{"type": "round", **r._asdict()} for r in records if r.prompt == pid]
+    for pid in range(spec.prompts):
+        trace += [{"type": "round", **r._asdict()} for r in run.records if r.prompt == pid]
         trace += [r for r in trace_ar if r["prompt"] == pid] + [summaries[pid]]
-    trace.append({"type": "end", "n_prompts": prompts})
-    header = trace_header(name, models, theta, temperature, top_k, prompts, seed)
+    trace.append({"type": "end", "n_prompts": spec.prompts})
+    header = trace_header(spec.name, spec.models, run.theta, spec.temperature, spec.top_k,
+                          spec.prompts, spec.seed)
     return Capture.from_records(header, trace, path="synthetic"), trace
 
 
