@@ -40,7 +40,13 @@ def run(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_real
-    from validation.analysis.forecast import count_factors, error_quantile, forecast, loo_errors
+    from validation.analysis.forecast import (
+        Config,
+        count_factors,
+        error_quantile,
+        forecast,
+        loo_errors,
+    )
     from validation.analysis.score import loo_coverage
     from validation.capture.composition import CompositionProfile, load_profiles
     from validation.capture.models import model_name
@@ -93,7 +99,7 @@ def run(args) -> int:
         raise PolyspecInputError("--models", "this configuration is already captured in "
                                  f"{args.traces}: forecast a new one (validate predicts the "
                                  "committed ones)")
-    fc = forecast(models, th, temp, caps, prof.cost_curves(), prof.ar_s,
+    fc = forecast(Config(models, th, temp), caps, prof.cost_curves(), prof.ar_s,
                   count_factor=count_factors(len(models), temp, caps))
     pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
     errs = loo_errors(caps, load_profiles(pdir, caps), temperature=temp)

@@ -66,6 +66,7 @@ def run_kind(args) -> int:
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis import forecast_kinds as fk
     from validation.capture.models import model_name
+    from validation.capture.setup import CaptureSpec
     from validation.files import dump_json
     from validation.traces.records import read_traces
 
@@ -88,7 +89,7 @@ def run_kind(args) -> int:
 
         if args.batch_profile is None or args.laws_from is None:
             raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
-        spec = fk.spec_config(models, th, temp, batch=args.batch, name=name)
+        spec = fk.spec_config(CaptureSpec(models, th, temp, batches=(args.batch,)), name)
         bcaps = read_batch_traces(args.traces)
         if any(c.config_key == spec.config_key and c.batch == spec.batch for c in bcaps):
             raise PolyspecInputError("--batch", "this configuration is already captured")
@@ -105,8 +106,8 @@ def run_kind(args) -> int:
             sched = [None if s is None else parse_schedule(s, "--schedule").to_config()
                      for s in sched]
         tree = parse_ints(args.tree, "--tree") if args.tree else None
-        spec = fk.spec_config(models, th, temp, tree=tree, schedules=sched,
-                              tree_sampling=args.tree_sampling, name=name)
+        spec = fk.spec_config(CaptureSpec(models, th, temp, tree=tree, schedules=sched,
+                                          tree_sampling=args.tree_sampling), name)
         caps = read_traces(args.traces)
         if args.laws_from:
             caps += read_traces(args.laws_from)

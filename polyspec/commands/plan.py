@@ -228,7 +228,7 @@ def run(args) -> int:
         aa_caps = read_traces(aa) if aa.is_dir() and any(aa.glob("*.jsonl")) else []
         unc = pu.plan_decisions(result, pool, captures, profiles, aa_caps,
                                 temperature=info["temperature"], top=top + 1,
-                                n_draws=args.draws)
+                                draws=pu.Draws(args.draws))
     else:
         unc = {"candidates": None, "note": pu.POOL_FILE_NOTE}
     from polyspec_theory.planning.modes import modes_text, plan_modes

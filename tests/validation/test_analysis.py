@@ -335,7 +335,7 @@ def test_coupling_recovers_shared_acceptance_and_predicts_the_time():
 
 # --- the predictive headline: forecasts from other captures and a composition profile ------
 def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
-    from validation.analysis.forecast import forecast, measured_ci95
+    from validation.analysis.forecast import Config, forecast, measured_ci95
     from validation.traces.synthetic import synthetic_profile
 
     laws = {("t", "mid"): IIDGeometric(0.8), ("mid", "ng"): IIDGeometric(0.6),
@@ -354,7 +354,7 @@ def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
     target = caps[-1]  # t <- mid <- ng at (6, 3): that threshold pair was captured nowhere
     prof = synthetic_profile(list(target.models), [costs[m] for m in target.models],
                              list(target.thresholds), context=32 + 100, ar_context=32 + 64)
-    fc = forecast(target.models, target.thresholds, 0.0, caps, prof.cost_curves(), prof.ar_s,
+    fc = forecast(Config(target.models, target.thresholds), caps, prof.cost_curves(), prof.ar_s,
                   exclude=target.name, prompts=[s["prompt"] for s in target.summaries])
     assert target.name not in fc.acceptance_from and len(fc.acceptance_from) == 4
     # the exact speedup of the true model: P1 with the true laws and costs + the overhead
@@ -371,11 +371,11 @@ def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
 
 
 def test_forecast_refuses_a_pair_captured_nowhere_else():
-    from validation.analysis.forecast import NoHoldoutData, forecast
+    from validation.analysis.forecast import Config, NoHoldoutData, forecast
 
     cap = _two_level("a", "t", "mid", IIDGeometric(0.7), 3, seed=5, prompts=2)
     with pytest.raises(NoHoldoutData, match="no other capture has the pair t <- mid"):
-        forecast(cap.models, cap.thresholds, 0.0, [cap], [T, MID], 0.006, exclude="a")
+        forecast(Config(cap.models, cap.thresholds), [cap], [T, MID], 0.006, exclude="a")
 
 
 def test_error_quantile_is_the_conformal_order_statistic():
@@ -500,13 +500,13 @@ def _forecast_captures():
 
 
 def test_forecast_uses_each_prompts_own_law_and_only_its_top_k():
-    from validation.analysis.forecast import forecast
+    from validation.analysis.forecast import Config, forecast
 
     caps, other, costs = _forecast_captures()
     target = caps[-1]
     curves = [costs[m] for m in target.models]
     prompts = [int(s["prompt"]) for s in target.summaries]
-    fc = forecast(target.models, target.thresholds, 0.0, caps, curves, 0.006,
+    fc = forecast(Config(target.models, target.thresholds), caps, curves, 0.006,
                   exclude=target.name, prompts=prompts)
     # independent: per prompt, the censored iid MLE sum A / (sum A + #{A < G}) of each pair
     # over the other captures' rounds of that prompt; P1 per prompt; mean of the taus
@@ -526,11 +526,11 @@ def test_forecast_uses_each_prompts_own_law_and_only_its_top_k():
     # the per-prompt laws differ: the pooled law gives another value
     assert np.ptp(taus) > 1e-3 * np.mean(taus)
     # a capture at another top_k changes nothing (laws, overhead, prompts, sources)
-    fk = forecast(target.models, target.thresholds, 0.0, caps + [other], curves, 0.006,
+    fk = forecast(Config(target.models, target.thresholds), caps + [other], curves, 0.006,
                   exclude=target.name, prompts=prompts)
     assert fk.speedup == fc.speedup and fk.overhead_per_token == fc.overhead_per_token
     assert fk.acceptance_from == fc.acceptance_from and "k40" not in fk.acceptance_from
-    fd = forecast(target.models, target.thresholds, 0.0, caps + [other], curves, 0.006,
+    fd = forecast(Config(target.models, target.thresholds), caps + [other], curves, 0.006,
                   exclude=target.name)
     assert fd.prompts == fc.prompts
 

@@ -357,8 +357,8 @@ def test_sampling_is_reproducible_with_seed():
 
 def test_on_round_gets_structured_records():
     got = []
-    dec = StructuredDecoder(LEVELS16[:3], [3, 2], tree=TREES[2], schedules=["hf:2:1:5", None],
-                            on_round=got.append)
+    dec = StructuredDecoder(LEVELS16[:3], [3, 2], tree=TREES[2], schedules=["hf:2:1:5", None])
+    dec.on_round = got.append
     dec.generate([5, 6], 20)
     assert got and all(isinstance(x, StructuredRound) for x in got)
     recs = [x.to_record() for x in got]

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import torch
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from polyspec_theory.schemes import scheme_named, threshold_floor
-from validation.capture.models import DecoderModel, load_model
+from validation.schemes import torch  # on first use: a spec is checked without it
 from validation.traces.records import TraceRecords, TraceWriter, read_records
 
 __all__ = ["CaptureSpec", "COST_M", "default_name", "make_prompts", "check_name",
@@ -235,8 +234,11 @@ def trace_path(name, out, *, resume: bool, force: bool) -> Path:
     return path
 
 
-def load_models(models, device, dtype, zoo_dir) -> tuple[torch.device, list[DecoderModel]]:
-    """The device and the loaded models, a repeated name made unique (``small#1``)."""
+def load_models(models, device, dtype, zoo_dir) -> tuple:
+    """The device and the loaded models (:class:`validation.capture.models.DecoderModel`), a
+    repeated name made unique (``small#1``)."""
+    from validation.capture.models import load_model
+
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise PolyspecInputError("device", "CUDA requested but not available")

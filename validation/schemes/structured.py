@@ -118,10 +118,8 @@ class StructuredDecoder(PolybasicDecoder):
     threshold; a cut-off without ``max`` uses it as its cap."""
 
     def __init__(self, models, thresholds, *, tree=None, schedules=None,
-                 tree_sampling: str = "distinct", temperature=0.0, top_k=0, seed=0,
-                 on_round=None):
-        super().__init__(models, thresholds, temperature=temperature, top_k=top_k, seed=seed,
-                         on_round=on_round)
+                 tree_sampling: str = "distinct", temperature=0.0, top_k=0, seed=0):
+        super().__init__(models, thresholds, temperature=temperature, top_k=top_k, seed=seed)
         m = self.n - 1
         self.base_thresholds = tuple(self.thresholds)
         self.tree = None if tree is None else parse_tree(tree)

@@ -77,7 +77,7 @@ def batches() -> list[dict]:
 def round2() -> list[dict]:
     """Round 2's captured chains (preregistered-2/captures), each forecast recomputed as
     committed (all committed captures, count correction, its round-2 profile)."""
-    from validation.analysis.forecast import count_factors, forecast
+    from validation.analysis.forecast import Config, count_factors, forecast
     from validation.capture.composition import CompositionProfile
     from validation.files import read_mapping
 
@@ -93,7 +93,7 @@ def round2() -> list[dict]:
         except Exception:  # noqa: BLE001 (a capture still being written)
             continue
         prof = CompositionProfile.from_dict(read_mapping(pf), str(pf))
-        fc = forecast(c.models, c.thresholds, c.temperature, caps, prof.cost_curves(),
+        fc = forecast(Config(c.models, c.thresholds, c.temperature), caps, prof.cost_curves(),
                       prof.ar_s, count_factor=count_factors(c.n, c.temperature, caps))
         d = decompose_forecast(fc, c, prof)
         d["committed_forecast"] = d["fixed_forecast"] = fc.speedup
