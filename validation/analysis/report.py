@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from polyspec_theory.errors import PolyspecInputError
 from validation.analysis.fits import fit_costs
-from validation.analysis.validate import ValidationResult
+from validation.analysis.validate import P5, ValidationResult, validate
 from validation.files import atomic_write_text, dump_json
 
 __all__ = ["write_report", "expected_histogram", "markdown"]
@@ -54,14 +55,28 @@ def _stat_text(st) -> str:
 def markdown(result: ValidationResult, title: str = "Validation report",
              plots: dict | None = None, notes=()) -> str:
     """The Markdown report text: the predictive headline first, then the diagnostics."""
-    from validation.analysis.validate import DIAGNOSTICS
-
     if not result.configs:
         lines = [f"# {title}", ""] + [f"> {n}" for n in notes] + ([""] if notes else [])
         lines += _structured_markdown(result)
         if plots:
             lines += ["", "## Plots", ""] + [f"![{k}]({v})" for k, v in plots.items()]
         return "\n".join(lines) + "\n"
+    lines = _headline(result, title, notes)
+    for section in (_per_config, _residuals, _cost_curves, _pair_laws, _insertions):
+        lines += section(result)
+    if result.structured:
+        lines += [""] + _structured_markdown(result)
+    if plots:
+        lines += ["", "## Plots", ""]
+        for label, fn in plots.items():
+            lines.append(f"![{label}]({fn})")
+    return "\n".join(lines) + "\n"
+
+
+def _headline(result: ValidationResult, title: str, notes) -> list[str]:
+    """The title, the predictive headline, the diagnostics' summary and the notes."""
+    from validation.analysis.validate import DIAGNOSTICS
+
     s = result.summary()
     lines = [f"# {title}", ""]
     n_pred = s["n_predicted"]
@@ -95,6 +110,12 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         lines.append(f"> {n}")
     if notes:
         lines.append("")
+    return lines
+
+
+def _per_config(result: ValidationResult) -> list[str]:
+    s = result.summary()
+    lines = []
     lines += ["## Per configuration", ""]
     diag_names = list(s["diagnostics"])
     head = ["config", "models", "θ", "T", "measured (95 % CI)", "predicted", "error",
@@ -113,6 +134,11 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         row += [_pct(c.diagnostic_error(k)) for k in diag_names]
         row.append(c.decomposition["dominant"])
         lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _residuals(result: ValidationResult) -> list[str]:
+    lines = []
     lines += ["", "## Residual decomposition (share of measured time per token)", "",
               "τ_meas − τ_pred = Σ (F_meas − F_pred)·t_meas [forward counts: acceptance "
               "model incl. correlation] + Σ F_pred·(t_meas − T_pred) [forward cost: in-cascade "
@@ -133,6 +159,11 @@ def markdown(result: ValidationResult, title: str = "Validation report",
             f"{_pct(d['forward_counts_beyond_positional_law'] / tm)} | "
             f"{_pct(d['forward_cost'] / tm)} | {_pct(d['forward_cost_context_drift'] / tm)} | "
             f"{_pct(d['overhead'] / tm)} | {_pct(d['relative']['ar_baseline'])} | {corr} |")
+    return lines
+
+
+def _cost_curves(result: ValidationResult) -> list[str]:
+    lines = []
     lines += ["", "## Cost curves (per model, over the configurations that use it)", "",
               "T(1) and the slope k of the affine fit are calibrated to the interleaved AR "
               "forward time (scale = calibration factor applied to the cost-curve timings); "
@@ -155,6 +186,11 @@ def markdown(result: ValidationResult, title: str = "Validation report",
         lines.append(f"| {name} | {len(items)} | {1e3 * t1:.4f} | {1e3 * k:.4f} | "
                      f"{1e6 * sl:.3g} ± {1e6 * se:.2g} | {min(sc):.3f}–{max(sc):.3f} | "
                      f"{100 * eff:.2f} % |")
+    return lines
+
+
+def _pair_laws(result: ValidationResult) -> list[str]:
+    lines = []
     lines += ["", "## Acceptance laws per pair (pooled over configurations)", "",
               "| verifier → drafter | T | rounds | mean A | law | params | AIC | G-test p |",
               "|---|---|---|---|---|---|---|---|"]
@@ -169,6 +205,11 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                 f"| {first} | {f.law.family}"
                 f"{' (best)' if f.law.family == p.best.law.family else ''} | {params} | "
                 f"{f.aic:.1f} | {'n/a' if math.isnan(pv) else f'{pv:.3g}'} |")
+    return lines
+
+
+def _insertions(result: ValidationResult) -> list[str]:
+    lines = []
     if result.insertions:
         lines += ["", "## P5: inserting a zoo model into a captured cascade", "",
                   "z = measured speedup difference / its standard error over prompts (|z| < 2: "
@@ -200,13 +241,7 @@ def markdown(result: ValidationResult, title: str = "Validation report",
                 f"{'helps' if pr['helps'] else 'hurts'} | {_pct(pr['relative_gain'])} | "
                 f"{'helps' if po['helps'] else 'hurts'} ({_pct(po['relative_gain'])}) | "
                 f"{pe_s} | {meas} | {agree} | {x['confidence']:.3f} |")
-    if result.structured:
-        lines += [""] + _structured_markdown(result)
-    if plots:
-        lines += ["", "## Plots", ""]
-        for label, fn in plots.items():
-            lines.append(f"![{label}]({fn})")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _mp(d, fmt="{:.3f}") -> str:
@@ -278,6 +313,12 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
     plots = {}
     if not result.configs:
         return plots
+    for draw in (_scatter_plot, _errors_plot, _acceptance_plots, _cost_plots):
+        draw(plt, result, captures, out, plots)
+    return plots
+
+
+def _scatter_plot(plt, result, captures, out, plots) -> None:
     # predicted vs measured
     fig, ax = plt.subplots(figsize=(5.5, 5))
     meas = np.array([c.measured_speedup for c in result.configs])
@@ -305,6 +346,9 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
     fig.savefig(out / "scatter.png", dpi=110)
     plt.close(fig)
     plots["predicted vs measured"] = "scatter.png"
+
+
+def _errors_plot(plt, result, captures, out, plots) -> None:
     # errors by law
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(result.configs) + 2), 4))
     fams = [f"p1_{f}" for f in result.families] + ["p1_best"]
@@ -322,6 +366,9 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
     fig.savefig(out / "errors_by_law.png", dpi=110)
     plt.close(fig)
     plots["error per configuration and law"] = "errors_by_law.png"
+
+
+def _acceptance_plots(plt, result, captures, out, plots) -> None:
     # acceptance histograms
     for p in result.pairs.values():
         v, d, t, k = p.key
@@ -344,6 +391,9 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
         fig.savefig(out / fn, dpi=110)
         plt.close(fig)
         plots[f"acceptance {v}←{d} T={t:g}"] = fn
+
+
+def _cost_plots(plt, result, captures, out, plots) -> None:
     # cost curves: one per model, from the first capture that has it
     seen = set()
     for cap in captures:
@@ -379,7 +429,6 @@ def _plots(result: ValidationResult, captures, out: Path) -> dict:
             fig.savefig(out / fn, dpi=110)
             plt.close(fig)
             plots[f"cost curve {name}"] = fn
-    return plots
 
 
 def write_report(result: ValidationResult, captures, out, *, title="Validation report",
@@ -396,3 +445,100 @@ def write_report(result: ValidationResult, captures, out, *, title="Validation r
     atomic_write_text(out / "report.md", markdown(result, title, pl, notes))
     return {"markdown": str(out / "report.md"), "json": str(out / "validation.json"),
             "plots": [str(out / p) for p in pl.values()]}
+
+
+def validate_part(captures, ctx):
+    """``polyspec validate``'s part for the single-stream synchronous captures (chains, trees,
+    schedules; :mod:`validation.analysis.traces`): the pipeline above with their composition
+    profiles, the report written to ``ctx.options.out``."""
+    from validation.analysis.traces import Part
+    from validation.capture.composition import load_profiles
+
+    opts = ctx.options
+    if not captures:
+        return None
+    if opts.profiles and not Path(opts.profiles).is_dir():
+        raise PolyspecInputError("--profiles", f"not a directory: {opts.profiles}")
+    profiles = load_profiles(Path(opts.profiles) if opts.profiles else ctx.folder / "profiles",
+                             captures)
+    notes = list(ctx.notes)
+    missing = [c.name for c in captures if c.name not in profiles]
+    if missing and profiles:
+        notes.append(f"no composition profile for {len(missing)} capture(s) "
+                     f"({', '.join(missing)}): no headline prediction for them")
+    result = validate(captures, opts.families, laws=opts.laws, insertions=opts.insertions,
+                      p5=P5(opts.confidence, opts.n_boot), profiles=profiles,
+                      progress=opts.progress(len(captures)) if opts.progress else None)
+    paths = write_report(result, captures, opts.out, title=f"Validation: {ctx.folder}",
+                         notes=notes, plots=opts.plots)
+    obj = result.to_json()
+    obj["report"] = paths
+    obj["notes"] = list(notes)
+    obj["noise_floor"] = ctx.noise_floor()
+    return Part(None, obj, obj, _text(result, ctx.folder, paths), tuple(notes), order=0)
+
+
+def _text(result: ValidationResult, folder, paths) -> str:
+    """What ``polyspec validate`` prints for the single-stream captures."""
+    s = result.summary()
+    lines = _structured_lines(result, folder)
+    if not result.configs:
+        return "\n".join(lines + [f"report: {paths['markdown']}"])
+    lines.append(f"{s['n_configs']} configurations from {folder}")
+    w = max(len(c.name) for c in result.configs)
+    lines.append(f"{'config':<{w}}  measured [95 % CI]        predicted   error  inside  "
+                 f"p1_best   error  extended   error")
+    for c in result.configs:
+        lo, hi = c.measured_ci95
+        pred = "        —       —      —" if c.forecast is None else (
+            f"{c.predicted_speedup:9.3f} {100 * c.error:+6.2f}%  "
+            f"{'yes' if c.inside_ci else 'no':>5}")
+        lines.append(f"{c.name:<{w}}  {c.measured_speedup:8.3f} [{lo:.3f}, {hi:.3f}]  {pred}  "
+                     f"{c.diagnostics['p1_best']:7.3f} "
+                     f"{100 * c.diagnostic_error('p1_best'):+6.2f}%  "
+                     f"{c.diagnostics['extended']:7.3f} "
+                     f"{100 * c.diagnostic_error('extended'):+6.2f}%")
+    if s["n_predicted"]:
+        lines.append(f"headline (predictive, {s['n_predicted']} configurations): median |error| "
+                     f"{100 * s['median_abs_error']:.2f} %, max {100 * s['max_abs_error']:.2f} %"
+                     f", inside the measured 95 % CI: {s['inside_ci']}/{s['n_predicted']}")
+    else:
+        lines.append("no headline prediction: no composition profiles (polyspec profile "
+                     "--cascade)")
+    for key in ("p1_best", "holdout_laws", "slowdown_costs", "inrun", "extended"):
+        e = s["diagnostics"].get(key)
+        if e and e["n_configs"]:
+            lines.append(f"diagnostic {key + ':':<16}median |error| "
+                         f"{100 * e['median_abs_error']:.2f} %, max "
+                         f"{100 * e['max_abs_error']:.2f} %")
+    lines.append(f"dominant residual (p1_best): {s['dominant_residual']}")
+    return "\n".join(lines + [f"report: {paths['markdown']}"])
+
+
+def _structured_lines(result: ValidationResult, folder) -> list[str]:
+    if not result.structured:
+        return []
+    ss = result.summary()["structured"]
+    w = max(len(c.name) for c in result.structured)
+    out = [f"{ss['n_configs']} configurations with token trees / adaptive draft lengths "
+           f"from {folder} (structured P1)",
+           f"{'config':<{w}}  measured  predicted   error  holdout err  in-run err  pairs"]
+    for c in result.structured:
+        he = "          —" if c.holdout_error is None else f"{100 * c.holdout_error:+10.2f}%"
+        out.append(f"{c.name:<{w}}  {c.measured_speedup:8.3f}  {c.predicted_speedup:9.3f}  "
+                   f"{100 * c.error:+6.2f}%  {he}  {100 * c.inrun_error:+9.2f}%  "
+                   f"{', '.join(c.kinds)}")
+    out.append(f"structured P1 (own laws, in-sample): median |error| "
+               f"{100 * ss['median_abs_error']:.2f} %, max {100 * ss['max_abs_error']:.2f} %")
+    if ss["holdout_n_configs"]:
+        out.append(f"structured P1 (laws from the other captures, {ss['holdout_n_configs']} "
+                   f"configurations): median |error| {100 * ss['holdout_median_abs_error']:.2f}"
+                   f" %, max {100 * ss['holdout_max_abs_error']:.2f} %")
+    out.append(f"structured P1, verify-path costs + overhead from the other captures (own "
+               f"laws): median |error| {100 * ss['verify_path_median_abs_error']:.2f} %, max "
+               f"{100 * ss['verify_path_max_abs_error']:.2f} %")
+    if ss["verify_path_holdout_n_configs"]:
+        out.append(f"  the same with laws from the other captures: median |error| "
+                   f"{100 * ss['verify_path_holdout_median_abs_error']:.2f} %, max "
+                   f"{100 * ss['verify_path_holdout_max_abs_error']:.2f} %")
+    return out

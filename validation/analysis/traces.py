@@ -142,7 +142,7 @@ def validate_traces(folder, options: ValidateOptions) -> list[Part]:
 
 # the order the analyses run in: batched first (its options are refused before the rest),
 # then the asynchronous captures (they add notes), then the single-stream ones
-_RUN_ORDER = ("batch_validate", "async_validate", "validate")
+_RUN_ORDER = ("batch_validate", "async_validate", "report")
 
 
 def _first_order(ref: str) -> int:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -73,8 +72,7 @@ from validation.analysis.residuals import (
 from validation.analysis.structured import StructuredConfigResult, analyse_structured
 from validation.traces.dataset import check_captures
 
-__all__ = ["ConfigResult", "ValidationResult", "validate", "validate_part", "P5",
-           "DIAGNOSTICS", "HEADLINE"]
+__all__ = ["ConfigResult", "ValidationResult", "validate", "P5", "DIAGNOSTICS", "HEADLINE"]
 
 HEADLINE = "predictive"
 # diagnostic variants (name -> what it is); "p1_<family>" for each fitted law family too
@@ -436,101 +434,3 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     ins = tuple(insertion_analysis(captures, pair_fits, method=p5.confidence, n_boot=p5.n_boot,
                                    seed=p5.seed, ratios=ratios)) if insertions else ()
     return ValidationResult(results, pair_fits, ins, families, laws, structured)
-
-
-def validate_part(captures, ctx):
-    """``polyspec validate``'s part for the single-stream synchronous captures (chains, trees,
-    schedules; :mod:`validation.analysis.traces`): the pipeline above with their composition
-    profiles, the report written to ``ctx.options.out``."""
-    from validation.analysis.report import write_report
-    from validation.analysis.traces import Part
-    from validation.capture.composition import load_profiles
-
-    opts = ctx.options
-    if not captures:
-        return None
-    if opts.profiles and not Path(opts.profiles).is_dir():
-        raise PolyspecInputError("--profiles", f"not a directory: {opts.profiles}")
-    profiles = load_profiles(Path(opts.profiles) if opts.profiles else ctx.folder / "profiles",
-                             captures)
-    notes = list(ctx.notes)
-    missing = [c.name for c in captures if c.name not in profiles]
-    if missing and profiles:
-        notes.append(f"no composition profile for {len(missing)} capture(s) "
-                     f"({', '.join(missing)}): no headline prediction for them")
-    result = validate(captures, opts.families, laws=opts.laws, insertions=opts.insertions,
-                      p5=P5(opts.confidence, opts.n_boot), profiles=profiles,
-                      progress=opts.progress(len(captures)) if opts.progress else None)
-    paths = write_report(result, captures, opts.out, title=f"Validation: {ctx.folder}",
-                         notes=notes, plots=opts.plots)
-    obj = result.to_json()
-    obj["report"] = paths
-    obj["notes"] = list(notes)
-    obj["noise_floor"] = ctx.noise_floor()
-    return Part(None, obj, obj, _text(result, ctx.folder, paths), tuple(notes), order=0)
-
-
-def _text(result: ValidationResult, folder, paths) -> str:
-    """What ``polyspec validate`` prints for the single-stream captures."""
-    s = result.summary()
-    lines = _structured_lines(result, folder)
-    if not result.configs:
-        return "\n".join(lines + [f"report: {paths['markdown']}"])
-    lines.append(f"{s['n_configs']} configurations from {folder}")
-    w = max(len(c.name) for c in result.configs)
-    lines.append(f"{'config':<{w}}  measured [95 % CI]        predicted   error  inside  "
-                 f"p1_best   error  extended   error")
-    for c in result.configs:
-        lo, hi = c.measured_ci95
-        pred = "        —       —      —" if c.forecast is None else (
-            f"{c.predicted_speedup:9.3f} {100 * c.error:+6.2f}%  "
-            f"{'yes' if c.inside_ci else 'no':>5}")
-        lines.append(f"{c.name:<{w}}  {c.measured_speedup:8.3f} [{lo:.3f}, {hi:.3f}]  {pred}  "
-                     f"{c.diagnostics['p1_best']:7.3f} "
-                     f"{100 * c.diagnostic_error('p1_best'):+6.2f}%  "
-                     f"{c.diagnostics['extended']:7.3f} "
-                     f"{100 * c.diagnostic_error('extended'):+6.2f}%")
-    if s["n_predicted"]:
-        lines.append(f"headline (predictive, {s['n_predicted']} configurations): median |error| "
-                     f"{100 * s['median_abs_error']:.2f} %, max {100 * s['max_abs_error']:.2f} %"
-                     f", inside the measured 95 % CI: {s['inside_ci']}/{s['n_predicted']}")
-    else:
-        lines.append("no headline prediction: no composition profiles (polyspec profile "
-                     "--cascade)")
-    for key in ("p1_best", "holdout_laws", "slowdown_costs", "inrun", "extended"):
-        e = s["diagnostics"].get(key)
-        if e and e["n_configs"]:
-            lines.append(f"diagnostic {key + ':':<16}median |error| "
-                         f"{100 * e['median_abs_error']:.2f} %, max "
-                         f"{100 * e['max_abs_error']:.2f} %")
-    lines.append(f"dominant residual (p1_best): {s['dominant_residual']}")
-    return "\n".join(lines + [f"report: {paths['markdown']}"])
-
-
-def _structured_lines(result: ValidationResult, folder) -> list[str]:
-    if not result.structured:
-        return []
-    ss = result.summary()["structured"]
-    w = max(len(c.name) for c in result.structured)
-    out = [f"{ss['n_configs']} configurations with token trees / adaptive draft lengths "
-           f"from {folder} (structured P1)",
-           f"{'config':<{w}}  measured  predicted   error  holdout err  in-run err  pairs"]
-    for c in result.structured:
-        he = "          —" if c.holdout_error is None else f"{100 * c.holdout_error:+10.2f}%"
-        out.append(f"{c.name:<{w}}  {c.measured_speedup:8.3f}  {c.predicted_speedup:9.3f}  "
-                   f"{100 * c.error:+6.2f}%  {he}  {100 * c.inrun_error:+9.2f}%  "
-                   f"{', '.join(c.kinds)}")
-    out.append(f"structured P1 (own laws, in-sample): median |error| "
-               f"{100 * ss['median_abs_error']:.2f} %, max {100 * ss['max_abs_error']:.2f} %")
-    if ss["holdout_n_configs"]:
-        out.append(f"structured P1 (laws from the other captures, {ss['holdout_n_configs']} "
-                   f"configurations): median |error| {100 * ss['holdout_median_abs_error']:.2f}"
-                   f" %, max {100 * ss['holdout_max_abs_error']:.2f} %")
-    out.append(f"structured P1, verify-path costs + overhead from the other captures (own "
-               f"laws): median |error| {100 * ss['verify_path_median_abs_error']:.2f} %, max "
-               f"{100 * ss['verify_path_max_abs_error']:.2f} %")
-    if ss["verify_path_holdout_n_configs"]:
-        out.append(f"  the same with laws from the other captures: median |error| "
-                   f"{100 * ss['verify_path_holdout_median_abs_error']:.2f} %, max "
-                   f"{100 * ss['verify_path_holdout_max_abs_error']:.2f} %")
-    return out

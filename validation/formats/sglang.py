@@ -104,6 +104,27 @@ def parse_sglang_meta(text: str, gamma) -> EngineOutput:
 
 
 def parse_sglang_log(text: str, gamma) -> EngineOutput:
+    rows = _log_rows(text)
+    decodes = [r[1] for r in rows if r[0] == "decode"]
+    if not decodes:
+        raise PolyspecInputError("accept len", "no 'Decode batch.' line with accept len")
+    warnings = []
+    conc = max(d["running"] for d in decodes)
+    k = _draft_length(decodes, gamma, warnings)
+    snaps, checks, skipped = _intervals(rows, k)
+    if skipped:
+        warnings.append("skipped " + "; ".join(skipped))
+    if conc > 1:
+        warnings.append(f"up to {conc} running requests: timing is not single-stream")
+    tps = [float(d["tps"]) for d in decodes if d["tps"] is not None]
+    timing = {"gen_throughput_tokens_per_s": tps} if tps else {}
+    return EngineOutput("sglang-log", tuple(snaps), "per-interval", warnings=tuple(warnings),
+                        checks=tuple(checks), concurrency=conc, timing=timing,
+                        skipped=tuple(skipped))
+
+
+def _log_rows(text: str) -> list:
+    """``(kind, fields, line)`` of every prefill and decode log line, in order."""
     rows = []
     for line in text.splitlines():
         if "Prefill batch." in line:
@@ -127,11 +148,12 @@ def parse_sglang_log(text: str, gamma) -> EngineOutput:
                           required=False),
         }
         rows.append(("decode", d, line))
-    decodes = [r[1] for r in rows if r[0] == "decode"]
-    if not decodes:
-        raise PolyspecInputError("accept len", "no 'Decode batch.' line with accept len")
-    warnings, checks, skipped = [], [], []
-    conc = max(d["running"] for d in decodes)
+    return rows
+
+
+def _draft_length(decodes, gamma, warnings) -> int:
+    """The draft length: ``gamma`` when given, else the one the printed accept rates imply
+    (a warning says which convention)."""
     # draft length: SGLang's log 'accept rate' is accept len / num_draft_tokens (draft tokens
     # incl. the verified root, gamma + 1) in the versions with this wording, and
     # (accept len - 1) / gamma in later ones: take the convention the printed pairs agree on
@@ -170,6 +192,12 @@ def parse_sglang_log(text: str, gamma) -> EngineOutput:
                                  "rates do not determine it"
                                  + (f" (candidates {sorted(cands)})" if cands else "")
                                  + "; pass --gamma (speculative_num_steps)")
+    return k
+
+
+def _intervals(rows, k) -> tuple[list, list, list]:
+    """(snapshots, checks, skipped) of the single-request intervals between decode lines."""
+    checks, skipped = [], []
     snaps = []
     prev, pending, j = None, [], 0
     for kind, d, _line in rows:
@@ -226,15 +254,7 @@ def parse_sglang_log(text: str, gamma) -> EngineOutput:
         snaps.append(s)
         checks.append(check(label, "mean acceptance length (accept len)",
                              s.mean_acceptance_length, d["al"]))
-    if skipped:
-        warnings.append("skipped " + "; ".join(skipped))
-    if conc > 1:
-        warnings.append(f"up to {conc} running requests: timing is not single-stream")
-    tps = [float(d["tps"]) for d in decodes if d["tps"] is not None]
-    timing = {"gen_throughput_tokens_per_s": tps} if tps else {}
-    return EngineOutput("sglang-log", tuple(snaps), "per-interval", warnings=tuple(warnings),
-                        checks=tuple(checks), concurrency=conc, timing=timing,
-                        skipped=tuple(skipped))
+    return snaps, checks, skipped
 
 
 FORMATS = (

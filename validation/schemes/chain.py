@@ -494,4 +494,4 @@ def describe(path) -> str:
             f"(AR target {t.ar_time_per_token * 1e3:.3f} ms/token, cascade "
             f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
             f"{100 * t.overhead_fraction:.1f} %)")
-VALIDATE = "validation.analysis.validate:validate_part"  # how its captures are predicted
+VALIDATE = "validation.analysis.report:validate_part"  # how its captures are predicted

@@ -490,4 +490,4 @@ def cost_positions(spec) -> tuple:
     if spec.tree is None or spec.tree.n_nodes + 1 <= max(chain.COST_M):
         return chain.COST_M
     return tuple(range(1, spec.tree.n_nodes + 2))
-VALIDATE = "validation.analysis.validate:validate_part"  # how its captures are predicted
+VALIDATE = "validation.analysis.report:validate_part"  # how its captures are predicted

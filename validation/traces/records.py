@@ -140,6 +140,23 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     set. Any other bad line raises naming its number and field: every record is checked
     against the schema and its header, and the records of each finished prompt against each
     other (:class:`validation.traces.checks.RecordChecker`, with the trace's scheme)."""
+    p, raw = _read_bytes(path)
+    lines, parsed, truncated = _parse_lines(p, raw, allow_truncated)
+    header, checker = _header(p, parsed)
+    kept, discarded = _check_records(p, checker, parsed[1:])
+    try:
+        checker.finish(kept)
+    except RecordError as e:
+        raise _fail(p, e.line, e.message) from None
+    return TraceRecords(path=str(p), header=header, records=[r for _, r in kept],
+                        lines=[i for i, _ in kept],
+                        complete=any(r["type"] == "end" for _, r in kept),
+                        n_discarded=discarded, truncated_tail=truncated,
+                        digest=hashlib.sha256(raw[len(lines[0]):]).hexdigest())
+
+
+def _read_bytes(path) -> tuple[Path, bytes]:
+    """The file's bytes, read bounded (only a regular file, at most MAX_TRACE_BYTES)."""
     p = Path(path)
     if not p.exists():
         raise TraceError(f"{p}: no such trace file")
@@ -162,6 +179,11 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
     note_read(p)
     if not raw.strip():
         raise TraceError(f"{p}: file is empty (line 1: expected a polyspec-trace header)")
+    return p, raw
+
+
+def _parse_lines(p: Path, raw: bytes, allow_truncated: bool):
+    """(lines, ``(line number, record)`` pairs, whether a cut last line was skipped)."""
     lines = raw.split(b"\n")
     ends_clean = raw.endswith(b"\n")
     if ends_clean:
@@ -198,6 +220,11 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
         parsed.append((i, rec))
     if not parsed:
         raise TraceError(f"{p}: line 1: no complete record")
+    return lines, parsed, truncated
+
+
+def _header(p: Path, parsed):
+    """The header record, checked, and the checker of the records after it."""
     _, header = parsed[0]
     if header.get("type") != "header" or header.get("schema") != SCHEMA:
         raise _fail(p, 1, f"not a polyspec trace (expected a header with schema '{SCHEMA}', "
@@ -210,9 +237,15 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
         checker = RecordChecker(header)
     except FieldError as e:
         raise _fail(p, 1, f"header.{e}") from None
+    return header, checker
+
+
+def _check_records(p: Path, checker, parsed) -> tuple[list, int]:
+    """The ``(line, record)`` pairs kept (a ``resume`` record discards the interrupted
+    attempt's) and how many were discarded; every record checked."""
     fields, known = checker.record_fields, all_record_fields()
     kept, discarded = [], 0
-    for i, rec in parsed[1:]:
+    for i, rec in parsed:
         t = rec.get("type")
         if not isinstance(t, str) or t not in known or t == "header":
             raise _fail(p, i, f"unknown record type {shown(t)} (known: "
@@ -244,15 +277,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
             if bad is not None:
                 raise _fail(p, i, f"round: {bad}")
         kept.append((i, rec))
-    try:
-        checker.finish(kept)
-    except RecordError as e:
-        raise _fail(p, e.line, e.message) from None
-    return TraceRecords(path=str(p), header=header, records=[r for _, r in kept],
-                        lines=[i for i, _ in kept],
-                        complete=any(r["type"] == "end" for _, r in kept),
-                        n_discarded=discarded, truncated_tail=truncated,
-                        digest=hashlib.sha256(raw[len(lines[0]):]).hexdigest())
+    return kept, discarded
 
 
 def read_trace(path, *, allow_truncated: bool = False) -> Capture:
