@@ -6,7 +6,8 @@ measured (95 % bootstrap CI) and predicted.
 
 Data: ``data/gpu/targets.json``, written by ``data/gpu/targets.py`` from the GPU traces
 (sources: BradMcDanel/pipespec commit 9a64774, yukiki-jc/Spec-Bench commit 3b73a28);
-:mod:`validation.gpu_traces`.
+:mod:`validation.formats.pipespec`, :mod:`validation.analysis.pipespec_forecast`,
+:mod:`validation.analysis.specbench`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from . import style
 
 NAME = "fig12_gpu_traces"
 TITLE = "Predicted vs measured speedup on real GPU traces (PipeSpec, Spec-Bench)"
-SOURCES = ("validation.gpu_traces",)
+SOURCES = ("validation.analysis.pipespec_forecast", "validation.analysis.specbench")
 SPANS_COLUMNS_WITH_MEASUREMENTS = True  # three panels of measured GPU runs: page width
 RESULTS = Path(__file__).resolve().parents[1] / "data" / "gpu" / "targets.json"
 

@@ -15,15 +15,20 @@ import sys
 
 import numpy as np
 
-from validation.analysis.specbench import validate_specbench
-from validation.formats.pipespec import measured_speedup, read_pipespec_dir
-from validation.gpu_traces.async_forecast import (
+from validation.analysis.pipespec_async import (
     async_leave_one_out,
     async_runs,
     forecast_async,
 )
-from validation.gpu_traces.async_forecast import model_error as async_model_error
-from validation.gpu_traces.forecast import forecast_chain, leave_one_out, model_error, plan_dir
+from validation.analysis.pipespec_async import model_error as async_model_error
+from validation.analysis.pipespec_forecast import (
+    forecast_chain,
+    leave_one_out,
+    model_error,
+    plan_dir,
+)
+from validation.analysis.specbench import validate_specbench
+from validation.formats.pipespec import measured_speedup, read_pipespec_dir
 
 SMALL, MID, BIG = ("Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct",
                    "Meta-Llama-3.1-70B-Instruct")

@@ -151,9 +151,9 @@ def _run_lookahead(traces, models_target_first: str, lookahead, dtypes, mode, as
     """``forecast --lookahead K`` on a folder of PipeSpec runs: the chain (``--mode sync``)
     or the pipeline (``async``) of the named models, target first."""
     from polyspec_theory.errors import PolyspecInputError
+    from validation.analysis.pipespec_async import forecast_async_dir
+    from validation.analysis.pipespec_forecast import forecast_dir
     from validation.files import dump_json
-    from validation.gpu_traces.async_forecast import forecast_async_dir
-    from validation.gpu_traces.forecast import forecast_dir
 
     if mode not in (None, "sync", "async"):
         raise PolyspecInputError("--mode", f"must be 'sync' or 'async', got {mode!r}")

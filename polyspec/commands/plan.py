@@ -252,8 +252,8 @@ def _plan_gpu(traces, as_json: bool) -> int:
     the best one recommended only when its interval says so (:func:`.advice.decide`), and
     whether a third model pays."""
     from polyspec_theory.planning.advice import decide
+    from validation.analysis.pipespec_forecast import plan_dir
     from validation.files import dump_json
-    from validation.gpu_traces.forecast import plan_dir
 
     out = plan_dir(traces)
     chains = out["chains"]

@@ -97,7 +97,7 @@ def _runs(*names):
 
 def test_a_model_may_be_named_by_any_unique_part():
     from polyspec_theory.errors import PolyspecInputError
-    from validation.gpu_traces.forecast import resolve_model_names
+    from validation.analysis.pipespec_forecast import resolve_model_names
 
     runs = _runs("Meta-Llama-3.1-70B-Instruct", "Llama-3.1-8B-Instruct",
                  "Llama-3.2-1B-Instruct")

@@ -1,6 +1,6 @@
 """``polyspec validate`` on a folder of GPU runs, by the folder's format
 (:func:`validation.formats.detect_dir`): PipeSpec runs -- every synchronous cascade run
-forecast from the others (leave-one-out, :mod:`validation.gpu_traces.forecast`); Spec-Bench
+forecast from the others (leave-one-out, :mod:`validation.analysis.pipespec_forecast`); Spec-Bench
 answers -- the per-category cost model left out by category
 (:mod:`validation.analysis.specbench`)."""
 
@@ -13,8 +13,8 @@ from validation import formats
 
 
 def _pipespec(directory, costs_from=None) -> dict:
+    from validation.analysis.pipespec_forecast import leave_one_out
     from validation.formats.pipespec import read_pipespec_dir
-    from validation.gpu_traces.forecast import leave_one_out
 
     configs = leave_one_out(read_pipespec_dir(directory))
     if not configs:

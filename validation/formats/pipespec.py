@@ -115,6 +115,11 @@ class PipeSpecRun:
         return self.strategy == "greedy"
 
     @property
+    def scheme(self) -> str | None:
+        """The theory's scheme of the run's decoder (``None``: the greedy baseline)."""
+        return SCHEMES[self.strategy]
+
+    @property
     def label(self) -> str:
         """``strategy:small->...->target@K`` with precisions, e.g. for reports."""
         chain = "->".join(f"{m.name}[{m.precision}]" for m in self.models)

@@ -54,8 +54,20 @@ from validation.formats.pipespec import (
 SEEDS = 6
 
 
+def chain_runs(runs) -> list[PipeSpecRun]:
+    """The runs of PipeSpec's synchronous chain (the chain scheme: ``PipeSpecRun.scheme``),
+    in order: every forecast here reads these."""
+    return [r for r in runs if r.scheme == "chain"]
+
+
+def pair_runs(runs) -> list[PipeSpecRun]:
+    """The two-model chain runs that draft (lookahead >= 2): the rounds a pair's law, its
+    revealed positions and its verify and draft costs are read from."""
+    return [r for r in chain_runs(runs) if len(r.models) == 2 and r.lookahead >= 2]
+
+
 def sync_pairs(runs, drafter: str, verifier: str) -> list[PipeSpecRun]:
-    return [r for r in runs if r.strategy == "chain" and r.names == (drafter, verifier)]
+    return [r for r in chain_runs(runs) if r.names == (drafter, verifier)]
 
 
 def prompt_laws(runs, drafter: str, verifier: str, indices) -> dict[int, RunLaw]:
@@ -78,6 +90,13 @@ def _logged(run, j):
     return np.concatenate([s.model_times[j] for s in run.samples])
 
 
+def baseline_of(runs, name: str, precision: str):
+    """The greedy baseline of model ``name``: at ``precision`` if the folder has one, else
+    at any (``None``: none)."""
+    return _greedy(runs, name, precision) or next(
+        (r for r in runs if r.is_baseline and r.names == (name,)), None)
+
+
 def _greedy(runs, name, precision):
     for r in runs:
         if r.is_baseline and r.names == (name,) and r.target.precision == precision:
@@ -86,8 +105,8 @@ def _greedy(runs, name, precision):
 
 
 def draft_step(runs, name: str, precision: str) -> float:
-    vals = [_logged(r, 0) for r in runs if r.strategy == "chain"
-            and r.models[0].name == name and r.models[0].precision == precision]
+    vals = [_logged(r, 0) for r in chain_runs(runs)
+            if r.models[0].name == name and r.models[0].precision == precision]
     if vals:
         return float(np.concatenate(vals).mean())
     g = _greedy(runs, name, precision)
@@ -101,9 +120,8 @@ def reject_cost(runs, name: str, precision: str) -> float:
     """Extra seconds of a target verify call that rejects a draft token (mean of the rejecting
     minus the fully accepting calls that certainly fed K tokens; two-model chains; >= 0)."""
     rej, full = [], []
-    for r in runs:
-        if (r.strategy == "chain" and len(r.models) == 2 and r.lookahead >= 2
-                and r.target.name == name and r.target.precision == precision):
+    for r in pair_runs(runs):
+        if r.target.name == name and r.target.precision == precision:
             for s in r.samples:
                 a, t = s.accepted[0], s.model_times[1]
                 after_full = np.zeros(len(a), dtype=bool)
@@ -142,9 +160,8 @@ def one_token_verify(runs, name, precision):
     the midpoint of the fastest one and the mean K-token rejecting call of the same run. None
     found: the greedy step at this precision; neither: None."""
     ones = []
-    for r in runs:
-        if (r.strategy == "chain" and len(r.models) == 2 and r.lookahead >= 2
-                and r.target.name == name and r.target.precision == precision):
+    for r in pair_runs(runs):
+        if r.target.name == name and r.target.precision == precision:
             _, rej, amb = _certain_calls(r)
             if amb.size and rej.size:
                 ones.append(amb[amb < (amb.min() + rej.mean()) / 2])
@@ -161,8 +178,8 @@ def one_token_verify(runs, name, precision):
 
 def _verify_points(runs, name, precision):
     pts = {}
-    for r in runs:
-        if r.strategy == "chain" and r.target.name == name and r.target.precision == precision:
+    for r in chain_runs(runs):
+        if r.target.name == name and r.target.precision == precision:
             if len(r.models) == 2 and r.lookahead >= 2:
                 full = _certain_calls(r)[0]
             else:
@@ -207,8 +224,8 @@ def verify_costs(runs, name: str, precision: str):
                 f"{name}@{precision}: verify calls measured at lookahead(s) "
                 f"{', '.join(str(k) for k in ks)}, a step from T(1) at m = 2; {src} "
                 f"({t1:.5f} s; interval: the line from T(1) .. linear beyond)")
-    for r in runs:
-        if r.strategy == "chain" and r.target.name == name:
+    for r in chain_runs(runs):
+        if r.target.name == name:
             q = verify_costs(runs, name, r.target.precision) if _verify_points(
                 runs, name, r.target.precision) else None
             if q is None:
@@ -233,8 +250,7 @@ def draft_costs(runs, name: str, precision: str, verifier=None):
     after a rejection starts with the drafter reset to the verifier's output, and its first
     step feeds the tokens from the divergence on; every other step feeds one token. No such
     run: :func:`draft_step` (no split, no spread)."""
-    cand = [r for r in runs if r.strategy == "chain" and len(r.models) == 2
-            and r.lookahead >= 2 and r.models[0].name == name
+    cand = [r for r in pair_runs(runs) if r.models[0].name == name
             and r.models[0].precision == precision]
     same = [r for r in cand if verifier is not None
             and (r.models[1].name, r.models[1].precision) == verifier]
@@ -276,9 +292,8 @@ def per_round_overhead(runs, models) -> float:
     slope of a prompt's unlogged time on its rounds over the two-model synchronous runs of
     this pair (>= 2 lookaheads; else 0), never below 0."""
     x, y, ks = [], [], set()
-    for r in runs:
-        if (r.strategy == "chain" and r.names == tuple(m.name for m in models)
-                and len(models) == 2):
+    for r in chain_runs(runs):
+        if r.names == tuple(m.name for m in models) and len(models) == 2:
             ks.add(r.lookahead)
             for s in r.samples:
                 x.append(len(s.accepted[-1]))
@@ -292,7 +307,7 @@ def per_round_overhead(runs, models) -> float:
 def overhead(runs, models) -> tuple[float, float, float]:
     names = [m.name for m in models]
     tgt = models[-1]
-    same = [r for r in runs if r.strategy == "chain" and r.target.name == tgt.name
+    same = [r for r in chain_runs(runs) if r.target.name == tgt.name
             and set(r.names) <= set(names)]
     if not same:
         raise PolyspecInputError("models", f"no synchronous run with target {tgt.name}")
@@ -300,7 +315,7 @@ def overhead(runs, models) -> tuple[float, float, float]:
     covered = set().union(*(set(r.names) for r in same))
     extra = [n for n in names if n not in covered]
     if len(names) > 2:
-        lower = [r for r in runs if r.strategy == "chain" and tgt.name not in r.names
+        lower = [r for r in chain_runs(runs) if tgt.name not in r.names
                  and set(r.names) <= set(names)]
         if lower:
             add = float(np.mean([_overhead(r) for r in lower]))
@@ -339,7 +354,7 @@ def top_pair_positions(runs, models, idx):
     synchronous runs at the same precisions revealed (R1: a function of the position; any
     lookahead), merged; and how many runs gave them."""
     d, v = models[-2], models[-1]
-    src = [r for r in runs if r.strategy == "chain" and len(r.models) == 2
+    src = [r for r in chain_runs(runs) if len(r.models) == 2
            and (r.models[0].name, r.models[0].precision) == (d.name, d.precision)
            and (r.models[1].name, r.models[1].precision) == (v.name, v.precision)]
     maps = [revealed_positions(r) for r in src]
@@ -369,13 +384,12 @@ def chain_inputs(runs, names, precisions=None):
     models = tuple(_spec(runs, n, precisions.get(n) or _default_precision(runs, n))
                    for n in names)
     tgt = models[-1]
-    base = _greedy(runs, tgt.name, tgt.precision) or next(
-        (r for r in runs if r.is_baseline and r.names == (tgt.name,)), None)
+    base = baseline_of(runs, tgt.name, tgt.precision)
     if base is None:
         raise PolyspecInputError("models", f"no greedy baseline of {tgt.name} in the traces")
     tokens = {}
     for r in runs:
-        if r.target.name == tgt.name and r.strategy != "async-chain":
+        if r.target.name == tgt.name and r.scheme != "async":  # the chain and the baseline
             for s in r.samples:
                 tokens.setdefault(s.index, s.tokens_generated)
     idx = [s.index for s in base.samples if s.index in tokens]
@@ -417,7 +431,7 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
     pr = per_round_overhead(runs, models)
     rej = tuple(reject_cost(runs, m.name, m.precision) for m in models[1:])
     # the per-prompt overhead measured holds the per-round part of the runs it came from
-    same = [r for r in runs if r.strategy == "chain" and r.names == tuple(names)]
+    same = [r for r in chain_runs(runs) if r.names == tuple(names)]
     mean_rounds = (float(np.mean([len(s.accepted[-1]) for r in same for s in r.samples]))
                    if same else 0.0)
     o, o_lo, o_hi = (x - pr * mean_rounds for x in (o, o_lo, o_hi))
@@ -458,9 +472,8 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
 def sweeps(runs) -> dict[tuple[str, str], list[PipeSpecRun]]:
     """Two-model synchronous runs grouped by pair, for pairs seen at >= 3 lookaheads."""
     g: dict[tuple[str, str], list[PipeSpecRun]] = {}
-    for r in runs:
-        if r.strategy == "chain" and len(r.models) == 2 and r.lookahead >= 2:
-            g.setdefault(r.names, []).append(r)
+    for r in pair_runs(runs):
+        g.setdefault(r.names, []).append(r)
     return {k: sorted(v, key=lambda r: r.lookahead) for k, v in g.items()
             if len({r.lookahead for r in v}) >= 3}
 
@@ -469,15 +482,12 @@ def leave_one_out(runs, seeds: int = SEEDS) -> list[dict]:
     """Every synchronous cascade run whose pairs appear in other runs, forecast from the
     others (its own file left out): predicted vs measured speedup."""
     out = []
-    for r in runs:
-        if r.strategy != "chain":
-            continue
+    for r in chain_runs(runs):
         others = [x for x in runs if x is not r]
         pairs = zip(r.names[:-1], r.names[1:], strict=True)
         if any(not sync_pairs(others, a, b) for a, b in pairs):
             continue
-        base = _greedy(runs, r.target.name, r.target.precision) or next(
-            (x for x in runs if x.is_baseline and x.names == (r.target.name,)), None)
+        base = baseline_of(runs, r.target.name, r.target.precision)
         if base is None:
             continue
         f = forecast_chain(others, r.names, r.lookahead,
@@ -498,8 +508,8 @@ def model_error(runs, seeds: int = 2) -> float | None:
 
 
 def refuse_existing(runs, names, lookahead, precisions):
-    for r in runs:
-        if (r.strategy == "chain" and r.names == tuple(names) and r.lookahead == lookahead
+    for r in chain_runs(runs):
+        if (r.names == tuple(names) and r.lookahead == lookahead
                 and all(precisions.get(m.name, m.precision) == m.precision for m in r.models)):
             raise PolyspecInputError(r.path, "this configuration was measured: the folder "
                                      "already holds it (compare with validate, or leave the "
@@ -547,17 +557,17 @@ def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
     chain and whether a third model pays (its interval above the best two-model chain's)."""
     runs = read_pipespec_dir(directory)
     err = model_error(runs)
-    targets = {r.target.name for r in runs if r.strategy == "chain"}
+    targets = {r.target.name for r in chain_runs(runs)}
     rows = []
     for tgt in sorted(targets):
-        drafters = sorted({n for r in runs if r.strategy == "chain" and r.target.name == tgt
+        drafters = sorted({n for r in chain_runs(runs) if r.target.name == tgt
                            for n in r.names[:-1]})
         chains = [(d, tgt) for d in drafters]
         for a in drafters:
             for b in drafters:
                 if a != b and sync_pairs(runs, a, b):
                     chains.append((a, b, tgt))
-        kmax = max(r.lookahead for r in runs if r.strategy == "chain" and r.target.name == tgt)
+        kmax = max(r.lookahead for r in chain_runs(runs) if r.target.name == tgt)
         for ch in chains:
             best = None
             for k in [k for k in lookaheads if k <= kmax]:

@@ -30,15 +30,15 @@ from polyspec_theory import (
     predict_async,
 )
 from polyspec_theory.errors import PolyspecInputError
-from validation.formats.pipespec import measured_speedup
-from validation.gpu_traces.forecast import (
-    _greedy,
+from validation.analysis.pipespec_forecast import (
+    baseline_of,
     chain_inputs,
     draft_step,
     overhead,
     prompt_laws,
     verify_costs,
 )
+from validation.formats.pipespec import measured_speedup
 
 __all__ = ["lookahead_threshold", "forecast_async", "async_leave_one_out"]
 
@@ -113,8 +113,8 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
             taus = np.array([_tau(models, [_positional(per_pair[0][i])], thetas, 0)
                              for i in idx])
         else:
+            from validation.analysis.pipespec_forecast import sync_pairs
             from validation.formats.pipespec import fit_age_hazard, round_exposures
-            from validation.gpu_traces.forecast import sync_pairs
 
             pooled = []
             for j in range(len(names) - 2, -1, -1):
@@ -155,8 +155,8 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
 def forecast_async_dir(directory, names, lookahead, precisions=None) -> dict:
     """``polyspec forecast --mode async``: refuses a configuration the folder already holds;
     the interval uses the leave-one-out error of the folder's asynchronous runs."""
+    from validation.analysis.pipespec_forecast import resolve_model_names
     from validation.formats.pipespec import read_pipespec_dir
-    from validation.gpu_traces.forecast import resolve_model_names
 
     runs = read_pipespec_dir(directory)
     names, precisions = resolve_model_names(runs, names, precisions)
@@ -173,7 +173,7 @@ def forecast_async_dir(directory, names, lookahead, precisions=None) -> dict:
 
 
 def async_runs(runs):
-    return [r for r in runs if r.strategy == "async-chain"]
+    return [r for r in runs if r.scheme == "async"]
 
 
 def async_leave_one_out(runs) -> list[dict]:
@@ -183,8 +183,10 @@ def async_leave_one_out(runs) -> list[dict]:
         rest = [r for r in runs if r is not held]
         precisions = {m.name: m.precision for m in held.models}
         fc = forecast_async(rest, held.names, held.lookahead, precisions)
-        base = _greedy(runs, held.target.name, held.target.precision) or next(
-            r for r in runs if r.is_baseline and r.names == (held.target.name,))
+        base = baseline_of(runs, held.target.name, held.target.precision)
+        if base is None:
+            raise PolyspecInputError("models", f"no greedy baseline of {held.target.name} in "
+                                     "the traces")
         meas = measured_speedup(base, held)
         out.append({"models": list(held.names), "lookahead": held.lookahead,
                     "forecast": fc["speedup"], "measured": meas,
