@@ -43,11 +43,10 @@ def run(args) -> int:
     from validation.analysis.forecast import (
         Config,
         count_factors,
-        error_quantile,
         forecast,
         loo_errors,
     )
-    from validation.analysis.score import loo_coverage
+    from validation.analysis.score import prediction_interval
     from validation.capture.composition import CompositionProfile, load_profiles
     from validation.capture.models import model_name
     from validation.files import dump_json, read_mapping
@@ -103,13 +102,8 @@ def run(args) -> int:
                   count_factor=count_factors(len(models), temp, caps))
     pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
     errs = loo_errors(caps, load_profiles(pdir, caps), temperature=temp)
-    q = error_quantile(list(errs.values())) if errs else None
     out = {**fc.to_dict(),
-           "interval95": None if q is None else [fc.speedup * (1 - q), fc.speedup * (1 + q)],
-           "interval_from": {"loo_errors": len(errs), "quantile": q,
-                             "loo_coverage": loo_coverage(errs.values()),
-                             "method": "split-conformal order statistic of the leave-one-out "
-                                       "|relative errors| of the captures at this temperature"},
+           **prediction_interval(fc.speedup, errs.values(), "the captures at this temperature"),
            "profile": str(args.profile), "traces": str(args.traces),
            "kind": "chain", "levels": len(models), "batch": 1}
     if args.name:

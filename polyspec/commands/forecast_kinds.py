@@ -25,19 +25,6 @@ def add_kind_arguments(p) -> None:
                         "by name under its folder")
 
 
-def _interval(speedup, errs):
-    from validation.analysis.forecast import error_quantile
-    from validation.analysis.score import loo_coverage
-
-    q = error_quantile(list(errs.values())) if errs else None
-    return ({"interval95": None if q is None else [max(speedup * (1 - q), 0.0),
-                                                   speedup * (1 + q)],
-             "interval_from": {"loo_errors": len(errs), "quantile": q,
-                               "loo_coverage": loo_coverage(errs.values()),
-                               "method": "split-conformal order statistic of the leave-one-out "
-                                         "|relative errors| of the captures of this kind"}})
-
-
 def _score(args) -> int:
     from validation.analysis.score import score_forecasts
     from validation.files import dump_json
@@ -65,6 +52,7 @@ def run_kind(args) -> int:
 
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis import forecast_kinds as fk
+    from validation.analysis.score import prediction_interval
     from validation.capture.models import model_name
     from validation.capture.setup import CaptureSpec
     from validation.files import dump_json
@@ -124,7 +112,8 @@ def run_kind(args) -> int:
             fc["notes"] = ["no captured schedule: interval from the leave-one-out errors of "
                            "the chain captures of these models"]
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
-           **_interval(fc["speedup"], errs), "traces": str(Path(args.traces)),
+           **prediction_interval(fc["speedup"], errs.values(), "the captures of this kind"),
+           "traces": str(Path(args.traces)),
            "kind": kind, "levels": len(models), "batch": args.batch or 1, "name": name}
     if args.json:
         print(dump_json(out))

@@ -38,6 +38,7 @@ from validation.analysis.pipespec_forecast import (
     prompt_laws,
     verify_costs,
 )
+from validation.analysis.score import widened_interval
 from validation.formats.pipespec import measured_speedup
 
 __all__ = ["lookahead_threshold", "forecast_async", "async_leave_one_out"]
@@ -134,8 +135,8 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
         "lookahead": int(lookahead),
         "mode": "async",
         "speedup": sp,
-        "interval95": [min(sp, sp_fast, sp_slow) * (1 - 1.96 * rel),
-                       max(sp, sp_fast, sp_slow) * (1 + 1.96 * rel)],
+        "interval95": widened_interval(min(sp, sp_fast, sp_slow), max(sp, sp_fast, sp_slow),
+                                       rel),
         "cost_interval": [min(sp_fast, sp_slow), max(sp_fast, sp_slow)],
         "model_error_rel_sd": model_error,
         "baseline": base.path,

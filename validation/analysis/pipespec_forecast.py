@@ -41,6 +41,7 @@ import numpy as np
 from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import PolyspecInputError
 from simulators.replay import ChainCosts, simulate_chain
+from validation.analysis.score import widened_interval
 from validation.formats.pipespec import (
     PipeSpecRun,
     fit_age_hazard,
@@ -442,14 +443,13 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
     sp_fast = _speedup(base, laws, lo, k, idx, n_tok, max(2, seeds // 2), known)[0]
     sp_slow = _speedup(base, laws, hi, k, idx, n_tok, max(2, seeds // 2), known)[0]
     rel = math.hypot(model_error or 0.0, se / sp)
-    lo95 = min(sp, sp_fast, sp_slow) * (1 - 1.96 * rel)
-    hi95 = max(sp, sp_fast, sp_slow) * (1 + 1.96 * rel)
     return {
         "models": list(names),
         "precisions": {m.name: m.precision for m in models},
         "lookahead": k,
         "speedup": sp,
-        "interval95": [lo95, hi95],
+        "interval95": widened_interval(min(sp, sp_fast, sp_slow), max(sp, sp_fast, sp_slow),
+                                       rel),
         "cost_interval": [min(sp_fast, sp_slow), max(sp_fast, sp_slow)],
         "model_error_rel_sd": model_error,
         "baseline": base.path,

@@ -13,7 +13,8 @@ from polyspec_theory.errors import PolyspecInputError
 from validation.analysis.forecast import error_quantile, measured_ci95
 from validation.analysis.relative import relative_error
 
-__all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS"]
+__all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS",
+           "prediction_interval", "widened_interval"]
 
 FORECAST_KINDS = ("chain", "tree", "schedule", "batch")
 
@@ -138,3 +139,25 @@ def score_forecasts(path) -> dict:
             "max_abs_error": float(a.max()) if done else None,
             "inside_fraction": (float(np.mean([r["inside"] for r in done])) if done
                                 else None)}
+
+
+def prediction_interval(speedup: float, errors, of: str) -> dict:
+    """The one rule for a forecast's 95 % interval from leave-one-out errors:
+    ``speedup * (1 ± q)`` with ``q`` = :func:`error_quantile` of the errors (the lower end
+    at least 0: a speedup is positive), ``None`` without errors; and where it came from
+    (``of``: whose leave-one-out errors, e.g. "the captures at this temperature")."""
+    errs = list(errors)
+    q = error_quantile(errs) if errs else None
+    return {"interval95": None if q is None else [max(speedup * (1 - q), 0.0),
+                                                  speedup * (1 + q)],
+            "interval_from": {"loo_errors": len(errs), "quantile": q,
+                              "loo_coverage": loo_coverage(errs),
+                              "method": "split-conformal order statistic of the leave-one-out "
+                                        f"|relative errors| of {of}"}}
+
+
+def widened_interval(low: float, high: float, rel_sd: float) -> list[float]:
+    """A replay's interval ``[low, high]`` (its cost interval) widened by the model's
+    relative error sd ``rel_sd`` (normal 95 %: 1.96 sd each side; the lower end at least
+    0): the interval of the GPU-trace forecasts."""
+    return [max(low * (1 - 1.96 * rel_sd), 0.0), high * (1 + 1.96 * rel_sd)]
