@@ -18,7 +18,7 @@ Points: :func:`simulators.structures.simulate_structured` on the plotted structu
 budgets (95 % CIs).
 
 Measured points on the zoo (when present): if the traces folder (default
-``data/traces/trees``, written by ``data/traces/trees/capture_trees.sh``) holds plans
+``data/traces/trees``, written by ``experiments/trees/capture_trees.sh``) holds plans
 ``*_plan.json`` (:mod:`validation.analysis.tree_plan`), one more column per plan (pair,
 temperature):
 lines = the theory from the plan's pilot capture (sibling-rank law by depth and AR-calibrated

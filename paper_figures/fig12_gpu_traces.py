@@ -4,7 +4,7 @@ forecast (PipeSpec 1B -> 8B sweep left one lookahead out, Spec-Bench left one ca
 forecasts of the unseen lookaheads with their 95 % band; (c) Spec-Bench per category,
 measured (95 % bootstrap CI) and predicted.
 
-Data: ``data/gpu/targets.json``, written by ``data/gpu/targets.py`` from the GPU traces
+Data: ``data/gpu/targets.json``, written by ``experiments/gpu/targets.py`` from the GPU traces
 (sources: BradMcDanel/pipespec commit 9a64774, yukiki-jc/Spec-Bench commit 3b73a28);
 :mod:`validation.formats.pipespec`, :mod:`validation.analysis.pipespec_forecast`,
 :mod:`validation.analysis.specbench`.
@@ -46,7 +46,7 @@ def compute(quick: bool = False, results=None) -> dict:
     path = Path(results) if results else RESULTS
     if not path.is_file():
         raise FigureUnavailable("figure 12 needs data/gpu/targets.json (run "
-                                "data/gpu/targets.py); not in this checkout")
+                                "experiments/gpu/targets.py); not in this checkout")
     d = json.loads(path.read_text())
     sweep = sorted(d["pipespec_sweep_loo"]["configs"], key=lambda c: c["lookahead"])
     fc = d["pipespec_sweep_forecasts"]["forecasts"]

@@ -1,4 +1,4 @@
-"""``data/traces/trees/capture_trees.sh`` in its smoke setting (tiny random zoo, one prompt):
+"""``experiments/trees/capture_trees.sh`` in its smoke setting (tiny random zoo, one prompt):
 pilot capture, plan, one capture per planned tree; figure 11 then draws the measured points
 from that folder (and says so), and theory only without it."""
 
@@ -42,7 +42,7 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
     env = dict(os.environ, SMOKE="1", OUT=str(out), PY=sys.executable, ZOO_DIR=str(zoo_dir),
                PAIRS="target,small", TEMPS="1",
                PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run(["bash", str(REPO_ROOT / "data/traces/trees/capture_trees.sh")],
+    r = subprocess.run(["bash", str(REPO_ROOT / "experiments/trees/capture_trees.sh")],
                        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     plan = json.loads((out / "fig11_target-small_T1_plan.json").read_text())

@@ -15,7 +15,7 @@ AR-calibrated cost curves, then, for each node budget ``N``, the trees the figur
 ``python -m validation.analysis.tree_plan PILOT.jsonl --budgets 4,8,16,32 --prefix TAG --out
 PLAN.json`` writes the plan (law, costs, one entry per (panel, family, budget) with its tree,
 theory value and the trace name it is captured under) and prints one line ``NAME PARENTS``
-per distinct tree, for ``data/traces/trees/capture_trees.sh``.
+per distinct tree, for ``experiments/trees/capture_trees.sh``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Round 1's forecast errors split into acceptance, forward counts, in-cascade forward time,
 overhead and the AR baseline (validation.analysis.bias), from each capture's own records:
-    python data/traces/cpu/preregistered/decompose.py [--json]
+    python experiments/cpu/preregistered/decompose.py [--json]
 Each forecast is recomputed as it was made: acceptance and overhead from the captures that
 existed before round 1 (the nine round-1 captures left out), costs from its profile.
-    python data/traces/cpu/preregistered/decompose.py --trees | --batches | --round2
+    python experiments/cpu/preregistered/decompose.py --trees | --batches | --round2
 the same for the token-tree captures (data/traces/trees) and the batched captures
 (data/traces/cpu-batch: T(b, m) in the lockstep loop), each forecast from the others
 (validation.analysis.forecast_kinds); --round2: round 2's captured chains against their
@@ -17,19 +17,23 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3]))
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "data" / "traces" / "cpu" / "preregistered"
+sys.path.insert(0, str(ROOT))
 
-from validation.analysis.bias import TERMS, decompose_forecast  # noqa: E402
-from validation.analysis.forecast import forecast_capture  # noqa: E402
-from validation.capture.composition import load_profiles  # noqa: E402
-from validation.traces.records import read_traces  # noqa: E402
+from polyspec.research import (  # noqa: E402
+    TERMS,
+    decompose_forecast,
+    forecast_capture,
+    load_profiles,
+    read_traces,
+)
 
 
 def trees() -> list[dict]:
     from types import SimpleNamespace
 
-    from validation.analysis.forecast_kinds import forecast_structured, spec_of
+    from polyspec.research import forecast_structured, spec_of
 
     caps = read_traces(HERE.parents[1] / "trees")
     rows = []
@@ -51,9 +55,8 @@ def batches() -> list[dict]:
     predictive variant): per sequence token, ``b`` x batched forwards per decode token."""
     from types import SimpleNamespace
 
-    from validation.analysis.batch_validate import load_profile
-    from validation.analysis.forecast_kinds import forecast_batch, spec_of
-    from validation.traces.batch import read_batch_traces
+    from polyspec.research import forecast_batch, read_batch_traces, spec_of
+    from polyspec.research import load_batch_profile as load_profile
 
     bdir = HERE.parents[1] / "cpu-batch"
     caps = read_batch_traces(bdir)
@@ -77,9 +80,13 @@ def batches() -> list[dict]:
 def round2() -> list[dict]:
     """Round 2's captured chains (preregistered-2/captures), each forecast recomputed as
     committed (all committed captures, count correction, its round-2 profile)."""
-    from validation.analysis.forecast import Config, count_factors, forecast
-    from validation.capture.composition import CompositionProfile
-    from validation.files import read_mapping
+    from polyspec.research import (
+        CompositionProfile,
+        Config,
+        count_factors,
+        forecast,
+        read_mapping,
+    )
 
     r2 = HERE.parent / "preregistered-2"
     caps = read_traces(HERE.parent)
@@ -102,7 +109,7 @@ def round2() -> list[dict]:
 
 
 def read_traces_file(path):
-    from validation.traces.records import read_trace
+    from polyspec.research import read_trace
 
     return read_trace(path)
 

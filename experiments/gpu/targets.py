@@ -1,7 +1,7 @@
 """Compute the issue-23 target numbers on the GPU traces and write ``data/gpu/targets.json``
 and ``data/gpu/targets.md`` (the closing note quotes them).
 
-    .venv/bin/python data/gpu/targets.py [/work/shared/gpu-traces]
+    .venv/bin/python experiments/gpu/targets.py [/work/shared/gpu-traces]
 
 Every forecast here is held out (leave-one-out / leave-one-category-out); nothing of the run
 a number predicts went into it.
@@ -15,20 +15,19 @@ import sys
 
 import numpy as np
 
-from validation.analysis.pipespec_async import (
+from polyspec.research import (
     async_leave_one_out,
     async_runs,
     forecast_async,
-)
-from validation.analysis.pipespec_async import model_error as async_model_error
-from validation.analysis.pipespec_forecast import (
     forecast_chain,
-    leave_one_out,
-    model_error,
+    measured_speedup,
     plan_dir,
+    read_pipespec_dir,
+    validate_specbench,
 )
-from validation.analysis.specbench import validate_specbench
-from validation.formats.pipespec import measured_speedup, read_pipespec_dir
+from polyspec.research import pipespec_async_model_error as async_model_error
+from polyspec.research import pipespec_leave_one_out as leave_one_out
+from polyspec.research import pipespec_model_error as model_error
 
 SMALL, MID, BIG = ("Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct",
                    "Meta-Llama-3.1-70B-Instruct")
@@ -136,7 +135,7 @@ def async_markdown(a: dict) -> list[str]:
 
 def markdown(out: dict) -> str:
     lines = ["# GPU-trace targets (issue 23)", "", "Computed by `.venv/bin/python "
-             "data/gpu/targets.py [TRACES_DIR]` on the shared copies of the GPU traces.", "",
+             "experiments/gpu/targets.py [TRACES_DIR]` on the shared copies of the GPU traces.", "",
              "## Spec-Bench, leave one category out", "",
              "| method | median abs err | max abs err | proportional median | proportional max |",
              "|---|---|---|---|---|"]
@@ -202,7 +201,7 @@ def no_machine_paths(obj):
 if __name__ == "__main__":
     root = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/gpu-traces"
     res = no_machine_paths(main(root))
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "gpu")
     with open(os.path.join(here, "targets.json"), "w") as fh:
         json.dump(res, fh, indent=1, default=lambda x: x.item() if hasattr(x, "item") else str(x))
     with open(os.path.join(here, "targets.md"), "w") as fh:

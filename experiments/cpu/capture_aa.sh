@@ -3,8 +3,8 @@
 # captures (never concurrently with anything), so the spread of its measured speedup is the
 # machine's noise floor (polyspec validate --json
 # reports it as noise_floor; polyspec plan --traces uses it). Run from the repository root:
-#   bash data/traces/cpu/aa/capture_aa.sh K     # capture repetition K (1, 2, ...)
-# data/traces/cpu/preregistered-2/run.sh capture calls it between the round-2 captures.
+#   bash experiments/cpu/capture_aa.sh K     # capture repetition K (1, 2, ...)
+# experiments/cpu/preregistered-2/run.sh capture calls it between the round-2 captures.
 # Environment: PY (default .venv/bin/python), AA_OUT (data/traces/cpu/aa), AA ("target,ngram 2 0"), PROMPTS (8),
 # TOKENS (128). The first prompts (seed 0) of every capture of data/traces/cpu.
 set -euo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Capture the measured points of figure 11 (token trees against the node budget: chain, best
 # fixed-width tree, optimal tree) on the committed zoo. Run from the repository root on an
-# IDLE machine (timed captures): bash data/traces/trees/capture_trees.sh
+# IDLE machine (timed captures): bash experiments/trees/capture_trees.sh
 #
 # For each pair (target <- ngram, target <- small) and temperature (0, 1):
 #   1. a pilot capture drafting the complete ternary tree of depth 3 (39 nodes): the

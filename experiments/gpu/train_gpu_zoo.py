@@ -5,7 +5,7 @@ two models is close to the ratio of their layer counts: 2 : 6 : 20 layers gives 
 ratios ≈ 0.3. Each model trains for at most its time budget (seconds); the record says how
 many steps it reached. Usage (repository root, on the GPU machine):
 
-    python -m validation.gpu.train_gpu_zoo --out /tmp/gpu_zoo [--scale 1.0]
+    python -m experiments.gpu.train_gpu_zoo --out /tmp/gpu_zoo [--scale 1.0]
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from validation.zoo.model import GPTConfig
-from validation.zoo.train import TrainRun, TrainSpec, train_zoo, write_training_record
+from polyspec.research import GPTConfig, TrainRun, TrainSpec, train_zoo, write_training_record
 
 GPU_SPECS = (
     TrainSpec("small", GPTConfig(n_layer=2, n_head=4, d_model=256), steps=2500, lr=2e-3,
@@ -41,7 +40,7 @@ def main(argv=None) -> int:
     budgets = {k: v * args.scale for k, v in BUDGET_S.items()}
     train_zoo(args.seed, args.out, GPU_SPECS, TrainRun(device="cuda", amp=True),
               max_seconds=budgets)
-    write_training_record(args.out, "python -m validation.gpu.train_gpu_zoo --out "
+    write_training_record(args.out, "python -m experiments.gpu.train_gpu_zoo --out "
                           f"{args.out} --seed {args.seed} --scale {args.scale}",
                           notes=f"GPU zoo, bf16 autocast, time budgets (s): {budgets}.")
     return 0

@@ -4,8 +4,8 @@
 # `polyspec validate` forecasts it with; the profile's acceptance laws come from the OTHER
 # captures and its prompts are not the capture's).
 # Run from the repository root on an otherwise idle machine:
-#   bash data/traces/cpu/capture_cpu.sh            # every configuration below
-#   bash data/traces/cpu/capture_cpu.sh LIST.txt   # lines "models thresholds temperature"
+#   bash experiments/cpu/capture_cpu.sh            # every configuration below
+#   bash experiments/cpu/capture_cpu.sh LIST.txt   # lines "models thresholds temperature"
 # Environment: PY (python, default .venv/bin/python), OUT (default data/traces/cpu),
 # PROMPTS (default 24), TOKENS (default 128), PROFILE (1 = profile before capturing, default),
 # LAWS (captures the profiles draw acceptance from, default OUT; it needs captures of each

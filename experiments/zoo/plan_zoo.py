@@ -1,14 +1,14 @@
 """P1 on the zoo before any capture: measured pair acceptance and per-model costs -> the
 planner's best cascades, and the map of where a third model pays.
 
-    python data/zoo/plan_zoo.py [--costs COSTS.json] [--acceptance data/zoo/plan_zoo.json]
+    python experiments/zoo/plan_zoo.py [--costs COSTS.json] [--acceptance data/zoo/plan_zoo.json]
                                 [--out data/zoo/plan_zoo.json]
 
 On an idle machine, profile first and reuse the committed acceptance:
 
     polyspec profile target draft-t mid small ngram:1 ngram:2 ngram:3 ngram:4 ngram:5 \
         --max-m 16 --repeats 7 --context 96 --threads 1 --unit ms --out costs.json
-    python data/zoo/plan_zoo.py --acceptance data/zoo/plan_zoo.json --costs costs.json \
+    python experiments/zoo/plan_zoo.py --acceptance data/zoo/plan_zoo.json --costs costs.json \
         --out plan.json
 
 1. Acceptance of every (verifier, drafter) pair of the pool, teacher-forced
@@ -44,9 +44,14 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from polyspec_theory.planning.planner import plan, plan_thresholds  # noqa: E402
-from validation.zoo.data import load_split  # noqa: E402
-from validation.zoo.distill import eval_windows, greedy_texts, next_byte_laws  # noqa: E402
+from polyspec.research import (  # noqa: E402
+    eval_windows,
+    greedy_texts,
+    load_split,
+    next_byte_laws,
+    plan,
+    plan_thresholds,
+)
 
 NEURAL = ("target", "draft-t", "mid", "small")
 NGRAMS = ("ngram:1", "ngram:2", "ngram:3", "ngram:4", "ngram:5")
@@ -56,9 +61,7 @@ MAP_RATIOS = (0.04, 0.06, 0.08, 0.10, 0.12, 0.15, 0.20, 0.25, 0.30)
 
 
 def _law_source(name):
-    from validation.paths import zoo_dir
-    from validation.zoo.ngram import NGramModel
-    from validation.zoo.weights import load_gpt
+    from polyspec.research import NGramModel, load_gpt, zoo_dir
 
     if name.startswith("ngram"):
         return NGramModel.default(int(name.split(":")[1]) if ":" in name else 1)
@@ -92,7 +95,7 @@ def measure_acceptance(models, n_prompts=64, n_windows=64, log=print) -> dict:
 
 
 def measure_costs(models, repeats=7) -> dict:
-    from validation.capture.profile import ProfileSpec, profile_models
+    from polyspec.research import ProfileSpec, profile_models
 
     prof = profile_models(list(models), ProfileSpec(max_m=16, repeats=repeats, context=96,
                                                     threads=1))

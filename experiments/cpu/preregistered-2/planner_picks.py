@@ -1,5 +1,5 @@
 """The planner's top two configurations never captured, at one temperature:
-    python data/traces/cpu/preregistered-2/planner_picks.py POOL.json TEMPERATURE
+    python experiments/cpu/preregistered-2/planner_picks.py POOL.json TEMPERATURE
 POOL.json: ``polyspec plan --traces data/traces/cpu --temperature T --write-pool POOL.json``.
 Every chain of the pool's models (target first, up to 3 drafters) with thresholds 1..8 per
 pair (1..16 for two models) is scored by P1 on the pool (the planner's objective); the two
@@ -13,11 +13,11 @@ import json
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3]))
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "data" / "traces" / "cpu" / "preregistered-2"
+sys.path.insert(0, str(ROOT))
 
-from polyspec_theory import predict  # noqa: E402
-from polyspec_theory.planning.pool import Pool  # noqa: E402
+from polyspec.research import Pool, predict  # noqa: E402
 
 
 def name_of(chain, th, temp) -> str:

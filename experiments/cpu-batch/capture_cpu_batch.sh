@@ -4,7 +4,7 @@
 # separate batched cost profile T(b, m) (profile.json) that the predictive variant of
 # `polyspec validate` uses instead of anything timed in the captures it predicts.
 # Run from the repository root on an otherwise idle machine:
-#   bash data/traces/cpu-batch/capture_cpu_batch.sh
+#   bash experiments/cpu-batch/capture_cpu_batch.sh
 # Environment: PY (python, default .venv/bin/python), OUT (default data/traces/cpu-batch),
 # PROMPTS (default 64: a multiple of every batch size; the same prompts at every b), TOKENS
 # (default 128 per sequence: a decode stops when its first sequence has them), BATCHES

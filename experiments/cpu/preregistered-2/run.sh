@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Second pre-registered round (issue 26), one command, run from the repository root:
-#   bash data/traces/cpu/preregistered-2/run.sh forecast   # profiles + forecasts.jsonl (commit it
+#   bash experiments/cpu/preregistered-2/run.sh forecast   # profiles + forecasts.jsonl (commit it
 #                                                           # ALONE, before capturing)
-#   bash data/traces/cpu/preregistered-2/run.sh capture    # capture every configuration
-#   bash data/traces/cpu/preregistered-2/run.sh score      # polyspec forecast --score
+#   bash experiments/cpu/preregistered-2/run.sh capture    # capture every configuration
+#   bash experiments/cpu/preregistered-2/run.sh score      # polyspec forecast --score
 # configs.txt: lines "kind name models thresholds temperature [extra]" (kind chain|tree|
 # schedule|batch; extra = tree parents, HF schedule hf:START:MIN:MAX, or batch size).
 # Forecasts use only the committed captures (data/traces/cpu, data/traces/trees,
@@ -113,14 +113,14 @@ case $mode in
     mkdir -p "$OUT"
     n=$(grep -c '^[a-z]' "$HERE/configs.txt")
     k=0
-    bash data/traces/cpu/aa/capture_aa.sh 1
+    bash experiments/cpu/capture_aa.sh 1
     while read -r kind name m t temp extra; do
       { [ -z "$kind" ] || [ "${kind:0:1}" = "#" ]; } && continue
       capture_one "$kind" "$name" "$m" "$t" "$temp" "${extra:-}" < /dev/null
       k=$((k + 1))
-      [ "$k" = $((n / 2)) ] && bash data/traces/cpu/aa/capture_aa.sh 2
+      [ "$k" = $((n / 2)) ] && bash experiments/cpu/capture_aa.sh 2
     done < "$HERE/configs.txt"
-    bash data/traces/cpu/aa/capture_aa.sh 3 ;;
+    bash experiments/cpu/capture_aa.sh 3 ;;
   score)
     "$PY" -m polyspec forecast --score "$HERE/forecasts.jsonl" "${@:2}" ;;
   *) echo "usage: run.sh forecast|capture|score" >&2; exit 2 ;;

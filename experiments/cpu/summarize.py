@@ -1,7 +1,7 @@
 """Print the tables of TRACES.md from the committed traces: one row per capture, then the
 models' autoregressive decode times and their cost ratios.
 
-    python data/traces/cpu/summarize.py [TRACES_DIR]
+    python experiments/cpu/summarize.py [TRACES_DIR]
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from validation.traces.records import read_traces  # noqa: E402
+from polyspec.research import read_traces  # noqa: E402
 
 ORDER = ("target", "mid", "small", "ngram")
 
@@ -72,4 +72,4 @@ def tables(directory) -> str:
 
 
 if __name__ == "__main__":
-    print(tables(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent))
+    print(tables(sys.argv[1] if len(sys.argv) > 1 else ROOT / "data" / "traces" / "cpu"))

@@ -3,7 +3,7 @@ the synchronous 70B <- 8B <- 1B at lookahead 8 and the asynchronous 70B <- 1B, 7
 70B <- 8B <- 1B at lookahead 0 (8B in float16 wherever it runs), each from the other runs
 only, written to preregistered.json next to this script. Rerun:
 
-    python data/gpu/preregistered.py /path/to/gpu-traces/pipespec-humaneval
+    python experiments/gpu/preregistered.py /path/to/gpu-traces/pipespec-humaneval
 """
 
 import contextlib
@@ -46,7 +46,7 @@ if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
     rows = run(Path(sys.argv[1]))
-    dest = Path(__file__).with_name("preregistered.json")
+    dest = Path(__file__).resolve().parents[2] / "data" / "gpu" / "preregistered.json"
     dest.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     for r in rows:
         lo, hi = r["interval95"]

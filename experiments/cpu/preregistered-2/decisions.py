@@ -2,7 +2,7 @@
 data/traces/cpu --temperature T --json`` reports under ``uncertainty``), from the committed
 pools of round 2 (pool0.json, pool1.json: written by that command), and whether each is
 confirmed by the captures that measured its candidates:
-    python data/traces/cpu/preregistered-2/decisions.py [--draws N]
+    python experiments/cpu/preregistered-2/decisions.py [--draws N]
 A decision is confirmed when the planned candidate has the largest measured speedup among
 the candidates that were captured (round 1 and 2 captures included)."""
 
@@ -12,15 +12,21 @@ import json
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3]))
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "data" / "traces" / "cpu" / "preregistered-2"
+sys.path.insert(0, str(ROOT))
 
-from polyspec_theory.errors import PolyspecInputError  # noqa: E402
-from polyspec_theory.planning.planner import plan  # noqa: E402
-from polyspec_theory.planning.pool import Pool  # noqa: E402
-from validation.analysis.plan_uncertainty import Draws, plan_decisions  # noqa: E402
-from validation.capture.composition import load_profiles  # noqa: E402
-from validation.traces.records import is_batched_file, read_trace, read_traces  # noqa: E402
+from polyspec.research import (  # noqa: E402
+    Draws,
+    PolyspecInputError,
+    Pool,
+    is_batched_file,
+    load_profiles,
+    plan,
+    plan_decisions,
+    read_trace,
+    read_traces,
+)
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 """Pre-registered forecasts (forecasts.jsonl, committed before the captures) against the
-captures taken afterwards: python data/traces/cpu/preregistered/compare.py"""
+captures taken afterwards: python experiments/cpu/preregistered/compare.py"""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[3]))
+ROOT = Path(__file__).resolve().parents[3]
+HERE = ROOT / "data" / "traces" / "cpu" / "preregistered"
+sys.path.insert(0, str(ROOT))
 
-from validation.analysis.forecast import measured_ci95  # noqa: E402
-from validation.traces.records import read_traces  # noqa: E402
+from polyspec.research import measured_ci95, read_traces  # noqa: E402
 
 
 def main() -> int:

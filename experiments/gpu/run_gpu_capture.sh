@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # GPU trace capture (fits in ~10 minutes on one modern GPU): trains the larger GPU zoo
-# (validation/gpu/train_gpu_zoo.py, ~5.5 min, not committed: ~300 MB) and captures the
+# (experiments/gpu/train_gpu_zoo.py, ~5.5 min, not committed: ~300 MB) and captures the
 # configurations below into data/traces/gpu/ (plus the zoo's TRAINING.md).
 # Needs a CUDA build of torch and safetensors. Run from the repository root:
-#     bash validation/gpu/run_gpu_capture.sh
+#     bash experiments/gpu/run_gpu_capture.sh
 # Env: PY (default python3, or .venv/bin/python if present), ZOO (default /tmp/gpu_zoo),
 #      OUT (default data/traces/gpu), SCALE (training time multiplier, default 1),
 #      PROMPTS (default 8), TOKENS (default 128).
@@ -21,7 +21,7 @@ mkdir -p "$OUT"
 sys.exit(0 if torch.cuda.is_available() else 2)"
 nvidia-smi --query-gpu=name,memory.total --format=csv || true
 if [ ! -f "$ZOO/target.safetensors" ]; then
-  "$PY" -m validation.gpu.train_gpu_zoo --out "$ZOO" --scale "$SCALE"
+  "$PY" -m experiments.gpu.train_gpu_zoo --out "$ZOO" --scale "$SCALE"
 fi
 cp "$ZOO/TRAINING.md" "$OUT/ZOO_TRAINING.md"
 cp "$ZOO/zoo.json" "$OUT/zoo.json"
