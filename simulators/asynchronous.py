@@ -37,7 +37,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory import Cascade, async_rules, async_tie_tolerance, check_async_cascade
+from polyspec_theory import (
+    Cascade,
+    as_cascade,
+    async_rules,
+    async_tie_tolerance,
+    check_async_cascade,
+)
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host
@@ -82,9 +88,7 @@ class _State(NamedTuple):
 
 def async_params(cascade: Cascade) -> AsyncParams:
     """Tables of ``cascade`` run asynchronously (rules: :func:`async_rules`)."""
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    check_async_cascade(cascade)
+    check_async_cascade(as_cascade(cascade))
     rules = async_rules(cascade)
     width = max(r.window for r in rules) + 1
     surv = np.zeros((cascade.n - 1, width))

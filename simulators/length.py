@@ -46,9 +46,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.core.laws import IIDGeometric
 from polyspec_theory.core.p1 import block_bounds
+from polyspec_theory.core.runs import uses_runs
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .runtime import (
@@ -185,12 +186,12 @@ class LengthModel:
     @classmethod
     def from_cascade(cls, cascade: Cascade, histograms: bool = True,
                      width: int | None = None) -> LengthModel:
-        if not isinstance(cascade, Cascade):
-            raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-        if any(x is not None for x in (cascade.trees or ()) + (cascade.schedules or ())):
+        as_cascade(cascade, chain_only="the length simulator (simulate trees and schedules "
+                   "with simulators.structures.simulate_structured)")
+        if uses_runs(cascade):
             raise PolyspecInputError(
-                "cascade", "has trees or schedules: simulate it with "
-                "simulators.structures.simulate_structured")
+                "cascade", "acceptance runs over positions (a run law or PipeSpec's round): "
+                "simulate it with simulators.runs.simulate_runs")
         m = cascade.n - 1
         gmax = block_bounds(cascade.thresholds, cascade.policy)
         need = max(gmax)
