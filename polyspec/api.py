@@ -135,15 +135,20 @@ def figures(out_dir, only=None, *, quick: bool = False, progress: bool = False):
     return build_all(out_dir, subset=only, progress=progress, quick=quick)
 
 
-def fit(path, *, fmt: str | None = None, gamma: int | None = None,
+def fit(path, *, fmt: str | None = None, threshold: int | None = None,
         snapshot: int | None = None, eta: float | None = None) -> dict:
     """A serving engine's output file -> acceptance data and fitted laws: the object that
     ``polyspec fit --json`` prints (:func:`validation.engines.acceptance_report`; drafts of
     varying length come back as ``variable_length``, a confidence cut-off whose
-    representative law is written at ``eta``)."""
+    representative law is written at ``eta``; ``threshold``: the draft length where the
+    output does not state it). A PipeSpec or Spec-Bench GPU trace file gives its own report
+    (PipeSpec's two-model chains: the run law, R2, and R3's test of independent rounds)."""
     from validation.engines import acceptance_report, load_engine_output
+    from validation.gpu_traces.cli import detect_file, fit_report
 
-    out = load_engine_output(path, fmt, gamma)
+    if fmt is None and detect_file(path):
+        return fit_report(path)
+    out = load_engine_output(path, fmt, threshold)
     return acceptance_report(out if snapshot is None else out.select(snapshot), eta=eta)
 
 
@@ -312,8 +317,12 @@ def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> 
     if fit_on is not None:
         ks = []
         for x in fit_on:
+            if str(x).strip().upper().startswith("K="):
+                raise PolyspecInputError("--fit-on", f"{x!r}: give the sweep's draft lengths "
+                                         f"as plain numbers (e.g. {str(x).strip()[2:]})")
             try:
-                ks.append(int(str(x).removeprefix("K=")))
+                ks.append(int(str(x)))
             except ValueError:
-                raise PolyspecInputError("--fit-on", f"{x!r} is not a K of the sweep") from None
+                raise PolyspecInputError("--fit-on", f"{x!r} is not a draft length of the "
+                                         "sweep") from None
     return sweep_runs(table, method, ks)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from validation.files import dump_json
 
+from .common import add_thresholds_argument, options_named, refuse_options, thresholds_of
+
 HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llama.cpp, "
         "TensorRT-LLM logs, metrics or per-request JSON), count rounds and accepted tokens, "
         "and fit the acceptance laws.")
@@ -19,9 +21,8 @@ def add_arguments(p):
                         "vllm-offline-example, prometheus-text, prometheus-ui, vllm-json, "
                         "vllm-per-request, sglang-log, sglang-meta, llamacpp-speculative, "
                         "llamacpp-server, trtllm-bench)")
-    p.add_argument("--gamma", type=int, default=None,
-                   help="draft length per round (num_speculative_tokens) where the output "
-                        "does not state it")
+    add_thresholds_argument(p, "the draft length θ (drafts per round; vLLM's "
+                               "num_speculative_tokens) where the output does not state it")
     p.add_argument("--snapshot", type=int, default=None, metavar="N",
                    help="fit only snapshot N (1-based interval / request / run) instead of "
                         "all of them pooled")
@@ -120,21 +121,24 @@ def explain_fit(rep: dict, path: str) -> str:
 
 
 def run(args) -> int:
+    from polyspec_theory.errors import PolyspecInputError
     from validation.gpu_traces.cli import detect_file, run_fit
 
+    thresholds = thresholds_of(args)
+    if thresholds is not None and len(thresholds) != 1:
+        raise PolyspecInputError("--thresholds", "one draft length (one pair) for an engine's "
+                                 f"output, got {len(thresholds)}")
     if args.format is None and detect_file(args.file):  # PipeSpec / Spec-Bench GPU traces
-        from polyspec_theory.errors import PolyspecInputError
-
-        for opt in ("out", "gamma", "snapshot", "eta"):
-            if getattr(args, opt) is not None:
-                raise PolyspecInputError(f"--{opt}", "does not apply to a PipeSpec / "
-                                         "Spec-Bench GPU trace file (its fit is printed; use "
-                                         "--json > FILE)")
+        refuse_options((("--out", args.out), ("--thresholds", thresholds),
+                        ("--snapshot", args.snapshot), ("--eta", args.eta)),
+                       "does not apply to a PipeSpec / Spec-Bench GPU trace file (its fit is "
+                       "printed; use --json > FILE)")
         return run_fit(args.file, args.json)
     from validation.engines import acceptance_report, load_engine_output
     from validation.files import write_output
 
-    out = load_engine_output(args.file, args.format, args.gamma)
+    with options_named({"--gamma": "--thresholds", "gamma": "--thresholds"}):
+        out = load_engine_output(args.file, args.format, thresholds and thresholds[0])
     if args.snapshot is not None:
         out = out.select(args.snapshot)
     rep = acceptance_report(out, eta=args.eta)
