@@ -174,7 +174,10 @@ def profile(models, **options) -> dict:
 
 def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit") -> dict:
     """The law (config form) in a ``polyspec fit --json`` object: its ``best`` law, or the
-    fitted law of ``family`` (``iid``, ``positional``, ``beta``, ``gaussian``)."""
+    fitted law of ``family`` (``iid``, ``positional``, ``beta``, ``gaussian``); a fit of
+    rounds over positions (a PipeSpec chain) gives its run law (``run``, R2)."""
+    if isinstance(fit, dict) and "run_law" in fit and family in (None, "run"):
+        return fit["run_law"]  # rounds over positions: the run law (R2)
     if not isinstance(fit, dict) or "format" not in fit or "best" not in fit:
         raise PolyspecInputError(field, "is not the output of `polyspec fit --json` "
                                  "(no 'format' and 'best' keys)")
