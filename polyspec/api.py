@@ -28,10 +28,10 @@ def load_cascade(source) -> Cascade:
     if not isinstance(source, (str, Path)):
         raise PolyspecInputError("config", "must be a file path, a mapping or a Cascade, got "
                                  f"{type(source).__name__}")
-    from validation.files import read_mapping
+    from polyspec.configs import read_config
 
     path = Path(source)
-    return Cascade.from_config(resolve_fit_files(read_mapping(path), path.parent))
+    return Cascade.from_config(resolve_fit_files(read_config(path), path.parent))
 
 
 def predict(cascade, batch: int | None = None):
@@ -112,10 +112,10 @@ def load_pool(source):
         return source
     if isinstance(source, dict):
         return Pool.from_config(resolve_fit_files(source, Path.cwd()))
-    from validation.files import read_mapping
+    from polyspec.configs import read_config
 
     path = Path(source)
-    return Pool.from_config(resolve_fit_files(read_mapping(path), path.parent))
+    return Pool.from_config(resolve_fit_files(read_config(path), path.parent))
 
 
 def plan(pool, top: int = 5, **options):
@@ -201,8 +201,8 @@ def _resolve_one(spec, base: Path, field: str):
 
 def _read_fit(spec, base: Path, field: str):
     """(the law of a ``{"fit": FILE}`` entry, the largest draft position it was fitted on)."""
+    from polyspec.configs import read_config
     from polyspec_theory.errors import require_keys
-    from validation.files import read_mapping
 
     require_keys(spec, field, required=["fit"], optional=["law"])
     name = spec["fit"]
@@ -213,7 +213,7 @@ def _read_fit(spec, base: Path, field: str):
     if not path.is_file():
         raise PolyspecInputError(f"{field}.fit", f"file not found: {path}")
     try:
-        fit = read_mapping(path)
+        fit = read_config(path)
     except PolyspecInputError as e:
         raise PolyspecInputError(f"{field}.fit", str(e)) from None
     law = law_config_from_fit(fit, spec.get("law"), f"{field}.fit")
@@ -271,15 +271,15 @@ def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> 
     ``{"fit": FILE}`` read relative to it) or a sweep table (text: mean acceptance length and
     time per token per K; ``method`` picks its column). ``fit_on``: names of the runs (for a
     sweep: the Ks) to fit on, the others held out."""
+    from polyspec.configs import read_config
     from validation.engines import load_sweep, read_engine_text, sweep_runs
-    from validation.files import read_mapping
 
     path = Path(source)
     text, _ = read_engine_text(path)
     if text.lstrip()[:1] in ("{", "[") or path.suffix.lower() in (".json", ".yaml", ".yml"):
         if method is not None:
             raise PolyspecInputError("--method", "only applies to a sweep table")
-        cfg = read_mapping(path)
+        cfg = read_config(path)
         runs = cfg.get("runs")
         if isinstance(runs, list):
             new = []

@@ -39,11 +39,12 @@ def add_arguments(p):
 def run(args) -> int:
     from pathlib import Path
 
+    from polyspec.configs import read_config
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis.forecast import count_factors, error_quantile, forecast, loo_errors
     from validation.analysis.score import loo_coverage
     from validation.composition import CompositionProfile, load_profiles
-    from validation.files import dump_json, read_mapping
+    from validation.files import dump_json
     from validation.models import model_name
     from validation.traces import read_traces
 
@@ -84,7 +85,7 @@ def run(args) -> int:
         raise PolyspecInputError("--thresholds", f"expected comma-separated integers, got "
                                  f"{args.thresholds!r}") from None
     temp = as_real(args.temperature, "--temperature", low=0.0)
-    prof = CompositionProfile.from_dict(read_mapping(Path(args.profile)),
+    prof = CompositionProfile.from_dict(read_config(Path(args.profile)),
                                        f"--profile: {args.profile}")
     if prof.models != models or prof.thresholds != th:
         raise PolyspecInputError("--profile", f"is of {prof.models} {prof.thresholds}, not of "

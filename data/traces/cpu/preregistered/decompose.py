@@ -77,9 +77,9 @@ def batches() -> list[dict]:
 def round2() -> list[dict]:
     """Round 2's captured chains (preregistered-2/captures), each forecast recomputed as
     committed (all committed captures, count correction, its round-2 profile)."""
+    from polyspec.configs import read_config
     from validation.analysis.forecast import count_factors, forecast
     from validation.composition import CompositionProfile
-    from validation.files import read_mapping
 
     r2 = HERE.parent / "preregistered-2"
     caps = read_traces(HERE.parent)
@@ -92,7 +92,7 @@ def round2() -> list[dict]:
             c = read_traces_file(f)
         except Exception:  # noqa: BLE001 (a capture still being written)
             continue
-        prof = CompositionProfile.from_dict(read_mapping(pf), str(pf))
+        prof = CompositionProfile.from_dict(read_config(pf), str(pf))
         fc = forecast(c.models, c.thresholds, c.temperature, caps, prof.cost_curves(),
                       prof.ar_s, count_factor=count_factors(c.n, c.temperature, caps))
         d = decompose_forecast(fc, c, prof)
