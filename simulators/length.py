@@ -631,8 +631,8 @@ def _stack(fields) -> np.ndarray:
 
 
 def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: int = 1024,
-                     chunk_len: int | None = None, devices=None, histograms="auto",
-                     progress=None, max_events: int | None = None) -> LengthResult:
+                     chunk_len: int | None = None, devices=None, progress=None,
+                     max_events: int | None = None) -> LengthResult:
     """Monte-Carlo speedup and per-level accounting of ``cascade`` (compare with P1).
 
     ``tokens``: total emitted tokens asked for (each of ``chains`` independent chains runs
@@ -642,7 +642,8 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     ``cascade`` may be a prebuilt :class:`LengthModel`. ``chunk_len`` (events per chain per
     compiled chunk) defaults to a power of two from ``tokens / chains`` in [32, 512]. Results
     depend on ``(seed, chains, chunk_len)`` only: same seed -> identical result.
-    ``histograms``: True, False or ``"auto"`` (on when :func:`histograms_fit`).
+    Histograms are on when :func:`histograms_fit` (pass a :class:`LengthModel` built with
+    ``histograms=False`` to skip them).
     ``max_events``: stop with an error once any chain has run that many events.
     """
     tokens = as_int(tokens, "tokens", low=1, high=10**13)
@@ -655,10 +656,8 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     chunk_len = as_int(chunk_len, "chunk_len", low=1, high=2**20)
     if max_events is not None:
         max_events = as_int(max_events, "max_events", low=1)
-    if histograms == "auto":
-        histograms = isinstance(cascade, Cascade) and histograms_fit(cascade)
     model = cascade if isinstance(cascade, LengthModel) else LengthModel.from_cascade(
-        cascade, histograms=histograms)
+        cascade, histograms=isinstance(cascade, Cascade) and histograms_fit(cascade))
     static = model.static
     mesh = chain_mesh(devices)
     ndev = mesh.devices.size

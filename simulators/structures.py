@@ -324,9 +324,9 @@ def _event(params: StructParams, static: StructStatic, n_measure, burn_in, u, c,
     return new, (code_lvl, block, a, th[lvl])
 
 
-@partial(jax.jit, static_argnames=("static", "chunk_len", "chains"))
+@partial(jax.jit, static_argnums=(1, 2, 3))
 def _run_chunk(params, static: StructStatic, chunk_len: int, chains: int, n_measure, burn_in,
-               key, chunk_index, state: _State):
+               key, chunk_index, state: _State, /):
     ck = jax.random.fold_in(key, chunk_index)
     ku, kb = jax.random.split(ck)
     u = jax.random.uniform(ku, (chunk_len, chains, static.n_unif), jnp.float64)
