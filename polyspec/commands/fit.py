@@ -59,8 +59,8 @@ def explain_fit(rep: dict, path: str) -> str:
         lines.append(f"  {rep['source'][:160]}")
     snaps = rep["snapshots"]
     cap = rep["cap"]
-    gam = (f"gamma = {cap}" if cap is not None else
-           f"gamma = {', '.join(map(str, rep['caps']))} by snapshot" if rep["caps"] else
+    gam = (f"θ = {cap}" if cap is not None else
+           f"θ = {', '.join(map(str, rep['caps']))} by snapshot" if rep["caps"] else
            "draft length varying by round")
     what = {"per-interval": "interval", "cumulative": "interval (cumulative counters "
             "differenced)", "per-request": "request", "per-run": "run",
