@@ -179,3 +179,31 @@ def test_fit_writes_a_run_law_with_r3_and_a_config_uses_it(capsys, tmp_path):
                                 recheck_bonus=True)["time_per_token"]
     assert rc == 0 and p["speedup"] == pytest.approx(want, rel=1e-12)
     assert np.isfinite(p["speedup"])
+
+
+def test_pipespec_replay_of_a_cascade_is_r1_for_two_models_and_serves_three(capsys, tmp_path):
+    from simulators.replay import replay_cascade
+
+    # costs through the replay's calls: a step in T_1 between m = 1 and 2, an overhead
+    cfg = {"models": [{"name": "target", "cost": {"table": [1.0, 1.3, 1.32, 1.34, 1.36]},
+                       "overhead": 0.05}, {"name": "draft", "cost": 0.1}],
+           "acceptance": [{"run_hazard": HAZ, "tail": TAIL}], "thresholds": [3],
+           "round": "pipespec"}
+    cas = polyspec.load_cascade(cfg)
+    res = replay_cascade(cas, 30_000, 4, chains=24)
+    s = res.speedup
+    want = 1.0 / sync_two_level(RunLaw(HAZ, TAIL), 3, 0.1, lambda m: float(
+        cas.models[0].cost(m)), 0.05, recheck_bonus=True)["time_per_token"]
+    assert abs(s.value - want) <= Z * s.se, (s, want)
+    three = {**cfg, "models": [*cfg["models"][:1], {"name": "mid", "cost": 0.3},
+                               cfg["models"][1]],
+             "acceptance": [{"alpha": 0.8}, {"run_hazard": HAZ, "tail": TAIL}],
+             "thresholds": [3, 3]}
+    rc, out, _ = _cli(capsys, tmp_path, three, "simulate", "--tokens", "3000", "--chains",
+                      "4", "--json", "--no-progress")
+    d = json.loads(out)
+    assert rc == 0 and d["prediction"] is None and d["lookahead"] == 4 and d["speedup"] > 0
+    rc, _, err = _cli(capsys, tmp_path, three, "predict")
+    assert rc == 2 and "error: models: R1 is exact for two models" in err
+    rc, _, err = _cli(capsys, tmp_path, {**three, "thresholds": [3, 2]}, "predict")
+    assert rc == 2 and "error: thresholds:" in err
