@@ -207,3 +207,21 @@ def test_pipespec_replay_of_a_cascade_is_r1_for_two_models_and_serves_three(caps
     assert rc == 2 and "error: models: R1 is exact for two models" in err
     rc, _, err = _cli(capsys, tmp_path, {**three, "thresholds": [3, 2]}, "predict")
     assert rc == 2 and "error: thresholds:" in err
+
+
+def test_a_failed_bonus_recheck_pays_a_one_position_verify():
+    """PipeSpec's round with a verify of 1 position far cheaper than one of θ + 1: R1 and the
+    simulator both charge T_1(1) when the re-predicted bonus draft disagrees (charging
+    T_1(θ + 1) there moves the speedup by about 150 standard errors)."""
+    from simulators.runs import simulate_runs
+
+    tab = [0.1, 2.0, 2.0, 2.0, 2.0, 2.0]
+    cfg = {"models": [{"name": "t", "cost": {"table": tab}}, {"name": "d", "cost": 0.02}],
+           "acceptance": [{"run_hazard": [0.1, 0.05, 0.05], "tail": 0.05}],
+           "thresholds": [4], "round": "pipespec"}
+    cas = polyspec.load_cascade(cfg)
+    want = 0.1 / sync_two_level(RunLaw([0.1, 0.05, 0.05], 0.05), 4, 0.02,
+                                lambda m: tab[m - 1], recheck_bonus=True)["time_per_token"]
+    assert polyspec.predict(cas).speedup == pytest.approx(want, rel=1e-12)
+    s = simulate_runs(cas, 20_000, 1, chains=64).speedup
+    assert abs(s.value - want) <= Z * s.se
