@@ -256,10 +256,11 @@ class AsyncSimResult:
         }
 
 
-def simulate_async(cascade: Cascade, events: int = 20_000, seed: int = 0, *,
+def simulate_async(cascade: Cascade, events: int, seed: int = 0, *,
                    chains: int = 64) -> AsyncSimResult:
     """Simulate ``cascade`` as an asynchronous pipeline: ``chains`` independent chains of
-    ``events`` completed actions each (drafter forwards and verifies)."""
+    ``events`` completed actions each (drafter forwards and verifies; the default budget is
+    ``simulators.schemes.DEFAULT_EVENTS``)."""
     events = as_int(events, "events", low=50, high=10**8)
     chains = as_chains(chains)
     key = make_key(seed)  # an int seed or a typed PRNG key

@@ -182,6 +182,7 @@ def _runs_text(cascade, result) -> str:
 
 # --- the rows of ``polyspec verify`` (R1: docs/theory.md Part III-E) -------------------------
 verify_key = "R"
+DEFAULT_ROUNDS = 20_000  # measured rounds per chain of a quick row (10x in a full run)
 _RUN_LAW = {"run_hazard": [0.45, 0.3, 0.2, 0.12, 0.08], "tail": 0.04}  # runs persist with age
 _STEP_COST = {"table": [1.0, 1.34, 1.38, 1.42, 1.46, 1.5]}  # a step between m = 1 and 2
 # (statement, config); new rows go last (a row's seed follows its index)
@@ -208,7 +209,7 @@ def verify(ctx) -> list:
         pred = predict_runs(cas)
         seed = ctx.seed + zlib.crc32(f"R{i}".encode()) % 100_000
         res = ctx.cached(("runs", i), lambda cas=cas, seed=seed: simulate_runs(
-            cas, ctx.size(20_000, 200_000), seed, chains=64))
+            cas, ctx.size(DEFAULT_ROUNDS, 10 * DEFAULT_ROUNDS), seed, chains=64))
         detail = f"{res.tokens} tokens"
         if cas.option("round") == "pipespec" and not getattr(cas.laws[0], "carries_age", 0):
             detail += f"; P1 (P1's round) {predict_chain(cas).speedup:.4f}"
