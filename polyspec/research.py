@@ -14,7 +14,7 @@ import importlib
 EXPORTS = {
     # errors, configs and files
     "PolyspecInputError": "polyspec_theory.errors:PolyspecInputError",
-    "read_mapping": "validation.files:read_mapping",
+    "read_config": "polyspec.configs:read_config",
     # the theory and the planner
     "predict": "polyspec_theory:predict",
     "Pool": "polyspec_theory.planning.pool:Pool",

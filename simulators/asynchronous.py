@@ -37,7 +37,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory import Cascade, async_rules, async_tie_tolerance, check_async_cascade
+from polyspec_theory import (
+    Cascade,
+    as_cascade,
+    async_rules,
+    async_tie_tolerance,
+    check_async_cascade,
+)
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host
@@ -82,9 +88,7 @@ class _State(NamedTuple):
 
 def async_params(cascade: Cascade) -> AsyncParams:
     """Tables of ``cascade`` run asynchronously (rules: :func:`async_rules`)."""
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    check_async_cascade(cascade)
+    check_async_cascade(as_cascade(cascade))
     rules = async_rules(cascade)
     width = max(r.window for r in rules) + 1
     surv = np.zeros((cascade.n - 1, width))
@@ -252,10 +256,11 @@ class AsyncSimResult:
         }
 
 
-def simulate_async(cascade: Cascade, events: int = 20_000, seed: int = 0, *,
+def simulate_async(cascade: Cascade, events: int, seed: int = 0, *,
                    chains: int = 64) -> AsyncSimResult:
     """Simulate ``cascade`` as an asynchronous pipeline: ``chains`` independent chains of
-    ``events`` completed actions each (drafter forwards and verifies)."""
+    ``events`` completed actions each (drafter forwards and verifies; the default budget is
+    ``simulators.schemes.DEFAULT_EVENTS``)."""
     events = as_int(events, "events", low=50, high=10**8)
     chains = as_chains(chains)
     key = make_key(seed)  # an int seed or a typed PRNG key

@@ -143,7 +143,8 @@ def simulate_chain(prompt_laws, costs: ChainCosts, lookahead: int, n_tokens,
     revealed, :func:`revealed_positions`): there the law is not drawn. Lookahead 1: the
     drafter only catches up to its verifier's length (one step per round) and every verify
     feeds one token, as the decoder's loop condition gives. Returns
-    per-prompt ``time`` (s) and ``rounds``, and the mean tokens per verify call of each level
+    per-prompt ``time`` (s), ``rounds`` and ``tokens`` (emitted after the first), and the mean
+    tokens per verify call of each level
     (``accepted``)."""
     if len(prompt_laws) != len(n_tokens):
         raise PolyspecInputError("prompt_laws", f"{len(prompt_laws)} prompts' laws for "
@@ -155,15 +156,16 @@ def simulate_chain(prompt_laws, costs: ChainCosts, lookahead: int, n_tokens,
     k = int(lookahead)
     if k < 1:
         raise PolyspecInputError("lookahead", f"must be >= 1, got {k}")
-    times, rounds = [], []
+    times, rounds, emitted = [], [], []
     acc_tot = np.zeros(n - 1)
     acc_n = np.zeros(n - 1)
     for si, n_tok in enumerate(n_tokens):
         w = _World(prompt_laws[si], seed, known[si] if known is not None else None)
-        t, r = _replay_prompt(w, si, n, k, costs, int(n_tok), acc_tot, acc_n)
+        t, r, out = _replay_prompt(w, si, n, k, costs, int(n_tok), acc_tot, acc_n)
         times.append(t)
         rounds.append(r)
-    return {"time": np.array(times), "rounds": np.array(rounds),
+        emitted.append(out)
+    return {"time": np.array(times), "rounds": np.array(rounds), "tokens": np.array(emitted),
             "accepted": acc_tot / np.maximum(acc_n, 1)}
 
 
@@ -234,4 +236,76 @@ def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
                 t_sample += costs.draft[i]
         t_sample += verify(n - 1) + costs.per_round
         rollback()
-    return t_sample, r
+    return t_sample, r, len(states[-1].out) - 1  # the first token is the prefill's
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """The replay of a cascade under PipeSpec's round (:func:`replay_cascade`): speedup
+    (``T_1(1)`` x tokens / time, ratio estimator over prompts), tokens per verify call of
+    each verifier (target first)."""
+
+    speedup: object  # RatioEstimate
+    time_per_token: object
+    tokens_per_verify: tuple[float, ...]
+    tokens: int
+    chains: int
+    lookahead: int
+    seed: int | None
+    round: str = "pipespec"
+
+    def to_dict(self) -> dict:
+        return {"speedup": self.speedup.value, "ci95": [self.speedup.low, self.speedup.high],
+                "se": self.speedup.se, "time_per_token": self.time_per_token.value,
+                "tokens_per_verify": list(self.tokens_per_verify), "tokens": self.tokens,
+                "chains": self.chains, "lookahead": self.lookahead, "round": self.round,
+                "seed": self.seed}
+
+
+def chain_costs(cascade) -> ChainCosts:
+    """The cascade's costs as the replay's calls (models smallest first): a draft step of
+    model ``j`` is ``T_j(1)``, a verify call of ``m`` positions ``T_j(m) + o_j`` (tabulated up
+    to the verify cap, linear beyond)."""
+    n = cascade.n
+    ms = tuple(float(m) for m in range(1, MAX_VERIFY_TOKENS + 1))
+    draft = tuple(float(cascade.models[n - 1 - r].cost.t1) for r in range(n - 1))
+    verify = []
+    for r in range(1, n):
+        m = cascade.models[n - 1 - r]
+        secs = tuple(float(x) + m.overhead for x in np.asarray(m.cost(np.array(ms))))
+        verify.append((ms, secs, "linear"))
+    return ChainCosts(draft, tuple(verify), 0.0)
+
+
+def replay_cascade(cascade, tokens: int, seed=0, *, chains: int = 64) -> ReplayResult:
+    """PipeSpec's chain decoder replayed on ``cascade`` (lookahead ``K = θ + 1``, one θ for
+    every pair; each pair's run law, an iid law as the geometric one): ``chains`` prompts of
+    ``ceil(tokens / chains)`` tokens. ``seed``: an int (or a JAX PRNG key, hashed to one)."""
+    from polyspec_theory.core.runs import as_run_law
+    from simulators.runtime import as_chains, ratio_estimate
+
+    chains = as_chains(chains)
+    seed_int = _seed_int(seed)
+    n = cascade.n
+    k = cascade.thresholds[0] + 1
+    laws = tuple(as_run_law(cascade.laws[n - 2 - i], f"acceptance[{n - 2 - i}]")
+                 for i in range(n - 1))
+    per = -(-int(tokens) // chains)
+    out = simulate_chain([laws] * chains, chain_costs(cascade), k, [per] * chains,
+                         seed=seed_int)
+    tok = out["tokens"].astype(np.float64)
+    t1 = cascade.models[0].cost.t1
+    return ReplayResult(ratio_estimate(tok, out["time"], scale=t1),
+                        ratio_estimate(out["time"], tok),
+                        tuple(float(x) for x in out["accepted"][::-1]), int(tok.sum()), chains,
+                        k, seed if isinstance(seed, int) else None)
+
+
+def _seed_int(seed) -> int:
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        if seed < 0:
+            raise PolyspecInputError("seed", f"must be >= 0, got {seed}")
+        return seed
+    import jax
+
+    return int(jax.random.bits(seed, (), dtype=np.uint32))

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.serving.batch import batch_cascade
 
@@ -108,8 +108,7 @@ class ServingModel:
 
     @classmethod
     def from_cascade(cls, cascade: Cascade, batch) -> ServingModel:
-        if not isinstance(cascade, Cascade):
-            raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+        as_cascade(cascade)
         b = as_int(batch, "batch", low=1, high=MAX_SIM_BATCH)
         bc = batch_cascade(cascade, b)
         m = cascade.n - 1

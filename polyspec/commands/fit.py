@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from validation.files import dump_json
 
+from .common import add_thresholds_argument, options_named, thresholds_of
+
 HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llama.cpp, "
         "TensorRT-LLM logs, metrics or per-request JSON), count rounds and accepted tokens, "
         "and fit the acceptance laws.")
@@ -19,9 +21,8 @@ def add_arguments(p):
                         "vllm-offline-example, prometheus-text, prometheus-ui, vllm-json, "
                         "vllm-per-request, sglang-log, sglang-meta, llamacpp-speculative, "
                         "llamacpp-server, trtllm-bench, pipespec, specbench)")
-    p.add_argument("--gamma", type=int, default=None,
-                   help="draft length per round (num_speculative_tokens) where the output "
-                        "does not state it")
+    add_thresholds_argument(p, "the draft length θ (drafts per round; vLLM's "
+                               "num_speculative_tokens) where the output does not state it")
     p.add_argument("--snapshot", type=int, default=None, metavar="N",
                    help="fit only snapshot N (1-based interval / request / run) instead of "
                         "all of them pooled")
@@ -58,8 +59,8 @@ def explain_fit(rep: dict, path: str) -> str:
         lines.append(f"  {rep['source'][:160]}")
     snaps = rep["snapshots"]
     cap = rep["cap"]
-    gam = (f"gamma = {cap}" if cap is not None else
-           f"gamma = {', '.join(map(str, rep['caps']))} by snapshot" if rep["caps"] else
+    gam = (f"θ = {cap}" if cap is not None else
+           f"θ = {', '.join(map(str, rep['caps']))} by snapshot" if rep["caps"] else
            "draft length varying by round")
     what = {"per-interval": "interval", "cumulative": "interval (cumulative counters "
             "differenced)", "per-request": "request", "per-run": "run",
@@ -133,14 +134,18 @@ def explain_rounds(rep: dict, path: str) -> str:
 
 
 def run(args) -> int:
+    from polyspec_theory.errors import PolyspecInputError
     from validation import formats
     from validation.files import write_output
 
-    rep = formats.fit_report(args.file, args.format, gamma=args.gamma, eta=args.eta,
-                             snapshot=args.snapshot)
+    thresholds = thresholds_of(args)
+    if thresholds is not None and len(thresholds) != 1:
+        raise PolyspecInputError("--thresholds", "one draft length (one pair) for an engine's "
+                                 f"output, got {len(thresholds)}")
+    with options_named({"--gamma": "--thresholds", "gamma": "--thresholds"}):
+        rep = formats.fit_report(args.file, args.format, gamma=thresholds and thresholds[0],
+                                 eta=args.eta, snapshot=args.snapshot)
     if args.out and "best" not in rep:  # {"fit": FILE} reads a report's best law
-        from polyspec_theory.errors import PolyspecInputError
-
         raise PolyspecInputError("--out", f"does not apply to a {rep['format_description']} "
                                  "(its fit is printed; use --json > FILE)")
     if args.out:

@@ -39,6 +39,7 @@ def add_arguments(p):
 def run(args) -> int:
     from pathlib import Path
 
+    from polyspec.configs import read_config
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis.forecast import (
         Config,
@@ -49,7 +50,7 @@ def run(args) -> int:
     from validation.analysis.score import prediction_interval
     from validation.capture.composition import CompositionProfile, load_profiles
     from validation.capture.models import model_name
-    from validation.files import dump_json, read_mapping
+    from validation.files import dump_json
     from validation.traces.records import read_traces
 
     from .forecast_kinds import run_kind
@@ -87,7 +88,7 @@ def run(args) -> int:
         raise PolyspecInputError("--thresholds", f"expected comma-separated integers, got "
                                  f"{args.thresholds!r}") from None
     temp = as_real(args.temperature, "--temperature", low=0.0)
-    prof = CompositionProfile.from_dict(read_mapping(Path(args.profile)),
+    prof = CompositionProfile.from_dict(read_config(Path(args.profile)),
                                        f"--profile: {args.profile}")
     if prof.models != models or prof.thresholds != th:
         raise PolyspecInputError("--profile", f"is of {prof.models} {prof.thresholds}, not of "

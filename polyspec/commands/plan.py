@@ -151,10 +151,11 @@ def _explain_uncertainty(unc) -> str:
 def run(args) -> int:
     from pathlib import Path
 
+    from polyspec.configs import read_config
     from polyspec_theory.errors import PolyspecInputError, as_int
     from polyspec_theory.planning.planner import plan
     from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
-    from validation.files import check_output, dump_json, read_mapping, write_output
+    from validation.files import check_output, dump_json, write_output
 
     from .common import refuse_options
 
@@ -203,7 +204,7 @@ def run(args) -> int:
                        "only applies with --traces")
         from polyspec.api import resolve_fit_files
 
-        cfg = resolve_fit_files(read_mapping(args.pool), Path(args.pool).parent)
+        cfg = resolve_fit_files(read_config(args.pool), Path(args.pool).parent)
         if args.max_threshold is not None:
             cfg = dict(cfg, max_threshold=args.max_threshold)
         pool = Pool.from_config(cfg)

@@ -18,13 +18,6 @@ def add_arguments(p):
                    help="with --batch: largest threshold searched for the optimum (default 16)")
 
 
-def prediction_report(cascade) -> dict:
-    """The JSON object printed by ``predict --json`` (any scheme)."""
-    from polyspec_theory.schemes import get
-
-    return get(cascade.scheme).report(cascade, _options())
-
-
 def _options(batches=None, max_threshold: int = 16):
     from polyspec_theory.schemes import Options
 

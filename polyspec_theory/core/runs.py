@@ -236,18 +236,27 @@ def as_run_law(law, field: str = "acceptance[0]") -> RunLaw:
 
 
 def check_runs(cascade) -> None:
-    """The cascades R1 covers: two models, a run or iid law, a round policy of
-    :data:`ROUNDS` (errors name the field)."""
+    """The cascades whose acceptance runs over positions: a round policy of :data:`ROUNDS`,
+    run or iid laws; two models (R1), or, with PipeSpec's round, any number sharing one
+    threshold (its chain decoder, simulated by ``simulators.replay``). Errors name the
+    field."""
     rnd = cascade.option("round", "p1")
     if rnd not in ROUNDS:
         raise PolyspecInputError("round", f"must be one of {ROUNDS}, got {rnd!r}")
     if not uses_runs(cascade):
         return
-    if cascade.n != 2:
+    for i, law in enumerate(cascade.laws):
+        as_run_law(law, f"acceptance[{i}]")
+    if cascade.n == 2:
+        return
+    if rnd != "pipespec":
         raise PolyspecInputError(
-            "models", f"R1 (a run law, or PipeSpec's round) is exact for two models; this "
+            "models", f"a run law with P1's round is covered for two models (R1); this "
             f"cascade has {cascade.n}")
-    as_run_law(cascade.laws[0])
+    if len(set(cascade.thresholds)) != 1:
+        raise PolyspecInputError(
+            "thresholds", "PipeSpec's chain decoder has one lookahead K = θ + 1 for every "
+            f"pair: give one threshold, got {list(cascade.thresholds)}")
 
 
 @dataclass(frozen=True)
@@ -277,6 +286,10 @@ def predict_runs(cascade) -> RunPrediction:
     :func:`sync_two_level` with the drafter's ``T_2(1)`` per draft, the target's ``T_1(m)``
     per verify of ``m`` positions and its per-round overhead."""
     check_runs(cascade)
+    if cascade.n != 2:
+        raise PolyspecInputError(
+            "models", f"R1 is exact for two models; this cascade has {cascade.n} (`polyspec "
+            "simulate` replays PipeSpec's chain decoder for more)")
     rnd = cascade.option("round", "p1")
     target, drafter = cascade.models
     r = sync_two_level(as_run_law(cascade.laws[0]), cascade.thresholds[0], drafter.cost.t1,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.config import Cascade, check_async_cascade
+from ..core.config import as_cascade, check_async_cascade
 from ..errors import PolyspecInputError
 
 __all__ = [
@@ -113,9 +113,7 @@ def async_rules(cascade) -> tuple[AsyncPair, ...]:
 
 
 def _as_chain(cascade):
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    check_async_cascade(cascade)
+    check_async_cascade(as_cascade(cascade))
     return cascade
 
 

@@ -34,6 +34,7 @@ from polyspec_theory.errors import PolyspecInputError
 REGISTERED = ("batch", "structured", "chain", "async_")
 
 __all__ = ["Scheme", "Features", "Options", "Estimate", "REGISTERED", "registry", "get", "modes",
+           "load_registry",
            "decide", "scheme_of", "scheme_named", "refuse", "handler", "in_mode", "predict",
            "threshold_floor"]
 
@@ -112,15 +113,23 @@ class Scheme(Protocol):
 _LOADED: dict[str, Scheme] = {}
 
 
+def load_registry(loaded: dict, package: str, modules, protocol) -> dict:
+    """Fill ``loaded`` (once) with ``{module.name: module}`` for each of ``modules`` in the
+    package ``package``, each checked to satisfy ``protocol``: the loader of every layer's
+    registry of schemes (this one, ``simulators.schemes``, the validation wing's)."""
+    if not loaded:
+        for mod in modules:
+            s = importlib.import_module(f"{package}.{mod}")
+            if not isinstance(s, protocol):
+                raise TypeError(f"{s.__name__} does not satisfy the {protocol.__name__} "
+                                "protocol")
+            loaded[s.name] = s
+    return loaded
+
+
 def registry() -> dict[str, Scheme]:
     """``{name: scheme}`` in registration order (modules load on first use)."""
-    if not _LOADED:
-        for mod in REGISTERED:
-            s = importlib.import_module(f"{__name__}.{mod}")
-            if not isinstance(s, Scheme):
-                raise TypeError(f"{s.__name__} does not satisfy the Scheme protocol")
-            _LOADED[s.name] = s
-    return _LOADED
+    return load_registry(_LOADED, __name__, REGISTERED, Scheme)
 
 
 def get(name: str, field: str = "scheme") -> Scheme:

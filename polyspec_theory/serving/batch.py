@@ -317,7 +317,7 @@ def predict_batch(cascade, batch) -> BatchPrediction:
 # B6: optimal thresholds at a batch size (exhaustive, every threshold vector)
 # --------------------------------------------------------------------------------------------
 def _level_all(p: np.ndarray, rc_low: float, tmax: int, law: AcceptanceLaw, cost: CostCurve,
-               policy: str, b: int, top: bool, overhead: float = 0.0):
+               policy: str, b: int, top: bool, /, overhead: float = 0.0):
     """One level for every threshold ``1..tmax`` above a system with length law ``p`` and
     round cost ``rc_low``: returns ``(rc[theta-1], mean_l or l_pmf rows)``."""
     lmax = p.size - 1
@@ -379,7 +379,7 @@ def _speedup_table(cascade: Cascade, b: int, tmax: int) -> np.ndarray:
         new = {}
         for rest, (pmf, rc_low) in lower.items():
             rc, lp = _level_all(pmf, rc_low, tmax, cascade.laws[i], costs[i], cascade.policy,
-                                b, top=False, overhead=cascade.models[i].overhead)
+                                b, False, overhead=cascade.models[i].overhead)
             for j in range(tmax):
                 new[(j + 1,) + rest] = (np.trim_zeros(lp[j], "b"), float(rc[j]))
         lower = new
@@ -387,7 +387,7 @@ def _speedup_table(cascade: Cascade, b: int, tmax: int) -> np.ndarray:
     t_ar = costs[0].t1
     for rest, (pmf, rc_low) in lower.items():
         rc, ml = _level_all(pmf, rc_low, tmax, cascade.laws[0], costs[0], cascade.policy, b,
-                            top=True, overhead=cascade.models[0].overhead)
+                            True, overhead=cascade.models[0].overhead)
         idx = (slice(None),) + tuple(r - 1 for r in rest)
         out[idx] = t_ar * ml / rc
     return out

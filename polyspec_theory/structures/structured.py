@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.config import as_cascade
 from polyspec_theory.core.explain import law_text
 from polyspec_theory.core.p1 import LevelPrediction, Prediction
 from polyspec_theory.errors import PolyspecInputError, as_int
@@ -262,8 +262,7 @@ class StructuredPrediction:
 def predict_structured(cascade) -> StructuredPrediction:
     """P1 (exact) for a cascade with trees and schedules (module docstring); identical to
     :func:`polyspec_theory.core.p1.predict_chain` on plain chains (up to rounding)."""
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+    as_cascade(cascade)
     n, m = cascade.n, cascade.n - 1
     trees, schedules = cascade.trees, cascade.schedules
     gmax, lmax = _bounds(cascade, trees, schedules)

@@ -16,14 +16,13 @@ Built in: ``chain`` (:func:`simulators.length.simulate_lengths`), ``structured``
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from polyspec_theory.schemes import Estimate, get, scheme_of
+from polyspec_theory.schemes import Estimate, get, load_registry, scheme_of
 from simulators.runtime import MAX_CHAINS, as_chains
 
 # The registration lines: one module of this package per scheme.
@@ -137,13 +136,7 @@ _LOADED: dict[str, SimScheme] = {}
 
 def registry() -> dict[str, SimScheme]:
     """``{name: simulator scheme}`` (modules load on first use)."""
-    if not _LOADED:
-        for mod in REGISTERED:
-            s = importlib.import_module(f"{__name__}.{mod}")
-            if not isinstance(s, SimScheme):
-                raise TypeError(f"{s.__name__} does not satisfy the SimScheme protocol")
-            _LOADED[s.name] = s
-    return _LOADED
+    return load_registry(_LOADED, __name__, REGISTERED, SimScheme)
 
 
 def get_simulator(cascade) -> SimScheme:

@@ -15,6 +15,7 @@ from polyspec_theory.core.runs import ROUND_TEXT, predict_runs, uses_runs
 from polyspec_theory.errors import PolyspecInputError
 from simulators.checks import ci_row
 from simulators.length import estimate_events, histograms_fit, simulate_lengths
+from simulators.replay import replay_cascade
 from simulators.runs import DEFAULT_BURN_IN, simulate_runs
 
 name = "chain"
@@ -26,7 +27,9 @@ MIN_EVENTS_PER_CHAIN = 1024  # the overrun guard never stops a chain before this
 
 def work(cascade, budget) -> float:
     """Expected verification rounds: P1's forwards per token of the verifying models x
-    tokens (R1: the rounds run, burn-in included)."""
+    tokens (R1: the rounds run, burn-in included; PipeSpec's replay: the tokens)."""
+    if uses_runs(cascade) and cascade.n > 2:
+        return float(max(budget.tokens, budget.chains))
     if uses_runs(cascade):
         return float(budget.chains * (_rounds(cascade, budget) + DEFAULT_BURN_IN))
     return estimate_events(cascade, max(budget.tokens, budget.chains))
@@ -52,6 +55,8 @@ def refuse_work(cascade, budget) -> float:
 
 def simulate(cascade, budget, key):
     cap = refuse_work(cascade, budget)
+    if uses_runs(cascade) and cascade.n > 2:  # PipeSpec's chain decoder, replayed
+        return replay_cascade(cascade, budget.tokens, key, chains=budget.chains)
     if uses_runs(cascade):
         return simulate_runs(cascade, _rounds(cascade, budget), key, chains=budget.chains)
     # the overrun guard: no chain may run past twice its share of the cap
@@ -78,6 +83,10 @@ def _notes(cascade) -> list[str]:
 def report(cascade, result) -> dict:
     """``speedup``, ``ci95``, ``levels`` (each with the P1 value alongside), ``notes`` (R1:
     the exact tokens per round and speedup beside the estimates)."""
+    if uses_runs(cascade) and cascade.n > 2:
+        return {**result.to_dict(), "config": cascade.to_config(), "prediction": None,
+                "kernel": "PipeSpec's chain decoder replayed (simulators/replay.py); no "
+                          "exact theory for three or more models"}
     if uses_runs(cascade):
         pred = predict_runs(cascade)
         return {**result.to_dict(), "config": cascade.to_config(),
@@ -146,6 +155,17 @@ def _histogram_lines(result) -> list[str]:
 
 
 def _runs_text(cascade, result) -> str:
+    if cascade.n > 2:
+        s = result.speedup
+        return "\n".join([
+            f"cascade {cascade.name!r}: {cascade.n} models, PipeSpec's chain decoder replayed "
+            f"(lookahead {result.lookahead}; simulators/replay.py)",
+            f"simulated {result.tokens} tokens in {result.chains} prompts, seed {result.seed}",
+            f"speedup  MC {s.value:.4f}  95% CI [{s.low:.4f}, {s.high:.4f}]   (no exact theory "
+            "for three or more models)",
+            "tokens per verify call: " + ", ".join(
+                f"{m.name} {x:.3f}" for m, x in zip(cascade.models, result.tokens_per_verify,
+                                                    strict=False))])
     pred = predict_runs(cascade)
     s, k = result.speedup, result.tokens_per_round
     return "\n".join([
@@ -162,6 +182,7 @@ def _runs_text(cascade, result) -> str:
 
 # --- the rows of ``polyspec verify`` (R1: docs/theory.md Part III-E) -------------------------
 verify_key = "R"
+DEFAULT_ROUNDS = 20_000  # measured rounds per chain of a quick row (10x in a full run)
 _RUN_LAW = {"run_hazard": [0.45, 0.3, 0.2, 0.12, 0.08], "tail": 0.04}  # runs persist with age
 _STEP_COST = {"table": [1.0, 1.34, 1.38, 1.42, 1.46, 1.5]}  # a step between m = 1 and 2
 # (statement, config); new rows go last (a row's seed follows its index)
@@ -188,7 +209,7 @@ def verify(ctx) -> list:
         pred = predict_runs(cas)
         seed = ctx.seed + zlib.crc32(f"R{i}".encode()) % 100_000
         res = ctx.cached(("runs", i), lambda cas=cas, seed=seed: simulate_runs(
-            cas, ctx.size(20_000, 200_000), seed, chains=64))
+            cas, ctx.size(DEFAULT_ROUNDS, 10 * DEFAULT_ROUNDS), seed, chains=64))
         detail = f"{res.tokens} tokens"
         if cas.option("round") == "pipespec" and not getattr(cas.laws[0], "carries_age", 0):
             detail += f"; P1 (P1's round) {predict_chain(cas).speedup:.4f}"

@@ -263,9 +263,9 @@ def test_long_simulation_is_announced_and_bounded(tmp_path, capsys, monkeypatch)
     assert rc == 0 and _strict_json(out)["speedup"] > 1
     assert err.startswith("polyspec simulate: about ") and "verification rounds" in err
     # a run that goes past twice the limit (the estimate was wrong) is stopped
-    import simulators.length as length
+    import simulators.schemes.chain as chain
 
-    monkeypatch.setattr(length, "estimate_events", lambda c, t: 1.0)
+    monkeypatch.setattr(chain, "work", lambda c, b: 1.0)
     err = _error(capsys, "simulate", small, "--tokens", "4000000", "--max-events", "10")
     assert "--max-events: the run went past twice the limit 10" in err
 

@@ -112,8 +112,8 @@ def test_fit_cli_options(capsys):
     rc, _, err = _run(capsys, "fit", sample("vllm_v1_specdecode_py_pr24344.txt"), "--snapshot",
                       "9")
     assert rc == 2 and "--snapshot" in err
-    rc, _, err = _run(capsys, "fit", sample("vllm_v1_log_issue19254.txt"), "--gamma", "5")
-    assert rc == 2 and "--gamma" in err
+    rc, _, err = _run(capsys, "fit", sample("vllm_v1_log_issue19254.txt"), "--thresholds", "5")
+    assert rc == 2 and "--thresholds" in err
     rc, _, err = _run(capsys, "fit", sample("vllm_v1_log_issue19254.txt"), "--format",
                       "sglang-log")
     assert rc == 2 and err.count("\n") == 1

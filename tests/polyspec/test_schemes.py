@@ -119,6 +119,8 @@ def test_in_mode():
     cas = polyspec.load_cascade(ASYNC_CFG)
     sync = in_mode(cas, "sync")
     assert sync.mode == "sync" and sync.queues is None
+    queued = in_mode(polyspec.load_cascade({**ASYNC_CFG, "queue": [6]}), "sync")
+    assert queued.queues is None and queued.scheme == CHAIN  # the async-only field goes
     assert in_mode(sync, "async").mode == "async" and in_mode(cas, None) is cas
     with pytest.raises(PolyspecInputError, match="no meaning in mode 'sync'") as e:
         in_mode(polyspec.load_cascade({**ASYNC_CFG, "thresholds": [0]}), "sync", "--mode")
@@ -145,3 +147,14 @@ def test_capture_refuses_per_scheme_before_loading_models(capsys, tmp_path, extr
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and field in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_threshold_floor_is_the_schemes_on_every_cascade_built():
+    import dataclasses
+
+    sync = polyspec.load_cascade(BASE)
+    with pytest.raises(PolyspecInputError) as e:
+        dataclasses.replace(sync, thresholds=(0,))  # built directly, not from a config
+    assert e.value.field == "thresholds[0]"
+    a = dataclasses.replace(polyspec.load_cascade(ASYNC_CFG), thresholds=(0,))
+    assert a.thresholds == (0,) and a.scheme == ASYNC

@@ -1,7 +1,7 @@
 """R1-R3 (acceptance as a process over positions) against P1, an independent Monte Carlo
 over positions, and hand computations.
 
-The Monte Carlo is written from docs/theory.md Part VI-R directly: it draws the agreement of
+The Monte Carlo is written from docs/theory.md Part III-E directly: it draws the agreement of
 every output position from the run law (age = agreements since the last disagreement), then
 plays the rounds on that sequence. False-failure budget (seeds fixed; the rates say how often
 an arbitrary seed would fail a correct implementation): every Monte Carlo check is a

@@ -1,12 +1,13 @@
 """The decoders of the schemes, one module per scheme, keyed by the theory registry's names
 (:mod:`polyspec_theory.schemes`): each holds the scheme's decoder, what its captures write and
-how their traces are checked, and how a capture of it is predicted. A module of this package
-with a ``NAME`` is a scheme (:func:`registry` finds it): adding one is one file.
+how their traces are checked, and how a capture of it is predicted. A scheme is a module of
+this package satisfying :class:`TraceScheme` and one entry of :data:`REGISTERED` (loaded by
+:func:`polyspec_theory.schemes.load_registry`, as every layer's registry).
 
 What a scheme module gives (``chain.py`` is the model; a name a scheme does not need may be
 left out where marked):
 
-* ``NAME``: the theory scheme's name (``"chain"``);
+* ``name``: the theory scheme's name (``"chain"``);
 * its captures (:mod:`validation.capture`): ``DRIVER`` -- the loop that runs them
   (``"stream"``: one process, prompt after prompt; ``"pipeline"``: one process per level;
   ``"batch"``: lockstep batches; :data:`validation.capture.DRIVERS`); ``CAPTURE_REFUSES`` --
@@ -40,12 +41,34 @@ it.
 from __future__ import annotations
 
 import importlib
-import pkgutil
+from typing import Protocol, runtime_checkable
 
-from polyspec_theory.schemes import scheme_named
+from polyspec_theory.schemes import load_registry, scheme_named
 from validation.traces.schema import is_batch_header
 
-__all__ = ["registry", "get", "scheme_of_trace", "features_of_header", "torch"]
+__all__ = ["REGISTERED", "TraceScheme", "registry", "get", "scheme_of_trace",
+           "features_of_header", "torch"]
+
+# the registration lines: one module of this package per scheme
+REGISTERED = ("chain", "structured", "batch", "async_")
+
+
+@runtime_checkable
+class TraceScheme(Protocol):
+    """What every scheme module gives (the module docstring lists the optional rest)."""
+
+    name: str
+    DRIVER: str
+    CAPTURE_REFUSES: dict
+    RECORD_TYPES: tuple
+
+    def check_capture(self, spec): ...
+
+    def describe(self, path) -> str: ...
+
+    def check_header(self, header: dict, checker) -> None: ...
+
+    def check_round(self, checker, record: dict) -> None: ...
 
 _LOADED: dict = {}
 
@@ -65,13 +88,8 @@ torch = _Lazy("torch")
 
 
 def registry() -> dict:
-    """``{name: module}`` of the scheme modules of this package (loaded on first use)."""
-    if not _LOADED:
-        for info in pkgutil.iter_modules(__path__):
-            m = importlib.import_module(f"validation.schemes.{info.name}")
-            if hasattr(m, "NAME"):
-                _LOADED[m.NAME] = m
-    return _LOADED
+    """``{name: module}`` of the registered scheme modules (loaded on first use)."""
+    return load_registry(_LOADED, __name__, REGISTERED, TraceScheme)
 
 
 def get(name: str):

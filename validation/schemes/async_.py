@@ -64,7 +64,7 @@ from validation.traces.schema import (
     shown,
 )
 
-NAME = "async"  # the theory registry's scheme (polyspec_theory.schemes)
+name = "async"  # the theory registry's scheme (polyspec_theory.schemes)
 
 __all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args",
            "pick_cores", "ROLLBACK", "RollbackError"]

@@ -66,7 +66,7 @@ from validation.schemes.chain import (
 )
 from validation.traces.schema import BatchRound, RecordError, SeqRound
 
-NAME = "batch"  # the theory registry's scheme (polyspec_theory.schemes)
+name = "batch"  # the theory registry's scheme (polyspec_theory.schemes)
 
 __all__ = ["BatchCascadeDecoder", "BatchCascadeResult", "BatchARResult", "ForwardTiming",
            "batch_autoregressive", "round_extent", "BATCH_POLICY", "POLICY", "UNTIL"]

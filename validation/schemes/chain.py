@@ -35,7 +35,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.schemes import torch
 from validation.traces.schema import STREAM_RECORD_TYPES, FieldError, RecordError, Round
 
-NAME = "chain"  # the theory registry's scheme (polyspec_theory.schemes)
+name = "chain"  # the theory registry's scheme (polyspec_theory.schemes)
 
 __all__ = ["Sampler", "PolybasicDecoder", "CascadeResult", "ARResult", "autoregressive",
            "accept_greedy", "accept_sampled", "check_decoder_args", "check_prompt", "wall_clock",

@@ -58,7 +58,7 @@ from validation.traces.schema import (
     check_object,
 )
 
-NAME = "structured"  # the theory registry's scheme (polyspec_theory.schemes)
+name = "structured"  # the theory registry's scheme (polyspec_theory.schemes)
 
 __all__ = ["StructuredDecoder", "StructuredResult", "TREE_SAMPLING", "parse_tree",
            "parse_schedule"]

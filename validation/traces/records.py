@@ -255,7 +255,7 @@ def _check_records(p: Path, checker, parsed) -> tuple[list, int]:
             owner = record_owner(t)
             if owner is not None and getattr(owner, "TRACE_KIND", "single-stream") == \
                     checker.kind:
-                raise _fail(p, i, f"{t}.type: {t} records belong in {owner.NAME} traces")
+                raise _fail(p, i, f"{t}.type: {t} records belong in {owner.name} traces")
             raise _fail(p, i, f"record type {t!r} does not belong in a {checker.kind} trace")
         _check_fields(p, i, rec, fields)
         try:

@@ -85,7 +85,7 @@ def round2() -> list[dict]:
         Config,
         count_factors,
         forecast,
-        read_mapping,
+        read_config,
     )
 
     r2 = HERE.parent / "preregistered-2"
@@ -99,7 +99,7 @@ def round2() -> list[dict]:
             c = read_traces_file(f)
         except Exception:  # noqa: BLE001 (a capture still being written)
             continue
-        prof = CompositionProfile.from_dict(read_mapping(pf), str(pf))
+        prof = CompositionProfile.from_dict(read_config(pf), str(pf))
         fc = forecast(Config(c.models, c.thresholds, c.temperature), caps, prof.cost_curves(),
                       prof.ar_s, count_factor=count_factors(c.n, c.temperature, caps))
         d = decompose_forecast(fc, c, prof)
