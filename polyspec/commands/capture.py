@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import add_mode_argument
+
 HELP = "capture a decoding trace (rounds, AR baselines, cost curves) of a real cascade"
 
 
@@ -14,10 +16,10 @@ def add_arguments(parser) -> None:
                         help="comma-separated θ per adjacent pair, e.g. 8,4,2; with --mode "
                         "async one θ >= 0 (docs/theory.md AS0: wait for and check θ drafts, "
                         "PipeSpec lookahead θ + 1; 0 = lookahead 0, default)")
-    parser.add_argument("--mode", default="sync", choices=["sync", "async"],
-                        help="sync: the polybasic decoder (one model at a time); async: the "
-                        "two-process pipeline (target + one drafter, each in its own process "
-                        "pinned to its own core, greedy; validation/schemes/async_.py)")
+    add_mode_argument(parser, "sync (default): the polybasic decoder (one model at a time); "
+                      "async: the two-process pipeline (target + one drafter, each in its "
+                      "own process pinned to its own core, greedy; "
+                      "validation/schemes/async_.py)")
     parser.add_argument("--queue", type=int, default=None,
                         help="async: the most undecided drafts the drafter runs ahead "
                         "(default: unbounded, as PipeSpec; at θ = 0 it also bounds the "
@@ -114,7 +116,7 @@ def _spec(args, models):
 
     batches = None
     if args.batch is not None or args.batches is not None:
-        from .serving_batch import parse_batches
+        from .common import parse_batches
 
         batches = tuple(parse_batches(str(args.batch) if args.batch is not None
                                       else args.batches,
@@ -127,7 +129,7 @@ def _spec(args, models):
         cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
         cost_repeats=args.cost_repeats, ar_models=args.ar_models, zoo_dir=args.zoo_dir,
         tree=args.tree, schedules=parse_schedules(args.schedule, len(models) - 1),
-        tree_sampling=args.tree_sampling, mode=args.mode, queue=args.queue,
+        tree_sampling=args.tree_sampling, mode=args.mode or "sync", queue=args.queue,
         cores=None if args.cores is None else tuple(parse_ints(args.cores, "cores")),
         batches=batches)
 
@@ -161,6 +163,6 @@ def _spec_scheme(args, models) -> str:
     """The scheme the command line asks for (the theory's decision on its options)."""
     from polyspec_theory.schemes import scheme_named
 
-    return scheme_named(args.mode, structured=args.tree is not None or
+    return scheme_named(args.mode or "sync", structured=args.tree is not None or
                         args.schedule is not None,
                         batch=args.batch if args.batch is not None else args.batches)

@@ -4,6 +4,8 @@ a prediction interval calibrated on the leave-one-out errors of the committed ca
 
 from __future__ import annotations
 
+from .common import add_mode_argument
+
 HELP = ("Predict the measured speedup of a configuration before capturing it: acceptance per "
         "prompt from the captures in --traces, in-cascade costs from a composition profile "
         "(polyspec profile --cascade), with a calibrated 95 % prediction interval.")
@@ -29,10 +31,9 @@ def add_arguments(p):
                         "for every level; replaces --thresholds/--profile")
     p.add_argument("--dtype", default=None, metavar="MODEL=DTYPE,...",
                    help="with --lookahead: precision per model (default: its greedy run's)")
-    p.add_argument("--mode", default=None, choices=("sync", "async"),
-                   help="with --lookahead: the decoder: synchronous chain (default) or the "
-                        "asynchronous pipeline (docs/theory.md Part VI-AS; lookahead 0 = "
-                        "verify what is ready)")
+    add_mode_argument(p, "with --lookahead: the decoder: synchronous chain (sync, default) or "
+                         "the asynchronous pipeline (async: docs/theory.md Part VI-AS; "
+                         "lookahead 0 = verify what is ready)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -146,12 +147,9 @@ def _run_lookahead(traces, models_target_first: str, lookahead, dtypes, mode, as
     """``forecast --lookahead K`` on a folder of PipeSpec runs: the chain (``--mode sync``)
     or the pipeline (``async``) of the named models, target first."""
     from polyspec_theory.errors import PolyspecInputError
-    from validation.analysis.pipespec_async import forecast_async_dir
-    from validation.analysis.pipespec_forecast import forecast_dir
+    from validation.analysis.folders import forecast_folder
     from validation.files import dump_json
 
-    if mode not in (None, "sync", "async"):
-        raise PolyspecInputError("--mode", f"must be 'sync' or 'async', got {mode!r}")
     names = [m.strip() for m in models_target_first.split(",") if m.strip()]
     if len(names) < 2:
         raise PolyspecInputError("--models", "needs at least two models, target first")
@@ -159,8 +157,7 @@ def _run_lookahead(traces, models_target_first: str, lookahead, dtypes, mode, as
     if unknown:
         raise PolyspecInputError("--dtype", f"names {', '.join(unknown)}, not one of the "
                                  f"--models {', '.join(names)}")
-    run = forecast_async_dir if mode == "async" else forecast_dir  # docs/theory.md Part VI-AS
-    out = run(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes))
+    out = forecast_folder(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes), mode)
     if as_json:
         print(dump_json(out))
         return 0

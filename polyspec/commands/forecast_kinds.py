@@ -104,11 +104,7 @@ def run_kind(args) -> int:
         errs = fk.structured_loo_errors(caps, temperature=temp, kind="tree" if tree else "hf",
                                         nodes=len(tree) - 1 if tree else None)
         if not errs:  # no capture of this kind yet: the chain forecasts' errors
-            errs = {c.name: e for c, e in (
-                (c, fk.forecast_structured(fk.spec_of(c), caps)["speedup"]
-                 / c.measured_speedup - 1.0)
-                for c in caps if not c.structured and c.temperature == temp
-                and set(c.models) == set(models))}
+            errs = fk.chain_loo_errors(caps, temperature=temp, models=models)
             fc["notes"] = ["no captured schedule: interval from the leave-one-out errors of "
                            "the chain captures of these models"]
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,

@@ -156,7 +156,7 @@ def run(args) -> int:
 
     batches = None
     if args.batch is not None:
-        from .serving_batch import parse_batches
+        from .common import parse_batches
 
         batches = parse_batches(args.batch, "--batch")
     rep = profile_models(args.models, ProfileSpec(

@@ -58,3 +58,23 @@ def validate_folder(directory, costs_from=None) -> dict | None:
             raise PolyspecInputError("--costs-from", f"{costs_from} is not a Spec-Bench answer "
                                      "folder")
     return fn(directory, costs_from)
+
+
+# a scheme (the theory's decision on --mode) -> the forecast of a PipeSpec folder
+FORECAST = {"chain": "validation.analysis.pipespec_forecast:forecast_dir",
+            "async": "validation.analysis.pipespec_async:forecast_async_dir"}
+
+
+def forecast_folder(directory, names, lookahead, precisions=None, mode: str | None = None):
+    """``forecast --lookahead``: the configuration ``names`` (smallest first) at
+    ``lookahead`` forecast from a folder of PipeSpec runs with the decoder of ``mode``'s
+    scheme (default: the synchronous chain); a scheme it does not serve is refused."""
+    import importlib
+
+    from polyspec_theory.schemes import refuse, scheme_named
+
+    scheme = scheme_named(mode or "sync")
+    if scheme not in FORECAST:
+        refuse(scheme, "forecast --lookahead", field="--mode")
+    mod, fn = FORECAST[scheme].split(":")
+    return getattr(importlib.import_module(mod), fn)(directory, names, lookahead, precisions)

@@ -262,3 +262,13 @@ def batch_loo_errors(batch_captures, law_captures, profile) -> dict[str, float]:
             continue
         out[c.name] = relative_error(f["speedup"], c.measured_speedup)
     return out
+
+
+def chain_loo_errors(captures, *, temperature: float, models) -> dict[str, float]:
+    """``{name: forecast / measured - 1}`` of the chain captures of ``models`` (any order) at
+    ``temperature``, each forecast as a structured one from the others: the errors a
+    structured forecast's interval takes when no capture of its kind exists yet."""
+    return {c.name: forecast_structured(spec_of(c), captures)["speedup"]
+            / c.measured_speedup - 1.0
+            for c in captures if c.scheme == "chain" and c.temperature == temperature
+            and set(c.models) == set(models)}

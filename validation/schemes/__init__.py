@@ -68,8 +68,6 @@ class TraceScheme(Protocol):
 
     def check_header(self, header: dict, checker) -> None: ...
 
-    def check_round(self, checker, record: dict) -> None: ...
-
 _LOADED: dict = {}
 
 
