@@ -25,7 +25,7 @@ RUNS = [  # (name, models, lookahead, mode)
 
 def forecast(traces: Path, models, k: int, mode: str) -> dict:
     argv = ["forecast", "--traces", str(traces), "--models", ",".join(models),
-            "--lookahead", str(k), "--mode", mode, "--json"]
+            "--thresholds", str(max(k - 1, 0)), "--mode", mode, "--json"]  # θ = K - 1
     if T8 in models:
         argv += ["--dtype", f"{T8}=float16"]
     out = io.StringIO()

@@ -4,7 +4,7 @@ a prediction interval calibrated on the leave-one-out errors of the committed ca
 
 from __future__ import annotations
 
-from .common import add_mode_argument
+from .common import add_mode_argument, add_thresholds_argument, thresholds_of
 
 HELP = ("Predict the measured speedup of a configuration before capturing it: acceptance per "
         "prompt from the captures in --traces, in-cascade costs from a composition profile "
@@ -15,7 +15,9 @@ def add_arguments(p):
     p.add_argument("--traces", metavar="DIR",
                    help="committed captures (the same prompts as the capture to predict)")
     p.add_argument("--models", help="comma-separated models, target first")
-    p.add_argument("--thresholds", help="comma-separated θ per adjacent pair")
+    add_thresholds_argument(p, "comma-separated θ per adjacent pair; on a folder of PipeSpec "
+                               "runs one θ for every level (their lookahead K = θ + 1; the "
+                               "async pipeline's θ = 0: lookahead 0, verify what is ready)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--profile", metavar="FILE.json",
                    help="composition profile of this cascade (polyspec profile --cascade; "
@@ -26,14 +28,12 @@ def add_arguments(p):
     p.add_argument("--profiles", default=None, metavar="DIR",
                    help="profiles of the committed captures, for the interval (default: "
                         "DIR/profiles)")
-    p.add_argument("--lookahead", type=int, default=None, metavar="K",
-                   help="external GPU traces (PipeSpec folder): the decoder's lookahead, one K "
-                        "for every level; replaces --thresholds/--profile")
     p.add_argument("--dtype", default=None, metavar="MODEL=DTYPE,...",
-                   help="with --lookahead: precision per model (default: its greedy run's)")
-    add_mode_argument(p, "with --lookahead: the decoder: synchronous chain (sync, default) or "
-                         "the asynchronous pipeline (async: docs/theory.md Part VI-AS; "
-                         "lookahead 0 = verify what is ready)")
+                   help="a folder of PipeSpec runs: precision per model (default: its greedy "
+                        "run's)")
+    add_mode_argument(p, "a folder of PipeSpec runs: the decoder: synchronous chain (sync, "
+                         "default) or the asynchronous pipeline (async: docs/theory.md Part "
+                         "VI-AS)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -52,31 +52,29 @@ def run(args) -> int:
     from validation.capture.composition import CompositionProfile, load_profiles
     from validation.capture.models import model_name
     from validation.files import dump_json
+    from validation.formats import detect_dir
     from validation.traces.records import read_traces
 
+    from .common import refuse_options
     from .forecast_kinds import run_kind
 
-    if args.lookahead is not None:  # a folder of PipeSpec runs
-        if args.traces is None or args.models is None:
-            raise PolyspecInputError("--traces" if args.traces is None else "--models",
-                                     "required with --lookahead")
-        for opt, val in (("--tree", args.tree), ("--batch", args.batch),
-                         ("--schedule", args.schedule), ("--score", args.score),
-                         ("--thresholds", args.thresholds), ("--profile", args.profile),
-                         ("--profiles", args.profiles), ("--name", args.name),
-                         ("--batch-profile", args.batch_profile),
-                         ("--laws-from", args.laws_from),
-                         ("--temperature", args.temperature != 0.0 or None)):
-            if val is not None:
-                raise PolyspecInputError(opt, "does not apply with --lookahead (a GPU trace "
-                                         "forecast: a greedy chain of the measured models at "
-                                         "lookahead K)")
-        return _run_lookahead(args.traces, args.models, args.lookahead, args.dtype, args.mode,
-                              args.json)
-    for opt, val in (("--mode", args.mode), ("--dtype", args.dtype)):
-        if val is not None:
-            raise PolyspecInputError(opt, "only applies with --lookahead K (GPU trace "
-                                     "forecasts)")
+    thresholds_of(args, low=0)  # the retired spellings refused with the conversion
+    if args.traces is not None and detect_dir(args.traces) is not None:  # PipeSpec runs
+        refuse_options((("--tree", args.tree), ("--batch", args.batch),
+                        ("--schedule", args.schedule), ("--score", args.score),
+                        ("--profile", args.profile), ("--profiles", args.profiles),
+                        ("--name", args.name), ("--batch-profile", args.batch_profile),
+                        ("--laws-from", args.laws_from),
+                        ("--temperature", args.temperature != 0.0 or None)),
+                       "does not apply to a folder of GPU runs (a forecast of a greedy "
+                       "decoder of the measured models at one θ)")
+        if args.models is None or args.thresholds is None:
+            raise PolyspecInputError("--models" if args.models is None else "--thresholds",
+                                     "required")
+        return _run_gpu(args.traces, args.models, thresholds_of(args, low=0), (args.dtype,
+                        args.mode), args.json)
+    refuse_options((("--mode", args.mode), ("--dtype", args.dtype)),
+                   "only applies to a folder of GPU runs (PipeSpec)")
     if args.score or args.tree or args.schedule or args.batch:
         return run_kind(args)
     for opt in ("traces", "models", "thresholds", "profile"):
@@ -143,13 +141,18 @@ def parse_dtypes(text) -> dict[str, str]:
     return out
 
 
-def _run_lookahead(traces, models_target_first: str, lookahead, dtypes, mode, as_json) -> int:
-    """``forecast --lookahead K`` on a folder of PipeSpec runs: the chain (``--mode sync``)
-    or the pipeline (``async``) of the named models, target first."""
+def _run_gpu(traces, models_target_first: str, thresholds, options, as_json) -> int:
+    """``forecast --thresholds θ`` on a folder of PipeSpec runs: the chain (``--mode sync``)
+    or the pipeline (``async``) of the named models, target first, at one θ for every level
+    (``options``: ``--dtype`` and ``--mode``)."""
     from polyspec_theory.errors import PolyspecInputError
     from validation.analysis.folders import forecast_folder
     from validation.files import dump_json
 
+    dtypes, mode = options
+    if len(set(thresholds)) != 1:
+        raise PolyspecInputError("--thresholds", f"a PipeSpec decoder drafts one θ at every "
+                                 f"level, got {thresholds}")
     names = [m.strip() for m in models_target_first.split(",") if m.strip()]
     if len(names) < 2:
         raise PolyspecInputError("--models", "needs at least two models, target first")
@@ -157,7 +160,8 @@ def _run_lookahead(traces, models_target_first: str, lookahead, dtypes, mode, as
     if unknown:
         raise PolyspecInputError("--dtype", f"names {', '.join(unknown)}, not one of the "
                                  f"--models {', '.join(names)}")
-    out = forecast_folder(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes), mode)
+    out = forecast_folder(traces, tuple(reversed(names)), thresholds[0],
+                          parse_dtypes(dtypes), mode)
     if as_json:
         print(dump_json(out))
         return 0

@@ -65,16 +65,19 @@ FORECAST = {"chain": "validation.analysis.pipespec_forecast:forecast_dir",
             "async": "validation.analysis.pipespec_async:forecast_async_dir"}
 
 
-def forecast_folder(directory, names, lookahead, precisions=None, mode: str | None = None):
-    """``forecast --lookahead``: the configuration ``names`` (smallest first) at
-    ``lookahead`` forecast from a folder of PipeSpec runs with the decoder of ``mode``'s
-    scheme (default: the synchronous chain); a scheme it does not serve is refused."""
+def forecast_folder(directory, names, theta: int, precisions=None, mode: str | None = None):
+    """``forecast --thresholds θ`` on a folder of PipeSpec runs: the configuration ``names``
+    (smallest first) at draft length ``θ`` (their lookahead
+    :func:`~validation.formats.pipespec.lookahead_of`) with the decoder of ``mode``'s scheme
+    (default: the synchronous chain); a scheme it does not serve is refused."""
     import importlib
 
     from polyspec_theory.schemes import refuse, scheme_named
+    from validation.formats.pipespec import lookahead_of
 
     scheme = scheme_named(mode or "sync")
     if scheme not in FORECAST:
-        refuse(scheme, "forecast --lookahead", field="--mode")
+        refuse(scheme, "forecast on GPU runs", field="--mode")
     mod, fn = FORECAST[scheme].split(":")
-    return getattr(importlib.import_module(mod), fn)(directory, names, lookahead, precisions)
+    return getattr(importlib.import_module(mod), fn)(directory, names,
+                                                     lookahead_of(theta, scheme), precisions)

@@ -561,6 +561,18 @@ def is_pipespec_file(src: Source) -> bool:
         return False
 
 
+def lookahead_of(theta: int, scheme: str) -> int:
+    """PipeSpec's lookahead ``K`` of a draft length ``θ`` (``--thresholds``): ``θ + 1`` (a
+    verify call feeds the K - 1 drafts and the bonus position); the asynchronous pipeline's
+    ``θ = 0`` (verify what is ready) is its lookahead 0 (AS0:
+    :func:`polyspec_theory.pipelines.asynchronous.lookahead_threshold` is the inverse)."""
+    if isinstance(theta, bool) or not isinstance(theta, int) or not (
+            0 <= theta < MAX_VERIFY_TOKENS):
+        raise PolyspecInputError("--thresholds", f"must be an integer in 0..{MAX_VERIFY_TOKENS - 1}"
+                                 f", got {theta!r}")
+    return 0 if scheme == "async" and theta == 0 else theta + 1
+
+
 # a PipeSpec strategy -> the theory registry's scheme (docs/theory.md AS0 for the pipeline)
 SCHEMES = {"chain": "chain", "async-chain": "async", "greedy": None}
 
