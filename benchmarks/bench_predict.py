@@ -1,5 +1,5 @@
-"""Benchmark of the exact P1 predictor (polyspec_theory.core.polybasic.predict) and its batched
-form.
+"""Benchmark of the exact P1 predictor (polyspec_theory.core.p1.predict_chain, via
+polyspec_theory.predict) and its batched form.
 
 Prints: the median (and 90th percentile) wall time of one ``predict`` call on random 4-level
 cascades with thresholds <= 16 (target <= 1 ms); how the time grows with the threshold

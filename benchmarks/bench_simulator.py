@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from polyspec_theory.core.config import Cascade  # noqa: E402
 from polyspec_theory.core.p1 import block_bounds  # noqa: E402
-from polyspec_theory.core.polybasic import predict  # noqa: E402
+from polyspec_theory.schemes import predict  # noqa: E402
 
 
 def _hazards(cascade: Cascade, width: int) -> np.ndarray:

@@ -44,25 +44,37 @@ def predict(cascade, batch: int | None = None):
     of that many sequences (:class:`polyspec_theory.serving.batch.BatchPrediction`)."""
     from polyspec_theory.schemes import predict as _predict
 
-    return _predict(load_cascade(cascade), batch)
+    return _predict(_in_batch(load_cascade(cascade), batch))
 
 
-def simulate(cascade, tokens: int = 1_000_000, seed: int = 0, *, chains: int = 1024,
+def _in_batch(cascade, batch):
+    return cascade if batch is None else cascade.with_batch(batch)
+
+
+def simulate(cascade, tokens: int | None = None, seed: int = 0, *, chains: int | None = None,
              cpu_devices: int | None = None, batch: int | None = None,
-             events: int | None = None):
+             events: int | None = None, budget=None):
     """Monte Carlo of a cascade in its scheme (:mod:`simulators.schemes`): speedup with a 95 %
     CI and per-level estimates (a chain: :class:`simulators.length.LengthResult`; trees or
     schedules: ``simulators.structures.StructuredResult``; ``batch``: a lockstep serving batch,
     ``simulators.serving.ServingResult``; ``"mode": "async"``: the pipeline,
-    ``simulators.asynchronous.AsyncSimResult`` over ``events`` actions per chain, default
-    20,000, ``tokens`` not used). Same seed, same numbers; ``cpu_devices`` spreads chains over
-    that many CPU devices (the numbers do not depend on it)."""
+    ``simulators.asynchronous.AsyncSimResult``). How much: ``budget``
+    (:class:`simulators.schemes.Budget`), or its fields ``tokens`` (default 1e6), ``events``
+    (per chain, schemes counted in events: async; default 20,000) and ``chains`` (default
+    1024). ``seed``: an int or a JAX PRNG key; same seed, same numbers; ``cpu_devices``
+    spreads chains over that many CPU devices (the numbers do not depend on it)."""
     from simulators.runtime import use_cpu_cores
+    from simulators.schemes import Budget
     from simulators.schemes import simulate as _simulate
 
     use_cpu_cores(cpu_devices)
-    return _simulate(load_cascade(cascade), tokens, seed, chains=chains, batch=batch,
-                     events=events)
+    given = {k: v for k, v in (("tokens", tokens), ("events", events), ("chains", chains))
+             if v is not None}
+    if budget is None:
+        budget = Budget(**given)
+    elif given:
+        raise PolyspecInputError(next(iter(given)), "give it in the budget (not both)")
+    return _simulate(_in_batch(load_cascade(cascade), batch), budget, seed)
 
 
 def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None):

@@ -43,10 +43,7 @@ _MODULES = {
     ),
     "core.p1": (
         "block_bounds", "block_laws", "fill_blocks", "fold_levels", "FoldedLevel",
-        "LevelPrediction", "Prediction", "renewal_masses",
-    ),
-    "core.polybasic": (
-        "emitted_law", "renewal_fill",
+        "LevelPrediction", "Prediction", "renewal_masses", "emitted_law", "renewal_fill",
     ),
     "schemes": (
         "predict", "scheme_of",

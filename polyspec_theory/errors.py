@@ -18,6 +18,7 @@ class PolyspecInputError(ValueError):
 
     def __init__(self, field: str, message: str):
         self.field = field
+        self.reason = message  # the message without the field
         super().__init__(f"{field}: {message}")
 
 

@@ -53,6 +53,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .runtime import (
     RatioEstimate,
+    as_chains,
     chain_mesh,
     make_key,
     ratio_estimate,
@@ -162,7 +163,7 @@ def estimate_events(cascade: Cascade, tokens: int) -> float:
     """Expected verification rounds (simulator events) to emit ``tokens`` tokens: P1's
     forwards per token of every verifying model times ``tokens`` (``inf`` when P1 is out of
     range)."""
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     try:
         pred = predict(cascade)
@@ -534,7 +535,7 @@ class LengthResult:
     rounds: tuple[int, ...]  # verifications per pair level
     drafted_positions: int  # sum over pair levels of all verified blocks G_i
     policy: str
-    seed: int
+    seed: int | None  # None when a PRNG key was passed
     ci_method: str = CI_METHOD
     chain_tokens: np.ndarray = field(default=None, repr=False)  # [chains]
     chain_time: np.ndarray = field(default=None, repr=False)  # [chains]
@@ -644,8 +645,9 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     ``max_events``: stop with an error once any chain has run that many events.
     """
     tokens = as_int(tokens, "tokens", low=1, high=10**13)
-    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
-    chains = as_int(chains, "chains", low=2, high=2**24)
+    key = make_key(seed)  # an int seed or a typed PRNG key
+    seed = seed if isinstance(seed, int) else None
+    chains = as_chains(chains)
     per_chain = math.ceil(tokens / chains)
     if chunk_len is None:
         chunk_len = min(512, max(32, 1 << (per_chain - 1).bit_length()))
@@ -660,7 +662,6 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     mesh = chain_mesh(devices)
     ndev = mesh.devices.size
     padded = -(-chains // ndev) * ndev
-    key = make_key(seed)
     done0 = np.zeros(padded, dtype=bool)
     done0[chains:] = True
     state = jax.vmap(lambda d: init_state(static.m, d))(jnp.asarray(done0))

@@ -43,7 +43,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.serving.batch import batch_cascade
 
 from .length import block_bounds, chain_totals
-from .runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits
+from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host, uniform_from_bits
 
 __all__ = [
     "ServingStatic",
@@ -239,7 +239,7 @@ class ServingResult:
     levels: tuple[ServingLevel, ...]
     tokens: int
     chains: int
-    seed: int
+    seed: int | None  # None when a PRNG key was passed
     policy: str
     chain_tokens: np.ndarray = field(default=None, repr=False)
     chain_time: np.ndarray = field(default=None, repr=False)
@@ -301,8 +301,9 @@ def simulate_serving(cascade, batch, tokens: int, seed: int = 0, *, chains: int 
     ``(seed, chains, chunk_len)`` only: same seed, same numbers.
     """
     tokens = as_int(tokens, "tokens", low=1, high=10**12)
-    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
-    chains = as_int(chains, "chains", low=2, high=2**20)
+    key = make_key(seed)  # an int seed or a typed PRNG key
+    seed = seed if isinstance(seed, int) else None
+    chains = as_chains(chains)
     if isinstance(cascade, ServingModel):
         model = cascade
         if as_int(batch, "batch", low=1) != model.batch:
@@ -318,7 +319,6 @@ def simulate_serving(cascade, batch, tokens: int, seed: int = 0, *, chains: int 
         max_events = as_int(max_events, "max_events", low=1)
     static = model.static
     state = jax.vmap(lambda _: init_state(static.m, static.b))(jnp.arange(chains))
-    key = make_key(seed)
     target = jnp.int64(per_chain)
     chunk = 0
     while True:

@@ -48,7 +48,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.structures.schedule import ConfidenceLaw, ConfidenceSchedule, HFSchedule
 from polyspec_theory.structures.trees import ResidualLaw, Tree, TreeLaw
 
-from .runtime import RatioEstimate, make_key, ratio_estimate, to_host
+from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host
 
 __all__ = [
     "StructStatic",
@@ -408,7 +408,7 @@ def simulate_structured(cascade: Cascade, rounds: int, seed: int = 0, *, chains:
     rounds = as_int(rounds, "rounds", low=1, high=10**9)
     key = make_key(seed)  # an int seed or a typed PRNG key
     seed = seed if isinstance(seed, int) else None
-    chains = as_int(chains, "chains", low=2, high=2**20)
+    chains = as_chains(chains)
     chunk_len = as_int(chunk_len, "chunk_len", low=1, high=4096)
     model = cascade if isinstance(cascade, StructModel) else StructModel.from_cascade(cascade)
     cas, static, params = model.cascade, model.static, model.params

@@ -627,7 +627,7 @@ def departure_from_p1(result: TokenResult) -> dict:
     with the token-level Monte Carlo. P1 assumes rounds independent with one law of ``A``
     censored by the block; context-dependent, correlated acceptance breaks that."""
     from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     cas = result.model.cascade
     fitted = {"iid": [], "positional": [], "beta": []}

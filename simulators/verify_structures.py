@@ -1,6 +1,6 @@
 """Verification rows for token trees and adaptive draft length (docs/theory.md Part III-D T1–T5,
 A1, A2, A4): theory against :mod:`simulators.structures`, same conventions as
-:mod:`simulators.verify` (row level ``1 - ROW_ALPHA``, Bonferroni over ``MAX_ROWS``).
+:mod:`simulators.checks` (row level ``1 - ROW_ALPHA``, Bonferroni over ``MAX_ROWS``).
 
 Runs with a schedule compare the Monte-Carlo ratio (chains of a fixed number of top-level
 rounds after a burn-in) with the *stationary* theory; the start's exact transient
@@ -20,7 +20,7 @@ from scipy import stats
 
 from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
 
-from .verify import ROW_ALPHA, ROW_Z, CheckRecord, VerifyContext, ci_row, fmt, widen_ci
+from .checks import ROW_ALPHA, ROW_Z, CheckRecord, VerifyContext, ci_row, fmt, widen_ci
 
 __all__ = ["check_trees", "check_schedules", "TREE_PAIR", "TREE_OVERHEAD_PAIR", "HF_PAIR",
            "CONFIDENCE_PAIR"]

@@ -29,8 +29,8 @@ def run(args) -> int:
     from polyspec.api import load_cascade
     from polyspec_theory.bounds.approximation import paper_approximation
     from polyspec_theory.core.explain import explain_prediction
-    from polyspec_theory.core.polybasic import predict
     from polyspec_theory.errors import as_int
+    from polyspec_theory.schemes import predict
     from validation.files import atomic_write_text, dump_json
 
     from .predict import prediction_report

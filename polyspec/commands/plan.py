@@ -156,6 +156,8 @@ def run(args) -> int:
     from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
     from validation.files import check_output, dump_json, read_mapping, write_output
 
+    from .common import refuse_options
+
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
     for opt, out in (("--write-pool", args.write_pool), ("--write-config", args.write_config)):
@@ -165,19 +167,17 @@ def run(args) -> int:
         from validation.gpu_traces.cli import detect_dir
 
         if detect_dir(args.traces) == "pipespec":  # external GPU traces
-            for opt, val in (("--write-pool", args.write_pool),
-                             ("--write-config", args.write_config),
-                             ("--temperature", args.temperature is not None),
-                             ("--batch", args.batch is not None),
-                             ("--max-threshold", args.max_threshold is not None),
-                             ("--law", args.law != "best"),
-                             ("--horizon", args.horizon is not None),
-                             ("--allow-truncated", args.allow_truncated),
-                             ("--aa", args.aa is not None)):
-                if val:
-                    raise PolyspecInputError(opt, "does not apply to a PipeSpec GPU trace "
-                                             "folder (plan --traces on it ranks the measured "
-                                             "chains by their forecast; nothing is written)")
+            refuse_options((("--write-pool", args.write_pool),
+                            ("--write-config", args.write_config),
+                            ("--temperature", args.temperature),
+                            ("--batch", args.batch),
+                            ("--max-threshold", args.max_threshold),
+                            ("--law", args.law != "best"),
+                            ("--horizon", args.horizon),
+                            ("--allow-truncated", args.allow_truncated),
+                            ("--aa", args.aa)),
+                           "does not apply to a PipeSpec GPU trace folder (plan --traces on it "
+                           "ranks the measured chains by their forecast; nothing is written)")
             return _plan_gpu(args.traces, args.json)
     top = as_int(args.top, "--top", low=0, high=1000)
     info = None
@@ -197,12 +197,10 @@ def run(args) -> int:
                                         horizon=args.horizon, profiles=profiles)
         info["notes"] = list(notes)
     else:
-        for opt, val in (("--law", args.law != "best"), ("--temperature",
-                                                         args.temperature is not None),
-                         ("--horizon", args.horizon is not None),
-                         ("--allow-truncated", args.allow_truncated)):
-            if val:
-                raise PolyspecInputError(opt, "only applies with --traces")
+        refuse_options((("--law", args.law != "best"), ("--temperature", args.temperature),
+                        ("--horizon", args.horizon),
+                        ("--allow-truncated", args.allow_truncated)),
+                       "only applies with --traces")
         from polyspec.api import resolve_fit_files
 
         cfg = resolve_fit_files(read_mapping(args.pool), Path(args.pool).parent)
@@ -233,7 +231,7 @@ def run(args) -> int:
                                 n_draws=args.draws)
     else:
         unc = {"candidates": None, "note": pu.POOL_FILE_NOTE}
-    from .async_modes import modes_text, plan_modes
+    from polyspec_theory.planning.modes import modes_text, plan_modes
 
     modes = plan_modes(pool, result)
     if args.json:
@@ -253,10 +251,9 @@ def _plan_gpu(traces, as_json: bool) -> int:
     """``plan --traces`` on a PipeSpec folder: every measured chain ranked by its forecast,
     the best one recommended only when its interval says so (:func:`.advice.decide`), and
     whether a third model pays."""
+    from polyspec_theory.planning.advice import decide
     from validation.files import dump_json
     from validation.gpu_traces.forecast import plan_dir
-
-    from .advice import decide
 
     out = plan_dir(traces)
     chains = out["chains"]

@@ -1,14 +1,18 @@
-"""R1-R3 (docs/theory.md, Part VI-R): acceptance as a process over output positions.
+"""R1-R3 (docs/theory.md, Part III-E): acceptance as a process over output positions.
 
 Under greedy decoding, whether a drafter agrees with its verifier is a function of the
 absolute output position ``p`` (the verifier's prefix fixes both argmaxes). The agreements
 form runs separated by disagreements; :class:`RunLaw` is the law of one run's length through
-its hazard over the run's age (``q(a)`` = P(disagree at age ``a`` | agreed at ages ``< a``)).
-A verify that checks ``m`` drafts starting at age ``a`` accepts ``min(remaining run, m)``; a
-fully accepted round carries the run (its age) into the next round.
+its hazard over the run's age (``q(a)`` = P(disagree at age ``a`` | agreed at ages ``< a``);
+config ``{"run_hazard": [...], "tail": q}``). A verify that checks ``m`` drafts starting at
+age ``a`` accepts ``min(remaining run, m)``; a fully accepted round carries the run (its age)
+into the next round.
 
-* :func:`sync_two_level` -- R1: exact time per token of a two-level synchronous chain under
-  that process (a Markov chain over the carried age); equal to P1 for the geometric law.
+* :func:`predict_runs` -- R1 for a two-model cascade (a run law, or PipeSpec's round,
+  config ``"round": "pipespec"``; :data:`ROUNDS`), through :func:`sync_two_level` -- R1:
+  exact time per token of a two-level synchronous chain under that process (a Markov chain
+  over the carried age); equal to P1 for the geometric law with P1's round (not with
+  PipeSpec's round, which re-checks the bonus position).
 * :func:`fit_run_law` -- R2: Kaplan-Meier fit of the hazard from rounds as left-truncated
   (entry age), right-censored (fully accepted) observations.
 * :func:`geometric_lr_test` -- R3: likelihood-ratio test of a constant hazard (rounds are
@@ -25,7 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.core.counts import MAX_CAP
+from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric
+from polyspec_theory.errors import PolyspecInputError, require_keys
 
 MIN_AT_RISK = 10  # ages with fewer rounds at risk use the pooled tail hazard (R2)
 
@@ -39,20 +45,26 @@ def _prob(x, field: str, *, open_low: bool = False) -> float:
     return float(x)
 
 
-@dataclass(frozen=True)
-class RunLaw:
+class RunLaw(AcceptanceLaw):
     """Law of a run of agreements: ``hazard[a]`` = P(disagree at age ``a`` | agreed at ages
-    ``< a``); ages ``>= len(hazard)`` use ``tail`` (> 0, so every run ends)."""
+    ``< a``); ages ``>= len(hazard)`` use ``tail`` (> 0, so every run ends). Config
+    ``{"run_hazard": [q_0, q_1, ...], "tail": q}``.
 
-    hazard: tuple[float, ...]
-    tail: float
+    As an :class:`~polyspec_theory.core.laws.AcceptanceLaw` it is the law of a round that
+    starts a fresh run (age 0): ``S_k = prod_{a < k} (1 - q(a))``. Rounds are not drawn
+    afresh (``carries_age``): a fully accepted round carries its run into the next one, so
+    P1 does not apply; R1 (:func:`sync_two_level`) is the exact two-level theory."""
 
-    def __post_init__(self):
-        if not isinstance(self.hazard, tuple):
-            raise PolyspecInputError("hazard", "must be a tuple of probabilities")
-        for i, h in enumerate(self.hazard):
-            _prob(h, f"hazard[{i}]")
-        _prob(self.tail, "tail", open_low=True)
+    family = "run"
+    carries_age = True
+
+    def __init__(self, hazard, tail):
+        if isinstance(hazard, (str, bytes, dict)) or not hasattr(hazard, "__iter__"):
+            raise PolyspecInputError("hazard", "must be a list of probabilities")
+        self.hazard = tuple(_prob(h, f"hazard[{i}]") for i, h in enumerate(hazard))
+        if len(self.hazard) > MAX_CAP:
+            raise PolyspecInputError("hazard", f"at most {MAX_CAP} ages, got {len(self.hazard)}")
+        self.tail = _prob(tail, "tail", open_low=True)
 
     @classmethod
     def geometric(cls, alpha: float) -> RunLaw:
@@ -62,15 +74,52 @@ class RunLaw:
             raise PolyspecInputError("alpha", "must be < 1 (a run of agreements must end)")
         return cls((), 1.0 - a)
 
+    @classmethod
+    def from_config(cls, spec, field: str = "acceptance") -> RunLaw:
+        """``{"run_hazard": [q_0, ...], "tail": q}`` (errors name ``field``)."""
+        require_keys(spec, field, required=["run_hazard", "tail"])
+        try:
+            return cls(spec["run_hazard"], spec["tail"])
+        except PolyspecInputError as e:
+            key = "run_hazard" + e.field[len("hazard"):] if e.field.startswith("hazard") \
+                else e.field
+            raise PolyspecInputError(f"{field}.{key}", e.reason) from None
+
+    @property
+    def n_params(self) -> int:
+        return len(self.hazard) + 1
+
+    @property
+    def memoryless(self) -> bool:
+        """A constant hazard: rounds are independent (R3) and P1 holds with P1's round."""
+        return all(h == self.tail for h in self.hazard)
+
+    def to_config(self) -> dict:
+        return {"run_hazard": list(self.hazard), "tail": self.tail}
+
     def q(self, age: int) -> float:
         return self.hazard[age] if age < len(self.hazard) else self.tail
 
-    def survival(self, age: int, j: int) -> float:
+    def survival(self, kmax: int) -> np.ndarray:
+        """``S_k`` of a fresh run, k = 0..kmax."""
+        kmax = int(kmax)
+        q = np.full(kmax, self.tail)
+        h = np.asarray(self.hazard[:kmax], dtype=np.float64)
+        q[: h.size] = h
+        return np.concatenate([[1.0], np.cumprod(1.0 - q)])
+
+    def run_survival(self, age: int, j: int) -> float:
         """P(j more agreements | agreed at ages < ``age``)."""
         s = 1.0
         for a in range(age, age + j):
             s *= 1.0 - self.q(a)
         return s
+
+    @classmethod
+    def _mle(cls, d):
+        raise PolyspecInputError("law", "a run law is fitted on rounds with their entry ages "
+                                 "(polyspec_theory.core.runs.fit_run_law), not on accepted "
+                                 "counts alone")
 
 
 def _cost(fn, m, field):
@@ -153,6 +202,89 @@ def sync_two_level(law: RunLaw, theta: int, draft_cost: float,
     tpr, cpr = float(pi @ tok), float(pi @ cost)
     return {"time_per_token": cpr / tpr, "tokens_per_round": tpr, "time_per_round": cpr,
             "stationary": pi}
+
+
+# the round policies of a synchronous two-level chain under a run law (R1): P1's round (the
+# bonus position after a full round is never checked) and PipeSpec's ChainSpeculativeDecoder
+# (lookahead K = theta + 1: the bonus position is re-predicted and checked first)
+ROUNDS = ("p1", "pipespec")
+ROUND_TEXT = {"p1": "P1's round (the bonus position after a full round is not re-checked)",
+              "pipespec": "PipeSpec's round (lookahead K = theta + 1: the bonus position "
+                          "after a full round is re-predicted and checked first)"}
+
+
+def uses_runs(cascade) -> bool:
+    """Whether R1 (not P1) states ``cascade``'s time per token: some law carries its run
+    across rounds (:class:`RunLaw`), or the config asks for PipeSpec's round."""
+    return cascade.option("round", "p1") == "pipespec" or any(
+        getattr(law, "carries_age", False) for law in cascade.laws)
+
+
+def as_run_law(law, field: str = "acceptance[0]") -> RunLaw:
+    """``law`` as a run law: a :class:`RunLaw`, or an iid law (the geometric run law, R1
+    with one state); other families do not say how a run continues."""
+    if isinstance(law, RunLaw):
+        return law
+    if isinstance(law, IIDGeometric):
+        if law.alpha >= 1:
+            raise PolyspecInputError(f"{field}.alpha", "must be < 1 under R1 (a run of "
+                                     "agreements must end)")
+        return RunLaw.geometric(law.alpha)
+    raise PolyspecInputError(field, f"R1 (acceptance as runs over positions) needs a run "
+                             f"law {{\"run_hazard\": [...], \"tail\": q}} or an iid law, got "
+                             f"the {law.family!r} family")
+
+
+def check_runs(cascade) -> None:
+    """The cascades R1 covers: two models, a run or iid law, a round policy of
+    :data:`ROUNDS` (errors name the field)."""
+    rnd = cascade.option("round", "p1")
+    if rnd not in ROUNDS:
+        raise PolyspecInputError("round", f"must be one of {ROUNDS}, got {rnd!r}")
+    if not uses_runs(cascade):
+        return
+    if cascade.n != 2:
+        raise PolyspecInputError(
+            "models", f"R1 (a run law, or PipeSpec's round) is exact for two models; this "
+            f"cascade has {cascade.n}")
+    as_run_law(cascade.laws[0])
+
+
+@dataclass(frozen=True)
+class RunPrediction:
+    """R1's exact long-run accounting of a two-level chain (``round``: the round policy,
+    :data:`ROUNDS`); ``stationary``: the law of the carried state (age, continuing)."""
+
+    speedup: float
+    time_per_token: float
+    autoregressive_time_per_token: float
+    tokens_per_round: float
+    time_per_round: float
+    round: str
+    stationary: np.ndarray
+
+    def to_dict(self) -> dict:
+        return {"speedup": self.speedup, "time_per_token": self.time_per_token,
+                "autoregressive_time_per_token": self.autoregressive_time_per_token,
+                "tokens_per_round": self.tokens_per_round,
+                "time_per_round": self.time_per_round, "round": self.round,
+                "round_policy": ROUND_TEXT[self.round],
+                "stationary": self.stationary.tolist()}
+
+
+def predict_runs(cascade) -> RunPrediction:
+    """R1 for ``cascade`` (two models; :func:`check_runs`) under its round policy:
+    :func:`sync_two_level` with the drafter's ``T_2(1)`` per draft, the target's ``T_1(m)``
+    per verify of ``m`` positions and its per-round overhead."""
+    check_runs(cascade)
+    rnd = cascade.option("round", "p1")
+    target, drafter = cascade.models
+    r = sync_two_level(as_run_law(cascade.laws[0]), cascade.thresholds[0], drafter.cost.t1,
+                       lambda m: float(target.cost(m)), target.overhead,
+                       recheck_bonus=rnd == "pipespec")
+    t1 = target.cost.t1
+    return RunPrediction(t1 / r["time_per_token"], r["time_per_token"], t1,
+                         r["tokens_per_round"], r["time_per_round"], rnd, r["stationary"])
 
 
 def fit_run_law(entry, agree, censored, *, min_at_risk: int = MIN_AT_RISK) -> RunLaw:

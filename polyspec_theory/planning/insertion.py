@@ -43,9 +43,9 @@ from polyspec_theory.core.laws import (
     IIDGeometric,
     Positional,
 )
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real, as_real_array
 from polyspec_theory.planning.grid import optimize_thresholds
+from polyspec_theory.schemes import predict
 
 __all__ = [
     "insert_model",

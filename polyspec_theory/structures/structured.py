@@ -221,7 +221,7 @@ def _confidence_level(i, cascade, sched: ConfidenceSchedule, lay: _Layout) -> _P
 @dataclass(frozen=True)
 class StructuredPrediction:
     """P1 with trees and schedules: ``prediction`` (the same :class:`Prediction` as
-    :func:`polyspec_theory.core.polybasic.predict`), per-pair details, and the top level's state
+    :func:`polyspec_theory.core.p1.predict_chain`), per-pair details, and the top level's state
     chain (``transition``, per-round ``rewards``, ``stationary``) for finite-horizon checks."""
 
     prediction: object
@@ -261,7 +261,7 @@ class StructuredPrediction:
 
 def predict_structured(cascade) -> StructuredPrediction:
     """P1 (exact) for a cascade with trees and schedules (module docstring); identical to
-    :func:`polyspec_theory.core.polybasic.predict` on plain chains (up to rounding)."""
+    :func:`polyspec_theory.core.p1.predict_chain` on plain chains (up to rounding)."""
     if not isinstance(cascade, Cascade):
         raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
     n, m = cascade.n, cascade.n - 1

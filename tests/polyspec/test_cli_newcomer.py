@@ -139,7 +139,7 @@ def test_no_numpy_warning_reaches_the_user(tmp_path, capsys):
 
 
 def test_one_decision_rule_for_every_recommendation():
-    from polyspec.commands.advice import CONFIDENT, decide
+    from polyspec_theory.planning.advice import CONFIDENT, decide
     from validation.analysis import plan_uncertainty
 
     assert CONFIDENT == plan_uncertainty.CONFIDENT == 0.9
@@ -163,7 +163,7 @@ def _async_rep(speedup, ci, sync):
 
 
 def test_predict_async_says_run_async_only_when_its_interval_does():
-    from polyspec.commands.async_modes import async_text
+    from polyspec_theory.schemes.async_ import report_text as async_text
 
     close = async_text(_async_rep(2.219, [2.149, 2.289], 2.1909))
     assert "-> too close to call" in close and "run async" not in close
@@ -172,7 +172,7 @@ def test_predict_async_says_run_async_only_when_its_interval_does():
 
 
 def test_plan_run_line_follows_the_decision():
-    from polyspec.commands.async_modes import modes_text
+    from polyspec_theory.planning.modes import modes_text
 
     modes = {"chains": [], "note": "n", "recommendation": {
         "chain": ["target", "draft-t"], "mode": "async", "thresholds": [5], "speedup": 2.0}}

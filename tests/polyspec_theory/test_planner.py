@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from polyspec_theory.core.config import Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.insertion import paper_insertion_check
 from polyspec_theory.planning.planner import (
@@ -27,6 +26,7 @@ from polyspec_theory.planning.planner import (
 )
 from polyspec_theory.planning.pool import MAX_POOL_MODELS, Pool
 from polyspec_theory.planning.search import _convex_minorant, _Cuts, _Tables
+from polyspec_theory.schemes import predict
 from tests._optional import optional_import
 
 POOL_FILE = Path(__file__).resolve().parents[2] / "configs" / "pool.json"

@@ -13,8 +13,8 @@ from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
 from polyspec_theory.core.p1 import block_bounds
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import predict
 from validation.analysis.fits import fit_costs, fit_pairs, predict_config
 from validation.analysis.residuals import lag1_correlation, overhead_model
 from validation.analysis.validate import validate

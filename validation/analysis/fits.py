@@ -15,8 +15,8 @@ from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.core.fitting import FitResult
 from polyspec_theory.core.laws import FAMILIES, best_fit, fit_laws
 from polyspec_theory.core.p1 import Prediction
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import predict
 
 from ..dataset import Capture
 

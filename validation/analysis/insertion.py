@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 
 from polyspec_theory.core.config import Cascade, Model
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.planning.insertion import decision_confidence, insert_model, insertion_decision
+from polyspec_theory.schemes import predict
 
 from .fits import capture_cascade, cost_curve_for, cost_rel_se, fit_cost_for, fit_costs
 from .residuals import overhead_model, slowdown_factor

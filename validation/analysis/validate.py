@@ -46,9 +46,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from polyspec_theory.core.laws import FAMILIES, fit_laws
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.coupling import coupled_forwards, select_coupling
+from polyspec_theory.schemes import predict
 from validation.analysis.relative import inside_ci, relative_error
 
 from ..dataset import check_captures

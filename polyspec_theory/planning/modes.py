@@ -1,91 +1,21 @@
-"""``"mode": "async"`` in predict, simulate and plan (docs/theory.md Part VI-AS): the
-asynchronous pipeline's speedup (AS1 exact for two levels; the simulator with the AS3 bound
-pair for more) next to the synchronous one (P1)."""
+"""Sync vs async for ``polyspec plan`` (docs/theory.md Part VI-AS): per planned chain, the
+best synchronous thresholds (P1) beside the asynchronous pipeline (AS1 exact for two models,
+AS3's bounds for more), and the mode to run."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.pipelines.asynchronous import async_bounds, predict_async
+from polyspec_theory.planning.advice import decide
+from polyspec_theory.schemes import predict
 
-SIM_EVENTS = 20_000  # events per chain when predict needs the simulator (n >= 3)
-SIM_CHAINS = 64
-
-
-def _sync_twin(cascade):
-    """The same cascade run synchronously (None where a threshold is 0: no sync meaning)."""
-    from polyspec_theory.schemes import in_mode
-
-    try:
-        return in_mode(cascade, "sync")
-    except PolyspecInputError as e:
-        if e.field != "mode":
-            raise
-        return None
-
-
-def async_report(cascade, seed: int = 0) -> dict:
-    """``predict --json`` in async mode: AS1 (n = 2) or the simulator + AS3 bounds (n >= 3),
-    the synchronous P1 of the same cascade and AS4's ratio bounds where they apply."""
-    from polyspec_theory import predict, predict_async, sync_ratio_bounds
-
-    pred = predict_async(cascade)
-    out = {"config": cascade.to_config(), **pred.to_dict(),
-           "time_base": cascade.time_unit or "model-cost units",
-           "baseline": "autoregressive target: T_1(1) per token (no per-round overhead)"}
-    if not pred.exact:
-        from simulators.asynchronous import simulate_async
-
-        res = simulate_async(cascade, SIM_EVENTS, seed, chains=SIM_CHAINS)
-        out["speedup"] = res.speedup.value
-        out["time_per_token"] = cascade.models[0].cost.t1 / res.speedup.value
-        out["speedup_ci95"] = [res.speedup.low, res.speedup.high]
-        out["method"] = (f"Monte Carlo (simulators/asynchronous.py, {SIM_CHAINS} chains x "
-                         f"{SIM_EVENTS} events, seed {seed}); exact bounds AS3")
-    else:
-        out["method"] = "exact (AS1, two-level Markov chain)"
-    twin = _sync_twin(cascade)
-    out["sync"] = None if twin is None else {"speedup": predict(twin).speedup}
-    ratio = sync_ratio_bounds(cascade)
-    out["async_over_sync_bounds"] = None if ratio is None else list(ratio)
-    if twin is not None:
-        out["faster_mode"] = "async" if out["speedup"] > out["sync"]["speedup"] else "sync"
-    return out
-
-
-def async_text(rep: dict) -> str:
-    lines = [f"asynchronous pipeline ({rep['method']}): speedup {rep['speedup']:.4f}x"]
-    if "speedup_ci95" in rep:
-        lo, hi = rep["speedup_ci95"]
-        lines[0] += f"  95% CI [{lo:.4f}, {hi:.4f}]"
-    lo, hi = rep["bounds"]
-    lines.append(f"  exact bounds (AS3): [{lo:.4f}, {hi:.4f}]")
-    for r, lv in zip(rep["rules"], rep["config"]["models"], strict=False):
-        q = "unbounded" if r["queue"] is None else r["queue"]
-        lines.append(f"  {lv['name']}: verify once {r['wait']} drafts are ready, at most "
-                     f"{r['window']} per verify; drafter queue {q}")
-    for lv in rep["levels"]:
-        lines.append(f"  {lv['name']}: busy {100 * lv['busy_fraction']:.1f} %, "
-                     f"forwards/token {lv['forwards_per_token']:.5g}")
-    if rep["sync"] is not None:
-        from .advice import decide
-
-        sy, asy, ci = rep["sync"]["speedup"], rep["speedup"], rep.get("speedup_ci95")
-        if asy > sy:  # async's MC interval (or exact AS1 value) against sync's exact P1
-            d = decide("async", "sync", speedup=asy, interval=ci, rival_speedup=sy)
-        else:
-            d = decide("sync", "async", speedup=sy, rival_speedup=asy, rival_interval=ci)
-        lines.append(f"synchronous (P1) same thresholds: {sy:.4f}x -> {d['text']}")
-    if rep["async_over_sync_bounds"] is not None:
-        lo, hi = rep["async_over_sync_bounds"]
-        lines.append(f"  async / sync is provably in [{lo:.4f}, {hi:.4f}] (AS4)")
-    return "\n".join(lines)
+__all__ = ["best_two_level_async", "plan_modes", "modes_text"]
 
 
 def best_two_level_async(cascade, max_threshold: int):
     """AS1 over thresholds 0..max_threshold of a two-level cascade: (speedup, threshold)."""
-    from polyspec_theory import predict_async
-
     best = None
     for th in range(max_threshold + 1):
         c = dataclasses.replace(cascade, thresholds=(th,), mode="async", queues=None)
@@ -128,10 +58,7 @@ def plan_modes(pool, result) -> dict:
 
 
 def _mode_row(pool, chain, cand) -> dict:
-
     if len(chain) == 2:
-        from polyspec_theory import predict
-
         sy = max((predict(pool.cascade(chain, (t,))).speedup, t)
                  for t in range(1, pool.max_threshold + 1))
         sync = {"speedup": sy[0], "thresholds": [sy[1]]}
@@ -145,8 +72,6 @@ def _mode_row(pool, chain, cand) -> dict:
 
 
 def _async_row(pool, chain, cand, sync) -> dict:
-    from polyspec_theory import async_bounds
-
     if len(chain) == 2:
         sy = (sync["speedup"], sync["thresholds"][0])
         asy = best_two_level_async(pool.cascade(chain, (1,)), pool.max_threshold)
@@ -179,8 +104,6 @@ def modes_text(modes: dict, probability_best=None) -> str:
     if probability_best is None:
         lines.append(f"Run: {choice}")
     else:  # plan --traces: the cascade itself is uncertain; the same rule decides
-        from .advice import decide
-
         d = decide(choice, "the runner-up", probability_best=probability_best)
         lines.append(f"Run: {d['text'].removeprefix('run ')}" if d["decision"] == "confident"
                      else f"Not decided: {d['text']}")
