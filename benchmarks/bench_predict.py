@@ -76,7 +76,7 @@ def per_config_times(rng, n, count, repeats, **kw) -> np.ndarray:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer configs and repeats")
-    from validation.machine import add_allow_load, check_load_or_exit
+    from validation.capture.machine import add_allow_load, check_load_or_exit
 
     add_allow_load(ap)
     args = ap.parse_args(argv)

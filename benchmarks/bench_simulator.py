@@ -265,7 +265,7 @@ def main(argv=None) -> int:
                     help="CPU devices (default: one per core); the simulator shards its "
                          "chains over them")
     ap.add_argument("--json", action="store_true")
-    from validation.machine import add_allow_load, check_load_or_exit
+    from validation.capture.machine import add_allow_load, check_load_or_exit
 
     add_allow_load(ap)
     a = ap.parse_args(argv)

@@ -88,8 +88,8 @@ def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None)
 
 
 def read_traces(directory, *, allow_truncated: bool = False):
-    """Every capture (:class:`validation.dataset.Capture`) stored in a folder of traces."""
-    from validation.traces import read_traces as _read
+    """Every capture (:class:`validation.traces.dataset.Capture`) stored in a folder of traces."""
+    from validation.traces.records import read_traces as _read
 
     return _read(directory, allow_truncated=allow_truncated)
 
@@ -138,13 +138,13 @@ def figures(out_dir, only=None, *, quick: bool = False, progress: bool = False):
 def fit(path, *, fmt: str | None = None, gamma: int | None = None,
         snapshot: int | None = None, eta: float | None = None) -> dict:
     """A serving engine's output file -> acceptance data and fitted laws: the object that
-    ``polyspec fit --json`` prints (:func:`validation.engines.acceptance_report`; drafts of
-    varying length come back as ``variable_length``, a confidence cut-off whose
-    representative law is written at ``eta``)."""
-    from validation.engines import acceptance_report, load_engine_output
+    ``polyspec fit --json`` prints (:func:`validation.formats.fit_report`: every format of
+    :mod:`validation.formats`; an engine's drafts of varying length come back as
+    ``variable_length``, a confidence cut-off whose representative law is written at
+    ``eta``)."""
+    from validation.formats import fit_report
 
-    out = load_engine_output(path, fmt, gamma)
-    return acceptance_report(out if snapshot is None else out.select(snapshot), eta=eta)
+    return fit_report(path, fmt, gamma=gamma, eta=eta, snapshot=snapshot)
 
 
 def calibrate(runs, *, method: str | None = None, fit_on=None):
@@ -160,11 +160,12 @@ def calibrate(runs, *, method: str | None = None, fit_on=None):
 
 
 def profile(models, **options) -> dict:
-    """Measured ``T(m)`` tables of ``models`` on this device (:func:`validation.profile.
+    """Measured ``T(m)`` tables of ``models`` on this device (:func:`validation.capture.profile.
     profile_models`; options ``max_m``, ``repeats``, ``context``, ``device``, ...)."""
-    from validation.profile import profile_models
+    from validation.capture.profile import ProfileSpec, profile_models
 
-    return profile_models(list(models) if not isinstance(models, str) else [models], **options)
+    return profile_models(list(models) if not isinstance(models, str) else [models],
+                          ProfileSpec.of(options))
 
 
 def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit") -> dict:
@@ -263,8 +264,9 @@ def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> 
     ``{"fit": FILE}`` read relative to it) or a sweep table (text: mean acceptance length and
     time per token per K; ``method`` picks its column). ``fit_on``: names of the runs (for a
     sweep: the Ks) to fit on, the others held out."""
-    from validation.engines import load_sweep, read_engine_text, sweep_runs
     from validation.files import read_mapping
+    from validation.formats.engine_common import read_engine_text
+    from validation.formats.vllm_sweep import load_sweep, sweep_runs
 
     path = Path(source)
     text, _ = read_engine_text(path)

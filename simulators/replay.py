@@ -1,29 +1,21 @@
 """PipeSpec's synchronous chain (``ChainSpeculativeDecoder``) replayed on synthetic greedy
-models, and the acceptance law that drives it.
+models whose agreement follows run laws over output positions (docs/theory.md Part III-E): the
+chain scheme's kernel for PipeSpec's round.
 
-Acceptance law: greedy drafting is deterministic, so what varies is WHERE a drafter's argmax
-first differs from its verifier's. :class:`AgeHazard` models the agreement of one pair as a
-renewal process: after a disagreement, the probability that the next disagreement comes at
-age j (positions since the last one) is the hazard ``q_j``. It is fitted (Kaplan-Meier, the
-lookahead censors each round at K-1 accepted drafts) on the rounds that start right after a
-rejection, pooled over every lookahead of the pair; ages beyond the data use the pooled tail
-hazard. Assumption: the law does not depend on K (the same prompts give the same text).
+A target token is a hash of its prefix; the model below it agrees with the model above it at
+that prefix with probability ``1 - q(age)`` of the pair's
+:class:`~polyspec_theory.core.runs.RunLaw` (otherwise it emits another token), so every model
+is a deterministic function of its prefix, as greedy models are. The decoder loop is a
+transcription of ``decoding.ChainSpeculativeDecoder.generate``: the smallest model drafts
+until it is K-1 tokens ahead of the next, a middle model verifies the draft and then drafts
+until it is K-1 ahead of the model above, the target verifies (at most 100 tokens per call)
+and every drafter rolls back to the target's output where it diverged; a draft that does not
+extend the verifier's output exactly gets a 1-token verify. Call costs come from
+:class:`ChainCosts`; the output stops at the prompt's token count (EOS). Positions whose
+agreement is known (``known``: what measured runs revealed,
+``validation.formats.pipespec.revealed_positions``) are replayed as they were.
 
-Replay (:func:`simulate_chain`): a target token is a hash of its prefix; the model below it
-agrees with the model above it at that prefix with probability ``1 - q(age)`` (otherwise it
-emits another token), so every model is a deterministic function of its prefix, as greedy
-models are. The decoder loop is a transcription of ``decoding.ChainSpeculativeDecoder.generate``:
-the smallest model drafts until it is K-1 tokens ahead of the next, a middle model verifies
-the draft and then drafts until it is K-1 ahead of the model above, the target verifies (at most
-100 tokens per call) and every drafter rolls back to the target's output where it diverged; a
-draft that does not extend the verifier's output exactly gets a 1-token verify. Call costs come
-from :class:`ChainCosts`; the output stops at the prompt's token count (EOS).
-
-Positions (docs/theory.md R1): agreement is a function of the output position, so the
-positions a run reveals (:func:`revealed_positions`: every checked draft, and the bonus
-position of a continuing round, an ambiguous one told by its timed call) can be replayed
-directly (``known``); a run replayed at its own lookahead on its own positions gives its
-verify calls one for one.
+Deterministic in ``seed`` (a 64-bit hash chain, not a PRNG stream): same seed, same numbers.
 """
 
 from __future__ import annotations
@@ -32,160 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.core.runs import fit_run_law
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.pipelines.asynchronous import MAX_VERIFY_TOKENS
 
-from .pipespec import MAX_VERIFY_TOKENS, PipeSpecRun
+__all__ = ["ChainCosts", "simulate_chain"]
 
 _VOCAB = 128_000
-MIN_AT_RISK = 10  # ages with fewer rounds at risk use the tail hazard
-
-
-@dataclass(frozen=True)
-class AgeHazard:
-    """Renewal law of draft/verifier disagreement: ``hazard[j]`` = P(disagree at age j |
-    agreed at ages < j); ages >= len(hazard) use ``tail``."""
-
-    hazard: tuple[float, ...]
-    tail: float
-
-    def q(self, age: int) -> float:
-        return self.hazard[age] if age < len(self.hazard) else self.tail
-
-    def survival(self, j: int) -> float:
-        """P(at least j agreements in a row from age 0)."""
-        s = 1.0
-        for a in range(j):
-            s *= 1.0 - self.q(a)
-        return s
-
-    def mean_accepted(self, lookahead: int) -> float:
-        """Expected tokens per verify call of a round starting at age 0 (bonus included)."""
-        return 1.0 + sum(self.survival(j) for j in range(1, max(lookahead, 1)))
-
-
-def round_exposures(run: PipeSpecRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(entry age, agreements, censored) of every verify call of a two-model synchronous run.
-
-    A round after a rejection (or the first) checks K-1 drafts from age 0. After a fully
-    accepted round the drafter first re-predicts the bonus position, so the next round's
-    checks continue the same run of agreements: entry age = previous entry + previous checks
-    (K-1 after a fresh round, K after a continuing one) and ``accepted`` counts the bonus
-    position as one more agreement; a continuing round that accepts 1 token is counted as a
-    disagreement at its entry age (the decoder does not say whether the bonus or the first
-    draft failed). Censored when the round accepted all it could (K tokens)."""
-    if run.strategy != "chain" or len(run.models) != 2:
-        raise PolyspecInputError(run.path, "acceptance laws are fitted on two-model "
-                                 "synchronous chain runs")
-    k = run.lookahead
-    if k < 2:
-        raise PolyspecInputError(run.path, f"lookahead {k} drafts nothing")
-    entry, agree, cens = [], [], []
-    for s in run.samples:
-        age, checks = 0, k - 1
-        prev_full = False
-        for a in s.accepted[0]:
-            a = int(a)
-            if prev_full:
-                age += checks
-                checks = k
-                n_agree = 0 if a == 1 else a
-            else:
-                age, checks = 0, k - 1
-                n_agree = a - 1
-            full = a >= k
-            entry.append(age)
-            agree.append(min(n_agree, checks))
-            cens.append(full)
-            prev_full = full
-    return np.array(entry), np.array(agree), np.array(cens, dtype=bool)
-
-
-def fit_age_hazard(observations) -> AgeHazard:
-    """Kaplan-Meier hazard by age from ``[(entry, agreements, censored), ...]`` (left-truncated
-    at the entry age, right-censored after the last agreement when ``censored``): R2,
-    :func:`polyspec_theory.core.runs.fit_run_law`."""
-    entry = np.concatenate([np.asarray(o[0], dtype=np.int64) for o in observations])
-    agree = np.concatenate([np.asarray(o[1], dtype=np.int64) for o in observations])
-    cens = np.concatenate([np.asarray(o[2], dtype=bool) for o in observations])
-    if entry.size == 0:
-        raise PolyspecInputError("acceptance", "no rounds to fit the acceptance law on")
-    law = fit_run_law(entry, agree, cens, min_at_risk=MIN_AT_RISK)
-    return AgeHazard(hazard=law.hazard, tail=law.tail)
-
-
-def revealed_positions(run: PipeSpecRun) -> dict[int, dict[int, bool]]:
-    """Per prompt (``sample_index``): the output positions whose drafter/verifier agreement a
-    two-model synchronous run reveals (R1: agreement is a function of the position). Output
-    position p's agreement: the drafter's argmax after the verifier's first p tokens equals the
-    verifier's token p. A round from verifier length L (fresh: the drafter was reset) checks
-    positions L..L+K-2: accepting a < K tokens reveals agreement at L..L+a-2 and a disagreement
-    at L+a-1; a = K reveals agreement at L..L+K-2 and the next round (continuing) first
-    re-checks the bonus position L+K-1. A continuing round that accepts a >= 2 reveals
-    agreement at its bonus position, then as a fresh round; one that accepts 1 is ambiguous
-    (the bonus disagreed and the verify fed 1 token, or the bonus agreed and the first draft
-    did not): its timed call says which -- a 1-token verify is in the fast cluster, below the
-    midpoint of the run's fastest such call and its mean rejecting K-token call (no timing
-    to tell by: nothing revealed)."""
-    if run.strategy != "chain" or len(run.models) != 2:
-        raise PolyspecInputError(run.path, "positions are read from two-model synchronous "
-                                 "chain runs")
-    k = max(run.lookahead, 1)
-    thr = None
-    amb, rej = [], []
-    for s in run.samples:
-        a, t = s.accepted[0], s.model_times[1] if len(s.model_times) > 1 else None
-        if t is None or len(t) != len(a):
-            continue
-        after = np.zeros(len(a), dtype=bool)
-        after[1:] = a[:-1] >= k
-        amb.append(t[after & (a == 1)])
-        rej.append(t[~(after & (a == 1)) & (a < k)])
-    if amb and rej:
-        amb_all, rej_all = np.concatenate(amb), np.concatenate(rej)
-        if amb_all.size and rej_all.size:
-            thr = (amb_all.min() + rej_all.mean()) / 2
-    out = {}
-    for s in run.samples:
-        d: dict[int, bool] = {}
-        ln, cont = 1, False
-        times = s.model_times[1] if len(s.model_times) > 1 else None
-        for j, a in enumerate(s.accepted[0]):
-            a = int(a)
-            if k == 1:  # no drafts: nothing is checked
-                ln += a
-                continue
-            if cont:
-                if a == 1:
-                    if thr is not None and times is not None and j < len(times):
-                        if times[j] < thr:
-                            d[ln - 1] = False  # 1-token verify: the bonus disagreed
-                        else:
-                            d[ln - 1], d[ln] = True, False
-                    ln, cont = ln + 1, False
-                    continue
-                d[ln - 1] = True
-            for p in range(ln, ln + min(a, k - 1) - (0 if a >= k else 1)):
-                d[p] = True
-            if a < k:
-                d[ln + a - 1] = False
-            cont = a >= k
-            ln += a
-        out[s.index] = d
-    return out
-
-
-def merge_positions(maps) -> dict[int, bool]:
-    """Union of revealed positions of several runs of one prompt; a position they disagree on
-    (the texts differ there) is left out."""
-    seen: dict[int, bool] = {}
-    bad: set[int] = set()
-    for m in maps:
-        for p, v in m.items():
-            if p in seen and seen[p] != v:
-                bad.add(p)
-            seen.setdefault(p, v)
-    return {p: v for p, v in seen.items() if p not in bad}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ import sys
 
 import numpy as np
 
+from validation.analysis.specbench import validate_specbench
+from validation.formats.pipespec import measured_speedup, read_pipespec_dir
 from validation.gpu_traces.async_forecast import (
     async_leave_one_out,
     async_runs,
@@ -22,8 +24,6 @@ from validation.gpu_traces.async_forecast import (
 )
 from validation.gpu_traces.async_forecast import model_error as async_model_error
 from validation.gpu_traces.forecast import forecast_chain, leave_one_out, model_error, plan_dir
-from validation.gpu_traces.pipespec import measured_speedup, read_pipespec_dir
-from validation.gpu_traces.specbench import validate_specbench
 
 SMALL, MID, BIG = ("Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct",
                    "Meta-Llama-3.1-70B-Instruct")

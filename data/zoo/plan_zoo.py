@@ -16,7 +16,7 @@ On an idle machine, profile first and reuse the committed acceptance:
    greedy continuations of held-out prompts (64 bytes + 128 generated, as in a capture; on
    that text a greedy round accepts exactly the run of agreements), at T = 1 the mean
    1 - TV(p, q) on held-out text (speculative sampling's per-token acceptance).
-2. Costs T(m), m = 1..16, of every model (validation.profile.profile_models, 1 thread), or
+2. Costs T(m), m = 1..16, of every model (validation.capture.profile.profile_models, 1 thread), or
    read from --costs (the JSON this script writes, or `polyspec profile --json` output).
 3. The planner (polyspec_theory.planning.planner.plan, P1 exact) on the pool with iid laws at those
    acceptance rates: best cascade, best two-model cascade, best cascade of >= 3 models.
@@ -92,9 +92,10 @@ def measure_acceptance(models, n_prompts=64, n_windows=64, log=print) -> dict:
 
 
 def measure_costs(models, repeats=7) -> dict:
-    from validation.profile import profile_models
+    from validation.capture.profile import ProfileSpec, profile_models
 
-    prof = profile_models(list(models), max_m=16, repeats=repeats, context=96, threads=1)
+    prof = profile_models(list(models), ProfileSpec(max_m=16, repeats=repeats, context=96,
+                                                    threads=1))
     return {m: row["cost"]["table"] for m, row in zip(models, prof["models"], strict=True)}
 
 

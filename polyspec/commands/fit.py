@@ -1,5 +1,5 @@
 """``polyspec fit FILE``: a serving engine's speculative-decoding output -> acceptance data ->
-fitted laws (:mod:`validation.engines`)."""
+fitted laws (:mod:`validation.formats`)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llam
 
 
 def add_arguments(p):
-    # the format names live in validation.engines.FORMATS (not imported here: --help and the
-    # other commands stay fast); an unknown name is rejected with the list
+    # the format names live in validation.formats (not imported here: --help and the other
+    # commands stay fast); an unknown name is rejected with the list
     p.add_argument("file", help="the engine output (log, metrics dump, JSON)")
     p.add_argument("--format", default=None, metavar="F",
                    help="override the detected format (vllm-v0-log, vllm-v1-log, "
                         "vllm-offline-example, prometheus-text, prometheus-ui, vllm-json, "
                         "vllm-per-request, sglang-log, sglang-meta, llamacpp-speculative, "
-                        "llamacpp-server, trtllm-bench)")
+                        "llamacpp-server, trtllm-bench, pipespec, specbench)")
     p.add_argument("--gamma", type=int, default=None,
                    help="draft length per round (num_speculative_tokens) where the output "
                         "does not state it")
@@ -119,29 +119,34 @@ def explain_fit(rep: dict, path: str) -> str:
     return "\n".join(lines)
 
 
+def explain_rounds(rep: dict, path: str) -> str:
+    """The plain text of a fit of rounds logged one by one (PipeSpec, Spec-Bench)."""
+    lines = [f"{path}: {rep['format_description']} [{rep['format']}]",
+             f"  {rep.get('source', '')}",
+             f"  pooled: {rep['rounds']} rounds, mean acceptance length "
+             f"{rep['mean_acceptance_length']:.4f} (bonus token included)"]
+    for p in rep.get("pairs", []):
+        lines.append(f"    {p['drafter']} -> {p['verifier']}: {p['rounds']} verify calls, mean "
+                     f"acceptance length {p['mean_acceptance_length']:.4f}")
+    lines += [f"  warning: {w}" for w in rep["warnings"]]
+    return "\n".join(lines)
+
+
 def run(args) -> int:
-    from validation.gpu_traces.cli import detect_file, run_fit
-
-    if args.format is None and detect_file(args.file):  # PipeSpec / Spec-Bench GPU traces
-        from polyspec_theory.errors import PolyspecInputError
-
-        for opt in ("out", "gamma", "snapshot", "eta"):
-            if getattr(args, opt) is not None:
-                raise PolyspecInputError(f"--{opt}", "does not apply to a PipeSpec / "
-                                         "Spec-Bench GPU trace file (its fit is printed; use "
-                                         "--json > FILE)")
-        return run_fit(args.file, args.json)
-    from validation.engines import acceptance_report, load_engine_output
+    from validation import formats
     from validation.files import write_output
 
-    out = load_engine_output(args.file, args.format, args.gamma)
-    if args.snapshot is not None:
-        out = out.select(args.snapshot)
-    rep = acceptance_report(out, eta=args.eta)
+    rep = formats.fit_report(args.file, args.format, gamma=args.gamma, eta=args.eta,
+                             snapshot=args.snapshot)
+    if args.out and "best" not in rep:  # {"fit": FILE} reads a report's best law
+        from polyspec_theory.errors import PolyspecInputError
+
+        raise PolyspecInputError("--out", f"does not apply to a {rep['format_description']} "
+                                 "(its fit is printed; use --json > FILE)")
     if args.out:
         write_output(args.out, dump_json(rep) + "\n", "--out", inputs=[args.file])
     if args.json:
         print(dump_json(rep))
     else:
-        print(explain_fit(rep, args.file))
+        print((explain_fit if "snapshots" in rep else explain_rounds)(rep, args.file))
     return 0

@@ -40,18 +40,22 @@ def run(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_real
-    from validation.analysis.forecast import count_factors, error_quantile, forecast, loo_errors
+    from validation.analysis.forecast import (
+        Config,
+        count_factors,
+        error_quantile,
+        forecast,
+        loo_errors,
+    )
     from validation.analysis.score import loo_coverage
-    from validation.composition import CompositionProfile, load_profiles
+    from validation.capture.composition import CompositionProfile, load_profiles
+    from validation.capture.models import model_name
     from validation.files import dump_json, read_mapping
-    from validation.models import model_name
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     from .forecast_kinds import run_kind
 
-    if args.lookahead is not None:  # external GPU traces (validation.gpu_traces)
-        from validation.gpu_traces.cli import run_forecast
-
+    if args.lookahead is not None:  # a folder of PipeSpec runs
         if args.traces is None or args.models is None:
             raise PolyspecInputError("--traces" if args.traces is None else "--models",
                                      "required with --lookahead")
@@ -66,8 +70,8 @@ def run(args) -> int:
                 raise PolyspecInputError(opt, "does not apply with --lookahead (a GPU trace "
                                          "forecast: a greedy chain of the measured models at "
                                          "lookahead K)")
-        return run_forecast(args.traces, args.models, args.lookahead, args.dtype, args.mode,
-                            args.json)
+        return _run_lookahead(args.traces, args.models, args.lookahead, args.dtype, args.mode,
+                              args.json)
     for opt, val in (("--mode", args.mode), ("--dtype", args.dtype)):
         if val is not None:
             raise PolyspecInputError(opt, "only applies with --lookahead K (GPU trace "
@@ -95,7 +99,7 @@ def run(args) -> int:
         raise PolyspecInputError("--models", "this configuration is already captured in "
                                  f"{args.traces}: forecast a new one (validate predicts the "
                                  "committed ones)")
-    fc = forecast(models, th, temp, caps, prof.cost_curves(), prof.ar_s,
+    fc = forecast(Config(models, th, temp), caps, prof.cost_curves(), prof.ar_s,
                   count_factor=count_factors(len(models), temp, caps))
     pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
     errs = loo_errors(caps, load_profiles(pdir, caps), temperature=temp)
@@ -123,4 +127,52 @@ def run(args) -> int:
           f"{1e3 * fc.overhead_per_token:.4f}); autoregressive {1e3 * fc.ar_time_per_token:.4f}")
     print(f"  acceptance from {len(fc.acceptance_from)} capture(s): "
           + ", ".join(fc.acceptance_from))
+    return 0
+
+
+def parse_dtypes(text) -> dict[str, str]:
+    """``MODEL=DTYPE,...`` -> ``{model: dtype}``."""
+    from polyspec_theory.errors import PolyspecInputError
+
+    out = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise PolyspecInputError("--dtype", f"expected MODEL=DTYPE, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        if not k or not v:
+            raise PolyspecInputError("--dtype", f"expected MODEL=DTYPE, got {part!r}")
+        out[k] = v
+    return out
+
+
+def _run_lookahead(traces, models_target_first: str, lookahead, dtypes, mode, as_json) -> int:
+    """``forecast --lookahead K`` on a folder of PipeSpec runs: the chain (``--mode sync``)
+    or the pipeline (``async``) of the named models, target first."""
+    from polyspec_theory.errors import PolyspecInputError
+    from validation.files import dump_json
+    from validation.gpu_traces.async_forecast import forecast_async_dir
+    from validation.gpu_traces.forecast import forecast_dir
+
+    if mode not in (None, "sync", "async"):
+        raise PolyspecInputError("--mode", f"must be 'sync' or 'async', got {mode!r}")
+    names = [m.strip() for m in models_target_first.split(",") if m.strip()]
+    if len(names) < 2:
+        raise PolyspecInputError("--models", "needs at least two models, target first")
+    unknown = sorted(set(parse_dtypes(dtypes)) - set(names))
+    if unknown:
+        raise PolyspecInputError("--dtype", f"names {', '.join(unknown)}, not one of the "
+                                 f"--models {', '.join(names)}")
+    run = forecast_async_dir if mode == "async" else forecast_dir  # docs/theory.md Part VI-AS
+    out = run(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes))
+    if as_json:
+        print(dump_json(out))
+        return 0
+    iv = out["interval95"]
+    names = list(reversed(out.get("models_resolved", names[::-1])))
+    print(f"{' <- '.join(names)} lookahead {out['lookahead']}: forecast speedup "
+          f"{out['speedup']:.3f}, 95 % interval [{iv[0]:.3f}, {iv[1]:.3f}]")
+    for line in out["acceptance_source"] + out["cost_source"]:
+        print(f"  {line}")
     return 0

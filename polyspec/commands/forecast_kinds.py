@@ -65,9 +65,10 @@ def run_kind(args) -> int:
 
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis import forecast_kinds as fk
+    from validation.capture.models import model_name
+    from validation.capture.setup import CaptureSpec
     from validation.files import dump_json
-    from validation.models import model_name
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     from .capture import parse_ints, parse_schedules
 
@@ -84,11 +85,11 @@ def run_kind(args) -> int:
     name = args.name or "forecast"
     if args.batch is not None:
         from validation.analysis.batch_validate import load_profile
-        from validation.batch.dataset import read_batch_traces
+        from validation.traces.batch import read_batch_traces
 
         if args.batch_profile is None or args.laws_from is None:
             raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
-        spec = fk.spec_config(models, th, temp, batch=args.batch, name=name)
+        spec = fk.spec_config(CaptureSpec(models, th, temp, batches=(args.batch,)), name)
         bcaps = read_batch_traces(args.traces)
         if any(c.config_key == spec.config_key and c.batch == spec.batch for c in bcaps):
             raise PolyspecInputError("--batch", "this configuration is already captured")
@@ -100,13 +101,13 @@ def run_kind(args) -> int:
     else:
         sched = parse_schedules(args.schedule, len(models) - 1)
         if sched is not None:
-            from validation.tree_decoder import parse_schedule
+            from validation.schemes.structured import parse_schedule
 
             sched = [None if s is None else parse_schedule(s, "--schedule").to_config()
                      for s in sched]
         tree = parse_ints(args.tree, "--tree") if args.tree else None
-        spec = fk.spec_config(models, th, temp, tree=tree, schedules=sched,
-                              tree_sampling=args.tree_sampling, name=name)
+        spec = fk.spec_config(CaptureSpec(models, th, temp, tree=tree, schedules=sched,
+                                          tree_sampling=args.tree_sampling), name)
         caps = read_traces(args.traces)
         if args.laws_from:
             caps += read_traces(args.laws_from)

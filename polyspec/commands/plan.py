@@ -164,9 +164,9 @@ def run(args) -> int:
         if out:  # before any work; the fit files a pool names are checked again on writing
             check_output(out, opt, inputs=[args.pool, args.traces])
     if args.traces is not None:
-        from validation.gpu_traces.cli import detect_dir
+        from validation.formats import detect_dir
 
-        if detect_dir(args.traces) == "pipespec":  # external GPU traces
+        if getattr(detect_dir(args.traces), "name", None) == "pipespec":  # GPU runs
             refuse_options((("--write-pool", args.write_pool),
                             ("--write-config", args.write_config),
                             ("--temperature", args.temperature),
@@ -183,10 +183,10 @@ def run(args) -> int:
     info = None
     if args.traces is not None:
         from validation.analysis.pool import pool_from_captures
-        from validation.traces import read_traces
+        from validation.traces.records import read_traces
 
         captures = read_traces(Path(args.traces), allow_truncated=args.allow_truncated)
-        from validation.composition import load_profiles
+        from validation.capture.composition import load_profiles
 
         profiles = load_profiles(Path(args.traces) / "profiles", captures)
         notes = [n for c in captures for n in c.notes]
@@ -228,7 +228,7 @@ def run(args) -> int:
         aa_caps = read_traces(aa) if aa.is_dir() and any(aa.glob("*.jsonl")) else []
         unc = pu.plan_decisions(result, pool, captures, profiles, aa_caps,
                                 temperature=info["temperature"], top=top + 1,
-                                n_draws=args.draws)
+                                draws=pu.Draws(args.draws))
     else:
         unc = {"candidates": None, "note": pu.POOL_FILE_NOTE}
     from polyspec_theory.planning.modes import modes_text, plan_modes

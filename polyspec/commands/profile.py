@@ -1,7 +1,8 @@
 """``polyspec profile MODEL...``: measure each model's forward time ``T(m)`` on this device and
-write cost tables that configs (and ``polyspec calibrate``) can use (:mod:`validation.profile`).
+write cost tables that configs (and ``polyspec calibrate``) can use
+(:mod:`validation.capture.profile`).
 With ``--cascade`` the models are profiled together, inside the calling pattern of the cascade
-they form (:mod:`validation.composition`): the in-cascade costs a forecast needs."""
+they form (:mod:`validation.capture.composition`): the in-cascade costs a forecast needs."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def add_arguments(p):
                    help="batch sizes (1 among them): T(b, m) of batched forwards, written as "
                         "batch_table costs (docs/theory.md B0; polyspec validate "
                         "--batch-profile reads them)")
-    from validation.machine import add_allow_load
+    from validation.capture.machine import add_allow_load
 
     add_allow_load(p)
 
@@ -60,12 +61,12 @@ def _run_cascade(args) -> int:
     from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from validation.analysis.forecast import pair_rounds
-    from validation.capture_setup import make_prompts
-    from validation.composition import profile_cascade
+    from validation.capture.composition import profile_cascade
+    from validation.capture.machine import check_load, machine_state
+    from validation.capture.models import load_model
+    from validation.capture.setup import make_prompts
     from validation.files import check_output, write_output
-    from validation.machine import check_load, machine_state
-    from validation.models import load_model
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     if args.out:  # before loading anything: never over the traces or the weights read
         check_output(args.out, "--out", inputs=[args.traces, *_model_paths(args.models)])
@@ -140,9 +141,9 @@ def run(args) -> int:
     if args.cascade:
         return _run_cascade(args)
 
+    from validation.capture.machine import check_load, machine_state
+    from validation.capture.profile import ProfileSpec, profile_models
     from validation.files import check_output, dump_json, write_output
-    from validation.machine import check_load, machine_state
-    from validation.profile import profile_models
 
     if args.out:  # before loading anything: never over the weights read
         check_output(args.out, "--out", inputs=_model_paths(args.models))
@@ -158,10 +159,10 @@ def run(args) -> int:
         from .serving_batch import parse_batches
 
         batches = parse_batches(args.batch, "--batch")
-    rep = profile_models(args.models, max_m=args.max_m, repeats=args.repeats,
-                         context=args.context, warmup=args.warmup, device=args.device,
-                         dtype=args.dtype, threads=args.threads, unit=args.unit,
-                         zoo_dir=args.zoo_dir, progress=progress, batches=batches)
+    rep = profile_models(args.models, ProfileSpec(
+        max_m=args.max_m, repeats=args.repeats, context=args.context, warmup=args.warmup,
+        device=args.device, dtype=args.dtype, threads=args.threads, unit=args.unit,
+        zoo_dir=args.zoo_dir, batches=batches), progress=progress)
     rep.update({"load_check": load_check, "machine": machine, "machine_end": machine_state()})
     text = dump_json(rep)
     if args.out:

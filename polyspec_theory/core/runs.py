@@ -47,8 +47,8 @@ def _prob(x, field: str, *, open_low: bool = False) -> float:
 
 class RunLaw(AcceptanceLaw):
     """Law of a run of agreements: ``hazard[a]`` = P(disagree at age ``a`` | agreed at ages
-    ``< a``); ages ``>= len(hazard)`` use ``tail`` (> 0, so every run ends). Config
-    ``{"run_hazard": [q_0, q_1, ...], "tail": q}``.
+    ``< a``); ages ``>= len(hazard)`` use ``tail`` (``0``: a run that reaches that age never
+    ends). Config ``{"run_hazard": [q_0, q_1, ...], "tail": q}``.
 
     As an :class:`~polyspec_theory.core.laws.AcceptanceLaw` it is the law of a round that
     starts a fresh run (age 0): ``S_k = prod_{a < k} (1 - q(a))``. Rounds are not drawn
@@ -64,7 +64,7 @@ class RunLaw(AcceptanceLaw):
         self.hazard = tuple(_prob(h, f"hazard[{i}]") for i, h in enumerate(hazard))
         if len(self.hazard) > MAX_CAP:
             raise PolyspecInputError("hazard", f"at most {MAX_CAP} ages, got {len(self.hazard)}")
-        self.tail = _prob(tail, "tail", open_low=True)
+        self.tail = _prob(tail, "tail")
 
     @classmethod
     def geometric(cls, alpha: float) -> RunLaw:
@@ -318,6 +318,88 @@ def fit_run_law(entry, agree, censored, *, min_at_risk: int = MIN_AT_RISK) -> Ru
     tail_ev, tail_risk = events[lo:].sum(), at_risk[lo:].sum()
     tail = float(tail_ev / tail_risk) if tail_risk else 0.5
     return RunLaw(hazard=hz, tail=min(max(tail, 1e-6), 1.0))
+
+
+def pipespec_exposures(prompts, lookahead: int):
+    """R2's observations ``(entry, agree, censored)`` of PipeSpec's rounds (lookahead ``K``;
+    ``prompts``: per prompt the tokens each round emitted, in order). A round after a
+    rejection (or the first) checks ``K - 1`` drafts from age 0. After a fully accepted round
+    the drafter first re-predicts the bonus position, so the next round's checks continue the
+    same run: entry age = previous entry + previous checks (``K - 1`` after a fresh round,
+    ``K`` after a continuing one), and its emitted count counts the bonus position as one more
+    agreement; a continuing round that emits 1 token is a disagreement at its entry age (the
+    decoder does not say whether the bonus or the first draft failed). Censored when the
+    round emitted all it could (``K``)."""
+    k = int(lookahead)
+    if k < 2:
+        raise PolyspecInputError("lookahead", f"lookahead {k} drafts nothing")
+    entry, agree, cens = [], [], []
+    for rounds in prompts:
+        age, checks, prev_full = 0, k - 1, False
+        for a in rounds:
+            a = int(a)
+            if prev_full:
+                age += checks
+                checks = k
+                n_agree = 0 if a == 1 else a
+            else:
+                age, checks = 0, k - 1
+                n_agree = a - 1
+            full = a >= k
+            entry.append(age)
+            agree.append(min(n_agree, checks))
+            cens.append(full)
+            prev_full = full
+    return np.array(entry, dtype=np.int64), np.array(agree, dtype=np.int64), np.array(
+        cens, dtype=bool)
+
+
+def p1_exposures(prompts):
+    """R2's observations of P1's rounds (``prompts``: per prompt the rounds in order as
+    ``(G, A)`` pairs). The bonus position after a full round is never checked, so the next
+    round's entry age is unknown: only the rounds after a rejection (and each prompt's first)
+    enter, from age 0 (``G`` drafts checked, censored when ``A = G``); the rounds they leave
+    out depend on the past only through the previous round, so the fit stays unbiased for
+    the ages a fresh round reaches (``< G``)."""
+    entry, agree, cens = [], [], []
+    for i, rounds in enumerate(prompts):
+        fresh = True
+        for j, r in enumerate(rounds):
+            if len(r) != 2:
+                raise PolyspecInputError(f"prompts[{i}][{j}]", "must be a (G, A) pair")
+            g, a = int(r[0]), int(r[1])
+            if g < 1 or not 0 <= a <= g:
+                raise PolyspecInputError(f"prompts[{i}][{j}]", f"needs integers 0 <= A <= G, "
+                                         f"G >= 1, got {r!r}")
+            if fresh:
+                entry.append(0)
+                agree.append(a)
+                cens.append(a == g)
+            fresh = a < g
+    return np.array(entry, dtype=np.int64), np.array(agree, dtype=np.int64), np.array(
+        cens, dtype=bool)
+
+
+INDEPENDENCE_LEVEL = 1e-3  # R3: rounds called dependent below this p-value
+
+
+def run_law_report(entry, agree, censored, round_policy: str) -> dict:
+    """What ``polyspec fit`` writes for rounds over positions: the run law (R2, config
+    syntax: usable as a pair's acceptance with ``"round": round_policy``) and R3's test of
+    independent rounds (a constant hazard)."""
+    if round_policy not in ROUNDS:
+        raise PolyspecInputError("round", f"must be one of {ROUNDS}, got {round_policy!r}")
+    law = fit_run_law(entry, agree, censored)
+    lr = geometric_lr_test(entry, agree, censored)
+    return {"run_law": law.to_config(), "round": round_policy,
+            "rounds": int(np.asarray(entry).size),
+            "independence": {
+                "test": "R3: likelihood ratio of a constant hazard (independent rounds, P1's "
+                        "assumption) against one hazard per age",
+                "statistic": lr["statistic"], "df": lr["df"], "p_value": lr["p_value"],
+                "constant_hazard": lr["hazard"],
+                "independent": bool(lr["p_value"] >= INDEPENDENCE_LEVEL),
+                "level": INDEPENDENCE_LEVEL}}
 
 
 def geometric_lr_test(entry, agree, censored, *, max_age: int = 40) -> dict:

@@ -47,7 +47,7 @@ def synthetic_traces(tmp_path_factory):
     not."""
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
     out = tmp_path_factory.mktemp("traces")
     costs = {"target": CostCurve.affine(0.02, 0.0008), "mid": CostCurve.affine(0.006, 0.0003),
@@ -61,10 +61,10 @@ def synthetic_traces(tmp_path_factory):
         pair_laws = [laws[(ms[i], ms[i + 1])] for i in range(len(ms) - 1)]
         if temp:
             pair_laws = [IIDGeometric(0.5)]  # another pair key (temperature 1)
-        cap, rec = simulate_capture(name, ms, [costs[m] for m in ms], pair_laws, th,
+        cap, rec = simulate_capture(SyntheticSpec(name, ms, [costs[m] for m in ms], pair_laws, th,
                                     tokens_per_prompt=96, prompts=4, temperature=temp,
                                     baseline_contexts=(32, 160), baseline_reps=2,
-                                    ar_tokens=48, overhead_per_forward=2e-5, seed=k)
+                                    ar_tokens=48, overhead_per_forward=2e-5, seed=k))
         write_trace(out / f"{name}.jsonl", cap, rec)
     return out
 
@@ -496,7 +496,7 @@ def test_fig07_rows_match_traces_and_formulas(synthetic_traces):
     from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.schemes import predict
     from validation.analysis.fits import fit_costs
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     d = figure_module(7).compute(quick=False, traces_dir=synthetic_traces)
     caps = {c.name: c for c in read_traces(synthetic_traces)}

@@ -285,14 +285,14 @@ def test_capture_names_stay_inside_out(tmp_path, capsys, name):
 def test_json_output_is_strict_with_a_note(tmp_path, capsys):
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import IIDGeometric
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
     d = tmp_path / "one"
-    cap, recs = simulate_capture("one", ["t", "d"], [CostCurve.affine(1e-3, 1e-4),
+    cap, recs = simulate_capture(SyntheticSpec("one", ["t", "d"], [CostCurve.affine(1e-3, 1e-4),
                                                      CostCurve.constant(2e-5)],
                                  [IIDGeometric(0.6)], [3], tokens_per_prompt=24, prompts=1,
                                  prompt_len=16, baseline_contexts=(16,), baseline_max_m=6,
-                                 ar_tokens=8)
+                                 ar_tokens=8))
     write_trace(d / "one.jsonl", cap, recs)
     rc, out, _ = _run(capsys, "validate", d, "--json", "--no-plots", "--out", tmp_path / "r")
     obj = _strict_json(out)  # one prompt: goodness-of-fit p-values are NaN

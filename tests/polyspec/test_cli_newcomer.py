@@ -44,12 +44,12 @@ def test_join_negative_lists_leaves_other_words_alone():
 
 
 def test_async_capture_without_ar_models_uses_every_model(monkeypatch):
-    import validation.async_capture as ac
+    import validation.capture.async_ as ac
 
     seen = {}
 
-    def fake(models, **kw):
-        seen.update(kw)
+    def fake(spec, **kw):
+        seen["ar_models"] = spec.checked().ar_models  # the spec as the capture reads it
         raise _Called
 
     monkeypatch.setattr(ac, "capture_async", fake)

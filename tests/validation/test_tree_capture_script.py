@@ -15,7 +15,7 @@ import torch
 
 from paper_figures import fig11_trees as fig
 from validation.paths import REPO_ROOT
-from validation.traces import read_trace
+from validation.traces.records import read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 
@@ -70,7 +70,7 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
     assert np.all(z["el_chain"] <= z["el_optimal"] * (1 + 1e-12))
     # validate: every planned tree also gets a prediction with laws from the other captures
     from validation.analysis.validate import validate
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     res = validate(read_traces(out))
     assert not res.configs and len(res.structured) == len(names) + 1  # + the pilot
@@ -84,7 +84,7 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
 
 def test_plan_structures_equal_figure_11s_and_degenerate_law():
     from polyspec_theory.structures.trees import SiblingLaw
-    from validation.tree_plan import family_structures
+    from validation.analysis.tree_plan import family_structures
 
     law = SiblingLaw(fig.LAW["sibling"])
     for n in range(1, 9):

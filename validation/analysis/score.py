@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
+from validation.analysis.forecast import error_quantile, measured_ci95
 from validation.analysis.relative import relative_error
-
-from .forecast import error_quantile, measured_ci95
 
 __all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS"]
 
@@ -49,8 +48,8 @@ def _number(x) -> bool:
 
 
 def _read(path, kind):
-    from ..batch.dataset import read_batch_trace
-    from ..traces import read_trace
+    from validation.traces.batch import read_batch_trace
+    from validation.traces.records import read_trace
 
     return read_batch_trace(path) if kind == "batch" else read_trace(path)
 
@@ -68,7 +67,7 @@ def score_forecasts(path) -> dict:
     :func:`find_capture`): ``configs`` (``measured``, its 95 % CI, ``inside`` the forecast's
     interval, ``error`` = forecast / measured - 1; ``measured`` None when not captured yet),
     ``median_abs_error``, ``max_abs_error``, ``inside_fraction`` over the captured ones."""
-    from ..files import decode_utf8, read_regular_bytes
+    from validation.files import decode_utf8, read_regular_bytes
 
     p = Path(path)
     if not p.exists():

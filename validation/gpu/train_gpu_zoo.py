@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from validation.zoo.model import GPTConfig
-from validation.zoo.train import TrainSpec, train_zoo, write_training_record
+from validation.zoo.train import TrainRun, TrainSpec, train_zoo, write_training_record
 
 GPU_SPECS = (
     TrainSpec("small", GPTConfig(n_layer=2, n_head=4, d_model=256), steps=2500, lr=2e-3,
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         print("train_gpu_zoo: CUDA is not available", file=sys.stderr)
         return 2
     budgets = {k: v * args.scale for k, v in BUDGET_S.items()}
-    train_zoo(args.seed, args.out, specs=GPU_SPECS, device="cuda", amp=True,
+    train_zoo(args.seed, args.out, GPU_SPECS, TrainRun(device="cuda", amp=True),
               max_seconds=budgets)
     write_training_record(args.out, "python -m validation.gpu.train_gpu_zoo --out "
                           f"{args.out} --seed {args.seed} --scale {args.scale}",

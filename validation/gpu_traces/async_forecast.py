@@ -30,8 +30,8 @@ from polyspec_theory import (
     predict_async,
 )
 from polyspec_theory.errors import PolyspecInputError
-
-from .forecast import (
+from validation.formats.pipespec import measured_speedup
+from validation.gpu_traces.forecast import (
     _greedy,
     chain_inputs,
     draft_step,
@@ -39,7 +39,6 @@ from .forecast import (
     prompt_laws,
     verify_costs,
 )
-from .pipespec import measured_speedup
 
 __all__ = ["lookahead_threshold", "forecast_async", "async_leave_one_out"]
 
@@ -114,8 +113,8 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
             taus = np.array([_tau(models, [_positional(per_pair[0][i])], thetas, 0)
                              for i in idx])
         else:
-            from .chain import fit_age_hazard, round_exposures
-            from .forecast import sync_pairs
+            from validation.formats.pipespec import fit_age_hazard, round_exposures
+            from validation.gpu_traces.forecast import sync_pairs
 
             pooled = []
             for j in range(len(names) - 2, -1, -1):
@@ -156,8 +155,8 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
 def forecast_async_dir(directory, names, lookahead, precisions=None) -> dict:
     """``polyspec forecast --mode async``: refuses a configuration the folder already holds;
     the interval uses the leave-one-out error of the folder's asynchronous runs."""
-    from .forecast import resolve_model_names
-    from .pipespec import read_pipespec_dir
+    from validation.formats.pipespec import read_pipespec_dir
+    from validation.gpu_traces.forecast import resolve_model_names
 
     runs = read_pipespec_dir(directory)
     names, precisions = resolve_model_names(runs, names, precisions)

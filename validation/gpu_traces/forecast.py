@@ -38,18 +38,18 @@ from dataclasses import replace
 
 import numpy as np
 
+from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import PolyspecInputError
-
-from .chain import (
-    AgeHazard,
-    ChainCosts,
+from simulators.replay import ChainCosts, simulate_chain
+from validation.formats.pipespec import (
+    PipeSpecRun,
     fit_age_hazard,
+    measured_speedup,
     merge_positions,
+    read_pipespec_dir,
     revealed_positions,
     round_exposures,
-    simulate_chain,
 )
-from .pipespec import PipeSpecRun, measured_speedup, read_pipespec_dir
 
 SEEDS = 6
 
@@ -58,7 +58,7 @@ def sync_pairs(runs, drafter: str, verifier: str) -> list[PipeSpecRun]:
     return [r for r in runs if r.strategy == "chain" and r.names == (drafter, verifier)]
 
 
-def prompt_laws(runs, drafter: str, verifier: str, indices) -> dict[int, AgeHazard]:
+def prompt_laws(runs, drafter: str, verifier: str, indices) -> dict[int, RunLaw]:
     """Per-prompt law of a pair from its two-model synchronous runs (any lookahead); a prompt
     no run holds gets the law pooled over all prompts."""
     pr = [r for r in sync_pairs(runs, drafter, verifier) if r.lookahead >= 2]

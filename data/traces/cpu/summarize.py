@@ -15,7 +15,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from validation.traces import read_traces  # noqa: E402
+from validation.traces.records import read_traces  # noqa: E402
 
 ORDER = ("target", "mid", "small", "ngram")
 

@@ -6,7 +6,7 @@
 # For each pair (target <- ngram, target <- small) and temperature (0, 1):
 #   1. a pilot capture drafting the complete ternary tree of depth 3 (39 nodes): the
 #      sibling-rank law by depth and the cost curves T(m), m = 1..40, are fitted on it;
-#   2. python -m validation.tree_plan: for every node budget, the trees figure 11 compares
+#   2. python -m validation.analysis.tree_plan: for every node budget, the trees figure 11 compares
 #      (panel E[A]: chain of N, widest fixed-width, E[L]-optimal; panel speedup: best chain,
 #      best fixed-width, fastest tree under the fitted costs), written to <tag>_plan.json;
 #   3. one capture per distinct planned tree (the theory of the figure comes from the pilot,
@@ -48,7 +48,7 @@ for pair in $PAIRS; do
   for t in $TEMPS; do
     tag="fig11_${pair//,/-}_T${t}"
     cap "$pair" "$t" "$PILOT" "${tag}_pilot"
-    "$PY" -m validation.tree_plan "$OUT/${tag}_pilot.jsonl" --budgets "$BUDGETS" \
+    "$PY" -m validation.analysis.tree_plan "$OUT/${tag}_pilot.jsonl" --budgets "$BUDGETS" \
       --prefix "$tag" --out "$OUT/${tag}_plan.json" > "$OUT/${tag}_plan.txt"
     while read -r name parents; do
       cap "$pair" "$t" "$parents" "$name"

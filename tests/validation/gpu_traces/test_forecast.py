@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from polyspec_theory.errors import PolyspecInputError
+from validation.formats.pipespec import read_pipespec_dir
 from validation.gpu_traces.forecast import (
     draft_step,
     forecast_chain,
@@ -14,7 +15,6 @@ from validation.gpu_traces.forecast import (
     reject_cost,
     verify_costs,
 )
-from validation.gpu_traces.pipespec import read_pipespec_dir
 
 from . import FIX, B, M, S
 
@@ -139,8 +139,8 @@ def test_lookahead_one_is_forecast_from_the_measured_step_costs(runs):
 
 
 def test_draft_costs_split_reset_steps_by_hand():
+    from validation.formats.pipespec import ModelSpec, PipeSample, PipeSpecRun
     from validation.gpu_traces.forecast import draft_costs
-    from validation.gpu_traces.pipespec import ModelSpec, PipeSample, PipeSpecRun
 
     # K=3, accepted [3, 1, 2]: round 1 (first) 2 steps, round 2 (after a full round) 3
     # steps, round 3 (after a rejection) 2 steps, the first after the reset

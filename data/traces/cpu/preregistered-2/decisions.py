@@ -18,9 +18,9 @@ sys.path.insert(0, str(HERE.parents[3]))
 from polyspec_theory.errors import PolyspecInputError  # noqa: E402
 from polyspec_theory.planning.planner import plan  # noqa: E402
 from polyspec_theory.planning.pool import Pool  # noqa: E402
-from validation.analysis.plan_uncertainty import plan_decisions  # noqa: E402
-from validation.composition import load_profiles  # noqa: E402
-from validation.traces import is_batched_file, read_trace, read_traces  # noqa: E402
+from validation.analysis.plan_uncertainty import Draws, plan_decisions  # noqa: E402
+from validation.capture.composition import load_profiles  # noqa: E402
+from validation.traces.records import is_batched_file, read_trace, read_traces  # noqa: E402
 
 
 def main() -> int:
@@ -41,7 +41,7 @@ def main() -> int:
         pool = Pool.from_config(json.loads((HERE / f).read_text()))
         res = plan(pool, 5)
         unc = plan_decisions(res, pool, caps, profs, aa_caps, temperature=temp, top=6,
-                             n_draws=draws)
+                             draws=Draws(draws))
         nf = unc["noise_floor"]
         print(f"T = {temp:g} (noise floor "
               + (f"{100 * nf['relative_sd']:.1f} % from {nf['dof']} A/A dof" if nf else "none")

@@ -13,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[3]))
 
 from validation.analysis.forecast import measured_ci95  # noqa: E402
-from validation.traces import read_traces  # noqa: E402
+from validation.traces.records import read_traces  # noqa: E402
 
 
 def main() -> int:

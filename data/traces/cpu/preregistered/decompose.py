@@ -22,8 +22,8 @@ sys.path.insert(0, str(HERE.parents[3]))
 
 from validation.analysis.bias import TERMS, decompose_forecast  # noqa: E402
 from validation.analysis.forecast import forecast_capture  # noqa: E402
-from validation.composition import load_profiles  # noqa: E402
-from validation.traces import read_traces  # noqa: E402
+from validation.capture.composition import load_profiles  # noqa: E402
+from validation.traces.records import read_traces  # noqa: E402
 
 
 def trees() -> list[dict]:
@@ -53,7 +53,7 @@ def batches() -> list[dict]:
 
     from validation.analysis.batch_validate import load_profile
     from validation.analysis.forecast_kinds import forecast_batch, spec_of
-    from validation.batch.dataset import read_batch_traces
+    from validation.traces.batch import read_batch_traces
 
     bdir = HERE.parents[1] / "cpu-batch"
     caps = read_batch_traces(bdir)
@@ -77,8 +77,8 @@ def batches() -> list[dict]:
 def round2() -> list[dict]:
     """Round 2's captured chains (preregistered-2/captures), each forecast recomputed as
     committed (all committed captures, count correction, its round-2 profile)."""
-    from validation.analysis.forecast import count_factors, forecast
-    from validation.composition import CompositionProfile
+    from validation.analysis.forecast import Config, count_factors, forecast
+    from validation.capture.composition import CompositionProfile
     from validation.files import read_mapping
 
     r2 = HERE.parent / "preregistered-2"
@@ -93,7 +93,7 @@ def round2() -> list[dict]:
         except Exception:  # noqa: BLE001 (a capture still being written)
             continue
         prof = CompositionProfile.from_dict(read_mapping(pf), str(pf))
-        fc = forecast(c.models, c.thresholds, c.temperature, caps, prof.cost_curves(),
+        fc = forecast(Config(c.models, c.thresholds, c.temperature), caps, prof.cost_curves(),
                       prof.ar_s, count_factor=count_factors(c.n, c.temperature, caps))
         d = decompose_forecast(fc, c, prof)
         d["committed_forecast"] = d["fixed_forecast"] = fc.speedup
@@ -102,7 +102,7 @@ def round2() -> list[dict]:
 
 
 def read_traces_file(path):
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
 
     return read_trace(path)
 
