@@ -31,7 +31,7 @@ from polyspec_theory.errors import PolyspecInputError
 
 # The registration lines: one module of this package per scheme, in the order the decision
 # tries them (the first that claims a cascade of its mode wins).
-REGISTERED = ("batch", "structured", "chain", "async_")
+REGISTERED = ("batch", "structured", "chain", "async_", "pearl")
 
 __all__ = ["Scheme", "Features", "Options", "Estimate", "REGISTERED", "registry", "get", "modes",
            "decide", "scheme_of", "scheme_named", "refuse", "handler", "in_mode", "predict",

@@ -27,7 +27,7 @@ from polyspec_theory.schemes import Estimate, get, scheme_of
 from simulators.runtime import MAX_CHAINS, as_chains
 
 # The registration lines: one module of this package per scheme.
-REGISTERED = ("chain", "structured", "batch", "async_")
+REGISTERED = ("chain", "structured", "batch", "async_", "pearl")
 
 DEFAULT_TOKENS = 1_000_000  # tokens in total (chain, structured, batch)
 DEFAULT_EVENTS = 20_000  # completed actions per chain (schemes counted in events: async)

@@ -1,6 +1,6 @@
 """An independent exact computation of parallel draft-verify (docs/theory.md Part VI-PL),
 written from the rules of PL0 as nano-PEARL states them, for the tests of
-``polyspec_theory/pipelines/pearl.py``.
+``polyspec_theory/schemes/pearl.py``.
 
 No renewal cycles, no binomial law, no lumped states, no linearity trick: the protocol is run
 one check at a time (each check of a draft at age ``a`` is a branch with the law's

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from polyspec_theory import Cascade, PolyspecInputError
 from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
 from polyspec_theory.core.runs import RunLaw
-from polyspec_theory.pipelines.pearl import (
+from polyspec_theory.schemes.pearl import (
     pearl_chain,
     pearl_costs,
     pearl_horizon,

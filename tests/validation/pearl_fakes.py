@@ -12,7 +12,7 @@ import hashlib
 import numpy as np
 import torch
 
-from validation.batch.levels import BatchLevel
+from validation.capture.batch_models import BatchLevel
 
 
 def _hash(prefix, salt: bytes) -> int:

@@ -41,7 +41,10 @@ from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 NAME = "pearl"  # the theory registry's scheme
 
 __all__ = ["NAME", "PearlDecoder", "PearlResult", "PearlStep", "check_pearl_args",
-           "run_lists", "counted_tokens"]
+           "run_lists", "counted_tokens", "RECORDS", "RECORD_TYPES", "TRACE_KIND",
+           "pearl_header", "trace_records", "check_header", "check_record", "check_trace",
+           "check_pearl_records", "predict_capture", "padded_step_costs", "CAPTURE_REFUSES",
+           "check_capture", "trace_header", "capture_pearl", "check_round"]
 
 POLL_S = 2e-5
 DRAFTED, VERDICT, STOP, READY = range(4)
@@ -285,7 +288,7 @@ def _draft_loop(level, shared, lock, job):
 def _worker(role, blob, shared, lock, conn, core, threads):
     """One model's process: pin to ``core``, load the pickled model, serve ``run`` jobs."""
     try:
-        from validation.batch.levels import batch_level
+        from validation.capture.batch_models import batch_level
 
         torch = _torch()
         os.sched_setaffinity(0, {core})
@@ -319,7 +322,7 @@ class PearlDecoder:
 
     def __init__(self, models, *, gamma, cores=None, temperature=0.0, threads=1,
                  max_batch=64, timeout_s=600.0):
-        from validation.async_decoder import pick_cores
+        from validation.schemes.async_ import pick_cores
 
         self.gamma = check_pearl_args(models, gamma, temperature)
         self.models = list(models)
@@ -432,3 +435,291 @@ class PearlDecoder:
                            prefill_s=max(t["prefill_s"], d["prefill_s"]),
                            draft_forwards=d["forwards"], pids=list(self.pids),
                            cores=list(self.cores), blocks=t["blocks"])
+
+
+# ------------------------------------------------------------------------------------------
+# its traces: the header's ``pearl`` block, one ``pstep`` record per step and one ``prun`` per
+# decode of a batch (checked by validation.traces.checks through this module)
+# ------------------------------------------------------------------------------------------
+FORWARDS = ("padded", "packed")  # how the target's forward lays out the step's tokens
+RECORDS = {
+    "pstep": ("run", "step", "post", "accepted", "verified", "m", "target_s", "wait_s",
+              "step_s", "draft_s"),
+    "prun": ("run", "prompts", "n_generated", "pending", "wall_s", "prefill_s"),
+}
+RECORD_TYPES = tuple(RECORDS)
+TRACE_KIND = "parallel draft-verify"
+DRIVER = None  # no capture driver of validation.capture runs it: check_capture refuses
+
+
+def pearl_header(gamma: int, batch: int, steps: int, forward: str = "padded") -> dict:
+    """The trace header's ``pearl`` block: ``gamma``, the lockstep ``batch``, ``steps`` per
+    decode and the target's forward layout (this decoder pads every slot to the longest:
+    ``padded``; nano-PEARL packs tokens as decode samples: ``packed``)."""
+    return {"gamma": int(gamma), "batch": int(batch), "steps": int(steps), "forward": forward}
+
+
+def trace_records(result: PearlResult, run: int, prompts=None) -> list[dict]:
+    """The records of one decode (``run``): one ``pstep`` per step, then its ``prun``
+    (``prompts``: the prompt indices of the batch, default ``0..b-1``)."""
+    from validation.traces.schema import TIME_DIGITS
+
+    r6 = lambda x: round(float(x), TIME_DIGITS)  # noqa: E731
+    out = [{"type": "pstep", "run": int(run), **{k: v for k, v in s.to_dict().items()
+                                                 if k not in ("target_s", "wait_s",
+                                                              "step_s", "draft_s")},
+            "target_s": r6(s.target_s), "wait_s": r6(s.wait_s), "step_s": r6(s.step_s),
+            "draft_s": r6(s.draft_s)} for s in result.steps]
+    idx = list(range(result.batch)) if prompts is None else [int(i) for i in prompts]
+    out.append({"type": "prun", "run": int(run), "prompts": idx,
+                "n_generated": [len(t) for t in result.tokens],
+                "pending": [len(p) for p in result.pending], "wall_s": r6(result.wall_s),
+                "prefill_s": r6(result.prefill_s)})
+    return out
+
+
+def trace_header(models, gamma: int, batch: int, steps: int, *, name: str = "pearl",
+                 n_prompts: int = 0, seed: int = 0) -> dict:
+    """A trace header (schema :mod:`validation.traces.schema`) for decodes of ``models``
+    (target first) by :class:`PearlDecoder`: the common fields, ``"mode": "pearl"`` on the
+    header and its cascade, and the ``pearl`` block (:func:`pearl_header`)."""
+    from datetime import UTC, datetime
+
+    from validation.schemes import torch
+    from validation.traces.schema import SCHEMA, SCHEMA_VERSION
+
+    return {"type": "header", "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "tool": "validation.schemes.pearl", "models": [m.describe() for m in models],
+            "dtype": "float32", "device": "cpu", "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "mode": "pearl",
+            "cascade": {"name": name, "models": [{"name": m.name} for m in models],
+                        "thresholds": [int(gamma)], "acceptance": None, "mode": "pearl"},
+            "temperature": 0.0, "top_k": 0, "seed": int(seed),
+            "prompts": {"n_prompts": int(n_prompts)}, "time_base": "seconds",
+            "prefill": "excluded", "pearl": pearl_header(gamma, batch, steps)}
+
+
+def capture_pearl(models, prompts, *, gamma: int, batch: int, steps: int, out,
+                  name: str = "pearl", cores=None) -> dict:
+    """Decode ``prompts`` in consecutive lockstep batches of ``batch`` (an incomplete last
+    batch is dropped, as nano-PEARL's benchmark does) for ``steps`` steps each and write the
+    trace ``out`` (a new file: an existing one is refused, nothing is overwritten). Returns
+    the header."""
+    import json
+    from pathlib import Path
+
+    from validation.files import atomic_write_text, check_output
+
+    path = check_output(out, "out")
+    if path.exists():
+        raise PolyspecInputError("out", f"{path} exists: choose another path")
+    b = as_int(batch, "batch", low=1, high=4096)
+    runs = len(prompts) // b
+    if runs < 1:
+        raise PolyspecInputError("prompts", f"{len(prompts)} prompts fill no batch of {b}")
+    header = trace_header(models, gamma, b, steps, name=name, n_prompts=runs * b)
+    lines = [header]
+    with PearlDecoder(models, gamma=gamma, cores=cores, max_batch=b) as dec:
+        for k in range(runs):
+            idx = list(range(k * b, (k + 1) * b))
+            res = dec.generate([prompts[i] for i in idx], steps)
+            lines += trace_records(res, k, idx)
+    lines.append({"type": "end", "n_prompts": runs * b})
+    atomic_write_text(Path(path), "".join(json.dumps(x) + "\n" for x in lines))
+    return header
+
+
+def check_round(checker, r: dict) -> None:
+    """A parallel draft-verify trace holds steps (``pstep``), not rounds."""
+    from validation.traces.schema import FieldError
+
+    raise FieldError("type", "a parallel draft-verify trace records steps (pstep), not rounds")
+
+
+def check_header(h: dict, checker) -> None:
+    """Two models, no trees or schedules, ``cascade.mode`` = "pearl", and ``pearl`` =
+    ``{gamma, batch, steps, forward}`` agreeing with the cascade; keeps ``checker.pearl``."""
+    from validation.traces.schema import FieldError, check_int, check_object, shown
+
+    if len(checker.names) != 2:
+        raise FieldError("cascade.models", f"a parallel draft-verify trace has two models, got "
+                         f"{len(checker.names)}")
+    c = h["cascade"]
+    for key in ("trees", "schedules"):
+        if c.get(key) is not None:
+            raise FieldError(f"cascade.{key}", "parallel draft-verify drafts chains")
+    if c.get("mode") != "pearl":
+        raise FieldError("cascade.mode", f"must be 'pearl' in a parallel draft-verify trace, "
+                         f"got {shown(c.get('mode'))}")
+    p = check_object(h.get("pearl"), "pearl")
+    p["gamma"] = check_int(p.get("gamma"), "pearl.gamma", low=1)
+    if p["gamma"] != checker.thresholds[0]:
+        raise FieldError("pearl.gamma", f"{p['gamma']} differs from cascade.thresholds[0] = "
+                         f"{checker.thresholds[0]}")
+    p["batch"] = check_int(p.get("batch"), "pearl.batch", low=1)
+    p["steps"] = check_int(p.get("steps"), "pearl.steps", low=1)
+    if p.get("forward") not in FORWARDS:
+        raise FieldError("pearl.forward", f"must be one of {FORWARDS}, got "
+                         f"{shown(p.get('forward'))}")
+    checker.pearl = p
+
+
+def check_record(checker, r: dict) -> None:
+    """A ``pstep`` obeys PL0 on its own: per sequence ``0 <= accepted <= checks`` (1 in
+    pre-verify, ``gamma`` in post-verify) and ``verified = checks`` if all were accepted, else
+    ``accepted + 1``; the target's forward scored ``gamma`` positions per slot iff some
+    sequence was in post-verify (a padded forward; packed: ``b + (gamma - 1) n_post``
+    tokens). A ``prun`` lists one entry per sequence."""
+    from validation.traces.schema import FieldError, check_int, check_list, check_real
+
+    p = checker.pearl
+    g, b = p["gamma"], p["batch"]
+    r["run"] = check_int(r["run"], "run")
+    if r["type"] == "prun":
+        for k in ("prompts", "n_generated", "pending"):
+            xs = check_list(r[k], k, length=b)
+            xs[:] = [check_int(x, f"{k}[{j}]") for j, x in enumerate(xs)]
+        for k in ("wall_s", "prefill_s"):
+            check_real(r[k], k)
+        if any(x not in (0, g - 1) for x in r["pending"]):
+            raise FieldError("pending", f"a sequence ends with 0 or gamma - 1 = {g - 1} "
+                             f"pending drafts, got {r['pending']}")
+        return
+    r["step"] = check_int(r["step"], "step", high=p["steps"] - 1)
+    lists = {k: check_list(r[k], k, length=b) for k in ("post", "accepted", "verified")}
+    for k, xs in lists.items():
+        xs[:] = [check_int(x, f"{k}[{j}]") for j, x in enumerate(xs)]
+    for j in range(b):
+        post, acc, ver = lists["post"][j], lists["accepted"][j], lists["verified"][j]
+        if post not in (0, 1):
+            raise FieldError(f"post[{j}]", f"must be 0 or 1, got {post}")
+        checks = g if post else 1
+        if not acc <= checks or ver != (checks if acc == checks else acc + 1):
+            raise FieldError(f"verified[{j}]", f"{'post' if post else 'pre'}-verify with "
+                             f"{acc} of {checks} checks accepted verifies "
+                             f"{checks if acc == checks else acc + 1} tokens, got {ver}")
+    n_post = sum(lists["post"])
+    want = (g if n_post else 1) if p["forward"] == "padded" else b + (g - 1) * n_post
+    r["m"] = check_int(r["m"], "m", low=1)
+    if r["m"] != want:
+        raise FieldError("m", f"a {p['forward']} forward with {n_post} of {b} sequences in "
+                         f"post-verify scores {want}, got {r['m']}")
+    for k in ("target_s", "wait_s", "step_s", "draft_s"):
+        check_real(r[k], k)
+
+
+def check_trace(checker, kept) -> None:
+    """Each decode's steps run ``0..steps-1`` in order from all-pre-verify, a sequence is in
+    post-verify exactly after a step that accepted all its checks, and its ``prun`` counts
+    the tokens its steps verified."""
+    from validation.traces.schema import RecordError
+
+    err = check_pearl_records([r for _, r in kept], checker.pearl)
+    if err is not None:
+        raise RecordError(err[1], kept[err[0]][0])
+
+
+def check_pearl_records(records, pearl: dict):
+    """:func:`check_trace`'s rules on ``records`` (``pstep`` and ``prun`` dicts in file order);
+    ``None``, or ``(index, message)`` of the first record that breaks them."""
+    g, steps = pearl["gamma"], pearl["steps"]
+    state: dict[int, tuple] = {}  # run -> (next step, post, verified so far)
+    for i, r in enumerate(records):
+        t = r.get("type")
+        if t == "pstep":
+            nxt, post, ver = state.get(r["run"], (0, [0] * pearl["batch"], None))
+            if r["step"] != nxt:
+                return i, f"pstep: run {r['run']} step {r['step']} follows step {nxt - 1}"
+            if list(r["post"]) != post:
+                return i, (f"pstep: run {r['run']} step {nxt}: post-verify {r['post']}, but "
+                           f"the step before leaves {post}")
+            full = [int(a == (g if p else 1)) for a, p in zip(r["accepted"], r["post"],
+                                                              strict=True)]
+            ver = list(r["verified"]) if ver is None else [a + b for a, b in
+                                                           zip(ver, r["verified"], strict=True)]
+            state[r["run"]] = (nxt + 1, full, ver)
+        elif t == "prun":
+            nxt, post, ver = state.get(r["run"], (0, None, None))
+            if nxt != steps:
+                return i, f"prun: run {r['run']} has {nxt} steps, the header says {steps}"
+            if list(r["n_generated"]) != ver:
+                return i, (f"prun: run {r['run']} generated {r['n_generated']}, its steps "
+                           f"verified {ver}")
+            if [g - 1 if p else 0 for p in post] != list(r["pending"]):
+                return i, f"prun: run {r['run']} pending {r['pending']} against its last step"
+            state[r["run"]] = (-1, None, None)
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# how a capture is predicted (PL3: each decode is a finite run from all-pre-verify)
+# ------------------------------------------------------------------------------------------
+def predict_capture(pearl: dict, records, *, law=None, step_costs=None) -> dict:
+    """PL3's prediction of a capture (``pearl``: the header block; ``records``: its ``pstep``
+    records) next to what it measured: tokens per step per sequence, time per verified token,
+    MAT. ``law`` (an acceptance law) and ``step_costs`` (``c(k)``, ``k = 0..batch``, in
+    seconds) that come from elsewhere make a *prediction*; left ``None`` they are fitted on
+    this capture (the iid law by maximum likelihood over its checks; the mean step time of
+    the steps with ``k`` sequences in post-verify) and the result is a *diagnostic*."""
+    from polyspec_theory.core.laws import IIDGeometric
+    from polyspec_theory.schemes.pearl import pearl_horizon
+
+    steps = [r for r in records if r.get("type") == "pstep"]
+    if not steps:
+        raise PolyspecInputError("records", "no pstep records: nothing to predict")
+    g, b, n = pearl["gamma"], pearl["batch"], pearl["steps"]
+    acc = sum(sum(r["accepted"]) for r in steps)
+    rej = sum(sum(int(a < (g if p else 1)) for a, p in zip(r["accepted"], r["post"],
+                                                          strict=True)) for r in steps)
+    fitted = []
+    if law is None:
+        law = IIDGeometric(acc / (acc + rej))
+        fitted.append("law")
+    by_k: dict[int, list] = {}
+    for r in steps:
+        by_k.setdefault(sum(r["post"]), []).append(r["step_s"])
+    if step_costs is None:
+        step_costs = [float(np.mean(by_k[k])) if k in by_k else 0.0 for k in range(b + 1)]
+        fitted.append("step costs")
+    h = pearl_horizon(law, g, step_costs, n)
+    ver = sum(sum(r["verified"]) for r in steps)
+    runs = sorted({r["run"] for r in steps})
+    seconds = sum(r["step_s"] for r in steps)
+    mats = []
+    for run in runs:
+        rs = [PearlStep(r["step"], tuple(bool(x) for x in r["post"]), tuple(r["accepted"]),
+                        tuple(r["verified"]), r["m"], 0.0, 0.0, 0.0, 0.0)
+              for r in steps if r["run"] == run]
+        mats += [float(np.mean(x)) for x in run_lists(rs, g, b)]
+    return {"kind": "diagnostic" if fitted else "prediction", "fitted_in_sample": fitted,
+            "law": law.to_config(), "step_costs": [float(x) for x in step_costs],
+            "predicted": {"tokens_per_step": h.verified / n, "time_per_token": h.time / h.verified,
+                          "mat": h.mat},
+            "measured": {"tokens_per_step": ver / (len(runs) * b * n),
+                         "time_per_token": seconds * b / ver, "mat": float(np.mean(mats)),
+                         "decodes": len(runs), "alpha_checks": acc / (acc + rej)}}
+
+
+def padded_step_costs(draft_step: float, target_cost, gamma: int, batch: int,
+                      overhead: float = 0.0) -> list[float]:
+    """``c(k)`` of this decoder (PL5): the target's padded forward costs ``T_1(b, 1)`` with no
+    sequence in post-verify and ``T_1(b, gamma)`` otherwise (``target_cost(m)`` at batch
+    ``b``), against the drafter's ``gamma`` steps, plus the handshake."""
+    lo = float(target_cost(1))
+    hi = float(target_cost(gamma))
+    return [max(gamma * draft_step, lo if k == 0 else hi) + overhead for k in range(batch + 1)]
+
+
+# ------------------------------------------------------------------------------------------
+# its captures (``polyspec capture``)
+# ------------------------------------------------------------------------------------------
+CAPTURE_REFUSES: dict = {}
+
+
+def check_capture(spec):
+    """``polyspec capture`` has no driver for this decoder (validation.capture.DRIVERS holds
+    one per existing decoding loop): refused, naming ``--mode``."""
+    raise PolyspecInputError("--mode", "polyspec capture has no driver for parallel "
+                             "draft-verify: decode with validation.schemes.pearl.PearlDecoder "
+                             "and write its records with trace_records")

@@ -1,4 +1,6 @@
-"""PL0-PL3: parallel draft-verify (PEARL, as nano-PEARL runs it; docs/theory.md Part VI-PL).
+"""``pearl``: parallel draft-verify (PEARL, as nano-PEARL runs it; PL0-PL3, docs/theory.md
+Part VI-PL). A config with ``"mode": "pearl"``: two models, ``thresholds[0]`` = ``gamma``, the
+target's ``overhead`` = the handshake of a step, ``"batch": b`` (optional) a lockstep batch.
 
 The drafter (its own device) drafts the next block of ``gamma`` tokens while the target
 verifies the previous one; all ``b`` sequences of a batch advance in lockstep steps. A
@@ -23,6 +25,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,13 +34,18 @@ import numpy as np
 
 from ..core.config import Cascade, as_cascade
 from ..core.costs import BatchCostCurve
+from ..core.explain import law_text
 from ..core.laws import IIDGeometric, Positional
+from ..core.runs import RunLaw
 from ..errors import PolyspecInputError, as_int, as_real
+from . import get
 
-__all__ = ["MAX_GAMMA", "MAX_STEPS", "RunAcceptance", "run_acceptance", "PearlChain",
-           "pearl_chain", "pearl_step_costs", "PearlPrediction", "predict_pearl",
-           "predict_pearl_cascade", "PearlHorizon", "pearl_horizon", "pearl_horizon_cascade",
-           "start_up_gamma", "pearl_costs"]
+__all__ = ["name", "description", "mode", "threshold_floor", "fields", "claims", "check",
+           "predict", "report", "explain", "BENCH_STEPS", "MAX_GAMMA", "MAX_STEPS",
+           "RunAcceptance", "run_acceptance", "PearlChain", "pearl_chain", "pearl_step_costs",
+           "PearlPrediction", "predict_pearl", "predict_pearl_cascade", "PearlHorizon",
+           "pearl_horizon", "pearl_horizon_cascade", "start_up_gamma", "pearl_costs",
+           "pearl_pair"]
 
 MAX_GAMMA = 4096
 MAX_STEPS = 100_000  # the longest finite horizon PL3 computes
@@ -82,9 +90,8 @@ def run_acceptance(law, field: str = "acceptance[0]") -> RunAcceptance:
     if isinstance(law, Positional):
         a = tuple(float(x) for x in law.alphas)
         return RunAcceptance(a[:-1], a[-1])
-    hz, tail = getattr(law, "hazard", None), getattr(law, "tail", None)
-    if isinstance(hz, tuple) and isinstance(tail, float):
-        return RunAcceptance(tuple(1.0 - float(h) for h in hz), 1.0 - tail)
+    if isinstance(law, RunLaw):
+        return RunAcceptance(tuple(1.0 - h for h in law.hazard), 1.0 - law.tail)
     fam = getattr(law, "family", type(law).__name__)
     raise PolyspecInputError(field, f"parallel draft-verify (PEARL) needs a run law with a "
                              f"geometric tail: iid alpha, positional or a run law "
@@ -383,18 +390,20 @@ def pearl_costs(cascade: Cascade, batch=None):
     return draft, target_cost, ar
 
 
-def _check(cascade) -> Cascade:
+def pearl_pair(cascade) -> Cascade:
+    """``cascade`` checked to be a two-model chain whose law has a PEARL run law."""
     cascade = as_cascade(cascade, chain_only="parallel draft-verify (PEARL)")
     if cascade.n != 2:
         raise PolyspecInputError("models", f"parallel draft-verify (PEARL) runs one drafter "
                                  f"and one target: need 2 models, got {cascade.n}")
+    run_acceptance(cascade.laws[0])
     return cascade
 
 
 def predict_pearl_cascade(cascade, batch=None) -> PearlPrediction:
     """PL1/PL2 for a two-model ``cascade`` (``thresholds[0]`` = ``gamma``, handshake = the
     target's ``overhead``) at ``batch`` (``None``: 1)."""
-    cascade = _check(cascade)
+    cascade = pearl_pair(cascade)
     gamma = cascade.thresholds[0]
     b = 1 if batch is None else as_int(batch, "batch", low=1, high=1 << 20)
     draft, target_cost, ar = pearl_costs(cascade, b)
@@ -406,9 +415,134 @@ def predict_pearl_cascade(cascade, batch=None) -> PearlPrediction:
 
 def pearl_horizon_cascade(cascade, batch=None, steps: int = 100) -> PearlHorizon:
     """PL3 for a two-model ``cascade`` at ``batch`` over ``steps`` steps."""
-    cascade = _check(cascade)
+    cascade = pearl_pair(cascade)
     gamma = cascade.thresholds[0]
     b = 1 if batch is None else as_int(batch, "batch", low=1, high=1 << 20)
     draft, target_cost, _ = pearl_costs(cascade, b)
     costs = pearl_step_costs(draft, target_cost, gamma, b, cascade.models[0].overhead)
     return pearl_horizon(run_acceptance(cascade.laws[0]), gamma, costs, steps)
+
+
+# --- the scheme (polyspec_theory.schemes): config rules, predict, what `predict` prints -----
+
+name = "pearl"
+description = "parallel draft-verify (PEARL)"
+mode = "pearl"
+threshold_floor = 1
+fields = {"batch": "the serving-batch theory is not available for {description} "
+                   "(scheme {name!r})"}
+position_laws = True  # a run law (R1) is the law of PEARL's runs
+BENCH_STEPS = 100  # the steps nano-PEARL's benchmark times per batch (PL3)
+MODEL_NOTE = ("parallel draft-verify (PL0): the drafter drafts the next gamma tokens while the "
+              "target verifies; a step costs max(gamma T_d(b), T_t(b + (gamma - 1) n_post)) + "
+              "handshake; a rejection discards the block drafted in parallel; lockstep batch, "
+              "acceptance independent per sequence")
+
+
+def claims(features) -> bool:
+    return True
+
+
+def check(cascade) -> dict:
+    """Two models, chain drafts, a law with a geometric-tail run law, costs defined at the
+    batch; returns the normalised ``batch``."""
+    if cascade.n != 2:
+        raise PolyspecInputError("models", f"parallel draft-verify (PEARL) runs one drafter "
+                                 f"and one target: need 2 models, got {cascade.n}")
+    for key in ("trees", "schedules"):
+        items = getattr(cascade, key)
+        if items is not None and any(x is not None for x in items):
+            raise PolyspecInputError(key, "parallel draft-verify (PEARL) drafts chains: no "
+                                     "token trees or draft-length schedules")
+    run_acceptance(cascade.laws[0])
+    b = None if cascade.batch is None else as_int(cascade.batch, "batch", low=1, high=1 << 20)
+    _, target_cost, _ = pearl_costs(cascade, b)
+    target_cost((b or 1) * cascade.thresholds[0])  # the largest forward a step can run
+    return {"batch": b}
+
+
+def predict(cascade) -> PearlPrediction:
+    """PL1 (one sequence) or PL2 (``cascade.batch``)."""
+    return predict_pearl_cascade(cascade, cascade.batch)
+
+
+def _sync_speedup(cascade, batch):
+    """The same models and ``gamma`` decoded synchronously (P1 / B2: draft, then verify), or
+    ``None`` where no synchronous scheme serves this law."""
+    try:
+        twin = dataclasses.replace(cascade, mode="sync", batch=batch)
+        return get(twin.scheme).predict(twin).speedup
+    except PolyspecInputError:
+        return None
+
+
+def _point(cascade, b) -> dict:
+    pred = predict_pearl_cascade(cascade, b)
+    sync = _sync_speedup(cascade, b)
+    return {"batch": b or 1, "speedup": pred.speedup, "throughput": pred.throughput,
+            "autoregressive_throughput": (b or 1) / pred.autoregressive_time_per_token,
+            "mean_step": pred.mean_step, "sync_speedup": sync}
+
+
+def _law_text(law) -> str:
+    if isinstance(law, RunLaw):
+        return (f"run law: hazard {', '.join(f'{h:.3g}' for h in law.hazard)}, tail "
+                f"{law.tail:.3g}")
+    return law_text(law)
+
+
+def report(cascade, options=None) -> dict:
+    """PL1/PL2 at the cascade's batch, the benchmark's 100-step run (PL3), each batch of
+    ``options.batches``, the synchronous draft-then-verify speedup of the same models, and
+    the draft length nano-PEARL's start-up rule would pick from these costs."""
+    pred = predict(cascade)
+    draft, _, ar = pearl_costs(cascade, 1)
+    try:
+        auto = start_up_gamma(ar, draft)
+    except PolyspecInputError:
+        auto = None
+    config = cascade.to_config()
+    out = {"config": config, **pred.to_dict(), "model": MODEL_NOTE,
+           "law": _law_text(cascade.laws[0]),
+           "method": "exact (PL1/PL2: renewal cycles of runs, n_post binomial)",
+           "benchmark": pearl_horizon_cascade(cascade, cascade.batch, BENCH_STEPS).to_dict(),
+           "sync_speedup": _sync_speedup(cascade, cascade.batch),
+           "start_up_gamma": auto,
+           "time_base": (cascade.time_unit or "model-cost units") + "; speedup against the "
+           "autoregressive target at the same batch"}
+    if options is not None and options.batches:
+        out["batches"] = [_point(cascade, b) for b in options.batches]
+    return out
+
+
+def explain(cascade, options=None) -> str:
+    rep = report(cascade, options)
+    names = [m["name"] for m in rep["config"]["models"]]
+    b, g = rep["batch"], rep["gamma"]
+    bench = rep["benchmark"]
+    c = rep["step_costs"]
+    lines = [
+        f"Cascade {cascade.name!r}: {names[0]} <- {names[1]}, parallel draft-verify (PEARL), "
+        f"gamma {g}, batch {b}",
+        f"Predicted speedup over autoregressive {names[0]}: {rep['speedup']:.3f}x "
+        f"({rep['method']}; time base: {rep['time_base']})",
+        f"  acceptance: {rep['law']}; MAT (long run) {rep['mat']:.4g}; tokens per step "
+        f"{rep['tokens_per_step']:.4f}; post-verify share of steps {rep['post_share']:.3f}",
+        f"  step: pre-verify {c[0]:.4g}, all post-verify {c[-1]:.4g}; mean {rep['mean_step']:.4g}"
+        f"; target busy {100 * rep['target_busy']:.1f} %, drafter busy "
+        f"{100 * rep['drafter_busy']:.1f} %; drafts discarded {100 * rep['drafts_wasted']:.1f} %",
+        f"  nano-PEARL's benchmark ({bench['steps']} steps from pre-verify): tokens_per_step "
+        f"{bench['tokens_per_step']:.4f}, MAT {bench['mat']:.4g}",
+    ]
+    if rep["sync_speedup"] is not None:
+        lines.append(f"Synchronous draft-then-verify, same gamma: {rep['sync_speedup']:.3f}x")
+    if rep["start_up_gamma"] is not None:
+        lines.append(f"nano-PEARL's start-up rule round(T_t/T_d) at batch 1 would pick gamma "
+                     f"{rep['start_up_gamma']}")
+    for p in rep.get("batches", []):
+        sy = "-" if p["sync_speedup"] is None else f"{p['sync_speedup']:.3f}x"
+        lines.append(f"  batch {p['batch']:>5}: speedup {p['speedup']:.3f}x, throughput "
+                     f"{p['throughput']:.4g} (AR {p['autoregressive_throughput']:.4g}); "
+                     f"synchronous {sy}")
+    lines.append(rep["model"] + ".")
+    return "\n".join(lines)
