@@ -4,7 +4,7 @@ A *scheme* is one module of this package satisfying :class:`Scheme` (BlackJAX's 
 file per algorithm): its config rules (the ``"mode"`` it serves, when it claims a cascade of
 that mode, its threshold floor, the config fields only it accepts, its checks), its exact
 ``predict`` and what ``polyspec predict`` prints (``report``, ``explain``). Adding a scheme
-is one file here and one entry of :data:`REGISTERED`; the simulators
+is one file here, found by itself (:func:`load_registry`); the simulators
 (``simulators.schemes``) and the decoders (``validation.schemes``) keep their own registries
 keyed by the same names.
 
@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import pkgutil
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from polyspec_theory.errors import PolyspecInputError
 
-# The registration lines: one module of this package per scheme, in the order the decision
-# tries them (the first that claims a cascade of its mode wins).
+# The order the decision tries the built-in schemes of one mode in (the first that claims a
+# cascade of its mode wins); every other module of the package (a new scheme) follows, in
+# name order.
 REGISTERED = ("batch", "structured", "chain", "async_")
 
 __all__ = ["Scheme", "Features", "Options", "Estimate", "REGISTERED", "registry", "get", "modes",
-           "load_registry",
+           "load_registry", "scheme_modules",
            "decide", "scheme_of", "scheme_named", "refuse", "handler", "in_mode", "predict",
            "threshold_floor"]
 
@@ -113,12 +115,23 @@ class Scheme(Protocol):
 _LOADED: dict[str, Scheme] = {}
 
 
-def load_registry(loaded: dict, package: str, modules, protocol) -> dict:
-    """Fill ``loaded`` (once) with ``{module.name: module}`` for each of ``modules`` in the
-    package ``package``, each checked to satisfy ``protocol``: the loader of every layer's
-    registry of schemes (this one, ``simulators.schemes``, the validation wing's)."""
+def scheme_modules(package: str, first=()) -> tuple[str, ...]:
+    """The scheme modules of ``package``: every module of it whose name does not start with
+    ``_``, those of ``first`` first (in that order), the rest in name order."""
+    pkg = importlib.import_module(package)
+    found = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)
+                   if not m.name.startswith("_"))
+    return tuple(m for m in first if m in found) + tuple(m for m in found if m not in first)
+
+
+def load_registry(loaded: dict, package: str, first, protocol) -> dict:
+    """Fill ``loaded`` (once) with ``{module.name: module}`` for every scheme module of the
+    package ``package`` (:func:`scheme_modules`: ``first`` first), each checked to satisfy
+    ``protocol``: the loader of every layer's registry of schemes (this one,
+    ``simulators.schemes``, the validation wing's). A new scheme is a new module: no list
+    to edit."""
     if not loaded:
-        for mod in modules:
+        for mod in scheme_modules(package, first):
             s = importlib.import_module(f"{package}.{mod}")
             if not isinstance(s, protocol):
                 raise TypeError(f"{s.__name__} does not satisfy the {protocol.__name__} "

@@ -5,7 +5,8 @@ Carlo per scheme, one signature::
 
 ``budget`` (:class:`Budget`) says how much to simulate (tokens or events, chains, the event
 cap); ``key`` is an int seed or a JAX PRNG key (same key, same numbers). A scheme is one module
-of this package satisfying :class:`SimScheme` and one entry of :data:`REGISTERED`; its
+of this package satisfying :class:`SimScheme`, found by itself
+(:func:`polyspec_theory.schemes.load_registry`; :data:`REGISTERED` orders the built-ins); its
 ``name`` is the theory scheme's.
 
 Built in: ``chain`` (:func:`simulators.length.simulate_lengths`), ``structured``
@@ -25,7 +26,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from polyspec_theory.schemes import Estimate, get, load_registry, scheme_of
 from simulators.runtime import MAX_CHAINS, as_chains
 
-# The registration lines: one module of this package per scheme.
+# The built-in schemes, in this order; every other module of the package follows in name order.
 REGISTERED = ("chain", "structured", "batch", "async_")
 
 DEFAULT_TOKENS = 1_000_000  # tokens in total (chain, structured, batch)

@@ -1,6 +1,7 @@
 """Captures: a scheme's decoder run on real models, every round, baseline and cost curve
 written to a trace (:mod:`validation.traces`). :func:`capture` runs the driver the scheme
-names (``DRIVER`` of its module in :mod:`validation.schemes`):
+names (``DRIVER`` of its module in :mod:`validation.schemes`: one of these, or the scheme's
+own function with :func:`capture`'s signature, as ``pearl``'s):
 
 * ``stream`` (:mod:`.single`): one process, prompt after prompt (chains, trees, schedules);
 * ``pipeline`` (:mod:`.async_`): one process per level, each on its own core;
@@ -30,8 +31,12 @@ def capture(spec, *, out, name=None, resume=False, force=False, progress=True,
             argv=None) -> list[Path]:
     """Run the captures ``spec`` describes with its scheme's driver; the trace paths (one, or
     one per batch size)."""
-    mod, fn = DRIVERS[schemes.get(spec.scheme).DRIVER].split(":")
-    run = getattr(importlib.import_module(f"validation.capture.{mod}"), fn)
+    driver = schemes.get(spec.scheme).DRIVER
+    if callable(driver):  # a scheme that brings its own capture loop
+        run = driver
+    else:
+        mod, fn = DRIVERS[driver].split(":")
+        run = getattr(importlib.import_module(f"validation.capture.{mod}"), fn)
     got = run(spec, out=out, name=name, resume=resume, force=force, progress=progress,
               argv=argv)
     return list(got) if isinstance(got, list) else [got]

@@ -1,8 +1,9 @@
 """The decoders of the schemes, one module per scheme, keyed by the theory registry's names
 (:mod:`polyspec_theory.schemes`): each holds the scheme's decoder, what its captures write and
 how their traces are checked, and how a capture of it is predicted. A scheme is a module of
-this package satisfying :class:`TraceScheme` and one entry of :data:`REGISTERED` (loaded by
-:func:`polyspec_theory.schemes.load_registry`, as every layer's registry).
+this package satisfying :class:`TraceScheme`, found by itself (loaded by
+:func:`polyspec_theory.schemes.load_registry`, as every layer's registry; :data:`REGISTERED`
+orders the built-ins, every other module follows in name order).
 
 What a scheme module gives (``chain.py`` is the model; a name a scheme does not need may be
 left out where marked):
@@ -49,7 +50,7 @@ from validation.traces.schema import is_batch_header
 __all__ = ["REGISTERED", "TraceScheme", "registry", "get", "scheme_of_trace",
            "features_of_header", "torch"]
 
-# the registration lines: one module of this package per scheme
+# the built-in schemes, in this order; every other module of the package follows
 REGISTERED = ("chain", "structured", "batch", "async_")
 
 
