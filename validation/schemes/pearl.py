@@ -724,7 +724,7 @@ def check_capture(spec):
     """``polyspec capture --mode pearl``: a target and one drafter, greedy, on the CPU; the
     draft length is ``thresholds[0]`` (γ), one lockstep batch of ``batches[0]`` sequences
     (default 1), ``max_new_tokens`` steps per decode."""
-    spec = spec.checked(batched=False)
+    spec = spec.checked()
     if len(spec.models) != 2:
         raise PolyspecInputError("models", f"parallel draft-verify runs a target and one "
                                  f"drafter (one process and one core each), got "
