@@ -40,7 +40,8 @@ from .asynchronous import (
 __all__ = ["AsyncExact", "async_lattice", "exact_async", "MAX_EXACT_STATES"]
 
 MAX_EXACT_STATES = 400_000  # largest embedded chain exact_async builds
-_MAX_PATH = 100_000  # deterministic events between two verify ends (a stall is refused)
+_MAX_PATH = 100_000
+_MAX_TICKS = 2**55  # longest action in lattice ticks (sums of a few stay inside int64)  # deterministic events between two verify ends (a stall is refused)
 
 # status codes of a level
 FREE, BUSY, BLOCKED = 0, 1, 2
@@ -51,34 +52,42 @@ def _fraction(x: float) -> Fraction:
     return Fraction(repr(float(x)))
 
 
+def _exact_cost(cost, ms) -> list[Fraction]:
+    """``T(m)`` for ``m`` in ``ms``, exactly, from the decimals of the curve as written."""
+    if cost.table is None:
+        base, slope = _fraction(cost.base), _fraction(cost.per_token)
+        return [base + slope * (m - 1) for m in ms]
+    t = [_fraction(x) for x in cost.table]
+    slope = max(t[-1] - t[-2], Fraction(0)) if len(t) > 1 else Fraction(0)
+    return [t[m - 1] if m <= len(t) else t[-1] + slope * (m - len(t)) for m in ms]
+
+
 def async_lattice(cascade, rules=None):
     """The lattice of ``cascade``'s action durations: ``(tick, verify_ticks, draft_ticks)``
-    with ``tick`` a :class:`~fractions.Fraction`, ``verify_ticks[j][m]`` the ticks of a verify
-    of ``m`` drafts by level ``j`` (``T_j(m + 1) + o_j``, ``m = 0..window_j``) and
-    ``draft_ticks`` the bottom model's step. Every cost is read as the decimal it was written
-    as. ``None`` when the tick is finer than AS0's tie tolerance (actions closer than it end
-    at the same instant there, so the lattice would not describe AS0's process)."""
+    with ``tick`` a :class:`~fractions.Fraction` (the largest that divides them all),
+    ``verify_ticks[j][m]`` the ticks of a verify of ``m`` drafts by level ``j``
+    (``T_j(m + 1) + o_j``, ``m = 0..window_j``) and ``draft_ticks`` the bottom model's step.
+    Every cost is read as the decimal it was written as (``0.3`` is ``3/10``)."""
     cascade = _as_chain(cascade)
     rules = async_rules(cascade) if rules is None else rules
     fr = []
     for j, r in enumerate(rules):
-        m = cascade.models[j]
-        over = _fraction(m.overhead)
-        if m.cost.table is None:
-            base, slope = _fraction(m.cost.base), _fraction(m.cost.per_token)
-            fr.append([base + slope * k + over for k in range(r.window + 1)])
-        else:
-            fr.append([_fraction(m.cost(k + 1)) + over for k in range(r.window + 1)])
+        over = _fraction(cascade.models[j].overhead)
+        fr.append([v + over for v in _exact_cost(cascade.models[j].cost,
+                                                 range(1, r.window + 2))])
     c = _fraction(cascade.models[-1].cost.t1)
     values = [v for row in fr for v in row] + [c]
     den = math.lcm(*(v.denominator for v in values))
     g = math.gcd(*(v.numerator * (den // v.denominator) for v in values))
-    if g == 0:  # every duration 0: refused earlier (a verify must take time)
-        return None  # pragma: no cover
+    if g == 0:
+        raise PolyspecInputError("models", "every action of the asynchronous pipeline costs 0")
     tick = Fraction(g, den)
-    if float(tick) < 2 * async_tie_tolerance(cascade):
-        return None
     verify_ticks = [[int(v / tick) for v in row] for row in fr]
+    longest = max(max(max(row) for row in verify_ticks), int(c / tick))
+    if longest > _MAX_TICKS:
+        raise PolyspecInputError("models", f"the costs written need a lattice of {longest:.3g} "
+                                 f"ticks per action (at most {_MAX_TICKS:.3g}): write them "
+                                 "with fewer significant digits")
     return tick, verify_ticks, int(c / tick)
 
 
@@ -117,10 +126,21 @@ class _Layout:
         self.width = 6 * n - 1
 
 
-class _Machine:
-    """AS0's rules on arrays of states (rows), ``n`` levels, durations in ticks."""
+# per-transition counters: columns of an ``acc`` array (per-level blocks of ``n``)
+_TIME, _TOKENS, _ROLLBACK = 0, 1, 2
+_BLOCKS = ("starts", "checked", "busy", "emitted", "completed", "accepted", "produced")
 
-    def __init__(self, n, verify_ticks, draft_ticks, surv, rules: tuple[AsyncPair, ...]):
+
+def _col(name: str, n: int) -> int:
+    return 3 + _BLOCKS.index(name) * n
+
+
+class _Machine:
+    """AS0's rules on arrays of states (rows), ``n`` levels, durations in ticks; ``tol``:
+    AS0's tie tolerance in ticks."""
+
+    def __init__(self, n, verify_ticks, draft_ticks, surv, rules: tuple[AsyncPair, ...],
+                 tol: int = 0):
         self.n = n
         self.L = _Layout(n)
         self.wait = [r.wait for r in rules]
@@ -130,11 +150,14 @@ class _Machine:
         self.vt = [np.asarray(v, dtype=np.int64) for v in verify_ticks]
         self.c = int(draft_ticks)
         self.surv = surv
+        self.tol = int(tol)
+        self.width = 3 + len(_BLOCKS) * n
+        self.cols = {name: _col(name, n) for name in _BLOCKS}
 
     def settle(self, S, acc):
-        """Syncs bottom-up, then every start the rules allow, top-down (in place).
-        ``acc``: per-row counters (updated in place)."""
-        n, L = self.n, self.L
+        """Syncs bottom-up, then every start the rules allow, top-down (in place; ``acc``
+        gains the counters)."""
+        n, L, cols = self.n, self.L, self.cols
         for j in range(n - 2, -1, -1):
             cond = (S[:, L.st[j]] == BLOCKED) & (S[:, L.st[j + 1]] == FREE)
             if not cond.any():
@@ -142,12 +165,12 @@ class _Machine:
             m = S[:, L.m[j]]
             ok = cond & (S[:, L.kept[j]] == 1) & (S[:, L.lead[j + 1]] >= m + 1)
             back = cond & ~ok
-            acc["accepted"][:, j + 1] += ok  # the bonus position kept
-            S[:, L.lead[j + 1]] -= np.where(ok, m + 1, 0)
+            acc[:, cols["accepted"] + j + 1] += ok  # the bonus position kept
+            S[ok, L.lead[j + 1]] -= m[ok] + 1
             if back.any():
                 S[back, L.lead[j + 1]] = 0
                 if j == 0:
-                    acc["rollbacks"] += back
+                    acc[:, _ROLLBACK] += back
                 for i in range(j + 2, n):
                     S[back, L.lead[i]] = 0
                     busy = back & (S[:, L.st[i]] == BUSY)
@@ -164,29 +187,35 @@ class _Machine:
             go = S[:, L.st[j]] == FREE
             if j > 0:
                 go &= S[:, L.lead[j]] < self.queue[j - 1]
-            if j == n - 1:
-                dur = np.full(S.shape[0], self.c, dtype=np.int64)
-                m = np.zeros(S.shape[0], dtype=np.int64)
-            else:
+            if j < n - 1:
                 go &= S[:, L.lead[j + 1]] >= self.wait[j]
-                m = np.minimum(S[:, L.lead[j + 1]], self.window[j])
-                dur = self.vt[j][np.where(go, m, 0)]
             if not go.any():
                 continue
+            if j == n - 1:
+                m = np.zeros(int(go.sum()), dtype=np.int64)
+                dur = np.full(m.size, self.c, dtype=np.int64)
+            else:
+                m = np.minimum(S[go, L.lead[j + 1]], self.window[j])
+                dur = self.vt[j][m]
             S[go, L.st[j]] = BUSY
-            S[go, L.rem[j]] = dur[go]
+            S[go, L.rem[j]] = dur
             S[go, L.stale[j]] = 0
-            S[go, L.m[j]] = m[go]
-            acc["starts"][:, j] += go
-            acc["checked"][:, j] += np.where(go, m, 0)
-            acc["busy"][:, j] += np.where(go, dur, 0)
+            S[go, L.m[j]] = m
+            acc[go, cols["starts"] + j] += 1
+            acc[go, cols["checked"] + j] += m
+            acc[go, cols["busy"] + j] += dur
 
     def next_event(self, S):
-        """(level completing next, its time, whether it draws an outcome)."""
+        """(level completing next, time to it, whether it draws an outcome, any busy). AS0's
+        tie rule: of the actions ending within ``tol`` of the earliest, the highest level."""
         L = self.L
         busy = S[:, L.st] == BUSY
         rem = np.where(busy, S[:, L.rem], np.iinfo(np.int64).max)
-        k = np.argmin(rem, axis=1)  # the lowest index among the earliest: AS0's tie rule
+        if self.tol:
+            early = rem.min(axis=1, keepdims=True)
+            k = np.argmax(rem - early <= self.tol, axis=1)
+        else:
+            k = np.argmin(rem, axis=1)  # the first index among the earliest
         rows = np.arange(S.shape[0])
         dt = rem[rows, k]
         random = (k < self.n - 1) & (S[rows, L.stale[k]] == 0)
@@ -197,50 +226,41 @@ class _Machine:
         L = self.L
         rows = np.arange(S.shape[0])
         busy = S[:, L.st] == BUSY
-        S[:, L.rem] -= np.where(busy, dt[:, None], 0)
+        rem = S[:, L.rem] - np.where(busy, dt[:, None], 0)
+        S[:, L.rem] = np.maximum(rem, 0) if self.tol else rem
         S[rows, L.st[k]] = FREE
         S[rows, L.rem[k]] = 0
-
-
-def _new_acc(rows: int, n: int) -> dict:
-    z = lambda: np.zeros((rows, n), dtype=np.int64)  # noqa: E731
-    return {"time": np.zeros(rows, dtype=np.int64), "tokens": np.zeros(rows, dtype=np.int64),
-            "starts": z(), "checked": z(), "busy": z(), "emitted": z(), "completed": z(),
-            "accepted": z(), "produced": z(),
-            "rollbacks": np.zeros(rows, dtype=np.int64)}
 
 
 def _deterministic(mach: _Machine, S, acc):
     """Run the deterministic events (drafter forwards, discarded actions ending) of every row
     until its next event is a verify's end (in place)."""
     L, n = mach.L, mach.n
+    produced = mach.cols["produced"] + n - 1
     todo = np.arange(S.shape[0])
+    sub, sacc = S, acc
     for _ in range(_MAX_PATH):
-        if todo.size == 0:
-            return
-        sub = S[todo]
         k, dt, random, anybusy = mach.next_event(sub)
         if not anybusy.all():
             raise PolyspecInputError("config", "the asynchronous pipeline stalls (no action can "
                                      "start): check thresholds and queues")
-        det = ~random
-        todo, sub, k, dt = todo[det], sub[det], k[det], dt[det]
-        if todo.size == 0:
+        if random.all():
+            S[todo] = sub
+            acc[todo] = sacc
             return
+        if random.any():  # rows whose next event is a verify's end are done
+            S[todo[random]] = sub[random]
+            acc[todo[random]] = sacc[random]
+            det = ~random
+            todo, sub, sacc, k, dt = todo[det], sub[det], sacc[det], k[det], dt[det]
         rows = np.arange(todo.size)
-        was_stale = sub[rows, L.stale[k]] == 1
+        fresh = (sub[rows, L.stale[k]] == 0) & (k == n - 1)  # a bottom forward that counts
         mach.advance(sub, k, dt)
         sub[rows, L.stale[k]] = 0
-        fresh = ~was_stale  # a bottom forward that counts
-        bottom = k == n - 1
-        sub[fresh & bottom, L.lead[n - 1]] += 1
-        sub_acc = {key: v[todo] for key, v in acc.items()}
-        sub_acc["time"] += dt
-        sub_acc["produced"][:, n - 1] += fresh & bottom
-        mach.settle(sub, sub_acc)
-        S[todo] = sub
-        for key, v in sub_acc.items():
-            acc[key][todo] = v
+        sub[fresh, L.lead[n - 1]] += 1
+        sacc[:, _TIME] += dt
+        sacc[:, produced] += fresh
+        mach.settle(sub, sacc)
     raise PolyspecInputError("config", "the asynchronous pipeline makes more than "
                              f"{_MAX_PATH} drafter forwards between two verifies: bound the "
                              "drafter's queue")
@@ -248,50 +268,73 @@ def _deterministic(mach: _Machine, S, acc):
 
 def _outcomes(mach: _Machine, S):
     """Expand each row (its next event a verify's end) into the outcomes of ``R``: rows of the
-    states right after (settled), the completing level's probability, and the counters."""
-    L, n = mach.L, mach.n
+    states right after (settled), the source row, the probability, and the counters (their
+    conditional means). A middle level's ``R = 0..m`` change its lead, so each is its own
+    outcome; the target's ``R = 0..m`` all lead to a rollback and differ only in the tokens
+    emitted, so they are one outcome (not kept) with the mean count, the other kept."""
+    L, n, cols = mach.L, mach.n, mach.cols
     k, dt, _, _ = mach.next_event(S)
     rows = np.arange(S.shape[0])
     m = S[rows, L.m[k]]
-    counts = m + 2  # R = 0..m (not kept), R >= m + 1 (all accepted, bonus kept)
+    counts = np.where(k == 0, 2, m + 2)
     src = np.repeat(rows, counts)
     first = np.repeat(np.cumsum(counts) - counts, counts)
-    r = np.arange(src.size) - first
+    r = np.arange(src.size) - first  # target: 0 = not kept, 1 = kept
     kk, mm = k[src], m[src]
+    top = kk == 0
+    r = np.where(top, np.where(r == 1, mm + 1, 0), r)  # R >= m + 1 is the kept outcome
     p = np.empty(src.size)
+    emitted = (np.minimum(r, mm) + 1).astype(np.float64)
+    accepted = np.minimum(r, mm).astype(np.float64)
     for j in range(n - 1):
         sel = kk == j
-        if sel.any():
-            s = mach.surv[j]
-            rr, mj = r[sel], mm[sel]
-            p[sel] = np.where(rr <= mj, s[rr] - s[np.minimum(rr + 1, s.size - 1)],
-                              s[np.minimum(mj + 1, s.size - 1)])
+        if not sel.any():
+            continue
+        s = mach.surv[j]
+        rr, mj = r[sel], mm[sel]
+        kept = rr >= mj + 1
+        if j == 0:
+            cum = np.cumsum(s)  # cum[m] = S_0 + ... + S_m
+            tail = s[mj + 1]
+            lost = 1.0 - tail
+            safe = np.where(lost > 0, lost, 1.0)
+            # E[min(R, m) + 1 | R <= m] and E[R | R <= m]
+            e_emit = (cum[mj] - (mj + 1) * tail) / safe
+            e_acc = (cum[mj] - s[0] - mj * tail) / safe
+            p[sel] = np.where(kept, tail, lost)
+            emitted[sel] = np.where(kept, mj + 1, e_emit)
+            accepted[sel] = np.where(kept, mj, e_acc)
+        else:
+            p[sel] = np.where(kept, s[mj + 1], s[rr] - s[np.minimum(rr + 1, s.size - 1)])
     keep = p > 0
     src, r, kk, mm, p = src[keep], r[keep], kk[keep], mm[keep], p[keep]
-    T = S[src].copy()
+    emitted, accepted, top = emitted[keep], accepted[keep], top[keep]
+    T = S[src]
     rows = np.arange(src.size)
     mach.advance(T, kk, dt[src])
-    emitted = np.minimum(r, mm) + 1
     T[rows, L.st[kk]] = BLOCKED
-    T[rows, L.kept[kk]] = (r >= mm + 1).astype(np.int64)
-    top = kk == 0
+    T[rows, L.kept[kk]] = r >= mm + 1
     mid = ~top
-    T[rows[mid], L.lead[kk[mid]]] += emitted[mid]
-    acc = _new_acc(src.size, n)
-    acc["time"] += dt[src]
-    acc["tokens"] += np.where(top, emitted, 0)
-    acc["emitted"][rows, kk] += emitted
-    acc["completed"][rows, kk] += 1
-    acc["produced"][rows[mid], kk[mid]] += emitted[mid]
+    T[rows[mid], L.lead[kk[mid]]] += emitted[mid].astype(np.int64)
+    acc = np.zeros((src.size, mach.width))
+    acc[:, _TIME] = dt[src]
+    acc[:, _TOKENS] = np.where(top, emitted, 0.0)
+    acc[rows, cols["emitted"] + kk] = emitted
+    acc[rows, cols["completed"] + kk] = 1.0
+    acc[rows[mid], cols["produced"] + kk[mid]] = emitted[mid]
     # drafts of level k + 1 this verify accepted (a kept bonus is counted at the sync)
-    acc["accepted"][rows, kk + 1] += np.minimum(r, mm)
+    acc[rows, cols["accepted"] + kk + 1] = accepted
     mach.settle(T, acc)
     return T, src, p, acc
 
 
-def _keys(S) -> list:
+def _void(S) -> np.ndarray:
     S = np.ascontiguousarray(S)
-    return S.view(np.dtype((np.void, S.dtype.itemsize * S.shape[1]))).ravel().tolist()
+    return S.view(np.dtype((np.void, S.dtype.itemsize * S.shape[1]))).ravel()
+
+
+def _keys(S) -> list:
+    return _void(S).tolist()
 
 
 def _closed_class(P) -> np.ndarray:
@@ -313,101 +356,165 @@ def _closed_class(P) -> np.ndarray:
 
 
 def _stationary(P) -> np.ndarray:
-    """Stationary law of an irreducible sparse stochastic matrix."""
+    """Stationary law of an irreducible sparse stochastic matrix. Large chains: with ``r`` a
+    frequent state (a few lazy power steps find one), ``pi / pi(r)`` off ``r`` is the expected
+    number of visits per visit of ``r``, the series ``sum_k (Q^T)^k b`` (``Q``: ``P`` without
+    ``r``, ``b``: ``P(r, .)``), summed until its geometric tail is below 1e-14 of the sum; a
+    sparse LU where it converges slowly. Small chains: an LU of ``(I - P^T)`` with one
+    equation replaced by the normalisation."""
     N = P.shape[0]
     if N == 1:
         return np.ones(1)
-    A = (P.T - sp.identity(N, format="csr")).tolil()
-    A[N - 1, :] = np.ones(N)
-    b = np.zeros(N)
-    b[-1] = 1.0
-    pi = spla.spsolve(A.tocsc(), b)
-    pi = np.clip(np.asarray(pi, dtype=np.float64), 0.0, None)
+    PT = P.T.tocsr()
+    if N <= 2000:
+        A = (PT - sp.identity(N, format="csr")).toarray()
+        A[-1, :] = 1.0
+        b = np.zeros(N)
+        b[-1] = 1.0
+        pi = np.linalg.solve(A, b)
+    else:
+        v = np.full(N, 1.0 / N)
+        for _ in range(30):
+            v = 0.5 * (v + PT @ v)
+        r = int(np.argmax(v))
+        keep = np.ones(N, dtype=bool)
+        keep[r] = False
+        QT = PT[keep][:, keep].tocsr()
+        b = PT[keep][:, [r]].toarray().ravel()
+        x = _series(QT, b)
+        if x is None:
+            A = (sp.identity(N - 1, format="csc") - QT.tocsc())
+            x = spla.spsolve(A, b, permc_spec="MMD_AT_PLUS_A")
+        pi = np.empty(N)
+        pi[keep] = x
+        pi[r] = 1.0
+    pi = np.clip(pi, 0.0, None)
     return pi / pi.sum()
+
+
+def _series(QT, b, iters: int = 3000, rtol: float = 1e-14):
+    """``sum_k QT^k b`` for a substochastic ``QT`` (``None`` if it has not converged after
+    ``iters`` terms): stops once the next term, times ``rho / (1 - rho)`` with ``rho`` the
+    ratio of the last two terms' sizes, is below ``rtol`` of the sum."""
+    x = b.copy()
+    term = b
+    last = float(np.abs(b).sum())
+    for _ in range(iters):
+        term = QT @ term
+        size = float(np.abs(term).sum())
+        x += term
+        if size == 0.0:
+            return x
+        rho = size / last if last > 0 else 1.0
+        last = size
+        if rho < 1.0 and size * rho / (1.0 - rho) <= rtol * float(np.abs(x).sum()):
+            return x
+    return None
 
 
 def exact_async(cascade, max_states: int = MAX_EXACT_STATES) -> AsyncExact:
     """AS7: exact time per token of ``cascade`` run as AS0's asynchronous pipeline, any
-    number of levels, costs on a lattice (:func:`async_lattice`). Refuses (naming
-    ``models``) costs off a lattice and chains of more than ``max_states`` states."""
+    number of levels (:func:`async_lattice`: the costs as written). Refuses (naming
+    ``models``) a chain of more than ``max_states`` states."""
     cascade = _as_chain(cascade)
     rules = async_rules(cascade)
     n = cascade.n
-    lat = async_lattice(cascade, rules)
-    if lat is None:
-        raise PolyspecInputError("models", "the costs have no common lattice coarser than "
-                                 "AS0's tie tolerance: AS7 needs costs written with few "
-                                 "decimals")
-    tick, vt, c = lat
+    tick, vt, c = async_lattice(cascade, rules)
     for j, row in enumerate(vt):
         if min(row) <= 0:
             raise PolyspecInputError(f"models[{j}].cost", "every verify must take time in "
                                      "the asynchronous pipeline")
-    surv = [np.asarray(_survival(cascade.laws[j], r.window + 2, f"acceptance[{j}]"))
-            for j, r in enumerate(rules)]
     if c == 0 and rules[-1].queue is None:
         raise PolyspecInputError("models[-1].cost", "a drafter of cost 0 with an unbounded "
                                  "queue drafts forever: give \"queue\" a bound")
-    mach = _Machine(n, vt, c, surv, rules)
+    surv = [np.asarray(_survival(cascade.laws[j], r.window + 2, f"acceptance[{j}]"))
+            for j, r in enumerate(rules)]
+    tol = int(Fraction(async_tie_tolerance(cascade)) / tick)
+    mach = _Machine(n, vt, c, surv, rules, tol)
+    trans, total = _explore(mach, max_states, tick)
+    return _solve(cascade, trans, total, tick)
+
+
+def _explore(mach: _Machine, max_states: int, tick):
+    """Every state of the embedded chain reached from the empty pipeline, breadth first.
+    Returns the transitions ``(source ids, destination ids, probabilities, counters)`` in
+    blocks, and the number of states. A state right after an outcome is settled and run to the
+    next verify's end once (``memo``); its many sources share that run."""
     S0 = np.zeros((1, mach.L.width), dtype=np.int64)
-    acc0 = _new_acc(1, n)
+    acc0 = np.zeros((1, mach.width))
     mach.settle(S0, acc0)
     _deterministic(mach, S0, acc0)
     index = {key: 0 for key in _keys(S0)}
-    frontier = S0
-    front_ids = np.zeros(1, dtype=np.int64)
-    trans = []  # (src ids, dst ids, p, acc)
-    total = 1
+    memo: dict = {}  # state after an outcome -> row of (destination id, path counters)
+    memo_dst = np.zeros(64, dtype=np.int64)
+    memo_acc = np.zeros((64, mach.width))
+    frontier, front_ids = S0, np.zeros(1, dtype=np.int64)
+    trans = []
     while frontier.shape[0]:
         T, src, p, acc = _outcomes(mach, frontier)
-        _deterministic(mach, T, acc)
-        keys = _keys(T)
-        dst = np.empty(len(keys), dtype=np.int64)
-        new_rows = []
-        for i, key in enumerate(keys):
-            j = index.get(key)
-            if j is None:
-                j = total
-                index[key] = j
-                total += 1
-                new_rows.append(i)
-            dst[i] = j
-        if total > max_states:
+        uniq, first, inv = np.unique(_void(T), return_index=True, return_inverse=True)
+        ukeys = uniq.tolist()
+        rows = np.fromiter((memo.get(key, -1) for key in ukeys), dtype=np.int64,
+                           count=len(ukeys))
+        todo = np.flatnonzero(rows < 0)
+        new_ids, new_rows = [], []
+        if todo.size:
+            U = T[first[todo]]
+            uacc = np.zeros((todo.size, mach.width))
+            _deterministic(mach, U, uacc)
+            before = len(index)
+            ids = np.fromiter((index.setdefault(key, len(index)) for key in _keys(U)),
+                              dtype=np.int64, count=todo.size)
+            fresh = np.flatnonzero(ids >= before)
+            fresh = fresh[np.unique(ids[fresh], return_index=True)[1]]
+            new_ids, new_rows = ids[fresh], U[fresh]
+            base = len(memo)
+            need = base + todo.size
+            if need > memo_dst.size:
+                grow = max(need, 2 * memo_dst.size)
+                memo_dst = np.resize(memo_dst, grow)
+                memo_acc = np.concatenate([memo_acc, np.zeros((grow - memo_acc.shape[0],
+                                                               mach.width))])
+            memo_dst[base:need] = ids
+            memo_acc[base:need] = uacc
+            for i, key in enumerate(todo.tolist()):
+                memo[ukeys[key]] = base + i
+            rows[todo] = np.arange(base, need)
+        if len(index) > max_states:
             raise PolyspecInputError("models", f"AS7's chain for these costs has more than "
                                      f"{max_states} states (lattice tick {tick}): round the "
                                      "costs to fewer decimals")
-        trans.append((front_ids[src], dst, p, acc))
-        frontier = T[new_rows]
-        front_ids = dst[new_rows] if new_rows else np.zeros(0, dtype=np.int64)
+        r = rows[inv.ravel()]
+        trans.append((front_ids[src], memo_dst[r], p, acc + memo_acc[r]))
+        frontier = new_rows if len(new_ids) else np.zeros((0, mach.L.width), dtype=np.int64)
+        front_ids = np.asarray(new_ids, dtype=np.int64)
+    return trans, len(index)
+
+
+def _solve(cascade, trans, total: int, tick: Fraction) -> AsyncExact:
+    """Renewal-reward over the stationary law of the chain's closed class."""
+    n = cascade.n
     src = np.concatenate([t[0] for t in trans])
     dst = np.concatenate([t[1] for t in trans])
     p = np.concatenate([t[2] for t in trans])
-    acc = {key: np.concatenate([t[3][key] for t in trans]) for key in trans[0][3]}
+    acc = np.concatenate([t[3] for t in trans])
     P = sp.csr_matrix((p, (src, dst)), shape=(total, total))
     cls = _closed_class(P)
-    inside = np.zeros(total, dtype=bool)
-    inside[cls] = True
     remap = -np.ones(total, dtype=np.int64)
     remap[cls] = np.arange(cls.size)
-    sel = inside[src]
+    sel = remap[src] >= 0
     Pc = sp.csr_matrix((p[sel], (remap[src[sel]], remap[dst[sel]])), shape=(cls.size,) * 2)
     pi = _stationary(Pc)
     w = pi[remap[src[sel]]] * p[sel]  # stationary weight of each transition
-
-    def mean(key):
-        v = acc[key][sel]
-        return (w[:, None] * v).sum(axis=0) if v.ndim == 2 else float(w @ v)
-
-    time_ticks = mean("time")
-    tokens = mean("tokens")
+    mean = w @ acc[sel]
+    time_ticks, tokens = float(mean[_TIME]), float(mean[_TOKENS])
     if not tokens > 0:
         raise PolyspecInputError("config", "the asynchronous pipeline emits no tokens")
     tpt = float(tick) * time_ticks / tokens
     t_ar = cascade.models[0].cost.t1
-    levels = _levels(cascade, {k: mean(k) for k in acc}, time_ticks, tokens)
+    blocks = {name: mean[_col(name, n): _col(name, n) + n] for name in _BLOCKS}
+    levels = _levels(cascade, blocks, time_ticks, tokens)
     return AsyncExact(t_ar / tpt, tpt, levels, tick, total, int(cls.size))
-
-
 def _levels(cascade, mean, time_ticks, tokens) -> tuple[AsyncLevel, ...]:
     """Per-model accounting from the stationary means of the counters (per transition)."""
     n = cascade.n
