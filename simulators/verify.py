@@ -617,7 +617,7 @@ def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
 
 
 def check_async(ctx: VerifyContext) -> list[CheckRecord]:
-    """AS1, AS2 (asynchronous pipelines): :func:`simulators.verify_async.check_async`."""
+    """AS1, AS2, AS7 (asynchronous pipelines): :func:`simulators.verify_async.check_async`."""
     from .verify_async import check_async as rows
 
     return rows(ctx)

@@ -1,16 +1,19 @@
-"""Verify rows AS1, AS2 (docs/theory.md Part VI-AS): the asynchronous pipeline's exact
-two-level rate and its reductions against the discrete-event simulator
-(:mod:`simulators.asynchronous`), at the row level of :mod:`simulators.verify`."""
+"""Verify rows AS1, AS2, AS7 (docs/theory.md Part VI-AS): the asynchronous pipeline's exact
+two-level rate, its reductions and the exact rate of three and four levels against the
+discrete-event simulator (:mod:`simulators.asynchronous`), at the row level of
+:mod:`simulators.verify`."""
 
 from __future__ import annotations
 
 import zlib
 
 from polyspec_theory import Cascade, predict, predict_async
+from polyspec_theory.pipelines.async_exact import exact_async
 
 __all__ = ["ASYNC_CASES", "check_async"]
 
-# (row id, statement, config, theory: "async" = AS1, "sync" = P1 (the reduction's claim));
+# (row id, statement, config, theory: "async" = AS1, "sync" = P1 (the reduction's claim),
+# "deep" = AS7);
 # new rows go last (a row's seed follows its index)
 ASYNC_CASES = (
     ("AS1", "async 2-level exact rate, PipeSpec lookahead 0 (no wait, 99-draft window)",
@@ -37,6 +40,15 @@ ASYNC_CASES = (
      "(AS0 tie rule)",
      {"models": [{"name": "target", "cost": 1.0}, {"name": "draft", "cost": 0.1}],
       "acceptance": [{"alpha": 0.8}], "thresholds": [4]}, "async"),
+    ("AS7", "async 3-level exact rate (issue 41: costs 1 / 0.3 / 0.05, thresholds 2 / 3)",
+     {"models": [{"name": "target", "cost": 1.0}, {"name": "mid", "cost": 0.3},
+                 {"name": "small", "cost": 0.05}],
+      "acceptance": [{"alpha": 0.8}, {"alpha": 0.7}], "thresholds": [2, 3]}, "deep"),
+    ("AS7", "async 4-level exact rate, PipeSpec lookahead 0 at every level",
+     {"models": [{"name": "target", "cost": 1.0}, {"name": "a", "cost": 0.5},
+                 {"name": "b", "cost": 0.2}, {"name": "c", "cost": 0.1}],
+      "acceptance": [{"alpha": 0.9}, {"alpha": 0.8}, {"alpha": 0.7}],
+      "thresholds": [0, 0, 0]}, "deep"),
 )
 
 
@@ -49,6 +61,8 @@ def check_async(ctx) -> list:
         cas = Cascade.from_config({**cfg, "mode": "async"})
         if kind == "async":
             theory = predict_async(cas).speedup
+        elif kind == "deep":
+            theory = exact_async(cas).speedup
         else:
             theory = predict(Cascade.from_config({k: v for k, v in cfg.items()
                                                   if k != "queue"})).speedup

@@ -1,6 +1,7 @@
 """``"mode": "async"`` in predict, simulate and plan (docs/theory.md Part VI-AS): the
-asynchronous pipeline's speedup (AS1 exact for two levels; the simulator with the AS3 bound
-pair for more) next to the synchronous one (P1)."""
+asynchronous pipeline's speedup (exact: AS1 for two levels, AS7 for more where its chain is
+small enough; otherwise the simulator with the AS3 bound pair) next to the synchronous one
+(P1)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ def _sync_twin(cascade):
 
 
 def async_report(cascade, seed: int = 0) -> dict:
-    """``predict --json`` in async mode: AS1 (n = 2) or the simulator + AS3 bounds (n >= 3),
-    the synchronous P1 of the same cascade and AS4's ratio bounds where they apply."""
+    """``predict --json`` in async mode: exact (AS1 for n = 2, AS7 for n >= 3 where its
+    chain is small enough) or else the simulator with AS3's bounds, the synchronous P1 of the
+    same cascade and AS4's ratio bounds where they apply."""
     from polyspec_theory import predict, predict_async, sync_ratio_bounds
 
     pred = predict_async(cascade)
@@ -42,8 +44,10 @@ def async_report(cascade, seed: int = 0) -> dict:
         out["speedup_ci95"] = [res.speedup.low, res.speedup.high]
         out["method"] = (f"Monte Carlo (simulators/asynchronous.py, {SIM_CHAINS} chains x "
                          f"{SIM_EVENTS} events, seed {seed}); exact bounds AS3")
-    else:
+    elif cascade.n == 2:
         out["method"] = "exact (AS1, two-level Markov chain)"
+    else:
+        out["method"] = f"exact (AS7, {cascade.n}-level Markov chain)"
     twin = _sync_twin(cascade)
     out["sync"] = None if twin is None else {"speedup": predict(twin).speedup}
     ratio = sync_ratio_bounds(cascade)
@@ -82,22 +86,11 @@ def async_text(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def best_two_level_async(cascade, max_threshold: int):
-    """AS1 over thresholds 0..max_threshold of a two-level cascade: (speedup, threshold)."""
-    from polyspec_theory import predict_async
-
-    best = None
-    for th in range(max_threshold + 1):
-        c = dataclasses.replace(cascade, thresholds=(th,), mode="async", queues=None)
-        s = predict_async(c).speedup
-        if best is None or s > best[0]:
-            best = (s, th)
-    return best
-
-
 def plan_modes(pool, result) -> dict:
-    """Sync vs async per planned chain: two-model chains exactly (AS1, best threshold incl. 0);
-    longer chains get AS3's upper bound at their sync thresholds (simulate to settle them).
+    """Sync vs async per planned chain, async by
+    :func:`polyspec_theory.planning.async_plan.plan_async` (exact: AS1 over thresholds
+    ``0..max_threshold``, AS7 over ``0..4`` per pair for longer chains); a chain whose AS7 chain
+    is too large gets AS3's bounds at its sync thresholds (simulate to settle it).
     ``recommendation``: the mode and cascade with the largest exact speedup."""
     rows = []
     seen = set()
@@ -123,8 +116,9 @@ def plan_modes(pool, result) -> dict:
             "recommendation": {"mode": best[1], "chain": best[2]["chain"],
                                "thresholds": best[2][best[1]]["thresholds"],
                                "speedup": best[0]},
-            "note": ("async for chains of 3+ models: AS3 bounds only; `polyspec simulate "
-                     "CONFIG --mode async` settles an 'undecided' row")}
+            "note": ("async values are exact (AS1, AS7); a chain whose AS7 chain is too large "
+                     "shows AS3's bounds: `polyspec simulate CONFIG --mode async` settles an "
+                     "'undecided' row")}
 
 
 def _mode_row(pool, chain, cand) -> dict:
@@ -146,13 +140,12 @@ def _mode_row(pool, chain, cand) -> dict:
 
 def _async_row(pool, chain, cand, sync) -> dict:
     from polyspec_theory import async_bounds
+    from polyspec_theory.planning.async_plan import plan_async
 
-    if len(chain) == 2:
-        sy = (sync["speedup"], sync["thresholds"][0])
-        asy = best_two_level_async(pool.cascade(chain, (1,)), pool.max_threshold)
-        return {"chain": list(chain), "sync": {"speedup": sy[0], "thresholds": [sy[1]]},
-                "async": {"speedup": asy[0], "thresholds": [asy[1]], "exact": True},
-                "faster_mode": "async" if asy[0] > sy[0] else "sync"}
+    asy = plan_async(pool, chain)
+    if asy is not None:
+        return {"chain": list(chain), "sync": sync, "async": asy.to_dict(),
+                "faster_mode": "async" if asy.speedup > sync["speedup"] else "sync"}
     th = cand.thresholds
     lo, hi = async_bounds(dataclasses.replace(pool.cascade(chain, th), mode="async"))
     return {"chain": list(chain), "sync": {"speedup": cand.speedup, "thresholds": list(th)},

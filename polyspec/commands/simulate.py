@@ -234,7 +234,7 @@ def _run_async(args, cascade) -> int:
         print(dump_json(out))
         return 0
     s = res.speedup
-    theory = (f"AS1 exact {pred.speedup:.4f}" if pred.exact else
+    theory = (f"{'AS1' if cascade.n == 2 else 'AS7'} exact {pred.speedup:.4f}" if pred.exact else
               f"AS3 bounds [{pred.bounds[0]:.4f}, {pred.bounds[1]:.4f}]")
     print(f"cascade {cascade.name!r}: {cascade.n} models, asynchronous pipeline\n"
           f"simulated {res.tokens} tokens ({res.chains} chains x {res.events} events, "

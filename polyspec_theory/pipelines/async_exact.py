@@ -37,11 +37,21 @@ from .asynchronous import (
     async_tie_tolerance,
 )
 
-__all__ = ["AsyncExact", "async_lattice", "exact_async", "MAX_EXACT_STATES"]
+__all__ = ["AsyncExact", "ChainTooLarge", "async_lattice", "exact_async", "MAX_EXACT_STATES"]
 
-MAX_EXACT_STATES = 400_000  # largest embedded chain exact_async builds
-_MAX_PATH = 100_000
-_MAX_TICKS = 2**55  # longest action in lattice ticks (sums of a few stay inside int64)  # deterministic events between two verify ends (a stall is refused)
+MAX_EXACT_STATES = 100_000  # largest embedded chain exact_async builds by default
+_MAX_PATH = 100_000  # deterministic events between two verify ends (a stall is refused)
+_MAX_TICKS = 2**55  # longest action in lattice ticks (sums of a few stay inside int64)
+
+
+
+class ChainTooLarge(PolyspecInputError):
+    """AS7's chain for these costs is larger than asked for (field ``models``): the rate is
+    not computed exactly here (``predict`` falls back to the simulator)."""
+
+    def __init__(self, message: str):
+        super().__init__("models", message)
+
 
 # status codes of a level
 FREE, BUSY, BLOCKED = 0, 1, 2
@@ -85,9 +95,9 @@ def async_lattice(cascade, rules=None):
     verify_ticks = [[int(v / tick) for v in row] for row in fr]
     longest = max(max(max(row) for row in verify_ticks), int(c / tick))
     if longest > _MAX_TICKS:
-        raise PolyspecInputError("models", f"the costs written need a lattice of {longest:.3g} "
-                                 f"ticks per action (at most {_MAX_TICKS:.3g}): write them "
-                                 "with fewer significant digits")
+        raise ChainTooLarge(f"the costs written need a lattice of {longest:.3g} ticks per "
+                            f"action (at most {_MAX_TICKS:.3g}): write them with fewer "
+                            "significant digits")
     return tick, verify_ticks, int(c / tick)
 
 
@@ -481,9 +491,9 @@ def _explore(mach: _Machine, max_states: int, tick):
                 memo[ukeys[key]] = base + i
             rows[todo] = np.arange(base, need)
         if len(index) > max_states:
-            raise PolyspecInputError("models", f"AS7's chain for these costs has more than "
-                                     f"{max_states} states (lattice tick {tick}): round the "
-                                     "costs to fewer decimals")
+            raise ChainTooLarge(f"AS7's chain for these costs has more than {max_states} "
+                                f"states (lattice tick {tick}): round the costs to fewer "
+                                "decimals")
         r = rows[inv.ravel()]
         trans.append((front_ids[src], memo_dst[r], p, acc + memo_acc[r]))
         frontier = new_rows if len(new_ids) else np.zeros((0, mach.L.width), dtype=np.int64)
@@ -530,8 +540,8 @@ def _levels(cascade, mean, time_ticks, tokens) -> tuple[AsyncLevel, ...]:
         else:
             checked = emitted = per_verify = None
         produced = float(mean["produced"][j])
-        wasted = (max(0.0, 1.0 - float(mean["accepted"][j]) / produced)
-                  if j > 0 and produced > 0 else None)
+        wasted = None if j == 0 else (max(0.0, 1.0 - float(mean["accepted"][j]) / produced)
+                                      if produced > 0 else 0.0)  # as AS1: nothing made
         out.append(AsyncLevel(cascade.models[j].name, busy, 1.0 - busy, checked, emitted,
                               per_verify, starts / tokens, wasted))
     return tuple(out)

@@ -121,7 +121,7 @@ def _as_chain(cascade):
 
 @dataclass(frozen=True)
 class AsyncLevel:
-    """Per-model accounting of the async pipeline (two levels: exact)."""
+    """Per-model accounting of the async pipeline (exact: AS1, AS7)."""
 
     name: str
     busy_fraction: float  # share of wall time this model computes
@@ -138,8 +138,8 @@ class AsyncLevel:
 
 @dataclass(frozen=True)
 class AsyncPrediction:
-    """``speedup = T_1(1) / time_per_token`` (``None`` for ``n >= 3``: use the bounds and the
-    simulator); ``bounds``: the exact pair of :func:`async_bounds`."""
+    """``speedup = T_1(1) / time_per_token`` (``None`` where no exact value is computed: use
+    the bounds and the simulator); ``bounds``: the exact pair of :func:`async_bounds`."""
 
     speedup: float | None
     time_per_token: float | None
@@ -350,14 +350,23 @@ def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
 
 
 def predict_async(cascade) -> AsyncPrediction:
-    """AS1: speedup of ``cascade`` run as an asynchronous pipeline (whatever its ``mode``).
-    Exact for two levels (AS1); ``n >= 3``: ``speedup`` is ``None`` and ``bounds`` hold."""
+    """Speedup of ``cascade`` run as an asynchronous pipeline (whatever its ``mode``). Exact
+    for two levels (AS1); ``n >= 3``: exact by AS7 where its chain is at most
+    :data:`~polyspec_theory.pipelines.async_exact.MAX_EXACT_STATES` states, otherwise
+    ``speedup`` is ``None`` (``exact`` False) and ``bounds`` hold."""
     cascade = _as_chain(cascade)
     rules = async_rules(cascade)
     t_ar = cascade.models[0].cost.t1
     bounds = async_bounds(cascade)
-    if cascade.n != 2:
-        return AsyncPrediction(None, None, t_ar, False, bounds, rules, (), None)
+    if cascade.n != 2:  # AS7 where its chain is small enough, else the bounds alone
+        from .async_exact import ChainTooLarge, exact_async
+
+        try:
+            ex = exact_async(cascade)
+        except ChainTooLarge:
+            return AsyncPrediction(None, None, t_ar, False, bounds, rules, (), None)
+        return AsyncPrediction(ex.speedup, ex.time_per_token, t_ar, True, bounds, rules,
+                               ex.levels, None)
     rule = rules[0]
     c = cascade.models[1].cost.t1
     t_verify, surv = _pair_inputs(cascade, 0, rule)

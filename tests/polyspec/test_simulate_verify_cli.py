@@ -10,7 +10,7 @@ from polyspec.cli import main
 
 EXPECTED_IDS = {"D1", "D2", "P1", "P2", "P3", "P4", "P5", "P6", "P7",
                 "Y1", "Y2", "Y3", "Y4", "Y5", "F1", "F2", "B1", "B2",
-                "T1", "T2", "T3", "T4", "T5", "A1", "A2", "A4", "AS1", "AS2"}
+                "T1", "T2", "T3", "T4", "T5", "A1", "A2", "A4", "AS1", "AS2", "AS7"}
 
 
 def test_simulate_json(capsys, tmp_path):
@@ -51,7 +51,7 @@ VERIFY_GROUPS = {
     "D": {"D1", "D2"}, "P1,P2,P3,P4": {"P1", "P2", "P3", "P4"}, "P1o": {"P1"},
     "P5": {"P5"}, "P6": {"P6"}, "P7": {"P7"}, "Y": {"Y1", "Y2", "Y3", "Y4", "Y5"},
     "F": {"F1", "F2"}, "B": {"B1", "B2"}, "T": {"T1", "T2", "T3", "T4", "T5"},
-    "A": {"A1", "A2", "A4"}, "AS": {"AS1", "AS2"},
+    "A": {"A1", "A2", "A4"}, "AS": {"AS1", "AS2", "AS7"},
 }
 
 
