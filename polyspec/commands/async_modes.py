@@ -89,7 +89,7 @@ def async_text(rep: dict) -> str:
 def plan_modes(pool, result) -> dict:
     """Sync vs async per planned chain, async by
     :func:`polyspec_theory.planning.async_plan.plan_async` (exact: AS1 over thresholds
-    ``0..max_threshold``, AS7 over ``0..4`` per pair for longer chains); a chain whose AS7 chain
+    ``0..max_threshold``, AS7 over ``0..3`` per pair for longer chains); a chain whose AS7 chain
     is too large gets AS3's bounds at its sync thresholds (simulate to settle it).
     ``recommendation``: the mode and cascade with the largest exact speedup."""
     rows = []

@@ -62,14 +62,16 @@ def _fraction(x: float) -> Fraction:
     return Fraction(repr(float(x)))
 
 
-def _exact_cost(cost, ms) -> list[Fraction]:
-    """``T(m)`` for ``m`` in ``ms``, exactly, from the decimals of the curve as written."""
+def _exact_cost(cost, over: Fraction, window: int):
+    """``T(m + 1) + o`` for ``m = 0..window``, exactly, from the decimals of the curve as
+    written: ``(first, step, head)``: the values are ``head`` (a table's entries) followed by
+    ``first + step * k``, ``k = 0, 1, ...`` (the affine part)."""
     if cost.table is None:
-        base, slope = _fraction(cost.base), _fraction(cost.per_token)
-        return [base + slope * (m - 1) for m in ms]
-    t = [_fraction(x) for x in cost.table]
+        return _fraction(cost.base) + over, _fraction(cost.per_token), []
+    t = [_fraction(x) + over for x in cost.table]
     slope = max(t[-1] - t[-2], Fraction(0)) if len(t) > 1 else Fraction(0)
-    return [t[m - 1] if m <= len(t) else t[-1] + slope * (m - len(t)) for m in ms]
+    head = t[: min(len(t), window + 1)]
+    return t[-1] + slope, slope, head
 
 
 def async_lattice(cascade, rules=None):
@@ -80,19 +82,28 @@ def async_lattice(cascade, rules=None):
     Every cost is read as the decimal it was written as (``0.3`` is ``3/10``)."""
     cascade = _as_chain(cascade)
     rules = async_rules(cascade) if rules is None else rules
-    fr = []
-    for j, r in enumerate(rules):
-        over = _fraction(cascade.models[j].overhead)
-        fr.append([v + over for v in _exact_cost(cascade.models[j].cost,
-                                                 range(1, r.window + 2))])
+    parts = [_exact_cost(cascade.models[j].cost, _fraction(cascade.models[j].overhead),
+                         r.window) for j, r in enumerate(rules)]
     c = _fraction(cascade.models[-1].cost.t1)
-    values = [v for row in fr for v in row] + [c]
-    den = math.lcm(*(v.denominator for v in values))
-    g = math.gcd(*(v.numerator * (den // v.denominator) for v in values))
+    # every duration is an integer combination of these (and each of them is a duration or
+    # a difference of two): they have the same largest common divisor
+    gens = [c]
+    for (first, step, head), r in zip(parts, rules, strict=True):
+        gens += head
+        affine = r.window + 1 - len(head)  # values of the affine part used
+        gens += [first] if affine >= 1 else []
+        gens += [step] if affine >= 2 else []
+    den = math.lcm(*(v.denominator for v in gens))
+    g = math.gcd(*(v.numerator * (den // v.denominator) for v in gens))
     if g == 0:
         raise PolyspecInputError("models", "every action of the asynchronous pipeline costs 0")
     tick = Fraction(g, den)
-    verify_ticks = [[int(v / tick) for v in row] for row in fr]
+    verify_ticks = []
+    for (first, step, head), r in zip(parts, rules, strict=True):
+        a, b = first / tick, step / tick
+        row = [int(h / tick) for h in head]
+        row += [int(a + b * k) for k in range(r.window + 1 - len(head))]
+        verify_ticks.append(row)
     longest = max(max(max(row) for row in verify_ticks), int(c / tick))
     if longest > _MAX_TICKS:
         raise ChainTooLarge(f"the costs written need a lattice of {longest:.3g} ticks per "
@@ -163,6 +174,9 @@ class _Machine:
         self.tol = int(tol)
         self.width = 3 + len(_BLOCKS) * n
         self.cols = {name: _col(name, n) for name in _BLOCKS}
+        # the bottom's steps may be run in blocks (_deterministic): exact ties only, a step
+        # that takes time and a queue that never stops the bottom
+        self.jump = self.tol == 0 and self.c > 0 and rules[-1].queue is None
 
     def settle(self, S, acc):
         """Syncs bottom-up, then every start the rules allow, top-down (in place; ``acc``
@@ -265,11 +279,24 @@ def _deterministic(mach: _Machine, S, acc):
             todo, sub, sacc, k, dt = todo[det], sub[det], sacc[det], k[det], dt[det]
         rows = np.arange(todo.size)
         fresh = (sub[rows, L.stale[k]] == 0) & (k == n - 1)  # a bottom forward that counts
+        steps = fresh.astype(np.int64)
+        if mach.jump:
+            # while the level above the bottom is in a forward nothing reads the bottom's
+            # steps: run every step that ends before the next other event at once
+            run = fresh & (sub[:, L.st[n - 2]] == BUSY)
+            if run.any():
+                rem = np.where(sub[:, L.st] == BUSY, sub[:, L.rem], np.iinfo(np.int64).max)
+                other = rem[:, : n - 1].min(axis=1)
+                jumps = -((dt - other) // mach.c)  # steps ending strictly before `other`
+                steps = np.where(run, jumps, steps)
+                dt = np.where(run, dt + (jumps - 1) * mach.c, dt)
+                sacc[:, mach.cols["starts"] + n - 1] += np.where(run, jumps - 1, 0)
+                sacc[:, mach.cols["busy"] + n - 1] += np.where(run, (jumps - 1) * mach.c, 0)
         mach.advance(sub, k, dt)
         sub[rows, L.stale[k]] = 0
-        sub[fresh, L.lead[n - 1]] += 1
+        sub[:, L.lead[n - 1]] += steps
         sacc[:, _TIME] += dt
-        sacc[:, produced] += fresh
+        sacc[:, produced] += steps
         mach.settle(sub, sacc)
     raise PolyspecInputError("config", "the asynchronous pipeline makes more than "
                              f"{_MAX_PATH} drafter forwards between two verifies: bound the "
@@ -376,7 +403,7 @@ def _stationary(P) -> np.ndarray:
     if N == 1:
         return np.ones(1)
     PT = P.T.tocsr()
-    if N <= 2000:
+    if N <= 400:
         A = (PT - sp.identity(N, format="csr")).toarray()
         A[-1, :] = 1.0
         b = np.zeros(N)

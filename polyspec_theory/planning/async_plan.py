@@ -23,9 +23,9 @@ from polyspec_theory.planning.pool import as_pool
 __all__ = ["AsyncPlanned", "plan_async", "ASYNC_PLAN_THRESHOLD", "ASYNC_PLAN_EXHAUSTIVE",
            "ASYNC_PLAN_STATES"]
 
-ASYNC_PLAN_THRESHOLD = 4  # thresholds 0..4 per pair for chains of three or more models
-ASYNC_PLAN_EXHAUSTIVE = 36  # every threshold tuple when there are at most this many
-ASYNC_PLAN_STATES = 20_000  # AS7 chain size allowed per evaluation while planning
+ASYNC_PLAN_THRESHOLD = 3  # thresholds 0..3 per pair for chains of three or more models
+ASYNC_PLAN_EXHAUSTIVE = 16  # every threshold tuple when there are at most this many
+ASYNC_PLAN_STATES = 5_000  # AS7 chain size allowed per evaluation while planning
 
 
 @dataclass(frozen=True)
