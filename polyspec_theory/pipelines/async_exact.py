@@ -177,6 +177,8 @@ class _Machine:
         # the bottom's steps may be run in blocks (_deterministic): exact ties only, a step
         # that takes time and a queue that never stops the bottom
         self.jump = self.tol == 0 and self.c > 0 and rules[-1].queue is None
+        # a lead past four windows: the drafter outruns its verifier, the chain is unbounded
+        self.lead_limit = np.array([4 * (w + 1) for w in self.window])
 
     def settle(self, S, acc):
         """Syncs bottom-up, then every start the rules allow, top-down (in place; ``acc``
@@ -521,6 +523,9 @@ def _explore(mach: _Machine, max_states: int, tick):
             raise ChainTooLarge(f"AS7's chain for these costs has more than {max_states} "
                                 f"states (lattice tick {tick}): round the costs to fewer "
                                 "decimals")
+        if len(new_ids) and np.any(new_rows[:, mach.L.lead[1:]] > mach.lead_limit):
+            raise ChainTooLarge("a drafter runs more than four windows ahead of its "
+                                "verifier (its lead grows without bound): bound its queue")
         r = rows[inv.ravel()]
         trans.append((front_ids[src], memo_dst[r], p, acc + memo_acc[r]))
         frontier = new_rows if len(new_ids) else np.zeros((0, mach.L.width), dtype=np.int64)

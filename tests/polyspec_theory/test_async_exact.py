@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory import Cascade, PolyspecInputError, async_bounds, predict_async
-from polyspec_theory.pipelines.async_exact import async_lattice, exact_async
+from polyspec_theory.pipelines.async_exact import ChainTooLarge, async_lattice, exact_async
 
 
 def _cas(costs, alphas, thresholds, queue=None, overhead=None):
@@ -224,8 +224,13 @@ two_level = st.builds(
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(two_level)
 def test_two_levels_equal_as1(cas):
-    """n = 2: AS7's chain is AS1's; value and per-model accounting to 1e-9."""
-    ex = exact_async(cas)
+    """n = 2: AS7's chain is AS1's; value and per-model accounting to 1e-9. (A drafter that
+    outruns its verifier's 99-draft window has an unbounded chain: AS1 lumps it, AS7 refuses.)"""
+    try:
+        ex = exact_async(cas)
+    except ChainTooLarge as e:
+        assert "without bound" in str(e)
+        return
     as1 = predict_async(cas)
     assert ex.speedup == pytest.approx(as1.speedup, rel=1e-9)
     for a, b in zip(ex.levels, as1.levels, strict=True):
@@ -276,6 +281,15 @@ def test_refusals_name_the_field():
     with pytest.raises(PolyspecInputError) as e:
         exact_async(long)
     assert e.value.field == "models"
+    runaway = Cascade.from_config({  # 110 drafts per verify of the 99-draft window
+        "models": [{"name": "t", "cost": 1.0},
+                   {"name": "m", "cost": {"base": 0.5, "per_token": 0.05}, "overhead": 0.05},
+                   {"name": "d", "cost": 0.05}],
+        "acceptance": [{"alpha": 0.9}, {"positional": [0.05, 0.5]}], "thresholds": [0, 1],
+        "mode": "async"})
+    with pytest.raises(ChainTooLarge) as e:
+        exact_async(runaway)
+    assert e.value.field == "models" and "without bound" in str(e.value)
     free = _cas([1.0, 0.3, 0.0], [0.8, 0.7], [2, 3])
     with pytest.raises(PolyspecInputError) as e:
         exact_async(free)
