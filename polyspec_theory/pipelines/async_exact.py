@@ -31,9 +31,9 @@ from ..errors import PolyspecInputError
 from .asynchronous import (
     AsyncLevel,
     AsyncPair,
-    _as_chain,
-    _survival,
+    as_async_cascade,
     async_rules,
+    async_survival,
     async_tie_tolerance,
 )
 
@@ -80,7 +80,7 @@ def async_lattice(cascade, rules=None):
     ``verify_ticks[j][m]`` the ticks of a verify of ``m`` drafts by level ``j``
     (``T_j(m + 1) + o_j``, ``m = 0..window_j``) and ``draft_ticks`` the bottom model's step.
     Every cost is read as the decimal it was written as (``0.3`` is ``3/10``)."""
-    cascade = _as_chain(cascade)
+    cascade = as_async_cascade(cascade)
     rules = async_rules(cascade) if rules is None else rules
     parts = [_exact_cost(cascade.models[j].cost, _fraction(cascade.models[j].overhead),
                          r.window) for j, r in enumerate(rules)]
@@ -455,7 +455,7 @@ def exact_async(cascade, max_states: int = MAX_EXACT_STATES) -> AsyncExact:
     """AS7: exact time per token of ``cascade`` run as AS0's asynchronous pipeline, any
     number of levels (:func:`async_lattice`: the costs as written). Refuses (naming
     ``models``) a chain of more than ``max_states`` states."""
-    cascade = _as_chain(cascade)
+    cascade = as_async_cascade(cascade)
     rules = async_rules(cascade)
     n = cascade.n
     tick, vt, c = async_lattice(cascade, rules)
@@ -466,7 +466,7 @@ def exact_async(cascade, max_states: int = MAX_EXACT_STATES) -> AsyncExact:
     if c == 0 and rules[-1].queue is None:
         raise PolyspecInputError("models[-1].cost", "a drafter of cost 0 with an unbounded "
                                  "queue drafts forever: give \"queue\" a bound")
-    surv = [np.asarray(_survival(cascade.laws[j], r.window + 2, f"acceptance[{j}]"))
+    surv = [np.asarray(async_survival(cascade.laws[j], r.window + 2, f"acceptance[{j}]"))
             for j, r in enumerate(rules)]
     tol = int(Fraction(async_tie_tolerance(cascade)) / tick)
     mach = _Machine(n, vt, c, surv, rules, tol)
