@@ -41,8 +41,7 @@ __all__ = ["AsyncExact", "ChainTooLarge", "async_lattice", "exact_async", "MAX_E
 
 MAX_EXACT_STATES = 100_000  # largest embedded chain exact_async builds by default
 _MAX_PATH = 100_000  # deterministic events between two verify ends (a stall is refused)
-_MAX_TICKS = 10**6  # longest action in lattice ticks (finer lattices: costs fitted to many digits)
-
+_MAX_TICKS = 10**6  # longest action in lattice ticks (finer: costs fitted to many digits)
 
 
 class ChainTooLarge(PolyspecInputError):
