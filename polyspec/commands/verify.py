@@ -1,5 +1,5 @@
 """``polyspec verify``: Monte-Carlo check of every numbered result (D1, D2, P1–P7, Y1–Y5,
-F1, F2, B1, B2, T1–T5, A1, A2, A4, R1, AS1, AS2; a scheme's own rows come with its
+F1, F2, B1, B2, T1–T5, A1, A2, A4, R1, AS1, AS2, AS7; a scheme's own rows come with its
 simulator, :mod:`simulators.schemes`). Exit status 1 if any check fails."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from .common import add_cpu_devices_argument
 
 HELP = ("Check every numbered result (D1, D2, P1-P7, Y1-Y5, F1, F2, B1, B2, T1-T5, A1, A2, "
-        "A4, R1, AS1, AS2; docs/theory.md) against the "
+        "A4, R1, AS1, AS2, AS7; docs/theory.md) against the "
         "Monte-Carlo simulators; exit status 1 if any fails.")
 
 

@@ -1,6 +1,6 @@
 """Sync vs async for ``polyspec plan`` (docs/theory.md Part VI-AS): per planned chain, the
-best synchronous thresholds (P1) beside the asynchronous pipeline (AS1 exact for two models,
-AS3's bounds for more), and the mode to run."""
+best synchronous thresholds (P1) beside the asynchronous pipeline (exact: AS1 for two models,
+AS7 for more where its chain is small enough; otherwise AS3's bounds), and the mode to run."""
 
 from __future__ import annotations
 
@@ -11,23 +11,14 @@ from polyspec_theory.pipelines.asynchronous import async_bounds, predict_async
 from polyspec_theory.planning.advice import decide
 from polyspec_theory.schemes import predict
 
-__all__ = ["best_two_level_async", "plan_modes", "modes_text"]
-
-
-def best_two_level_async(cascade, max_threshold: int):
-    """AS1 over thresholds 0..max_threshold of a two-level cascade: (speedup, threshold)."""
-    best = None
-    for th in range(max_threshold + 1):
-        c = dataclasses.replace(cascade, thresholds=(th,), mode="async", queues=None)
-        s = predict_async(c).speedup
-        if best is None or s > best[0]:
-            best = (s, th)
-    return best
+__all__ = ["plan_modes", "modes_text"]
 
 
 def plan_modes(pool, result) -> dict:
-    """Sync vs async per planned chain: two-model chains exactly (AS1, best threshold incl. 0);
-    longer chains get AS3's upper bound at their sync thresholds (simulate to settle them).
+    """Sync vs async per planned chain, async by
+    :func:`polyspec_theory.planning.async_plan.plan_async` (exact: AS1 over thresholds
+    ``0..max_threshold``, AS7 over ``0..3`` per pair for longer chains); a chain whose AS7 chain
+    is too large gets AS3's bounds at its sync thresholds (simulate to settle it).
     ``recommendation``: the mode and cascade with the largest exact speedup."""
     rows = []
     seen = set()
@@ -53,8 +44,9 @@ def plan_modes(pool, result) -> dict:
             "recommendation": {"mode": best[1], "chain": best[2]["chain"],
                                "thresholds": best[2][best[1]]["thresholds"],
                                "speedup": best[0]},
-            "note": ("async for chains of 3+ models: AS3 bounds only; `polyspec simulate "
-                     "CONFIG --mode async` settles an 'undecided' row")}
+            "note": ("async values are exact (AS1, AS7); a chain whose AS7 chain is too large "
+                     "shows AS3's bounds: `polyspec simulate CONFIG --mode async` settles an "
+                     "'undecided' row")}
 
 
 def _mode_row(pool, chain, cand) -> dict:
@@ -72,12 +64,12 @@ def _mode_row(pool, chain, cand) -> dict:
 
 
 def _async_row(pool, chain, cand, sync) -> dict:
-    if len(chain) == 2:
-        sy = (sync["speedup"], sync["thresholds"][0])
-        asy = best_two_level_async(pool.cascade(chain, (1,)), pool.max_threshold)
-        return {"chain": list(chain), "sync": {"speedup": sy[0], "thresholds": [sy[1]]},
-                "async": {"speedup": asy[0], "thresholds": [asy[1]], "exact": True},
-                "faster_mode": "async" if asy[0] > sy[0] else "sync"}
+    from polyspec_theory.planning.async_plan import plan_async
+
+    asy = plan_async(pool, chain)
+    if asy is not None:
+        return {"chain": list(chain), "sync": sync, "async": asy.to_dict(),
+                "faster_mode": "async" if asy.speedup > sync["speedup"] else "sync"}
     th = cand.thresholds
     lo, hi = async_bounds(dataclasses.replace(pool.cascade(chain, th), mode="async"))
     return {"chain": list(chain), "sync": {"speedup": cand.speedup, "thresholds": list(th)},

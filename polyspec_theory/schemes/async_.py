@@ -54,15 +54,17 @@ def report(cascade, options=None) -> dict:
            "baseline": "autoregressive target: T_1(1) per token (no per-round overhead)"}
     if not pred.exact:
         if options is None or options.estimate is None:
-            raise PolyspecInputError("models", f"AS1 is exact for two models only; for "
-                                     f"{cascade.n} it needs a Monte-Carlo estimate")
+            raise PolyspecInputError("models", f"AS7's exact chain of these {cascade.n} "
+                                     "models is too large; it needs a Monte-Carlo estimate")
         est = options.estimate(cascade)
         out["speedup"] = est.value
         out["time_per_token"] = cascade.models[0].cost.t1 / est.value
         out["speedup_ci95"] = [est.low, est.high]
         out["method"] = f"{est.method}; exact bounds AS3"
-    else:
+    elif cascade.n == 2:
         out["method"] = "exact (AS1, two-level Markov chain)"
+    else:
+        out["method"] = f"exact (AS7, {cascade.n}-level Markov chain)"
     twin = sync_twin(cascade)
     out["sync"] = None if twin is None else {"speedup": predict_in_scheme(twin).speedup}
     ratio = sync_ratio_bounds(cascade)

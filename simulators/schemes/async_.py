@@ -7,6 +7,7 @@ from __future__ import annotations
 import zlib
 
 from polyspec_theory.core.config import Cascade
+from polyspec_theory.pipelines.async_exact import exact_async
 from polyspec_theory.pipelines.asynchronous import predict_async
 from polyspec_theory.schemes import predict as predict_in_scheme
 from simulators.asynchronous import simulate_async
@@ -47,7 +48,7 @@ def report(cascade, result) -> dict:
 def explain(cascade, result) -> str:
     pred = predict_async(cascade)
     s = result.speedup
-    theory = (f"AS1 exact {pred.speedup:.4f}" if pred.exact else
+    theory = (f"{'AS1' if cascade.n == 2 else 'AS7'} exact {pred.speedup:.4f}" if pred.exact else
               f"AS3 bounds [{pred.bounds[0]:.4f}, {pred.bounds[1]:.4f}]")
     return (f"cascade {cascade.name!r}: {cascade.n} models, asynchronous pipeline\n"
             f"simulated {result.tokens} tokens ({result.chains} chains x {result.events} "
@@ -58,9 +59,10 @@ def explain(cascade, result) -> str:
                                                             strict=False)))
 
 
-# --- the rows of ``polyspec verify`` (AS1, AS2: docs/theory.md Part VI-AS) ------------------
+# --- the rows of ``polyspec verify`` (AS1, AS2, AS7: docs/theory.md Part VI-AS) ------------------
 verify_key = "AS"
-# (row id, statement, config, theory: "async" = AS1, "sync" = P1 (the reduction's claim));
+# (row id, statement, config, theory: "async" = AS1, "sync" = P1 (the reduction's claim),
+# "deep" = AS7);
 # new rows go last (a row's seed follows its index)
 ASYNC_CASES = (
     ("AS1", "async 2-level exact rate, PipeSpec lookahead 0 (no wait, 99-draft window)",
@@ -87,17 +89,29 @@ ASYNC_CASES = (
      "(AS0 tie rule)",
      {"models": [{"name": "target", "cost": 1.0}, {"name": "draft", "cost": 0.1}],
       "acceptance": [{"alpha": 0.8}], "thresholds": [4]}, "async"),
+    ("AS7", "async 3-level exact rate (issue 41: costs 1 / 0.3 / 0.05, thresholds 2 / 3)",
+     {"models": [{"name": "target", "cost": 1.0}, {"name": "mid", "cost": 0.3},
+                 {"name": "small", "cost": 0.05}],
+      "acceptance": [{"alpha": 0.8}, {"alpha": 0.7}], "thresholds": [2, 3]}, "deep"),
+    ("AS7", "async 4-level exact rate, PipeSpec lookahead 0 at every level",
+     {"models": [{"name": "target", "cost": 1.0}, {"name": "a", "cost": 0.5},
+                 {"name": "b", "cost": 0.2}, {"name": "c", "cost": 0.1}],
+      "acceptance": [{"alpha": 0.9}, {"alpha": 0.8}, {"alpha": 0.7}],
+      "thresholds": [0, 0, 0]}, "deep"),
 )
 
 
 def verify(ctx) -> list:
-    """AS1 (the exact two-level rate) and AS2 (its reductions to P1) against the
+    """AS1 (the exact two-level rate), AS2 (its reductions to P1) and AS7 (the exact rate of
+    three and four levels) against the
     discrete-event simulator, at the row level of :mod:`simulators.checks`."""
     rows = []
     for i, (id_, statement, cfg, kind) in enumerate(ASYNC_CASES):
         cas = Cascade.from_config({**cfg, "mode": "async"})
         if kind == "async":
             theory = predict_async(cas).speedup
+        elif kind == "deep":
+            theory = exact_async(cas).speedup
         else:
             theory = predict_in_scheme(Cascade.from_config(
                 {k: v for k, v in cfg.items() if k != "queue"})).speedup
