@@ -265,26 +265,41 @@ def test_predict_capture_on_hash_models():
     assert 0.3 < diag["measured"]["alpha_checks"] < 0.9
 
 
-def test_capture_refuses_clearly(tmp_path, capsys):
-    """``polyspec capture`` has no driver for this decoder: a one-line refusal naming
-    ``--mode`` (today argparse's, as the command's --mode choices are its own list; the
-    scheme's check_capture once they come from the registry)."""
-    from polyspec.cli import main
-    from validation.schemes.pearl import check_capture
-
-    with pytest.raises(PolyspecInputError, match="^--mode: polyspec capture has no driver"):
-        check_capture(None)
-    try:
-        rc = main(["capture", "--models", "target,draft-t", "--mode", "pearl",
-                   "--out", str(tmp_path / "out")])
-    except SystemExit as e:  # argparse's refusal
-        rc = e.code
-    assert rc == 2
-    err = capsys.readouterr().err
-    assert "--mode" in err and "pearl" in err and "Traceback" not in err
-
-
 @needs_two
+def test_polyspec_capture_runs_it(tmp_path, capsys):
+    """``polyspec capture --mode pearl`` runs this decoder through the scheme's own driver
+    (no command edited): the zoo's target and drafter, 2 prompts in one batch of 2, 6 steps;
+    the trace reads back through the trace reader with its header's gamma, batch and steps,
+    and options the decoder does not take are refused in one line naming them."""
+    from polyspec.cli import main
+    from validation.traces.records import read_records
+
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["capture", "--models", "target,draft-t", "--mode", "pearl", "--thresholds", "2",
+            "--batch", "2", "--prompts", "2", "--tokens", "6", "--out", str(out),
+            "--allow-load", "--no-progress"]
+    assert main(argv) == 0
+    (path,) = out.glob("*.jsonl")
+    assert "parallel draft-verify steps" in capsys.readouterr().out
+    tr = read_records(path)
+    assert tr.complete and tr.header["pearl"] == {"gamma": 2, "batch": 2, "steps": 6,
+                                                  "forward": "padded"}
+    assert [r["type"] for r in tr.records].count("pstep") == 6
+    for bad, field in ((["--models", "target,mid,draft-t", "--thresholds", "2,2"], "models"),
+                       (["--queue", "3"], "--queue"), (["--temperature", "0.5"],
+                                                       "temperature")):
+        args = list(argv)
+        for k in range(0, len(bad), 2):
+            i = args.index(bad[k]) if bad[k] in args else None
+            if i is None:
+                args += bad[k:k + 2]
+            else:
+                args[i + 1] = bad[k + 1]
+        assert main(args + ["--force"]) == 2
+        assert capsys.readouterr().err.strip().startswith(f"polyspec capture: error: {field}")
+
+
 def test_a_written_trace_reads_back_through_the_trace_reader(family, tmp_path):
     """capture_pearl writes header + pstep/prun records + end; validation.traces reads it with
     this scheme's checks (the scheme decided from the header's mode); an edited step is
