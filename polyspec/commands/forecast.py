@@ -34,9 +34,23 @@ def add_arguments(p):
                         "asynchronous pipeline (docs/theory.md Part VI-AS; lookahead 0 = "
                         "verify what is ready)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from .gpu import add_forecast_arguments
+
+    add_forecast_arguments(p)
 
 
 def run(args) -> int:
+    if args.rows is not None:  # GPU-table rows before they run (validation.hardware)
+        from .gpu import run_forecast as run_rows
+
+        return run_rows(args)
+    from .common import refuse_options
+
+    refuse_options((("--acceptance-from", args.acceptance_from),), "only applies with --rows")
+    return _run(args)
+
+
+def _run(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_real
