@@ -152,6 +152,18 @@ def _explain_uncertainty(unc) -> str:
 
 
 def run(args) -> int:
+    from .common import refuse_options
+
+    if args.gpu is not None:  # a named GPU before it runs (validation.hardware)
+        from .gpu import run_plan
+
+        return run_plan(args)
+    refuse_options((("--engine", args.engine), ("--pool", args.gpu_pool),
+                    ("--figure", args.figure)), "only applies with --gpu")
+    return _run(args)
+
+
+def _run(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_int
@@ -161,12 +173,6 @@ def run(args) -> int:
 
     from .common import refuse_options
 
-    if args.gpu is not None:  # a named GPU before it runs (validation.hardware)
-        from .gpu import run_plan
-
-        return run_plan(args)
-    refuse_options((("--engine", args.engine), ("--pool", args.gpu_pool),
-                    ("--figure", args.figure)), "only applies with --gpu")
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
     for opt, out in (("--write-pool", args.write_pool), ("--write-config", args.write_config)):
