@@ -35,9 +35,23 @@ def add_arguments(p):
                          "default) or the asynchronous pipeline (async: docs/theory.md Part "
                          "VI-AS)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from .gpu import add_forecast_arguments
+
+    add_forecast_arguments(p)
 
 
 def run(args) -> int:
+    if args.rows is not None:  # GPU-table rows before they run (validation.hardware)
+        from .gpu import run_forecast as run_rows
+
+        return run_rows(args)
+    from .common import refuse_options
+
+    refuse_options((("--acceptance-from", args.acceptance_from),), "only applies with --rows")
+    return _run(args)
+
+
+def _run(args) -> int:
     from pathlib import Path
 
     from polyspec.configs import read_config

@@ -51,6 +51,9 @@ def add_arguments(p):
     p.add_argument("--draws", type=int, default=400,
                    help="with --traces: draws for the candidates' intervals and "
                         "probability_best (default 400, seed 0)")
+    from .gpu import add_plan_arguments
+
+    add_plan_arguments(p)
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,6 +152,18 @@ def _explain_uncertainty(unc) -> str:
 
 
 def run(args) -> int:
+    from .common import refuse_options
+
+    if args.gpu is not None:  # a named GPU before it runs (validation.hardware)
+        from .gpu import run_plan
+
+        return run_plan(args)
+    refuse_options((("--engine", args.engine), ("--pool", args.gpu_pool),
+                    ("--figure", args.figure)), "only applies with --gpu")
+    return _run(args)
+
+
+def _run(args) -> int:
     from pathlib import Path
 
     from polyspec.configs import read_config

@@ -12,9 +12,10 @@ HELP = ("Measure T(m), the time of one forward scoring m positions, for each mod
 
 
 def add_arguments(p):
-    p.add_argument("models", nargs="+",
+    p.add_argument("models", nargs="*",
                    help="zoo levels (target, mid, draft-t, small, ngram, ngram:K), "
-                        ".safetensors files or HF checkpoint directories")
+                        ".safetensors files or HF checkpoint directories (or --gpu with "
+                        "--model)")
     p.add_argument("--max-m", type=int, default=8, help="largest m measured (default 8)")
     p.add_argument("--repeats", type=int, default=5, help="timed forwards per m (default 5)")
     p.add_argument("--context", type=int, default=64,
@@ -51,6 +52,9 @@ def add_arguments(p):
     from validation.capture.machine import add_allow_load
 
     add_allow_load(p)
+    from .gpu import add_profile_arguments
+
+    add_profile_arguments(p)
 
 
 def _run_cascade(args) -> int:
@@ -138,6 +142,17 @@ def _model_paths(models) -> list:
 def run(args) -> int:
     import sys
 
+    from .common import refuse_options
+    from .gpu import GPU_PROFILE_OPTIONS, run_profile
+
+    if args.gpu is not None:
+        return run_profile(args)
+    from polyspec_theory.errors import PolyspecInputError
+
+    refuse_options(GPU_PROFILE_OPTIONS(args), "only applies with --gpu")
+    if not args.models:
+        raise PolyspecInputError("models", "give the models to time here, or --gpu NAME "
+                                 "--model ID to price them from the cost database")
     if args.cascade:
         return _run_cascade(args)
 
