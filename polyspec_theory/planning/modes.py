@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.pipelines.asynchronous import async_bounds, predict_async
+from polyspec_theory.pipelines.asynchronous import async_bounds
 from polyspec_theory.planning.advice import decide
 from polyspec_theory.schemes import predict
 
