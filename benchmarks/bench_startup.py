@@ -1,6 +1,7 @@
 """Start-up cost of the command line: wall time of ``polyspec predict configs/default.json``
 and of ``import polyspec_theory``, here and (with ``--before REV``) in a checkout of another
-git revision, side by side in one run.
+git revision, side by side in one run with bare python (``python -c pass``) and ``import
+numpy`` (the floor any numeric command pays). Target (issue 41): predict <= 0.5 s.
 
     python benchmarks/bench_startup.py [--before REV] [--repeats 7]
 
@@ -35,7 +36,11 @@ def _time(cmd, env_path: Path) -> float:
 
 def measure(trees: dict, repeats: int) -> dict:
     out = {name: {"predict": [], "import": []} for name in trees}
+    out["bare python / import numpy"] = {"predict": [], "import": []}
     for _ in range(repeats):
+        floor = out["bare python / import numpy"]
+        floor["predict"].append(_time([sys.executable, "-c", "pass"], ROOT))
+        floor["import"].append(_time([sys.executable, "-c", "import numpy"], ROOT))
         for name, tree in trees.items():
             cfg = tree / "configs" / "default.json"
             out[name]["predict"].append(
@@ -68,10 +73,11 @@ def main(argv=None) -> int:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                                 str(wt)], check=False, capture_output=True)
     print(f"{'':<28}{'polyspec predict (s)':>22}{'import polyspec_theory (s)':>28}")
+    print("(the row 'bare python / import numpy': `python -c pass` and `import numpy`)")
     for name, r in res.items():
         print(f"{name:<28}{r['predict']:>22.3f}{r['import']:>28.3f}")
-    if len(res) == 2:
-        (a, ra), (b, rb) = res.items()
+    if len(res) == 3:
+        (a, ra), (b, rb) = list(res.items())[:2]
         print(f"{'ratio (before / after)':<28}{ra['predict'] / rb['predict']:>22.2f}"
               f"{ra['import'] / rb['import']:>28.2f}")
     return 0

@@ -44,7 +44,10 @@ def _available():
             yield name, importlib.import_module(mod)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with ``only`` (the command a command line names) only
+    that command's options are built (the others keep their help line): a command imports
+    what its own options need, never what the others' do."""
     parser = argparse.ArgumentParser(
         prog="polyspec",
         description="Theory, simulation and validation of polybasic speculative decoding.",
@@ -53,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, mod in _available():
         # argparse %-formats a sub-command's help, not its description
         p = sub.add_parser(name, help=mod.HELP.replace("%", "%%"), description=mod.HELP)
-        mod.add_arguments(p)
+        if only is None or name == only:
+            mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
 
@@ -87,8 +91,9 @@ def main(argv=None) -> int:
     """Run one command. Exit status: 0 success, 1 a check failed (``verify``) or an internal
     error, 2 bad input (one line on stderr naming the field, file and line), 130
     interrupted."""
-    parser = build_parser()
-    args = parser.parse_args(_join_negative_lists(sys.argv[1:] if argv is None else argv))
+    argv = _join_negative_lists(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

@@ -43,7 +43,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit
 
 from polyspec_theory.core.fitting import FitResult, goodness_of_fit
 from polyspec_theory.core.laws import AcceptanceLaw, as_sample
@@ -527,7 +526,9 @@ def _unpack(x: np.ndarray, k: int) -> HiddenRegimes:
     # the diagonal (a sticky start is the origin)
     zt = np.stack([np.roll(zt[i], i + 1) for i in range(k)])
     trans = _softmax(zt)
-    acc = expit(x[k - 1 + k * (k - 1):])  # logistic without overflow
+    from scipy.special import expit  # logistic without overflow (scipy loads on a fit only)
+
+    acc = expit(x[k - 1 + k * (k - 1):])
     floor = _PROB_FLOOR
     trans = np.clip(trans, floor, None)
     trans /= trans.sum(axis=1, keepdims=True)
