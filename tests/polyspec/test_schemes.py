@@ -11,6 +11,7 @@ was filed (issue 30)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -158,3 +159,25 @@ def test_the_threshold_floor_is_the_schemes_on_every_cascade_built():
     assert e.value.field == "thresholds[0]"
     a = dataclasses.replace(polyspec.load_cascade(ASYNC_CFG), thresholds=(0,))
     assert a.thresholds == (0,) and a.scheme == ASYNC
+
+
+def test_every_scheme_module_is_registered_without_a_list():
+    """A new scheme is a module in each layer's ``schemes/`` package, found by itself: every
+    module file of the three packages (``_``-prefixed helpers aside) is in its registry under
+    the name the module gives, ``pearl`` (added as a new scheme) is in none of the built-in
+    orderings, and no command module names the scheme (a ``"pearl"`` string; GPU-table
+    method names such as nano-PEARL are the tables' words)."""
+    import importlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for pkg in ("polyspec_theory.schemes", "simulators.schemes", "validation.schemes"):
+        mod = importlib.import_module(pkg)
+        files = {p.stem for p in (root / pkg.replace(".", "/")).glob("*.py")
+                 if not p.stem.startswith("_")}
+        reg = mod.registry()
+        assert {m.__name__.rsplit(".", 1)[1] for m in reg.values()} == files, pkg
+        assert "pearl" in reg and "pearl" not in mod.REGISTERED
+        assert list(reg)[-1] == "pearl"  # a new module follows the built-ins
+    for p in (root / "polyspec" / "commands").glob("*.py"):
+        assert not re.search(r"[\"']pearl[\"']", p.read_text()), p.name
