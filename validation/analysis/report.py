@@ -461,7 +461,7 @@ def validate_part(captures, ctx):
         raise PolyspecInputError("--profiles", f"not a directory: {opts.profiles}")
     profiles = load_profiles(Path(opts.profiles) if opts.profiles else ctx.folder / "profiles",
                              captures)
-    from validation.analysis.load import LOAD_LIMIT, LOADED, UNKNOWN, load_label, noise_floors
+    from validation.analysis.load import LOAD_LIMIT, LOADED, load_label, noise_floors
 
     notes = list(ctx.notes)
     labels = {c.name: load_label(c) for c in captures}
@@ -471,10 +471,6 @@ def validate_part(captures, ctx):
         notes.append(f"{len(left_out)} capture(s) made under load (1-minute load > "
                      f"{LOAD_LIMIT:g} at the start): left out of the headline "
                      f"({', '.join(left_out)}; --include-loaded keeps them)")
-    unknown = [n for n, lab in labels.items() if lab == UNKNOWN]
-    if unknown:
-        notes.append(f"{len(unknown)} capture(s) record no load (traces written before the "
-                     "header kept it): kept in the headline")
     missing = [c.name for c in captures if c.name not in profiles]
     if missing and profiles:
         notes.append(f"no composition profile for {len(missing)} capture(s) "
@@ -534,6 +530,10 @@ def _text(result: ValidationResult, folder, paths, labels=None, idle_floor=None,
     else:
         lines.append("no headline prediction: no composition profiles (polyspec profile "
                      "--cascade)")
+    counts = {k: sum(v == k for v in labels.values()) for k in sorted(set(labels.values()))}
+    if counts:
+        lines.append("start load (1-minute, > 0.5: under load): " + ", ".join(
+            f"{n} {k}" for k, n in counts.items()))
     if left_out:
         lines.append(f"left out of the headline: {len(left_out)} capture(s) made under load "
                      f"(1-minute load > 0.5 at the start; --include-loaded keeps them)")
