@@ -60,7 +60,11 @@ def add_arguments(p):
     p.add_argument("--aa", default=None, metavar="DIR",
                    help="A/A captures (one configuration captured repeatedly, interleaved): "
                         "the noise floor reported as noise_floor (default: TRACES_DIR/aa if "
-                        "it exists)")
+                        "it exists); idle_floor: the floor of A/A captures (this folder, or "
+                        "TRACES_DIR/aa and TRACES_DIR/*/aa) that all started idle")
+    p.add_argument("--include-loaded", action="store_true",
+                   help="keep captures made under load (1-minute load > 0.5 at the start, "
+                        "header load_check) in the headline (default: labelled and left out)")
 
 
 def _print_folder(rep: dict, as_json: bool) -> int:
@@ -104,6 +108,7 @@ def _options(args):
                                                   high=100_000),
         profiles=args.profiles, batch_profile=args.batch_profile, laws_from=args.laws_from,
         allow_truncated=args.allow_truncated, plots=not args.no_plots, aa=args.aa,
+        include_loaded=args.include_loaded,
         progress=None if args.no_progress else _progress)
 
 

@@ -485,3 +485,100 @@ def carry_test(prompts) -> dict:
             "n_after_full": len(after_full), "n_after_rejection": len(after_rej),
             "mean_after_full": float(np.mean(after_full)),
             "mean_after_rejection": float(np.mean(after_rej))}
+
+
+def fit_run_law_hidden(prompts, *, max_age: int | None = None, min_at_risk: int = MIN_AT_RISK,
+                       tol: float = 1e-9, max_iter: int = 500) -> RunLaw:
+    """R2 on every round of P1's rounds (``prompts``: per prompt the ``(G, A)`` rounds in
+    order), not only the ones after a rejection: after a fully accepted round the bonus
+    position goes unchecked, so the next round's entry age is hidden (``a + G + 1`` if the
+    bonus agreed, else 0). The entry ages form a hidden Markov chain; EM (forward-backward
+    over rounds, the M step R2's events / exposures by age with expected counts) maximises
+    the likelihood of the accepted counts. Ages ``>= max_age`` (default: the largest block
+    + 1, at most 40) share the tail; ages with fewer than ``min_at_risk`` expected rounds at
+    risk are pooled into it afterwards. Long runs carried over full rounds are seen here,
+    which :func:`p1_exposures` leaves out (it sees ages ``< G`` only)."""
+    seqs = []
+    for i, rounds in enumerate(prompts):
+        g = np.array([int(r[0]) for r in rounds], dtype=np.int64)
+        a = np.array([int(r[1]) for r in rounds], dtype=np.int64)
+        if g.size and (g.min() < 1 or a.min() < 0 or (a > g).any()):
+            raise PolyspecInputError(f"prompts[{i}]", "needs rounds 0 <= A <= G, G >= 1")
+        if g.size:
+            seqs.append((g, a))
+    if not seqs:
+        raise PolyspecInputError("rounds", "no rounds to fit the run law on")
+    gmax = int(max(g.max() for g, _ in seqs))
+    big = min(gmax + 1, 40) if max_age is None else int(max_age)
+    n_ext = big + gmax + 2
+    ages = np.minimum(np.arange(n_ext), big)
+    st = np.arange(big + 1)
+    q = np.full(big + 1, 0.5)
+    prev = -np.inf
+    for _ in range(max_iter):
+        qe = np.clip(q[ages], 1e-12, 1 - 1e-12)
+        cum = np.concatenate([[0.0], np.cumsum(np.log1p(-qe))])
+        risk, ev, ll = np.zeros(n_ext), np.zeros(n_ext), 0.0
+        for g, a in seqs:
+            n = g.size
+            full = a == g
+            emis = np.exp(cum[st[None, :] + a[:, None]] - cum[st][None, :])
+            emis = np.where(full[:, None], emis, emis * qe[st[None, :] + a[:, None]])
+            qb = qe[st[None, :] + g[:, None]]  # hazard at the bonus position
+            nxt = np.minimum(st[None, :] + g[:, None] + 1, big)
+            alpha = np.zeros((n, big + 1))
+            scale = np.zeros(n)
+            cur = np.zeros(big + 1)
+            cur[0] = 1.0
+            for r in range(n):
+                v = cur * emis[r]
+                scale[r] = v.sum()
+                alpha[r] = v / scale[r]
+                cur = np.zeros(big + 1)
+                if full[r]:
+                    cur[0] = (alpha[r] * qb[r]).sum()
+                    np.add.at(cur, nxt[r], alpha[r] * (1 - qb[r]))
+                else:
+                    cur[0] = alpha[r].sum()
+            ll += np.log(scale).sum()
+            beta = np.ones(big + 1)
+            bn_next = np.ones(big + 1)  # beta x emission of the round after, by its entry
+            for r in range(n - 1, -1, -1):
+                post = alpha[r] * beta  # P(entry age of round r | all rounds)
+                post /= post.sum()
+                e = st
+                hi = e + a[r] + (0 if full[r] else 1)
+                np.add.at(risk, e, post)
+                np.add.at(risk, hi, -post)
+                if full[r]:
+                    # bonus position at age e + G: at risk; event unless the run went on
+                    b0 = qb[r] * bn_next[0]
+                    b1 = (1 - qb[r]) * bn_next[nxt[r]]
+                    tot = (alpha[r] * (b0 + b1)).sum()
+                    np.add.at(risk, e + g[r], alpha[r] * (b0 + b1) / tot)
+                    np.add.at(risk, e + g[r] + 1, -alpha[r] * (b0 + b1) / tot)
+                    np.add.at(ev, e + g[r], alpha[r] * b0 / tot)
+                else:
+                    np.add.at(ev, e + a[r], post)
+                # beta of round r - 1: sum over this round's entry of transition x emission
+                bn = beta * emis[r] / scale[r]
+                bn_next = bn
+                if r > 0:
+                    if full[r - 1]:
+                        beta = qb[r - 1] * bn[0] + (1 - qb[r - 1]) * bn[nxt[r - 1]]
+                    else:
+                        beta = np.full(big + 1, bn[0])
+        risk = np.cumsum(risk)
+        rk = np.bincount(ages, weights=risk, minlength=big + 1)
+        evk = np.bincount(ages, weights=ev, minlength=big + 1)
+        q = np.where(rk > 0, evk / np.where(rk > 0, rk, 1), 0.5)
+        if ll - prev < tol * max(1.0, abs(ll)):
+            break
+        prev = ll
+    good = np.flatnonzero(rk[:big] >= min_at_risk)
+    n_good = int(good.max()) + 1 if good.size else 0
+    lo = n_good
+    while lo > 0 and rk[lo:].sum() < min_at_risk:
+        lo -= 1
+    tail = float(evk[lo:].sum() / rk[lo:].sum()) if rk[lo:].sum() > 0 else 0.5
+    return RunLaw(hazard=tuple(float(x) for x in q[:lo]), tail=min(max(tail, 1e-6), 1.0))

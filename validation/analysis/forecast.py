@@ -82,6 +82,8 @@ class Forecast:
     cost_source: str
     notes: tuple[str, ...] = field(default=())
     level_time_per_token: tuple[float, ...] = field(default=())
+    acceptance_model: str = "per-round"  # "run law" (R1 fitted by R2) or "per-round" (P1)
+    independence: dict | None = None  # R3's test where it decided (T = 0, two levels)
 
     def to_dict(self) -> dict:
         return {
@@ -95,6 +97,7 @@ class Forecast:
             "prompts": list(self.prompts), "acceptance_from": list(self.acceptance_from),
             "cost_source": self.cost_source, "notes": list(self.notes),
             "level_time_per_token": list(self.level_time_per_token),
+            "acceptance_model": self.acceptance_model, "independence": self.independence,
         }
 
 
@@ -115,15 +118,26 @@ class Config(NamedTuple):
                    capture.policy)
 
 
+ACCEPTANCE = ("per-round", "run-law")
+
+
 def forecast(config: Config, captures, cost_curves, ar_time_per_token: float, *,
-             prompts=None, exclude: str | None = None, count_factor=None) -> Forecast:
+             prompts=None, exclude: str | None = None, count_factor=None,
+             acceptance: str = "per-round") -> Forecast:
     """Predict the measured speedup of ``config`` (module docstring). ``captures``: the
     committed captures (``exclude``: the name of one to leave out, the capture being
     predicted); ``cost_curves``: one :class:`CostCurve` per model (in-cascade costs);
     ``ar_time_per_token``: the target's autoregressive time per token on the same time base;
     ``prompts``: the prompts to predict, weighed equally (default: the prompts of the other
     captures); ``count_factor``: one factor per model on its forwards per token
-    (:func:`count_factors`; default none)."""
+    (:func:`count_factors`; default none). ``acceptance``: ``"per-round"`` (default) P1 with
+    the per-round law everywhere; ``"run-law"`` forecasts a two-level chain at ``T = 0``
+    with R1 and the run law fitted per prompt (R2) unless R3 accepts independent rounds
+    (:mod:`validation.analysis.run_forecast`; both levels' forwards are then R1's, no count
+    factor), other configurations as ``"per-round"``."""
+    if acceptance not in ACCEPTANCE:
+        raise PolyspecInputError("acceptance", f"must be one of {ACCEPTANCE}, got "
+                                 f"{acceptance!r}")
     models = tuple(str(m) for m in config.models)
     thresholds = tuple(as_int(t, f"thresholds[{i}]", low=1)
                        for i, t in enumerate(config.thresholds))
@@ -152,6 +166,14 @@ def forecast(config: Config, captures, cost_curves, ar_time_per_token: float, *,
     weights = np.ones(len(prompts))
     ms = tuple(Model(m, c) for m, c in zip(models, cost_curves, strict=True))
     notes = []
+    independence, run_laws = None, None
+    if acceptance == "run-law" and temperature == 0 and len(models) == 2:
+        from validation.analysis.run_forecast import prompt_run_laws, run_law_decision
+
+        independence = run_law_decision(others, keys[0])
+        if independence is not None and not independence["independent"]:
+            run_laws, rnotes = prompt_run_laws(others, keys[0], prompts)
+            notes += rnotes
     taus, fwds, lts = [], [], []
     for p in prompts:
         laws = []
@@ -162,11 +184,18 @@ def forecast(config: Config, captures, cost_curves, ar_time_per_token: float, *,
                 d = pooled[k]
             laws.append(IIDGeometric.fit(d).law)
         pred = predict(Cascade(ms, tuple(laws), thresholds, policy))
+        fw = [lv.forwards_per_token for lv in pred.levels]
+        if run_laws is not None:  # R1: one target forward and theta drafts per round
+            from validation.analysis.run_forecast import r1_tokens_per_round
+
+            per_round = r1_tokens_per_round(run_laws[p], thresholds[0])
+            fw = [1.0 / per_round, thresholds[0] / per_round]
         taus.append(pred.time_per_token)
-        fwds.append([lv.forwards_per_token for lv in pred.levels])
-        lts.append([lv.forwards_per_token * lv.forward_cost for lv in pred.levels])
+        fwds.append(fw)
+        lts.append([f * lv.forward_cost for f, lv in zip(fw, pred.levels, strict=True)])
     w = weights / weights.sum()
-    kf = np.ones(len(models)) if count_factor is None else np.asarray(count_factor, float)
+    kf = np.ones(len(models)) if count_factor is None or run_laws is not None else \
+        np.asarray(count_factor, float)
     if kf.shape != (len(models),) or not np.all(np.isfinite(kf)) or np.any(kf <= 0):
         raise PolyspecInputError("count_factor", f"need {len(models)} positive factors")
     lt = (w @ np.asarray(lts)) * kf
@@ -181,7 +210,9 @@ def forecast(config: Config, captures, cost_curves, ar_time_per_token: float, *,
                     forwards_per_token=tuple(float(x) for x in f), prompts=prompts,
                     acceptance_from=tuple(used), cost_source="profile",
                     notes=tuple(notes),
-                    level_time_per_token=tuple(float(x) for x in lt))
+                    level_time_per_token=tuple(float(x) for x in lt),
+                    acceptance_model="per-round" if run_laws is None else "run law",
+                    independence=independence)
 
 
 def count_ratios(capture) -> np.ndarray:
@@ -189,7 +220,8 @@ def count_ratios(capture) -> np.ndarray:
     capture's own rounds, per prompt (what P1 misses given the acceptance)."""
     unit = [CostCurve.constant(1.0)] * capture.n
     own = forecast(Config.of(capture), [capture], unit, 1.0,
-                   prompts=[int(s["prompt"]) for s in capture.summaries])
+                   prompts=[int(s["prompt"]) for s in capture.summaries],
+                   acceptance="per-round")
     meas = np.asarray(capture.forward_count, dtype=np.float64) / capture.tokens
     return meas / np.asarray(own.forwards_per_token)
 
@@ -213,15 +245,17 @@ def count_factors(n_levels: int, temperature: float, captures, exclude: str | No
     return out
 
 
-def forecast_capture(capture, captures, profile, count_factor=None) -> Forecast:
+def forecast_capture(capture, captures, profile, count_factor=None,
+                     acceptance: str = "per-round") -> Forecast:
     """:func:`forecast` of one capture from the others, with its composition profile
-    (``count_factor``: default :func:`count_factors` from the other captures)."""
+    (``count_factor``: default :func:`count_factors` from the other captures;
+    ``acceptance``: :func:`forecast`'s)."""
     if count_factor is None:
         count_factor = count_factors(capture.n, capture.temperature, captures,
                                      exclude=capture.name)
     return forecast(Config.of(capture), captures, profile.cost_curves(), profile.ar_s,
                     prompts=[int(s["prompt"]) for s in capture.summaries],
-                    exclude=capture.name, count_factor=count_factor)
+                    exclude=capture.name, count_factor=count_factor, acceptance=acceptance)
 
 
 def loo_errors(captures, profiles, temperature: float | None = None) -> dict[str, float]:

@@ -461,25 +461,48 @@ def validate_part(captures, ctx):
         raise PolyspecInputError("--profiles", f"not a directory: {opts.profiles}")
     profiles = load_profiles(Path(opts.profiles) if opts.profiles else ctx.folder / "profiles",
                              captures)
+    from validation.analysis.load import LOAD_LIMIT, LOADED, load_label, noise_floors
+
     notes = list(ctx.notes)
+    labels = {c.name: load_label(c) for c in captures}
+    loaded = tuple(n for n, lab in labels.items() if lab == LOADED)
+    left_out = () if opts.include_loaded else loaded
+    if left_out:
+        notes.append(f"{len(left_out)} capture(s) made under load (1-minute load > "
+                     f"{LOAD_LIMIT:g} at the start): left out of the headline "
+                     f"({', '.join(left_out)}; --include-loaded keeps them)")
     missing = [c.name for c in captures if c.name not in profiles]
     if missing and profiles:
         notes.append(f"no composition profile for {len(missing)} capture(s) "
                      f"({', '.join(missing)}): no headline prediction for them")
     result = validate(captures, opts.families, laws=opts.laws, insertions=opts.insertions,
                       p5=P5(opts.confidence, opts.n_boot), profiles=profiles,
-                      progress=opts.progress(len(captures)) if opts.progress else None)
+                      progress=opts.progress(len(captures)) if opts.progress else None,
+                      left_out=left_out)
     paths = write_report(result, captures, opts.out, title=f"Validation: {ctx.folder}",
                          notes=notes, plots=opts.plots)
     obj = result.to_json()
     obj["report"] = paths
     obj["notes"] = list(notes)
     obj["noise_floor"] = ctx.noise_floor()
-    return Part(None, obj, obj, _text(result, ctx.folder, paths), tuple(notes), order=0)
+    floors = noise_floors(ctx.folder, opts.aa)
+    obj["noise_floors"] = floors
+    obj["idle_floor"] = next((f for f in floors if f["load"] == "idle"), None)
+    obj["load"] = {"limit": LOAD_LIMIT, "labels": labels,
+                   "counts": {k: sum(v == k for v in labels.values())
+                              for k in sorted(set(labels.values()))},
+                   "left_out_of_headline": list(left_out),
+                   "include_loaded": bool(opts.include_loaded)}
+    text = _text(result, ctx.folder, paths, labels, obj["idle_floor"], left_out)
+    return Part(None, obj, obj, text, tuple(notes), order=0)
 
 
-def _text(result: ValidationResult, folder, paths) -> str:
-    """What ``polyspec validate`` prints for the single-stream captures."""
+def _text(result: ValidationResult, folder, paths, labels=None, idle_floor=None,
+          left_out=()) -> str:
+    """What ``polyspec validate`` prints for the single-stream captures (``labels``: each
+    capture's load label; ``idle_floor``: the idle A/A floor; ``left_out``: the captures
+    left out of the headline)."""
+    labels = labels or {}
     s = result.summary()
     lines = _structured_lines(result, folder)
     if not result.configs:
@@ -493,11 +516,13 @@ def _text(result: ValidationResult, folder, paths) -> str:
         pred = "        —       —      —" if c.forecast is None else (
             f"{c.predicted_speedup:9.3f} {100 * c.error:+6.2f}%  "
             f"{'yes' if c.inside_ci else 'no':>5}")
+        lab = labels.get(c.name)
         lines.append(f"{c.name:<{w}}  {c.measured_speedup:8.3f} [{lo:.3f}, {hi:.3f}]  {pred}  "
                      f"{c.diagnostics['p1_best']:7.3f} "
                      f"{100 * c.diagnostic_error('p1_best'):+6.2f}%  "
                      f"{c.diagnostics['extended']:7.3f} "
-                     f"{100 * c.diagnostic_error('extended'):+6.2f}%")
+                     f"{100 * c.diagnostic_error('extended'):+6.2f}%"
+                     + (f"  [{lab}]" if lab == "under load" else ""))
     if s["n_predicted"]:
         lines.append(f"headline (predictive, {s['n_predicted']} configurations): median |error| "
                      f"{100 * s['median_abs_error']:.2f} %, max {100 * s['max_abs_error']:.2f} %"
@@ -505,6 +530,24 @@ def _text(result: ValidationResult, folder, paths) -> str:
     else:
         lines.append("no headline prediction: no composition profiles (polyspec profile "
                      "--cascade)")
+    counts = {k: sum(v == k for v in labels.values()) for k in sorted(set(labels.values()))}
+    if counts:
+        lines.append("start load (1-minute, > 0.5: under load): " + ", ".join(
+            f"{n} {k}" for k, n in counts.items()))
+    if left_out:
+        lines.append(f"left out of the headline: {len(left_out)} capture(s) made under load "
+                     f"(1-minute load > 0.5 at the start; --include-loaded keeps them)")
+    rl = s.get("run_law") or {}
+    if rl.get("configs"):
+        r1, pr = rl["run_law"], rl["per_round"]
+        lines.append(f"run law (R1 fitted by R2, two-level T = 0, {r1['n_configs']} "
+                     f"configurations): median |error| {100 * r1['median_abs_error']:.2f} %, max "
+                     f"{100 * r1['max_abs_error']:.2f} %; per-round law (headline) on the same: "
+                     f"{100 * pr['median_abs_error']:.2f} %, {100 * pr['max_abs_error']:.2f} %")
+    if idle_floor is not None:
+        lines.append(f"idle A/A noise floor ({idle_floor['folder']}): "
+                     f"{100 * idle_floor['relative_sd']:.2f} % (relative sd, "
+                     f"{idle_floor['dof']} dof)")
     for key in ("p1_best", "holdout_laws", "slowdown_costs", "inrun", "extended"):
         e = s["diagnostics"].get(key)
         if e and e["n_configs"]:

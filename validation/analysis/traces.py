@@ -37,6 +37,7 @@ class ValidateOptions(NamedTuple):
     allow_truncated: bool = False
     plots: bool = True
     aa: str | None = None  # A/A captures (default FOLDER/aa)
+    include_loaded: bool = False  # keep captures made under load in the headline
     progress: object = None  # progress(total) -> callback(done, total), or None
 
 

@@ -198,7 +198,16 @@ def _forecast(capture, captures, profile) -> dict | None:
         fc = forecast_capture(capture, captures, profile)
     except NoHoldoutData:
         return None
-    return fc.to_dict()
+    out = fc.to_dict()
+    if capture.n == 2 and capture.temperature == 0:  # R1's variant (docs/theory.md III-E)
+        rl = forecast_capture(capture, captures, profile, acceptance="run-law")
+        if rl.acceptance_model == "run law":
+            out["run_law"] = {"speedup": rl.speedup,
+                              "forwards_per_token": list(rl.forwards_per_token),
+                              "independence": rl.independence}
+        else:
+            out["run_law"] = {"speedup": None, "independence": rl.independence}
+    return out
 
 
 def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratios,
@@ -295,11 +304,23 @@ class ValidationResult:
     families: tuple[str, ...]
     law_scope: str = "config"
     structured: tuple[StructuredConfigResult, ...] = ()
+    left_out: tuple[str, ...] = ()  # forecast but left out of the headline (under load)
 
     @property
     def predicted(self) -> tuple[ConfigResult, ...]:
-        """The configurations with a headline forecast."""
-        return tuple(c for c in self.configs if c.forecast is not None)
+        """The configurations in the headline: a forecast, not left out."""
+        return tuple(c for c in self.configs if c.forecast is not None
+                     and c.name not in self.left_out)
+
+    def run_law_summary(self) -> dict:
+        """R1 (run law fitted by R2) against the per-round law on the headline's two-level
+        T = 0 captures where R3 rejects independent rounds: |error| median and max of each."""
+        rows = [(c.name, c.forecast["run_law"]["speedup"], c.predicted_speedup,
+                 c.measured_speedup) for c in self.predicted
+                if (c.forecast.get("run_law") or {}).get("speedup") is not None]
+        r1 = _stats(relative_error(r, m) for _, r, _, m in rows)
+        pr = _stats(relative_error(p, m) for _, _, p, m in rows)
+        return {"configs": [n for n, *_ in rows], "run_law": r1, "per_round": pr}
 
     @property
     def median_abs_error(self) -> float | None:
@@ -353,6 +374,8 @@ class ValidationResult:
             "median_abs_error": self.median_abs_error,
             "max_abs_error": self.max_abs_error,
             "inside_ci": int(sum(bool(x) for x in inside)),
+            "left_out": list(self.left_out),
+            "run_law": self.run_law_summary(),
             "law_scope": self.law_scope,
             "diagnostics": {k: _stats(c.diagnostic_error(k) for c in self.configs)
                             for k in names},
@@ -398,13 +421,14 @@ class P5(NamedTuple):
 
 def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: bool = True,
              holdout: bool = True, p5: P5 | None = None, profiles=None,
-             progress=None) -> ValidationResult:
+             progress=None, left_out=()) -> ValidationResult:
     """Run the whole pipeline (module docstring) on a list of captures. ``profiles``: capture
     name -> composition profile of its cascade (anything with ``cost_curves()``, ``ar_s``,
     ``models`` and ``thresholds``, e.g.
     :class:`validation.capture.composition.CompositionProfile`); captures without one get no
     headline forecast. ``p5``: the insertion decisions' confidence. ``progress(done,
-    total)`` is called after each configuration is analysed."""
+    total)`` is called after each configuration is analysed; ``left_out``: names of captures
+    forecast and listed but left out of the headline (captures made under load)."""
     captures = check_captures(captures, empty="no captured configurations")
     names = [c.name for c in captures]
     families = tuple(families)
@@ -418,7 +442,7 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
                        if c.structured)
     captures = [c for c in captures if not c.structured]
     if not captures:
-        return ValidationResult((), {}, (), families, laws, structured)
+        return ValidationResult((), {}, (), families, laws, structured, tuple(left_out))
     pair_fits = fit_pairs(captures, families)
     own = {c.name: (fit_pairs([c], families) if laws == "config" else pair_fits)
            for c in captures}
@@ -433,4 +457,5 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     p5 = p5 or P5()
     ins = tuple(insertion_analysis(captures, pair_fits, method=p5.confidence, n_boot=p5.n_boot,
                                    seed=p5.seed, ratios=ratios)) if insertions else ()
-    return ValidationResult(results, pair_fits, ins, families, laws, structured)
+    return ValidationResult(results, pair_fits, ins, families, laws, structured,
+                            tuple(left_out))
