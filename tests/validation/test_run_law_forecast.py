@@ -172,3 +172,22 @@ def test_validate_leaves_loaded_captures_out_of_the_headline(tmp_path):
     assert rep2["summary"]["n_predicted"] == 3 and rep2["load"]["left_out_of_headline"] == []
     assert rep2["median_abs_error"] == pytest.approx(np.median(list(errs.values())))
     assert rep2["max_abs_error"] == pytest.approx(max(errs.values()))
+
+
+def test_load_label_on_both_sides_of_the_limit():
+    """Above 0.5 at the start is "under load", 0.5 itself idle (polyspec's own refusal is
+    above 0.5); the header's load_check wins over machine.load_average; neither recorded:
+    "load not recorded"."""
+    from types import SimpleNamespace
+
+    from validation.analysis.load import load_label
+
+    def cap(header):
+        return SimpleNamespace(header=header)
+
+    assert load_label(cap({"load_check": {"load_1min": 0.5}})) == "idle"
+    assert load_label(cap({"load_check": {"load_1min": 0.51}})) == "under load"
+    assert load_label(cap({"load_check": {"load_1min": 0.2},
+                           "machine": {"load_average": [3.0, 1, 1]}})) == "idle"
+    assert load_label(cap({"machine": {"load_average": [0.9, 0.1, 0.1]}})) == "under load"
+    assert load_label(cap({"machine": {}})) == "load not recorded"
