@@ -98,12 +98,15 @@ def draft_step(runs, name: str, precision: str) -> float:
 
 
 def reject_cost(runs, name: str, precision: str) -> float:
-    """Extra seconds of a target verify call that rejects a draft token (mean of the rejecting
-    minus the fully accepting calls that certainly fed K tokens; two-model chains; >= 0)."""
-    rej, full = [], []
+    """Extra seconds of a target verify call that rejects a draft token: per run (one
+    lookahead K), the mean of the rejecting minus the fully accepting calls that certainly
+    fed K tokens, averaged over the runs weighted by their rejecting calls (calls of
+    different lengths are never compared: T(K) grows with K); two-model chains; >= 0."""
+    diffs, weights = [], []
     for r in runs:
         if (r.strategy == "chain" and len(r.models) == 2 and r.lookahead >= 2
                 and r.target.name == name and r.target.precision == precision):
+            rej, full = [], []
             for s in r.samples:
                 a, t = s.accepted[0], s.model_times[1]
                 after_full = np.zeros(len(a), dtype=bool)
@@ -111,12 +114,13 @@ def reject_cost(runs, name: str, precision: str) -> float:
                 ok = ~(after_full & (a == 1))
                 rej.append(t[ok & (a < r.lookahead)])
                 full.append(t[ok & (a >= r.lookahead)])
-    if not rej:
+            rej, full = np.concatenate(rej), np.concatenate(full)
+            if rej.size and full.size:
+                diffs.append(float(rej.mean() - full.mean()))
+                weights.append(rej.size)
+    if not diffs:
         return 0.0
-    rej, full = np.concatenate(rej), np.concatenate(full)
-    if rej.size == 0 or full.size == 0:
-        return 0.0
-    return max(0.0, float(rej.mean() - full.mean()))
+    return max(0.0, float(np.average(diffs, weights=weights)))
 
 
 def _certain_calls(run):
