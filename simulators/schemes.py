@@ -62,6 +62,13 @@ SIMULATE = {CHAIN: _chain, STRUCTURED: _structured, BATCH: _batch, ASYNC: _async
 def simulate(cascade, tokens: int, seed: int = 0, *, chains: int = 1024, batch=None,
              events: int | None = None, **options):
     """Monte Carlo of ``cascade`` in its scheme (:data:`SIMULATE`); ``options`` go to that
-    scheme's simulator."""
-    return handler(SIMULATE, scheme_of(cascade, batch), "the simulators")(
+    scheme's simulator. ``events`` sizes the asynchronous pipeline only: given for another
+    scheme it is refused, naming it (never ignored)."""
+    scheme = scheme_of(cascade, batch)
+    if events is not None and scheme != ASYNC:
+        from polyspec_theory.errors import PolyspecInputError
+
+        raise PolyspecInputError("events", f"sizes the asynchronous pipeline only; this "
+                                 f"cascade is scheme {scheme!r}: give tokens instead")
+    return handler(SIMULATE, scheme, "the simulators")(
         cascade, tokens, seed, chains, batch, events, options)

@@ -15,14 +15,16 @@ ANNOUNCE_EVENTS = 1e8  # estimates above this are announced on stderr
 # with 30), for the rough time announced; chains wait for the slowest, so it is a floor
 LEVEL_EVENT_RATE = 7e7
 
+DEFAULT_TOKENS = 1_000_000  # --tokens (synchronous schemes)
+DEFAULT_EVENTS = 20_000  # --events (the asynchronous pipeline)
 HELP = ("Simulate a cascade (length-level JAX Monte Carlo): speedup with a 95% CI, per-level "
         "phi, block/emitted histograms, forwards per token, next to the exact P1 prediction.")
 
 
 def add_arguments(p):
     p.add_argument("config", help="cascade config (JSON or YAML), as for `polyspec predict`")
-    p.add_argument("--tokens", type=int, default=1_000_000,
-                   help="tokens to simulate in total (default 1e6)")
+    p.add_argument("--tokens", type=int, default=None,
+                   help="tokens to simulate in total (default 1e6; not with async: --events)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (same seed -> same result)")
     p.add_argument("--chains", type=int, default=1024,
                    help="independent chains (spread over all devices; default 1024)")
@@ -39,9 +41,9 @@ def add_arguments(p):
                    help="run the cascade synchronously (P1's rounds) or as an asynchronous "
                         "pipeline (simulators/asynchronous.py, docs/theory.md Part VI-AS); "
                         "default: the config's \"mode\"")
-    p.add_argument("--events", type=int, default=20_000,
+    p.add_argument("--events", type=int, default=None,
                    help="with async: completed actions (forwards, verifies) per chain "
-                        "(default 20000; --tokens is not used)")
+                        "(default 20000; --tokens is refused there)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -104,9 +106,18 @@ def run(args) -> int:
     from polyspec.api import load_cascade
     from polyspec_theory.schemes import handler, in_mode, scheme_of
 
+    from polyspec_theory.errors import PolyspecInputError
+
     cascade = in_mode(load_cascade(args.config), args.mode, "--mode")
-    return handler(RUN, scheme_of(cascade, args.batch, batch_field="--batch"),
-                   "polyspec simulate")(args, cascade)
+    scheme = scheme_of(cascade, args.batch, batch_field="--batch")
+    # a size the scheme does not use is refused, never ignored
+    if scheme == "async" and args.tokens is not None:
+        raise PolyspecInputError("--tokens", "the asynchronous pipeline is sized in "
+                                 "--events (completed actions per chain), not tokens")
+    if scheme != "async" and args.events is not None:
+        raise PolyspecInputError("--events", f"sizes the asynchronous pipeline only; this "
+                                 f"cascade is scheme {scheme!r}: give --tokens")
+    return handler(RUN, scheme, "polyspec simulate")(args, cascade)
 
 
 def _sizes(args):
@@ -114,7 +125,8 @@ def _sizes(args):
     from polyspec_theory.errors import as_int, as_real
     from simulators.runtime import use_cpu_cores
 
-    tokens = as_int(args.tokens, "tokens", low=1, high=10**13)
+    tokens = as_int(DEFAULT_TOKENS if args.tokens is None else args.tokens, "tokens", low=1,
+                    high=10**13)
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**24)
     max_events = as_real(DEFAULT_MAX_EVENTS if args.max_events is None else args.max_events,
@@ -216,7 +228,8 @@ def _run_async(args, cascade) -> int:
     use_cpu_cores(args.cpu_devices)
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
     chains = as_int(args.chains, "chains", low=2, high=2**20)
-    events = as_int(args.events, "--events", low=50, high=10**8)
+    events = as_int(DEFAULT_EVENTS if args.events is None else args.events, "--events", low=50,
+                    high=10**8)
     limit = as_real(ASYNC_MAX_EVENTS if args.max_events is None else args.max_events,
                     "--max-events", low=1.0)
     if chains * events > limit:
