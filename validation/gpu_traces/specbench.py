@@ -236,11 +236,18 @@ def _agg(f: AnswerFile, cat: str, qids=None):
 
 
 def _speed(base, f, cat, qids=None):
-    q = {a.question_id for a in f.answers if a.category == cat}
-    if qids is not None:
-        q &= set(qids)
-    _, _, bn, bw = _agg(base, cat, q)
-    _, _, n, w = _agg(f, cat, q)
+    """Measured speedup of ``f`` over ``base`` on the category's questions; ``qids``: a
+    bootstrap draw, with repeats (a question drawn k times weighs k)."""
+    from collections import Counter
+
+    mine = {a.question_id: a for a in f.answers if a.category == cat}
+    weight = (dict.fromkeys(mine, 1) if qids is None else
+              {q: k for q, k in Counter(int(x) for x in qids).items() if q in mine})
+    ref = {a.question_id: a for a in base.answers if a.question_id in weight}
+    bn = sum(k * sum(ref[q].tokens) for q, k in weight.items())
+    bw = sum(k * sum(ref[q].wall) for q, k in weight.items())
+    n = sum(k * sum(mine[q].tokens) for q, k in weight.items())
+    w = sum(k * sum(mine[q].wall) for q, k in weight.items())
     return (bw / bn) / (w / n)
 
 
