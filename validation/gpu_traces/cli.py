@@ -148,7 +148,8 @@ def run_validate(directory, as_json: bool, costs_from=None) -> int:
         print(f"  {c['name']}: predicted {c['predicted_speedup']:.3f}, measured "
               f"{c['measured_speedup']:.3f} ({100 * c['error']:+.2f} %)")
     for m, how in rep.get("held_out", {}).items():
-        print(f"  {m}: costs held out by {how}")
+        print(f"  {m}: {how}" if how.startswith("in-sample") else
+              f"  {m}: costs held out by {how}")
     print(f"median |error| {100 * rep['median_abs_error']:.2f} %, max "
           f"{100 * rep['max_abs_error']:.2f} % [{rep['headline']}]")
     return 0
