@@ -104,9 +104,8 @@ def simulation_text(cascade, result, pred, notes=()) -> str:
 
 def run(args) -> int:
     from polyspec.api import load_cascade
-    from polyspec_theory.schemes import handler, in_mode, scheme_of
-
     from polyspec_theory.errors import PolyspecInputError
+    from polyspec_theory.schemes import handler, in_mode, scheme_of
 
     cascade = in_mode(load_cascade(args.config), args.mode, "--mode")
     scheme = scheme_of(cascade, args.batch, batch_field="--batch")

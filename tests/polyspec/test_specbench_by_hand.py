@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -125,7 +124,8 @@ def test_measured_interval_is_the_95_percent_bootstrap_with_replacement(tmp_path
         assert len(qs) == 6
         vals, probs = [], []
         for counts, p in _compositions(len(qs), len(qs)):
-            vals.append(_speed(base, meth, {q: int(k) for q, k in zip(qs, counts) if k}))
+            drawn = {q: int(k) for q, k in zip(qs, counts, strict=True) if k}
+            vals.append(_speed(base, meth, drawn))
             probs.append(p)
         assert sum(probs) == pytest.approx(1.0)
         lo, hi = row["measured_ci95"]
