@@ -235,7 +235,9 @@ def run(args) -> int:
         unc = {"candidates": None, "note": pu.POOL_FILE_NOTE}
     from .async_modes import modes_text, plan_modes
 
-    modes = plan_modes(pool, result)
+    best_unc = (unc.get("candidates") or [None])[0]
+    modes = plan_modes(pool, result,
+                       None if best_unc is None else best_unc.get("interval95"))
     if args.json:
         print(dump_json({**plan_report(result, pool, info), "uncertainty": unc,
                          "modes": modes}))

@@ -153,7 +153,8 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
             pairs[(v, d)] = pf.law(law)
         rounds[f"{v}|{d}"] = {"rounds": pf.counts.n_rounds, "law": pairs[(v, d)].to_config(),
                               "aic": aic, "configs": list(pf.configs)}
-    pool = Pool(tuple(models), pairs, max_threshold, policies[0], name)
+    pool = Pool(tuple(models), pairs, max_threshold, policies[0], name,
+                engine="polyspec")  # our own decoder: it runs both modes
     info = {
         "source": "traces",
         "captures": [c.name for c in caps],
