@@ -571,7 +571,9 @@ def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
                     break
                 if best is None or f["speedup"] > best["speedup"]:
                     best = f
-            if best is not None:
+            if best is not None:  # ranked on 2 seeds; shown as `forecast` prints it (one
+                # number per configuration: the same call, the same seeds)
+                best = forecast_chain(runs, ch, best["lookahead"], model_error=err)
                 rows.append({"target": tgt, "models": list(ch), "lookahead": best["lookahead"],
                              "speedup": best["speedup"], "interval95": best["interval95"],
                              "precisions": best["precisions"]})
