@@ -87,3 +87,53 @@ def test_a_mode_switch_must_clear_the_interval():
 def test_plan_on_a_cascade_config_says_it_needs_a_pool(capsys):
     rc, _, err, _ = run_checked(capsys, ["plan", ROOT / "configs" / "default.json"])
     assert rc == 2 and "error: pool: this is a cascade config" in err and "predict" in err
+
+
+def test_validate_time_left_holds_within_2x():
+    """`validate data/traces/cpu` said 1653 s left after its first configuration and took
+    173 s: the first one carries the one-off work (reading and fitting every capture), and
+    was extrapolated. With a clock scripted as that run (150 s of one-off work, then 2 to 8 s
+    per configuration), every time left printed is within 2x of the time that follows."""
+    import io
+    import re
+
+    from polyspec.commands.validate import _progress_lines
+
+    rng = __import__("numpy").random.default_rng(0)
+    per = [150.0] + list(rng.uniform(2, 8, 34))
+    ends = __import__("numpy").cumsum(per)
+    t = {"now": 0.0}
+    out = io.StringIO()
+    progress = _progress_lines(clock=lambda: t["now"], out=out)
+    for done, end in enumerate(ends, 1):
+        t["now"] = float(end)
+        progress(done, len(ends))
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 4 and "s left" not in lines[0]
+    for ln in lines[1:]:
+        done = int(re.search(r"(\d+)/", ln).group(1))
+        said = float(re.search(r"about (\d+) s left", ln).group(1))
+        true = float(ends[-1] - ends[done - 1])
+        assert (said == true == 0) or 0.5 * true <= said <= 2 * true, (ln, true)
+
+
+def test_the_figures_bar_follows_figure_7(monkeypatch, tmp_path):
+    """`polyspec figures` stalled 5 minutes on figure 7 (validate of every capture): the bar
+    now receives that figure's progress, configuration by configuration."""
+    from paper_figures import fig07_predicted_vs_measured as fig7
+    from paper_figures.registry import build_figure
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_validate(captures, *a, progress=None, **kw):
+        for i in range(1, 4):
+            progress(i, 3)
+        raise Stop
+
+    monkeypatch.setattr(fig7, "validate", fake_validate)
+    with pytest.raises(Stop):
+        build_figure(7, tmp_path, quick=True, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
