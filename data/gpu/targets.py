@@ -180,7 +180,8 @@ def markdown(out: dict) -> str:
                      f"({100 * c['error']:+.2f} %)")
     lines += ["", "## plan --traces", ""]
     for r in out["plan"]["chains"]:
-        lines.append(f"- {' <- '.join(reversed(r['models']))} K={r['lookahead']}: "
+        prec = ", ".join(r["precisions"][m] for m in reversed(r["models"]))
+        lines.append(f"- {' <- '.join(reversed(r['models']))} K={r['lookahead']} ({prec}): "
                      f"{r['speedup']:.4f} [{r['interval95'][0]:.4f}, {r['interval95'][1]:.4f}]")
     for v in out["plan"]["third_model"]:
         lines.append(f"- third model for {v['target']}: "

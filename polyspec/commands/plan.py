@@ -262,8 +262,9 @@ def _plan_gpu(traces, as_json: bool) -> int:
 
     out = plan_dir(traces)
     chains = out["chains"]
-    def name(r):
-        return f"{' <- '.join(reversed(r['models']))} lookahead {r['lookahead']}"
+    def name(r):  # the configuration: models, lookahead and precisions (as forecast names it)
+        prec = ", ".join(r["precisions"][m] for m in reversed(r["models"]))
+        return f"{' <- '.join(reversed(r['models']))} lookahead {r['lookahead']} ({prec})"
 
     if len(chains) > 1:
         best, rival = chains[0], chains[1]

@@ -193,7 +193,8 @@ def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_j
         return 0
     iv = out["interval95"]
     names = list(reversed(out.get("models_resolved", names[::-1])))
-    print(f"{' <- '.join(names)} lookahead {out['lookahead']}: forecast speedup "
+    prec = ", ".join(out["precisions"][m] for m in names)
+    print(f"{' <- '.join(names)} lookahead {out['lookahead']} ({prec}): forecast speedup "
           f"{out['speedup']:.3f}, 95 % interval [{iv[0]:.3f}, {iv[1]:.3f}]")
     for line in out["acceptance_source"] + out["cost_source"]:
         print(f"  {line}")
