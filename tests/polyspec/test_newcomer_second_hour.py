@@ -137,3 +137,54 @@ def test_the_figures_bar_follows_figure_7(monkeypatch, tmp_path):
     with pytest.raises(Stop):
         build_figure(7, tmp_path, quick=True, progress=lambda d, t: seen.append((d, t)))
     assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+PS = ROOT / "tests" / "fixtures" / "gpu-traces" / "pipespec-humaneval"
+
+
+def _forecast_text(capsys, folder, *args):
+    capsys.readouterr()
+    rc = main(["forecast", "--traces", str(folder), *map(str, args)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return out, err
+
+
+def test_a_forecast_at_the_edge_of_its_interval_says_why_first(capsys):
+    """70B <- 1B at K = 4: the 70B verify was measured at K = 8 only, so a 4-token call costs
+    the 8-token call at the point and the line from T(1) at the interval's top: the point
+    sits at the bottom (0.966 [0.941, 1.529]); the reason is the line after the headline."""
+    out, _ = _forecast_text(capsys, PS, "--models", "70B,1B", "--lookahead", 4)
+    head, why = out.splitlines()[:2]
+    assert "forecast speedup 0.966" in head
+    assert why.startswith("  the point sits near the bottom of its interval")
+    assert "interval: the line from T(1)" in why
+
+
+def test_one_run_is_no_spread(capsys):
+    out, _ = _forecast_text(capsys, PS, "--models", "70B,8B", "--lookahead", 3)
+    assert "run-to-run sd 0.00000" not in out and "+-0.00000" not in out
+    assert "one run: no run-to-run spread measured" in out
+
+
+def test_lookahead_one_is_served_with_a_warning(capsys):
+    out, err = _forecast_text(capsys, PS, "--models", "8B,1B", "--lookahead", 1, "--dtype",
+                              "8B=float32")
+    assert err.startswith("polyspec forecast: warning: lookahead 1 drafts nothing")
+    assert "forecast speedup 0.6" in out  # slower than greedy, as the policy makes it
+
+
+def test_async_forecast_without_async_runs_states_no_interval(capsys, tmp_path):
+    import shutil
+
+    for f in PS.glob("*.json"):
+        if not f.name.startswith("async-chain"):
+            shutil.copy(f, tmp_path / f.name)
+    rc, out, err, data = run_checked(capsys, ["forecast", "--traces", tmp_path, "--models",
+                                              "8B,1B", "--lookahead", 0, "--mode", "async",
+                                              "--dtype", "8B=float32", "--json"])
+    assert rc == 0 and data["interval95"] is None
+    assert "0 asynchronous run(s)" in data["warnings"][0] and "warning:" in err
+    out, _ = _forecast_text(capsys, tmp_path, "--models", "8B,1B", "--lookahead", 0,
+                            "--mode", "async", "--dtype", "8B=float32")
+    assert "no 95 % interval" in out.splitlines()[0]

@@ -188,6 +188,10 @@ def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_j
                                  parse_dtypes(dtypes))
     else:
         out = forecast_dir(traces, tuple(reversed(names)), lookahead, parse_dtypes(dtypes))
+    import sys
+
+    for w in out.get("warnings", []):
+        print(f"polyspec forecast: warning: {w}", file=sys.stderr)
     if as_json:
         print(dump_json(out))
         return 0
@@ -195,7 +199,16 @@ def run_forecast(traces, models_target_first: str, lookahead, dtypes, mode, as_j
     names = list(reversed(out.get("models_resolved", names[::-1])))
     prec = ", ".join(out["precisions"][m] for m in names)
     print(f"{' <- '.join(names)} lookahead {out['lookahead']} ({prec}): forecast speedup "
-          f"{out['speedup']:.3f}, 95 % interval [{iv[0]:.3f}, {iv[1]:.3f}]")
+          f"{out['speedup']:.3f}, " + ("no 95 % interval (see the warning)" if iv is None
+                                       else f"95 % interval [{iv[0]:.3f}, {iv[1]:.3f}]"))
+    lo, hi = out.get("cost_interval") or iv
+    iv = iv or [lo, hi]
+    pos = (out["speedup"] - iv[0]) / (iv[1] - iv[0]) if iv[1] > iv[0] else 0.5
+    if pos < 0.15 or pos > 0.85:  # say why before the sources, not among them
+        why = [x for x in out["cost_source"] if "interval:" in x] or out["cost_source"]
+        print(f"  the point sits near the {'bottom' if pos < 0.15 else 'top'} of its "
+              f"interval: the costs' range [{lo:.3f}, {hi:.3f}] is one-sided -- "
+              + "; ".join(why))
     for line in out["acceptance_source"] + out["cost_source"]:
         print(f"  {line}")
     return 0

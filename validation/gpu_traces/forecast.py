@@ -265,8 +265,10 @@ def draft_costs(runs, name: str, precision: str, verifier=None):
     sd = float(np.std(plain_by_run, ddof=1)) if len(plain_by_run) > 1 else 0.0
     first = np.concatenate(first) if first else np.zeros(0)
     extra = max(0.0, float(first.mean()) - step) if first.size else 0.0
+    spread = (f"run-to-run sd {sd:.5f} s" if len(plain_by_run) > 1 else
+              "one run: no run-to-run spread measured")
     return step, sd, extra, (f"{name}@{precision}: draft step {step:.5f} s (mean of "
-                             f"{len(cand)} runs' single-token steps, run-to-run sd {sd:.5f} s"
+                             f"{len(cand)} runs' single-token steps, {spread}"
                              f"), +{extra:.5f} s for the first step after a rejection")
 
 
@@ -434,10 +436,18 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
     rel = math.hypot(model_error or 0.0, se / sp)
     lo95 = min(sp, sp_fast, sp_slow) * (1 - 1.96 * rel)
     hi95 = max(sp, sp_fast, sp_slow) * (1 + 1.96 * rel)
+    warnings = []
+    if k == 1:
+        warnings.append("lookahead 1 drafts nothing: PipeSpec's drafter only catches up with "
+                        "its verifier (K - 1 = 0 drafts ahead) and every verify call feeds 1 "
+                        "token, so each round is a drafter step plus a 1-token verify -- "
+                        "slower than greedy decoding by construction (no acceptance is "
+                        "measured at this lookahead; the forecast replays that policy)")
     return {
         "models": list(names),
         "precisions": {m.name: m.precision for m in models},
         "lookahead": k,
+        "warnings": warnings,
         "speedup": sp,
         "interval95": [lo95, hi95],
         "cost_interval": [min(sp_fast, sp_slow), max(sp_fast, sp_slow)],
@@ -452,11 +462,16 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
            f"{sum(len(m) for m in known)} output positions revealed by {n_known} two-model "
            "synchronous run(s) of the pair (R1; the law elsewhere)"],
         "cost_source": notes + [f"draft steps (s): {', '.join(f'{d:.5f}' for d in drafts)} "
-                                f"(interval +-{', '.join(f'{w:.5f}' for w in spread)}, the "
-                                "run-to-run spread); rejecting verify calls "
+                                f"(interval +-{', '.join(map(_spread, spread, dc))}"
+                                ", the run-to-run spread); rejecting verify calls "
                                 f"+{', '.join(f'{x:.5f}' for x in rej)} s; overhead per "
                                 f"prompt {o:.4f} s + {pr * 1e3:.3f} ms per round"],
     }
+
+
+def _spread(width, draft_cost) -> str:
+    """A draft step's interval half-width, or why there is none (one run: not measured)."""
+    return f"{width:.5f}" if "one run" not in draft_cost[3] else "0 (one run: unmeasured)"
 
 
 def sweeps(runs) -> dict[tuple[str, str], list[PipeSpecRun]]:
