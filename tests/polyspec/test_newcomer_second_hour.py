@@ -188,3 +188,38 @@ def test_async_forecast_without_async_runs_states_no_interval(capsys, tmp_path):
     out, _ = _forecast_text(capsys, tmp_path, "--models", "8B,1B", "--lookahead", 0,
                             "--mode", "async", "--dtype", "8B=float32")
     assert "no 95 % interval" in out.splitlines()[0]
+
+
+PRE2 = ROOT / "data" / "traces" / "cpu" / "preregistered-2"
+
+
+def _score_file(tmp_path, **change):
+    import shutil
+
+    line = json.loads((PRE2 / "forecasts.jsonl").read_text().splitlines()[0])
+    (tmp_path / "captures").mkdir()
+    shutil.copy(PRE2 / "captures" / f"{line['name']}.jsonl", tmp_path / "captures")
+    p = tmp_path / "forecasts.jsonl"
+    p.write_text(json.dumps({**line, **change}) + "\n")
+    return p
+
+
+@pytest.mark.parametrize("change,msg", [
+    ({"levels": 2}, "levels 2, but the capture"),  # a 3-model capture
+    ({"levels": 0}, "levels must be the number of models"),
+    ({"levels": True}, "levels must be the number of models"),
+])
+def test_score_refuses_a_forecast_of_another_configuration(capsys, tmp_path, change, msg):
+    rc, _, err, _ = run_checked(capsys, ["forecast", "--score", _score_file(tmp_path, **change)])
+    assert rc == 2 and "error: --score:" in err and msg in err
+
+
+def test_score_of_an_empty_file_says_so(capsys, tmp_path):
+    p = tmp_path / "forecasts.jsonl"
+    for text in ("", "\n\n"):
+        p.write_text(text)
+        rc, _, err, _ = run_checked(capsys, ["forecast", "--score", p])
+        assert rc == 2 and "no forecast in it" in err
+    rc, _, err, data = run_checked(capsys, ["forecast", "--score", _score_file(tmp_path),
+                                            "--json"])
+    assert rc == 0 and data["captured"] == 1
