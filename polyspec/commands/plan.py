@@ -266,7 +266,11 @@ def _plan_gpu(traces, as_json: bool) -> int:
         prec = ", ".join(r["precisions"][m] for m in reversed(r["models"]))
         return f"{' <- '.join(reversed(r['models']))} lookahead {r['lookahead']} ({prec})"
 
-    if len(chains) > 1:
+    if chains and out["model_error_rel_sd"] is None:
+        out["decision"] = {"decision": "too close to call", "text": (
+            "not decided: no chain of this folder can be forecast from the others, so the "
+            "forecasts' own error is unmeasured (their intervals hold the cost spread only)")}
+    elif len(chains) > 1:
         best, rival = chains[0], chains[1]
         out["decision"] = decide(name(best), name(rival), speedup=best["speedup"],
                                  interval=best["interval95"], rival_speedup=rival["speedup"],
@@ -287,4 +291,6 @@ def _plan_gpu(traces, as_json: bool) -> int:
         print(f"third model for {v['target']}: {verdict} ({v['why']})")
     if chains:
         print(f"Best: {out['decision']['text']}")
+    for m in out["missing_baselines"]:
+        print(f"note: chains into {m} not forecast: no greedy baseline of {m}")
     return 0

@@ -223,3 +223,33 @@ def test_score_of_an_empty_file_says_so(capsys, tmp_path):
     rc, _, err, data = run_checked(capsys, ["forecast", "--score", _score_file(tmp_path),
                                             "--json"])
     assert rc == 0 and data["captured"] == 1
+
+
+def test_refusals_name_what_is_wrong(capsys, tmp_path):
+    import shutil
+
+    rc, _, err, _ = run_checked(capsys, ["profile", "--cascade", "target", "ngram",
+                                         "--thresholds", "3", "--traces", tmp_path / "nope"])
+    assert rc == 2 and "error: --traces:" in err and "no such folder" in err
+    chains = tmp_path / "chains"
+    chains.mkdir()
+    for f in PS.glob("chain_*.json"):
+        shutil.copy(f, chains / f.name)
+    for argv in (["validate", chains], ["plan", "--traces", chains]):
+        rc, _, err, _ = run_checked(capsys, argv)
+        assert rc == 2 and "no greedy baseline of" in err and "greedy_<model>.json" in err
+
+
+def test_a_folder_missing_some_baselines_says_which(capsys, tmp_path):
+    import shutil
+
+    for f in list(PS.glob("chain_*.json")) + list(PS.glob("greedy_Meta*.json")):
+        shutil.copy(f, tmp_path / f.name)
+    capsys.readouterr()
+    assert main(["plan", "--traces", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "note: chains into Llama-3.1-8B-Instruct not forecast: no greedy baseline" in out
+    # no chain can be forecast from the others here: no decision on unmeasured error
+    assert "Best: not decided: no chain of this folder can be forecast from the others" in out
+    rc, _, err, _ = run_checked(capsys, ["validate", tmp_path])
+    assert rc == 2 and "have no greedy baseline" in err

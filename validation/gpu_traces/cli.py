@@ -130,17 +130,22 @@ def run_validate(directory, as_json: bool, costs_from=None) -> int:
     else:
         import numpy as np
 
-        from .forecast import leave_one_out
+        from .forecast import leave_one_out, require_baselines
         from .pipespec import read_pipespec_dir
 
-        configs = leave_one_out(read_pipespec_dir(directory))
+        runs = read_pipespec_dir(directory)
+        missing = require_baselines(runs, directory)
+        configs = leave_one_out(runs)
         if not configs:
+            why = "".join(f"; chains into {m} have no greedy baseline" for m in missing)
             raise PolyspecInputError(str(directory), "no synchronous cascade run whose pairs "
-                                     "appear in other runs: nothing to forecast")
+                                     f"appear in other runs: nothing to forecast{why}")
         e = np.abs([c["error"] for c in configs])
         rep = {"format": "pipespec", "configs": configs, "median_abs_error":
                float(np.median(e)), "max_abs_error": float(e.max()),
-               "headline": "leave-one-out"}
+               "headline": "leave-one-out",
+               "notes": [f"chains into {m} not forecast: no greedy baseline of {m} "
+                         "(greedy_<model>.json)" for m in missing]}
     if as_json:
         print(dump_json(rep))
         return 0
@@ -152,6 +157,8 @@ def run_validate(directory, as_json: bool, costs_from=None) -> int:
               f"  {m}: costs held out by {how}")
     print(f"median |error| {100 * rep['median_abs_error']:.2f} %, max "
           f"{100 * rep['max_abs_error']:.2f} % [{rep['headline']}]")
+    for n in rep.get("notes", []):
+        print(f"note: {n}")
     return 0
 
 

@@ -437,6 +437,10 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
     lo95 = min(sp, sp_fast, sp_slow) * (1 - 1.96 * rel)
     hi95 = max(sp, sp_fast, sp_slow) * (1 + 1.96 * rel)
     warnings = []
+    if model_error is None:
+        warnings.append("the forecasts' own error is not measured here (no synchronous run "
+                        "can be forecast from the others: leave-one-out needs each run's pairs "
+                        "in other runs): interval95 holds the cost and seed spread only")
     if k == 1:
         warnings.append("lookahead 1 drafts nothing: PipeSpec's drafter only catches up with "
                         "its verifier (K - 1 = 0 drafts ahead) and every verify call feeds 1 "
@@ -560,11 +564,26 @@ def forecast_dir(directory, names, lookahead, precisions=None) -> dict:
     return out
 
 
+def require_baselines(runs, directory) -> list[str]:
+    """A PipeSpec folder's speedups are over each target's greedy run: the targets of its
+    synchronous chains that have none (their chains still give laws and costs, but no speedup
+    of theirs can be forecast); a folder where no target has one is refused, naming the files
+    missing."""
+    targets = {r.target.name for r in runs if r.strategy == "chain"}
+    missing = sorted(targets - {r.target.name for r in runs if r.is_baseline})
+    if targets and len(missing) == len(targets):
+        raise PolyspecInputError(str(directory), f"no greedy baseline of {', '.join(missing)} "
+                                 f"(greedy_<model>.json): every speedup is over the target's "
+                                 "greedy run")
+    return missing
+
+
 def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
     """Every synchronous chain of the seen models, per target, at every lookahead up to the
     largest the target was seen verifying (no extrapolation of its verify cost): the best per
     chain and whether a third model pays (its interval above the best two-model chain's)."""
     runs = read_pipespec_dir(directory)
+    require_baselines(runs, directory)
     err = model_error(runs)
     targets = {r.target.name for r in runs if r.strategy == "chain"}
     rows = []
@@ -606,4 +625,5 @@ def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
                                      if pays else "its interval overlaps or lies below the "
                                      "best two-model chain's")})
     return {"chains": sorted(rows, key=lambda r: -r["speedup"]), "third_model": verdicts,
-            "model_error_rel_sd": err}
+            "model_error_rel_sd": err,
+            "missing_baselines": require_baselines(runs, directory)}
