@@ -253,3 +253,23 @@ def test_a_folder_missing_some_baselines_says_which(capsys, tmp_path):
     assert "Best: not decided: no chain of this folder can be forecast from the others" in out
     rc, _, err, _ = run_checked(capsys, ["validate", tmp_path])
     assert rc == 2 and "have no greedy baseline" in err
+
+
+def test_the_pool_format_in_usage_md_is_a_pool(tmp_path, capsys):
+    """docs/usage.md states the pool format with an example: it plans (its fit file made
+    here by `polyspec fit` on an engine sample)."""
+    import re
+
+    text = (ROOT / "docs" / "usage.md").read_text()
+    block = re.search(r"\*\*The pool format\*\*.*?```json\n(.*?)```", text, re.S).group(1)
+    cfg = json.loads(block)
+    (tmp_path / "fits").mkdir()
+    sample = ROOT / "tests" / "fixtures" / "engine-samples" / "vllm_v0_log_issue9539.txt"
+    capsys.readouterr()
+    assert main(["fit", str(sample), "--json"]) == 0
+    (tmp_path / "fits" / "mid-small.json").write_text(capsys.readouterr().out)
+    p = tmp_path / "pool.json"
+    p.write_text(json.dumps(cfg))
+    out = _plan(capsys, p)
+    assert "Best cascade:" in out
+    assert len([ln for ln in out.splitlines() if ln.startswith("Run:")]) == 1
