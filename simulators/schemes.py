@@ -64,11 +64,14 @@ def simulate(cascade, tokens: int, seed: int = 0, *, chains: int = 1024, batch=N
     """Monte Carlo of ``cascade`` in its scheme (:data:`SIMULATE`); ``options`` go to that
     scheme's simulator. ``events`` sizes the asynchronous pipeline only: given for another
     scheme it is refused, naming it (never ignored)."""
+    from polyspec_theory.errors import PolyspecInputError, as_int
+
     scheme = scheme_of(cascade, batch)
     if events is not None and scheme != ASYNC:
-        from polyspec_theory.errors import PolyspecInputError
-
         raise PolyspecInputError("events", f"sizes the asynchronous pipeline only; this "
                                  f"cascade is scheme {scheme!r}: give tokens instead")
+    if scheme != ASYNC:  # checked here, before a scheme sizes its runs from it
+        tokens = as_int(tokens, "tokens", low=1, high=10**13)
+    chains = as_int(chains, "chains", low=2, high=2**24)
     return handler(SIMULATE, scheme, "the simulators")(
         cascade, tokens, seed, chains, batch, events, options)
