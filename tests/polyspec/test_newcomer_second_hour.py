@@ -82,6 +82,10 @@ def test_a_mode_switch_must_clear_the_interval():
     assert wide["mode"] == "sync" and "inside the uncertainty" in wide["not_advised"]["why"]
     narrow = plan_modes(pool, result, (sy - 0.002, sy + 0.002))["recommendation"]
     assert narrow["mode"] == "async"
+    # the async point (1.6422) is above the sync interval's top (1.6375), but its own lower
+    # end (same relative width below it: 1.622) is not: not advised
+    lopsided = plan_modes(pool, result, (sy - 0.02, sy + 0.005))["recommendation"]
+    assert lopsided["mode"] == "sync"
 
 
 def test_plan_on_a_cascade_config_says_it_needs_a_pool(capsys):
