@@ -143,7 +143,8 @@ def parse_engine_output(text: str, fmt: str | None = None, gamma: int | None = N
             " no round counts): calibration data; use `polyspec calibrate FILE --method M`")
     out = _PARSERS[fmt](text, gamma)
     if not out.snapshots:
-        raise PolyspecInputError("rounds", f"no usable {FORMATS[fmt]} snapshot found")
+        why = f": every one skipped ({'; '.join(out.skipped)})" if out.skipped else ""
+        raise PolyspecInputError("rounds", f"no usable {FORMATS[fmt]} snapshot found{why}"[:600])
     for s in out.snapshots:
         check_counts(s)
     return replace(out, source=source)
