@@ -40,3 +40,154 @@ def test_a_pipespec_folder_holds_runs_only(capsys, tmp_path, name, text, msg):
                                    "--lookahead", 6, "--dtype", "8B=float32"]):
         rc, _, err, _ = run_checked(capsys, argv)
         assert rc == 2 and name in err and msg in err, err
+
+
+# --- Spec-Bench ------------------------------------------------------------------------------
+BASE = "vicuna-7b-v1.3-vanilla-float16-temp-0.0.jsonl"
+SPS = "vicuna-7b-v1.3-sps-68m-float16-temp-0.0.jsonl"
+EAGLE = "vicuna-7b-v1.3-eagle-float16-temperature-0.0.jsonl"
+
+
+def _sb_folder(tmp_path, names, model_id=None):
+    """A Spec-Bench folder of ``names``; ``model_id``: {name: new model_id} on every line."""
+    d = tmp_path / "sb"
+    d.mkdir()
+    for name in names:
+        lines = (SB / name).read_text().splitlines()
+        if model_id and name in model_id:
+            lines = [json.dumps({**json.loads(x), "model_id": model_id[name]}) for x in lines]
+        (d / name).write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_a_specbench_folder_of_the_baseline_alone(capsys, tmp_path):
+    rc, _, err, _ = run_checked(capsys, ["validate", _sb_folder(tmp_path, [BASE])])
+    assert rc == 2 and "holds only the baseline" in err
+
+
+@pytest.mark.parametrize("name,model_id,what", [
+    (BASE, "vicuna-13b-v1.3-vanilla-float16-temp-0.0", "target model"),  # another model
+    (BASE, "vicuna-7b-v1.3-vanilla-float32-temp-0.0", "precision"),  # another precision
+    (SPS, "llama-2-7b-chat-sps-68m-float16-temp-0.0", "target model"),  # another target
+    (EAGLE, "vicuna-7b-v1.3-eagle-float16-temperature-1.0", "temperature"),
+])
+def test_specbench_model_id_is_compared(capsys, tmp_path, name, model_id, what):
+    d = _sb_folder(tmp_path, [BASE, SPS, EAGLE], {name: model_id})
+    rc, _, err, _ = run_checked(capsys, ["validate", d])
+    assert rc == 2 and "model_id" in err and what in err, err
+    # the same folder without the odd file is served
+    (d / name).unlink()
+    if name != BASE:
+        rc, _, err, data = run_checked(capsys, ["validate", d, "--json"])
+        assert rc == 0
+
+
+# --- engine logs -----------------------------------------------------------------------------
+ENG = ROOT / "tests" / "fixtures" / "engine-samples"
+
+
+def _fit(capsys, tmp_path, text, *extra):
+    p = tmp_path / "log.txt"
+    p.write_text(text)
+    return run_checked(capsys, ["fit", p, "--json", *extra])
+
+
+def _sg(token, al, running=1):
+    return (f"[2025-10-22 10:27:57 TP0] Decode batch. #running-req: {running}, #token: {token}, "
+            f"token usage: 0.00, accept len: {al}, accept rate: 0.50, cuda graph: True, "
+            "gen throughput (token/s): 170.00, #queue-req: 0, ")
+
+
+def test_sglang_grepped_lines_of_two_requests(capsys, tmp_path):
+    """Decode lines of two requests, grep'd (no Prefill batch. line between them): SGLang logs
+    every 40 decode steps, so each interval of one running request is 40 rounds. Request 1:
+    4 intervals at accept len 2.50; request 2 (its prompt 320 tokens longer) 3 at 2.75. The
+    interval where request 2 starts reads as 80 rounds from the token count (220 tokens at
+    2.75): not one logging interval, skipped; the others give 40 rounds each."""
+    a = [_sg(128 + 100 * i, "2.50") for i in range(4)]
+    b = [_sg(428 + 220 + 110 * i, "2.75") for i in range(3)]
+    rc, _, err, data = _fit(capsys, tmp_path, "\n".join(a + b) + "\n", "--gamma", 3)
+    assert rc == 0, err
+    rounds = [s["rounds"] for s in data["snapshots"]]
+    assert set(rounds) == {40} and len(rounds) == 5  # 3 of request 1, 2 of request 2
+    assert data["mean_acceptance_length"] == pytest.approx((3 * 2.5 + 2 * 2.75) / 5)
+    assert any("not one logging interval of 40" in w for w in data["warnings"])
+
+
+def test_sglang_cached_prefix_interval_is_not_counted(capsys, tmp_path):
+    text = (ENG / "sglang_log_issue11948.txt").read_text().replace(
+        "#cached-token: 0", "#cached-token: 100")
+    rc, _, err, data = _fit(capsys, tmp_path, text, "--gamma", 3)
+    assert rc == 0 and all(s["label"] != "interval 1" for s in data["snapshots"])
+    assert any("100 cached tokens" in w for w in data["warnings"])
+
+
+@pytest.mark.parametrize("change,field,msg", [
+    (("#running-req: 1,", "#running-req: 2,"), "#running-req", "more than one running request"),
+    (("accept len: 1.95", "accept len: 0"), "accept len", "not a mean acceptance length"),
+])
+def test_sglang_refusals_name_the_cause(capsys, tmp_path, change, field, msg):
+    text = (ENG / "sglang_log_issue11948.txt").read_text().replace(*change)
+    rc, _, err, _ = _fit(capsys, tmp_path, text)  # without --gamma: the cause, not --gamma
+    assert rc == 2 and f"error: {field}:" in err and msg in err, err
+
+
+def _v0(acc, drafted, emitted, k=3):
+    return (f"INFO 10-16 19:05:47 metrics.py:367] Speculative metrics: Draft acceptance rate: "
+            f"{acc / drafted:.3f}, System efficiency: {emitted / (drafted // k * (k + 1)):.3f}, "
+            f"Number of speculative tokens: {k}, Number of accepted tokens: {acc}, Number of "
+            f"draft tokens: {drafted}, Number of emitted tokens: {emitted}.")
+
+
+def test_vllm_v0_two_engines_interleaved_are_refused(capsys, tmp_path):
+    """Engine A's and engine B's cumulative counters alternate: differencing consecutive lines
+    mixes them (1.60 read for 1.75); the lines cannot be assigned to an engine: refused."""
+    a = [(8547, 13311, 10616), (9000, 14100, 11200), (9500, 15000, 11900)]
+    b = [(600, 1200, 900), (1300, 2400, 1850), (2000, 3600, 2800)]
+    lines = [_v0(*x) for pair in zip(a, b, strict=True) for x in pair]
+    rc, _, err, _ = _fit(capsys, tmp_path, "\n".join(lines) + "\n")
+    assert rc == 2 and "Speculative metrics" in err and "interleaved" in err, err
+    # one engine's lines alone are served, and a restart whose counters stay below the old
+    rc, _, err, data = _fit(capsys, tmp_path, "\n".join(_v0(*x) for x in a + b[:2]) + "\n")
+    assert rc == 0 and any("restart" in w for w in data["warnings"])
+
+
+def test_vllm_v1_draft_lengths_3_and_5_pooled_with_a_warning(capsys, tmp_path):
+    lines = [ln for ln in (ENG / "vllm_v1_log_issue19254.txt").read_text().splitlines()
+             if "SpecDecoding metrics:" in ln][:4]
+    five = ("INFO 06-06 14:21:34 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: "
+            "30.0%, Mean acceptance length: 2.50, Accepted: 150 tokens, Drafted: 500 tokens, "
+            "Per-position acceptance rate: 0.600, 0.400, 0.250, 0.150, 0.100")
+    rc, _, err, data = _fit(capsys, tmp_path, "\n".join(lines + [five]) + "\n")
+    assert rc == 0
+    assert any("draft length differs between intervals (3, 5" in w for w in data["warnings"])
+
+
+def test_sweep_table_in_seconds_is_read_in_seconds(capsys, tmp_path):
+    """The EAGLE sweep with its TPOT table headed `TPOT s` and every time divided by 1000:
+    the calibration is the same one in seconds (every fitted cost 1000 times smaller, every
+    relative error the same)."""
+    text = (ENG / "vllm_eagle_sweep_issue20780.txt").read_text()
+    head, body = text.split("---\n", 1)
+    out, in_table = [], False
+    for line in body.splitlines():
+        if "TPOT ms" in line:
+            line, in_table = line.replace("TPOT ms", "TPOT s"), True
+        elif in_table and line.startswith("K="):
+            cells = line.split("|")
+            cells[1:4] = [f" {float(c) / 1000:.5f} " for c in cells[1:4]]
+            line = "|".join(cells)
+        out.append(line)
+    ms, s = tmp_path / "ms.txt", tmp_path / "s.txt"
+    ms.write_text(text)
+    s.write_text(head + "---\n" + "\n".join(out) + "\n")
+    runs = []
+    for p in (ms, s):
+        rc, _, err, data = run_checked(capsys, ["calibrate", p, "--method", "EAGLE 1",
+                                                "--fit-on", "2,7", "--json"])
+        assert rc == 0, err
+        runs.append(data)
+    a, b = runs
+    assert a["time_unit"] == "ms" and b["time_unit"] == "s"
+    for pa, pb in zip(a["parameters"], b["parameters"], strict=True):
+        assert pb["estimate"] == pytest.approx(pa["estimate"] / 1000, rel=1e-6)
