@@ -191,3 +191,33 @@ def test_sweep_table_in_seconds_is_read_in_seconds(capsys, tmp_path):
     assert a["time_unit"] == "ms" and b["time_unit"] == "s"
     for pa, pb in zip(a["parameters"], b["parameters"], strict=True):
         assert pb["estimate"] == pytest.approx(pa["estimate"] / 1000, rel=1e-6)
+
+
+def test_a_long_log_is_pooled_once_and_its_lines_take_the_checked_path():
+    """The work per line of a long log (issue 39: a 50 MB log took over 120 s): the pooled
+    snapshot is computed once, and a per-line histogram built on the checked path equals the
+    validated constructor's (counts of every cell, same order)."""
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from polyspec_theory.core.counts import AcceptanceCounts
+    from validation.engines.registry import parse_engine_output
+
+    text = "\n".join(ln for ln in (ENG / "vllm_v1_log_issue19254.txt").read_text().splitlines()
+                     if "SpecDecoding metrics:" in ln)
+    out = parse_engine_output(text)
+    assert out.pooled is out.pooled
+
+    @settings(max_examples=50, deadline=None, derandomize=True, database=None)
+    @given(h=st.lists(st.integers(0, 50), min_size=2, max_size=8))
+    def same(h):
+        if not any(h):
+            return
+        a = AcceptanceCounts.from_histogram(h, len(h) - 1, "x")
+        b = AcceptanceCounts.from_checked_histogram(np.array(h), len(h) - 1, "x")
+        for f in ("accepted", "caps", "counts"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f
+        assert a.n_rounds == b.n_rounds
+
+    same()
