@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--levels", default="2,3,4", help="cascade depths to run")
     ap.add_argument("--json", default=None, help="write results as JSON here")
-    from validation.machine import add_allow_load, check_load_or_exit
+    from validation.capture.machine import add_allow_load, check_load_or_exit
 
     add_allow_load(ap)
     args = ap.parse_args(argv)
@@ -44,9 +44,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from validation.capture_setup import make_prompts
-    from validation.decoder import PolybasicDecoder, autoregressive
-    from validation.models import load_model
+    from validation.capture.models import load_model
+    from validation.capture.setup import make_prompts
+    from validation.schemes.chain import PolybasicDecoder, autoregressive
 
     torch.set_num_threads(args.threads)
     names = ("target", "mid", "small", "ngram")

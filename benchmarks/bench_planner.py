@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="cascade planner benchmark")
     ap.add_argument("--stress", action="store_true", help="also the 7- and 8-model stress pools")
     ap.add_argument("--json", default=None, help="write the results as JSON here")
-    from validation.machine import add_allow_load, check_load_or_exit
+    from validation.capture.machine import add_allow_load, check_load_or_exit
 
     add_allow_load(ap)
     args = ap.parse_args(argv)

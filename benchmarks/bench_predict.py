@@ -1,5 +1,5 @@
-"""Benchmark of the exact P1 predictor (polyspec_theory.core.polybasic.predict) and its batched
-form.
+"""Benchmark of the exact P1 predictor (polyspec_theory.core.p1.predict_chain, via
+polyspec_theory.predict) and its batched form.
 
 Prints: the median (and 90th percentile) wall time of one ``predict`` call on random 4-level
 cascades with thresholds <= 16 (target <= 1 ms); how the time grows with the threshold
@@ -76,7 +76,7 @@ def per_config_times(rng, n, count, repeats, **kw) -> np.ndarray:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer configs and repeats")
-    from validation.machine import add_allow_load, check_load_or_exit
+    from validation.capture.machine import add_allow_load, check_load_or_exit
 
     add_allow_load(ap)
     args = ap.parse_args(argv)

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from polyspec_theory.core.config import Cascade  # noqa: E402
 from polyspec_theory.core.p1 import block_bounds  # noqa: E402
-from polyspec_theory.core.polybasic import predict  # noqa: E402
+from polyspec_theory.schemes import predict  # noqa: E402
 
 
 def _hazards(cascade: Cascade, width: int) -> np.ndarray:
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
                     help="CPU devices (default: one per core); the simulator shards its "
                          "chains over them")
     ap.add_argument("--json", action="store_true")
-    from validation.machine import add_allow_load, check_load_or_exit
+    from validation.capture.machine import add_allow_load, check_load_or_exit
 
     add_allow_load(ap)
     a = ap.parse_args(argv)

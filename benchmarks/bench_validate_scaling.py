@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 def write_traces(folder: Path, n: int, seed: int = 0) -> None:
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import IIDGeometric
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
     costs = {"t": CostCurve.affine(6e-3, 5e-4), "mid": CostCurve.affine(1.5e-3, 1e-4),
              "ng": CostCurve.constant(2e-5)}
@@ -39,11 +39,11 @@ def write_traces(folder: Path, n: int, seed: int = 0) -> None:
     for k in range(n):
         ms = chains[k % len(chains)]
         th = [int(x) for x in rng.integers(1, 8, size=len(ms) - 1)]
-        cap, rec = simulate_capture(
+        cap, rec = simulate_capture(SyntheticSpec(
             f"c{k:05d}", list(ms), [costs[m] for m in ms],
             [laws[(ms[i], ms[i + 1])] for i in range(len(ms) - 1)], th, prompts=2,
             tokens_per_prompt=40, prompt_len=16, baseline_contexts=(16,), baseline_reps=1,
-            baseline_max_m=4, ar_tokens=8, seed=seed + k)
+            baseline_max_m=4, ar_tokens=8, seed=seed + k))
         write_trace(folder / f"c{k:05d}.jsonl", cap, rec)
 
 
@@ -60,7 +60,7 @@ def time_validate(folder: Path) -> float:
 
 
 def main(argv=None) -> int:
-    from validation.machine import check_load_or_exit
+    from validation.capture.machine import check_load_or_exit
 
     argv = list(argv if argv is not None else sys.argv[1:])
     allow = "--allow-load" in argv

@@ -11,7 +11,7 @@ from pathlib import Path
 
 here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here.parent))
-from validation.machine import check_load_or_exit  # noqa: E402
+from validation.capture.machine import check_load_or_exit  # noqa: E402
 
 check_load_or_exit("--allow-load" in sys.argv[1:], "a benchmark")
 failed = []

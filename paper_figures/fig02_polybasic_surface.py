@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 
 from polyspec_theory.core.config import Cascade
 from polyspec_theory.planning.grid import predict_grid
-from simulators.length import simulate_lengths
+from simulators.length import LengthModel, simulate_lengths
 
 from . import style
 
@@ -78,8 +78,8 @@ def compute(quick: bool = False) -> dict:
     tokens = 10_000 if quick else SIM_TOKENS
     points = []
     for k, (a, b) in enumerate((a, b) for b in sim_t2 for a in sim_t1):
-        res = simulate_lengths(cascade.with_thresholds((a, b)), tokens, seed=SEED + k,
-                               chains=SIM_CHAINS, histograms=False)
+        model = LengthModel.from_cascade(cascade.with_thresholds((a, b)), histograms=False)
+        res = simulate_lengths(model, tokens, seed=SEED + k, chains=SIM_CHAINS)
         e = res.speedup
         points.append((a, b, e.value, e.low, e.high, e.se, float(s[a - 1, b - 1])))
     pts = np.array(points, dtype=np.float64)

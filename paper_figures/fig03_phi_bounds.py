@@ -21,13 +21,13 @@ from matplotlib.ticker import MaxNLocator
 
 from polyspec_theory.bounds.tails import phi_bounds
 from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
-from polyspec_theory.core.polybasic import predict
+from polyspec_theory.schemes import predict
 
 from . import style
 
 NAME = "fig03_phi_bounds"
 TITLE = "Forward count φ: exact vs P2 bounds vs the paper's substitution"
-SOURCES = ("polyspec_theory.core.polybasic", "polyspec_theory.bounds.tails")
+SOURCES = ("polyspec_theory.core.p1", "polyspec_theory.bounds.tails")
 
 CASCADE = DEFAULT_CASCADE
 THETA_MAX = 40

@@ -1,13 +1,14 @@
 """Figure 4 — acceptance histograms from real traces with the four fitted laws overlaid.
 
 Data: the committed CPU traces (``data/traces/cpu/*.jsonl``) read by
-:func:`validation.traces.read_traces`; rounds pooled per (verifier, drafter,
+:func:`validation.traces.records.read_traces`; rounds pooled per (verifier, drafter,
 temperature) and every law family (iid, positional, Beta-mixed, Gaussian baseline) fitted by
 censored maximum likelihood (:func:`validation.analysis.fits.fit_pairs`); each law's expected
-histogram given the observed caps from :func:`validation.report.expected_histogram`. The pairs
-with the most rounds are shown (``N_PAIRS``), observed fractions as bars. The four curves are
-drawn side by side (each family's markers a little left or right of the bar) so that none
-hides another, and fits that give the same histogram are named in the panel.
+histogram given the observed caps from
+:func:`validation.analysis.report.expected_histogram`. The pairs with the most rounds are
+shown (``N_PAIRS``), observed fractions as bars. The four curves are drawn side by side (each
+family's markers a little left or right of the bar) so that none hides another, and fits that
+give the same histogram are named in the panel.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from matplotlib.ticker import MaxNLocator
 
 from polyspec_theory.core.laws import FAMILIES
 from validation.analysis.fits import fit_pairs
+from validation.analysis.report import expected_histogram
 from validation.paths import shown_path
-from validation.report import expected_histogram
 
 from . import style, trace_sources
 

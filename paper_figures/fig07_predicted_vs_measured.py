@@ -2,7 +2,7 @@
 ``data/traces/gpu/`` holds traces), with the classic iid formula for contrast.
 
 Data: every captured configuration of the committed traces
-(:func:`validation.traces.read_traces`) run through the validation pipeline
+(:func:`validation.traces.records.read_traces`) run through the validation pipeline
 :func:`validation.analysis.validate` with its defaults (laws fitted per pair by censored MLE,
 on the configuration's own rounds or pooled, as ``validate`` does; cost curves fitted per
 capture, measured speedup = autoregressive target time
@@ -97,7 +97,7 @@ def _short(models, thresholds, temperature) -> str:
 
 def _device_rows(device: str, directory, quick: bool = False,
                  progress=None) -> tuple[list[dict], list[str]]:
-    from validation.composition import load_profiles
+    from validation.capture.composition import load_profiles
 
     captures, notes = trace_sources.load(directory)
     if quick and len(captures) > 6:
@@ -184,8 +184,15 @@ def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None, progress=
 
 
 def draw(data: dict, out_dir) -> list[Path]:
-    rows = data["rows"]
     fig, (ax, axe) = style.figure(2, 1, height=5.4, gridspec_kw={"height_ratios": [1.4, 1.0]})
+    _scatter_panel(ax, data)
+    _error_panel(axe, data)
+    return style.save(fig, out_dir, NAME)
+
+
+def _scatter_panel(ax, data: dict) -> None:
+    """(a): predicted against measured speedup per configuration and model."""
+    rows = data["rows"]
     meas = np.array([r["measured"] for r in rows])
     se = np.array([r["measured_se"] for r in rows], dtype=np.float64)
     series = [  # key, label, colour, filled, marker size
@@ -248,6 +255,11 @@ def draw(data: dict, out_dir) -> list[Path]:
               fontsize=5.5)  # below the diagonal: no model predicts far under measured
     style.panel_label(ax, f"(a)  {len(rows)} captured configurations")
 
+
+
+def _error_panel(axe, data: dict) -> None:
+    """(b): the relative error of each model per configuration."""
+    rows = data["rows"]
     x = np.arange(len(rows))
     axe.axhline(0.0, color="black", linewidth=0.8)
     axe.axhspan(-100 * BAND, 100 * BAND, color="0.9", linewidth=0)
@@ -284,7 +296,6 @@ def draw(data: dict, out_dir) -> list[Path]:
     axe.set_ylim(y0 - 0.05 * (y1 - y0), y1 + 0.25 * (y1 - y0))  # headroom for the legend
     axe.legend(loc="upper left", title="median |error|", fontsize=5.5)
     style.panel_label(axe, "(b)  relative error per configuration")
-    return style.save(fig, out_dir, NAME)
 
 
 def main(argv=None) -> int:

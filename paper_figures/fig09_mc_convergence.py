@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
-from polyspec_theory.core.polybasic import predict
-from simulators.length import simulate_lengths
+from polyspec_theory.schemes import predict
+from simulators.length import LengthModel, simulate_lengths
 
 from . import style
 
 NAME = "fig09_mc_convergence"
 TITLE = "Monte-Carlo convergence of the simulated speedup to P1"
-SOURCES = ("polyspec_theory.core.polybasic", "simulators.length")
+SOURCES = ("polyspec_theory.core.p1", "simulators.length")
 
 CASCADE = DEFAULT_CASCADE
 TOKENS = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
@@ -47,8 +47,8 @@ def compute(quick: bool = False) -> dict:
     emitted = np.empty(est.shape, dtype=np.int64)
     for i, n in enumerate(tokens):
         for r in range(reps):
-            res = simulate_lengths(cascade, int(n), seed=SEED + 1000 * i + r, chains=CHAINS,
-                                   histograms=False)
+            res = simulate_lengths(LengthModel.from_cascade(cascade, histograms=False), int(n),
+                                   seed=SEED + 1000 * i + r, chains=CHAINS)
             e = res.speedup
             est[i, r], se[i, r], low[i, r], high[i, r] = e.value, e.se, e.low, e.high
             emitted[i, r] = res.tokens

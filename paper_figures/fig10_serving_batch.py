@@ -71,7 +71,7 @@ def measured(traces_dir) -> dict | None:
     if traces_dir is None or not Path(traces_dir).is_dir():
         return None
     from validation.analysis.batch_validate import load_profile, validate_batches
-    from validation.batch.dataset import read_batch_traces
+    from validation.traces.batch import read_batch_traces
 
     caps = read_batch_traces(traces_dir)
     if not caps:

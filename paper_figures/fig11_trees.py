@@ -18,8 +18,9 @@ Points: :func:`simulators.structures.simulate_structured` on the plotted structu
 budgets (95 % CIs).
 
 Measured points on the zoo (when present): if the traces folder (default
-``data/traces/trees``, written by ``data/traces/trees/capture_trees.sh``) holds plans
-``*_plan.json`` (:mod:`validation.tree_plan`), one more column per plan (pair, temperature):
+``data/traces/trees``, written by ``experiments/trees/capture_trees.sh``) holds plans
+``*_plan.json`` (:mod:`validation.analysis.tree_plan`), one more column per plan (pair,
+temperature):
 lines = the theory from the plan's pilot capture (sibling-rank law by depth and AR-calibrated
 cost curves fitted on the pilot only), points = the captures of the planned trees (mean
 accepted length per round and measured speedup, ± 1.96 standard errors over rounds / prompts).
@@ -40,8 +41,8 @@ from polyspec_theory.closed_forms.dualistic import optimal_gamma
 from polyspec_theory.core.config import Cascade
 from polyspec_theory.structures.trees import SiblingLaw, Tree, chain_tree, expected_emitted_tree
 from simulators.structures import simulate_structured
+from validation.analysis.tree_plan import TREE_FAMILIES, family_structures
 from validation.paths import shown_path
-from validation.tree_plan import TREE_FAMILIES, family_structures
 
 from . import style
 
@@ -58,7 +59,7 @@ DRAFT = 0.03
 
 def structures(n: int) -> dict:
     """For budget ``n``: ``{(panel, family): (tree, theory value)}``
-    (:func:`validation.tree_plan.family_structures`; the best chain's speedup by the
+    (:func:`validation.analysis.tree_plan.family_structures`; the best chain's speedup by the
     dualistic optimum, :func:`~polyspec_theory.closed_forms.dualistic.optimal_gamma`)."""
     out = family_structures(SiblingLaw(LAW["sibling"]), TARGET, DRAFT, n)
     g = optimal_gamma({"alpha": LAW["sibling"][0]}, TARGET, DRAFT, max_gamma=n)
@@ -134,12 +135,12 @@ def _trees_dir(traces_dir):
 
 def zoo_panels(directory) -> list[dict]:
     """One panel pair per plan in ``directory``: theory curves from the plan's pilot fits
-    (:func:`validation.tree_plan.family_structures`) and the measured points of the planned
+    (:func:`validation.analysis.tree_plan.family_structures`) and the measured points of the planned
     trees that were captured (missing traces are skipped)."""
     import json
 
-    from validation.traces import read_trace
-    from validation.tree_plan import family_structures, plan_law_costs
+    from validation.analysis.tree_plan import family_structures, plan_law_costs
+    from validation.traces.records import read_trace
 
     out = []
     for pf in sorted(Path(directory).glob("*_plan.json")):

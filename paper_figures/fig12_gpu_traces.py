@@ -5,9 +5,10 @@ forecasts of the unseen lookaheads with their 95 % band; (c) Spec-Bench per cate
 measured (95 % bootstrap CI) and predicted. The title names what the panels show (the
 pre-registered forecasts of configurations no panel shows are in data/gpu/preregistered.json).
 
-Data: ``data/gpu/targets.json``, written by ``data/gpu/targets.py`` from the GPU traces
+Data: ``data/gpu/targets.json``, written by ``experiments/gpu/targets.py`` from the GPU traces
 (sources: BradMcDanel/pipespec commit 9a64774, yukiki-jc/Spec-Bench commit 3b73a28);
-:mod:`validation.gpu_traces`.
+:mod:`validation.formats.pipespec`, :mod:`validation.analysis.pipespec_forecast`,
+:mod:`validation.analysis.specbench`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from . import style
 
 NAME = "fig12_gpu_traces"
 TITLE = "Predicted vs measured speedup on real GPU traces (PipeSpec, Spec-Bench)"
-SOURCES = ("validation.gpu_traces",)
+SOURCES = ("validation.analysis.pipespec_forecast", "validation.analysis.specbench")
 SPANS_COLUMNS_WITH_MEASUREMENTS = True  # three panels of measured GPU runs: page width
 RESULTS = Path(__file__).resolve().parents[1] / "data" / "gpu" / "targets.json"
 
@@ -46,7 +47,7 @@ def compute(quick: bool = False, results=None) -> dict:
     path = Path(results) if results else RESULTS
     if not path.is_file():
         raise FigureUnavailable("figure 12 needs data/gpu/targets.json (run "
-                                "data/gpu/targets.py); not in this checkout")
+                                "experiments/gpu/targets.py); not in this checkout")
     d = json.loads(path.read_text())
     sweep = sorted(d["pipespec_sweep_loo"]["configs"], key=lambda c: c["lookahead"])
     fc = d["pipespec_sweep_forecasts"]["forecasts"]

@@ -29,11 +29,11 @@ def has_traces(directory) -> bool:
 
 def load(directory):
     """``(captures, notes)`` of every trace in ``directory`` via
-    :func:`validation.traces.read_traces`; :class:`FigureUnavailable` if there are none."""
+    :func:`validation.traces.records.read_traces`; :class:`FigureUnavailable` if there are none."""
     d = Path(directory)
     if not has_traces(d):
         raise FigureUnavailable(f"no real traces (*.jsonl) in {d}")
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     caps = read_traces(d)
     return caps, [n for c in caps for n in c.notes]

@@ -28,10 +28,10 @@ def load_cascade(source) -> Cascade:
     if not isinstance(source, (str, Path)):
         raise PolyspecInputError("config", "must be a file path, a mapping or a Cascade, got "
                                  f"{type(source).__name__}")
-    from validation.files import read_mapping
+    from polyspec.configs import read_config
 
     path = Path(source)
-    return Cascade.from_config(resolve_fit_files(read_mapping(path), path.parent))
+    return Cascade.from_config(resolve_fit_files(read_config(path), path.parent))
 
 
 def predict(cascade, batch: int | None = None):
@@ -44,25 +44,37 @@ def predict(cascade, batch: int | None = None):
     of that many sequences (:class:`polyspec_theory.serving.batch.BatchPrediction`)."""
     from polyspec_theory.schemes import predict as _predict
 
-    return _predict(load_cascade(cascade), batch)
+    return _predict(_in_batch(load_cascade(cascade), batch))
 
 
-def simulate(cascade, tokens: int = 1_000_000, seed: int = 0, *, chains: int = 1024,
+def _in_batch(cascade, batch):
+    return cascade if batch is None else cascade.with_batch(batch)
+
+
+def simulate(cascade, tokens: int | None = None, seed: int = 0, *, chains: int | None = None,
              cpu_devices: int | None = None, batch: int | None = None,
-             events: int | None = None):
+             events: int | None = None, budget=None):
     """Monte Carlo of a cascade in its scheme (:mod:`simulators.schemes`): speedup with a 95 %
     CI and per-level estimates (a chain: :class:`simulators.length.LengthResult`; trees or
     schedules: ``simulators.structures.StructuredResult``; ``batch``: a lockstep serving batch,
     ``simulators.serving.ServingResult``; ``"mode": "async"``: the pipeline,
-    ``simulators.asynchronous.AsyncSimResult`` over ``events`` actions per chain, default
-    20,000, ``tokens`` not used). Same seed, same numbers; ``cpu_devices`` spreads chains over
-    that many CPU devices (the numbers do not depend on it)."""
+    ``simulators.asynchronous.AsyncSimResult``). How much: ``budget``
+    (:class:`simulators.schemes.Budget`), or its fields ``tokens`` (default 1e6), ``events``
+    (per chain, schemes counted in events: async; default 20,000) and ``chains`` (default
+    1024). ``seed``: an int or a JAX PRNG key; same seed, same numbers; ``cpu_devices``
+    spreads chains over that many CPU devices (the numbers do not depend on it)."""
     from simulators.runtime import use_cpu_cores
+    from simulators.schemes import Budget
     from simulators.schemes import simulate as _simulate
 
     use_cpu_cores(cpu_devices)
-    return _simulate(load_cascade(cascade), tokens, seed, chains=chains, batch=batch,
-                     events=events)
+    given = {k: v for k, v in (("tokens", tokens), ("events", events), ("chains", chains))
+             if v is not None}
+    if budget is None:
+        budget = Budget(**given)
+    elif given:
+        raise PolyspecInputError(next(iter(given)), "give it in the budget (not both)")
+    return _simulate(_in_batch(load_cascade(cascade), batch), budget, seed)
 
 
 def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None):
@@ -76,8 +88,8 @@ def verify(quick: bool = True, seed: int = 0, *, cpu_devices: int | None = None)
 
 
 def read_traces(directory, *, allow_truncated: bool = False):
-    """Every capture (:class:`validation.dataset.Capture`) stored in a folder of traces."""
-    from validation.traces import read_traces as _read
+    """Every capture (:class:`validation.traces.dataset.Capture`) stored in a folder of traces."""
+    from validation.traces.records import read_traces as _read
 
     return _read(directory, allow_truncated=allow_truncated)
 
@@ -100,10 +112,10 @@ def load_pool(source):
         return source
     if isinstance(source, dict):
         return Pool.from_config(resolve_fit_files(source, Path.cwd()))
-    from validation.files import read_mapping
+    from polyspec.configs import read_config
 
     path = Path(source)
-    return Pool.from_config(resolve_fit_files(read_mapping(path), path.parent))
+    return Pool.from_config(resolve_fit_files(read_config(path), path.parent))
 
 
 def plan(pool, top: int = 5, **options):
@@ -123,16 +135,17 @@ def figures(out_dir, only=None, *, quick: bool = False, progress: bool = False):
     return build_all(out_dir, subset=only, progress=progress, quick=quick)
 
 
-def fit(path, *, fmt: str | None = None, gamma: int | None = None,
+def fit(path, *, fmt: str | None = None, threshold: int | None = None,
         snapshot: int | None = None, eta: float | None = None) -> dict:
     """A serving engine's output file -> acceptance data and fitted laws: the object that
-    ``polyspec fit --json`` prints (:func:`validation.engines.acceptance_report`; drafts of
-    varying length come back as ``variable_length``, a confidence cut-off whose
-    representative law is written at ``eta``)."""
-    from validation.engines import acceptance_report, load_engine_output
+    ``polyspec fit --json`` prints (:func:`validation.formats.fit_report`: every format of
+    :mod:`validation.formats`; an engine's drafts of varying length come back as
+    ``variable_length``, a confidence cut-off whose representative law is written at
+    ``eta``; ``threshold``: the draft length where the output does not state it; PipeSpec's
+    two-model chains: the run law, R2, and R3's test of independent rounds)."""
+    from validation.formats import fit_report
 
-    out = load_engine_output(path, fmt, gamma)
-    return acceptance_report(out if snapshot is None else out.select(snapshot), eta=eta)
+    return fit_report(path, fmt, gamma=threshold, eta=eta, snapshot=snapshot)
 
 
 def calibrate(runs, *, method: str | None = None, fit_on=None):
@@ -148,16 +161,20 @@ def calibrate(runs, *, method: str | None = None, fit_on=None):
 
 
 def profile(models, **options) -> dict:
-    """Measured ``T(m)`` tables of ``models`` on this device (:func:`validation.profile.
+    """Measured ``T(m)`` tables of ``models`` on this device (:func:`validation.capture.profile.
     profile_models`; options ``max_m``, ``repeats``, ``context``, ``device``, ...)."""
-    from validation.profile import profile_models
+    from validation.capture.profile import ProfileSpec, profile_models
 
-    return profile_models(list(models) if not isinstance(models, str) else [models], **options)
+    return profile_models(list(models) if not isinstance(models, str) else [models],
+                          ProfileSpec.of(options))
 
 
 def law_config_from_fit(fit: dict, family: str | None = None, field: str = "fit") -> dict:
     """The law (config form) in a ``polyspec fit --json`` object: its ``best`` law, or the
-    fitted law of ``family`` (``iid``, ``positional``, ``beta``, ``gaussian``)."""
+    fitted law of ``family`` (``iid``, ``positional``, ``beta``, ``gaussian``); a fit of
+    rounds over positions (a PipeSpec chain) gives its run law (``run``, R2)."""
+    if isinstance(fit, dict) and "run_law" in fit and family in (None, "run"):
+        return fit["run_law"]  # rounds over positions: the run law (R2)
     if not isinstance(fit, dict) or "format" not in fit or "best" not in fit:
         raise PolyspecInputError(field, "is not the output of `polyspec fit --json` "
                                  "(no 'format' and 'best' keys)")
@@ -181,8 +198,8 @@ def _resolve_one(spec, base: Path, field: str):
 
 def _read_fit(spec, base: Path, field: str):
     """(the law of a ``{"fit": FILE}`` entry, the largest draft position it was fitted on)."""
+    from polyspec.configs import read_config
     from polyspec_theory.errors import require_keys
-    from validation.files import read_mapping
 
     require_keys(spec, field, required=["fit"], optional=["law"])
     name = spec["fit"]
@@ -193,7 +210,7 @@ def _read_fit(spec, base: Path, field: str):
     if not path.is_file():
         raise PolyspecInputError(f"{field}.fit", f"file not found: {path}")
     try:
-        fit = read_mapping(path)
+        fit = read_config(path)
     except PolyspecInputError as e:
         raise PolyspecInputError(f"{field}.fit", str(e)) from None
     law = law_config_from_fit(fit, spec.get("law"), f"{field}.fit")
@@ -251,15 +268,16 @@ def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> 
     ``{"fit": FILE}`` read relative to it) or a sweep table (text: mean acceptance length and
     time per token per K; ``method`` picks its column). ``fit_on``: names of the runs (for a
     sweep: the Ks) to fit on, the others held out."""
-    from validation.engines import load_sweep, read_engine_text, sweep_runs
-    from validation.files import read_mapping
+    from polyspec.configs import read_config
+    from validation.formats.engine_common import read_engine_text
+    from validation.formats.vllm_sweep import load_sweep, sweep_runs
 
     path = Path(source)
     text, _ = read_engine_text(path)
     if text.lstrip()[:1] in ("{", "[") or path.suffix.lower() in (".json", ".yaml", ".yml"):
         if method is not None:
             raise PolyspecInputError("--method", "only applies to a sweep table")
-        cfg = read_mapping(path)
+        cfg = read_config(path)
         runs = cfg.get("runs")
         if isinstance(runs, list):
             new = []
@@ -300,8 +318,12 @@ def load_calibration_runs(source, *, method: str | None = None, fit_on=None) -> 
     if fit_on is not None:
         ks = []
         for x in fit_on:
+            if str(x).strip().upper().startswith("K="):
+                raise PolyspecInputError("--fit-on", f"{x!r}: give the sweep's draft lengths "
+                                         f"as plain numbers (e.g. {str(x).strip()[2:]})")
             try:
-                ks.append(int(str(x).removeprefix("K=")))
+                ks.append(int(str(x)))
             except ValueError:
-                raise PolyspecInputError("--fit-on", f"{x!r} is not a K of the sweep") from None
+                raise PolyspecInputError("--fit-on", f"{x!r} is not a draft length of the "
+                                         "sweep") from None
     return sweep_runs(table, method, ks)

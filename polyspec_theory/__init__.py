@@ -2,7 +2,8 @@
 serving batches, token trees and schedules, the planner, Yin et al.'s Markov-chain theorems.
 Pure functions, no I/O; every numbered result is stated in docs/theory.md.
 
-Sub-packages: ``core`` (laws, costs, the config, the P1 kernel, ``predict``), ``closed_forms``
+Sub-packages: ``core`` (laws, costs, the config, the P1 kernel, R1-R3), ``schemes`` (the
+registry of schemes: ``predict`` in the cascade's scheme), ``closed_forms``
 (D1, D2, symbolic P1), ``bounds`` (P2-P4, P6-P7), ``structures`` (trees, schedules, T1-T5,
 A1-A4), ``serving`` (B0-B6), ``planning`` (grids, the planner, P5, calibration, coupling),
 ``yin`` (Y1-Y5); input checks in ``errors``. The names a user imports are listed below per
@@ -43,13 +44,14 @@ _MODULES = {
     ),
     "core.p1": (
         "block_bounds", "block_laws", "fill_blocks", "fold_levels", "FoldedLevel",
-        "LevelPrediction", "Prediction", "renewal_masses",
-    ),
-    "core.polybasic": (
-        "emitted_law", "renewal_fill",
+        "LevelPrediction", "Prediction", "renewal_masses", "emitted_law", "renewal_fill",
     ),
     "schemes": (
         "predict", "scheme_of",
+    ),
+    "core.runs": (
+        "fit_run_law", "predict_runs", "run_law_report", "RunLaw", "RunPrediction",
+        "sync_two_level",
     ),
     "closed_forms.dualistic": (
         "cor39_bound", "dualistic_speedup", "expected_emitted", "leviathan_speedup",

@@ -18,6 +18,7 @@ class PolyspecInputError(ValueError):
 
     def __init__(self, field: str, message: str):
         self.field = field
+        self.reason = message  # the message without the field
         super().__init__(f"{field}: {message}")
 
 
@@ -72,7 +73,7 @@ def as_positive(x, field: str) -> float:
 
 def as_int(x, field: str, *, low=None, high=None, show=_short, error=PolyspecInputError) -> int:
     """An integer (floats with integral value are accepted), optionally bounded: the one
-    integer rule (``validation.schema.check_int`` is it for trace records, showing values
+    integer rule (``validation.traces.schema.check_int`` is it for trace records, showing values
     as JSON and raising its ``FieldError``)."""
     if isinstance(x, bool) or not _is_number(x):
         raise error(field, f"must be an integer, got {show(x)}")

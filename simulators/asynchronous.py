@@ -37,10 +37,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory import Cascade, async_rules, async_tie_tolerance, check_async_cascade
+from polyspec_theory import (
+    Cascade,
+    as_cascade,
+    async_rules,
+    async_tie_tolerance,
+    check_async_cascade,
+)
 from polyspec_theory.errors import PolyspecInputError, as_int
 
-from .runtime import RatioEstimate, make_key, ratio_estimate, to_host
+from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host
 
 __all__ = ["AsyncSimResult", "AsyncParams", "async_params", "simulate_async"]
 
@@ -82,9 +88,7 @@ class _State(NamedTuple):
 
 def async_params(cascade: Cascade) -> AsyncParams:
     """Tables of ``cascade`` run asynchronously (rules: :func:`async_rules`)."""
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    check_async_cascade(cascade)
+    check_async_cascade(as_cascade(cascade))
     rules = async_rules(cascade)
     width = max(r.window for r in rules) + 1
     surv = np.zeros((cascade.n - 1, width))
@@ -233,7 +237,7 @@ class AsyncSimResult:
     events: int
     chains: int
     window: str
-    seed: int
+    seed: int | None  # None when a PRNG key was passed
 
     def to_dict(self) -> dict:
         return {
@@ -252,13 +256,15 @@ class AsyncSimResult:
         }
 
 
-def simulate_async(cascade: Cascade, events: int = 20_000, seed: int = 0, *,
+def simulate_async(cascade: Cascade, events: int, seed: int = 0, *,
                    chains: int = 64) -> AsyncSimResult:
     """Simulate ``cascade`` as an asynchronous pipeline: ``chains`` independent chains of
-    ``events`` completed actions each (drafter forwards and verifies)."""
+    ``events`` completed actions each (drafter forwards and verifies; the default budget is
+    ``simulators.schemes.DEFAULT_EVENTS``)."""
     events = as_int(events, "events", low=50, high=10**8)
-    chains = as_int(chains, "chains", low=2, high=2**20)
-    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
+    chains = as_chains(chains)
+    key = make_key(seed)  # an int seed or a typed PRNG key
+    seed = seed if isinstance(seed, int) else None
     p = async_params(cascade)
     n = cascade.n
     c = float(p.draft_cost)
@@ -269,7 +275,7 @@ def simulate_async(cascade: Cascade, events: int = 20_000, seed: int = 0, *,
                 "events", f"the drafter takes up to {steps:.3g} forwards per verify: {events} "
                 f"events per chain hold fewer than {MIN_VERIFIES} verifies; give at least "
                 f"{math.ceil(MIN_VERIFIES * (steps + 1))} or bound \"queue\"")
-    st = _run(p, make_key(seed), n, events, chains)
+    st = _run(p, key, n, events, chains)
     h = {f: to_host(getattr(st, f)) for f in ("now", "out", "regen", "first", "last", "mark",
                                               "verifies", "checked", "busy")}
     if not np.all(np.isfinite(h["now"])):

@@ -46,13 +46,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.core.laws import IIDGeometric
 from polyspec_theory.core.p1 import block_bounds
+from polyspec_theory.core.runs import uses_runs
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 from .runtime import (
     RatioEstimate,
+    as_chains,
     chain_mesh,
     make_key,
     ratio_estimate,
@@ -162,7 +164,7 @@ def estimate_events(cascade: Cascade, tokens: int) -> float:
     """Expected verification rounds (simulator events) to emit ``tokens`` tokens: P1's
     forwards per token of every verifying model times ``tokens`` (``inf`` when P1 is out of
     range)."""
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     try:
         pred = predict(cascade)
@@ -184,12 +186,12 @@ class LengthModel:
     @classmethod
     def from_cascade(cls, cascade: Cascade, histograms: bool = True,
                      width: int | None = None) -> LengthModel:
-        if not isinstance(cascade, Cascade):
-            raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-        if any(x is not None for x in (cascade.trees or ()) + (cascade.schedules or ())):
+        as_cascade(cascade, chain_only="the length simulator (simulate trees and schedules "
+                   "with simulators.structures.simulate_structured)")
+        if uses_runs(cascade):
             raise PolyspecInputError(
-                "cascade", "has trees or schedules: simulate it with "
-                "simulators.structures.simulate_structured")
+                "cascade", "acceptance runs over positions (a run law or PipeSpec's round): "
+                "simulate it with simulators.runs.simulate_runs")
         m = cascade.n - 1
         gmax = block_bounds(cascade.thresholds, cascade.policy)
         need = max(gmax)
@@ -534,7 +536,7 @@ class LengthResult:
     rounds: tuple[int, ...]  # verifications per pair level
     drafted_positions: int  # sum over pair levels of all verified blocks G_i
     policy: str
-    seed: int
+    seed: int | None  # None when a PRNG key was passed
     ci_method: str = CI_METHOD
     chain_tokens: np.ndarray = field(default=None, repr=False)  # [chains]
     chain_time: np.ndarray = field(default=None, repr=False)  # [chains]
@@ -629,8 +631,8 @@ def _stack(fields) -> np.ndarray:
 
 
 def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: int = 1024,
-                     chunk_len: int | None = None, devices=None, histograms="auto",
-                     progress=None, max_events: int | None = None) -> LengthResult:
+                     chunk_len: int | None = None, devices=None, progress=None,
+                     max_events: int | None = None) -> LengthResult:
     """Monte-Carlo speedup and per-level accounting of ``cascade`` (compare with P1).
 
     ``tokens``: total emitted tokens asked for (each of ``chains`` independent chains runs
@@ -640,27 +642,26 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     ``cascade`` may be a prebuilt :class:`LengthModel`. ``chunk_len`` (events per chain per
     compiled chunk) defaults to a power of two from ``tokens / chains`` in [32, 512]. Results
     depend on ``(seed, chains, chunk_len)`` only: same seed -> identical result.
-    ``histograms``: True, False or ``"auto"`` (on when :func:`histograms_fit`).
+    Histograms are on when :func:`histograms_fit` (pass a :class:`LengthModel` built with
+    ``histograms=False`` to skip them).
     ``max_events``: stop with an error once any chain has run that many events.
     """
     tokens = as_int(tokens, "tokens", low=1, high=10**13)
-    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
-    chains = as_int(chains, "chains", low=2, high=2**24)
+    key = make_key(seed)  # an int seed or a typed PRNG key
+    seed = seed if isinstance(seed, int) else None
+    chains = as_chains(chains)
     per_chain = math.ceil(tokens / chains)
     if chunk_len is None:
         chunk_len = min(512, max(32, 1 << (per_chain - 1).bit_length()))
     chunk_len = as_int(chunk_len, "chunk_len", low=1, high=2**20)
     if max_events is not None:
         max_events = as_int(max_events, "max_events", low=1)
-    if histograms == "auto":
-        histograms = isinstance(cascade, Cascade) and histograms_fit(cascade)
     model = cascade if isinstance(cascade, LengthModel) else LengthModel.from_cascade(
-        cascade, histograms=histograms)
+        cascade, histograms=isinstance(cascade, Cascade) and histograms_fit(cascade))
     static = model.static
     mesh = chain_mesh(devices)
     ndev = mesh.devices.size
     padded = -(-chains // ndev) * ndev
-    key = make_key(seed)
     done0 = np.zeros(padded, dtype=bool)
     done0[chains:] = True
     state = jax.vmap(lambda d: init_state(static.m, d))(jnp.asarray(done0))

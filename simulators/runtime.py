@@ -25,6 +25,8 @@ from polyspec_theory.errors import PolyspecInputError, as_int  # noqa: E402
 
 __all__ = [
     "Z95",
+    "MAX_CHAINS",
+    "as_chains",
     "RatioEstimate",
     "ratio_estimate",
     "mean_estimate",
@@ -38,6 +40,12 @@ __all__ = [
 ]
 
 Z95 = 1.959963984540054  # standard normal 97.5 % quantile
+MAX_CHAINS = 2**24  # independent chains of any simulator (one limit for every scheme)
+
+
+def as_chains(chains, field: str = "chains") -> int:
+    """A number of independent chains, ``2..MAX_CHAINS`` (errors name ``field``)."""
+    return as_int(chains, field, low=2, high=MAX_CHAINS)
 
 
 def make_key(seed):

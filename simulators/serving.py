@@ -38,12 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.serving.batch import batch_cascade
 
 from .length import block_bounds, chain_totals
-from .runtime import RatioEstimate, make_key, ratio_estimate, to_host, uniform_from_bits
+from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host, uniform_from_bits
 
 __all__ = [
     "ServingStatic",
@@ -108,8 +108,7 @@ class ServingModel:
 
     @classmethod
     def from_cascade(cls, cascade: Cascade, batch) -> ServingModel:
-        if not isinstance(cascade, Cascade):
-            raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+        as_cascade(cascade)
         b = as_int(batch, "batch", low=1, high=MAX_SIM_BATCH)
         bc = batch_cascade(cascade, b)
         m = cascade.n - 1
@@ -239,7 +238,7 @@ class ServingResult:
     levels: tuple[ServingLevel, ...]
     tokens: int
     chains: int
-    seed: int
+    seed: int | None  # None when a PRNG key was passed
     policy: str
     chain_tokens: np.ndarray = field(default=None, repr=False)
     chain_time: np.ndarray = field(default=None, repr=False)
@@ -301,8 +300,9 @@ def simulate_serving(cascade, batch, tokens: int, seed: int = 0, *, chains: int 
     ``(seed, chains, chunk_len)`` only: same seed, same numbers.
     """
     tokens = as_int(tokens, "tokens", low=1, high=10**12)
-    seed = as_int(seed, "seed", low=0, high=2**63 - 1)
-    chains = as_int(chains, "chains", low=2, high=2**20)
+    key = make_key(seed)  # an int seed or a typed PRNG key
+    seed = seed if isinstance(seed, int) else None
+    chains = as_chains(chains)
     if isinstance(cascade, ServingModel):
         model = cascade
         if as_int(batch, "batch", low=1) != model.batch:
@@ -318,7 +318,6 @@ def simulate_serving(cascade, batch, tokens: int, seed: int = 0, *, chains: int 
         max_events = as_int(max_events, "max_events", low=1)
     static = model.static
     state = jax.vmap(lambda _: init_state(static.m, static.b))(jnp.arange(chains))
-    key = make_key(seed)
     target = jnp.int64(per_chain)
     chunk = 0
     while True:

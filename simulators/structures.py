@@ -43,12 +43,12 @@ import numpy as np
 from jax import lax
 
 from polyspec_theory import RegimeLaw
-from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.structures.schedule import ConfidenceLaw, ConfidenceSchedule, HFSchedule
 from polyspec_theory.structures.trees import ResidualLaw, Tree, TreeLaw
 
-from .runtime import RatioEstimate, make_key, ratio_estimate, to_host
+from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host
 
 __all__ = [
     "StructStatic",
@@ -125,8 +125,7 @@ class StructModel:
 
     @classmethod
     def from_cascade(cls, cascade: Cascade) -> StructModel:
-        if not isinstance(cascade, Cascade):
-            raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+        as_cascade(cascade)
         n, m = cascade.n, cascade.n - 1
         for i, law in enumerate(cascade.laws):
             if isinstance(law, RegimeLaw):
@@ -325,9 +324,9 @@ def _event(params: StructParams, static: StructStatic, n_measure, burn_in, u, c,
     return new, (code_lvl, block, a, th[lvl])
 
 
-@partial(jax.jit, static_argnames=("static", "chunk_len", "chains"))
+@partial(jax.jit, static_argnums=(1, 2, 3))
 def _run_chunk(params, static: StructStatic, chunk_len: int, chains: int, n_measure, burn_in,
-               key, chunk_index, state: _State):
+               key, chunk_index, state: _State, /):
     ck = jax.random.fold_in(key, chunk_index)
     ku, kb = jax.random.split(ck)
     u = jax.random.uniform(ku, (chunk_len, chains, static.n_unif), jnp.float64)
@@ -403,12 +402,12 @@ def simulate_structured(cascade: Cascade, rounds: int, seed: int = 0, *, chains:
     independent chains, each ``burn_in`` discarded top-level rounds (default
     :data:`DEFAULT_BURN_IN` with a schedule, else 0) then ``rounds`` measured ones. ``seed``:
     an int or a JAX PRNG key; same seed -> identical result."""
-    if not isinstance(cascade, (Cascade, StructModel)):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+    if not isinstance(cascade, StructModel):
+        as_cascade(cascade)
     rounds = as_int(rounds, "rounds", low=1, high=10**9)
     key = make_key(seed)  # an int seed or a typed PRNG key
     seed = seed if isinstance(seed, int) else None
-    chains = as_int(chains, "chains", low=2, high=2**20)
+    chains = as_chains(chains)
     chunk_len = as_int(chunk_len, "chunk_len", low=1, high=4096)
     model = cascade if isinstance(cascade, StructModel) else StructModel.from_cascade(cascade)
     cas, static, params = model.cascade, model.static, model.params

@@ -290,6 +290,31 @@ def _ctx(tokens_before, vocab: int):
     return jnp.sum(tokens_before * weights, axis=-1, dtype=jnp.int32)
 
 
+def _draft_bottom(params: TokenParams, static: TokenStatic, state: TokenState, u_gen):
+    """The start of the verifying level's pending segment in the buffer, and the buffer with
+    the bottom drafter's ``theta_bottom`` tokens of ``M_n`` written (autoregressively) when
+    the bottom pair verifies."""
+    m, V, k, c = static.m, static.vocab, static.order, static.ctx_len
+    lvl = state.level
+    starts, s = [], jnp.int32(c)
+    for i in range(m - 1):
+        starts.append(s)
+        s = s + state.seglen[i]
+    starts.append(s)
+    start = starts[m - 1]
+    for i in range(m - 1):
+        start = jnp.where(lvl == i, starts[i], start)
+    hist0 = lax.dynamic_slice(state.buf, (starts[m - 1] - k,), (k,))
+
+    def gen(h, uu):
+        x = _sample(params.cdf[m][_ctx(h, V)], uu)
+        return jnp.concatenate([h[1:], x[None]]), x
+
+    _, drafted = lax.scan(gen, hist0, u_gen)
+    buf_gen = lax.dynamic_update_slice(state.buf, drafted, (starts[m - 1],))
+    return start, jnp.where(lvl == m - 1, buf_gen, state.buf)
+
+
 def token_transition(params: TokenParams, static: TokenStatic, target, u, state: TokenState):
     """One verification event of one chain (uniforms ``u``: ``theta_bottom`` for the bottom
     drafter, ``width`` for acceptance tests, 1 for the correction/bonus token).
@@ -302,26 +327,7 @@ def token_transition(params: TokenParams, static: TokenStatic, target, u, state:
     th = params.thresholds
     lvl = state.level
     u_gen, u_acc, u_fix = u[:tb], u[tb:tb + w], u[tb + w]
-    # start of every pending segment in the buffer
-    starts, s = [], jnp.int32(c)
-    for i in range(m - 1):
-        starts.append(s)
-        s = s + state.seglen[i]
-    starts.append(s)
-    start = starts[m - 1]
-    for i in range(m - 1):
-        start = jnp.where(lvl == i, starts[i], start)
-
-    # bottom drafter: theta_bottom tokens of M_n, autoregressively (written when lvl = m-1)
-    hist0 = lax.dynamic_slice(state.buf, (starts[m - 1] - k,), (k,))
-
-    def gen(h, uu):
-        x = _sample(params.cdf[m][_ctx(h, V)], uu)
-        return jnp.concatenate([h[1:], x[None]]), x
-
-    _, drafted = lax.scan(gen, hist0, u_gen)
-    buf_gen = lax.dynamic_update_slice(state.buf, drafted, (starts[m - 1],))
-    buf = jnp.where(lvl == m - 1, buf_gen, state.buf)
+    start, buf = _draft_bottom(params, static, state, u_gen)
 
     # block of this level
     block = th[m - 1]
@@ -399,9 +405,9 @@ def token_transition(params: TokenParams, static: TokenStatic, target, u, state:
     return new, (hist_code, codes)
 
 
-@partial(jax.jit, static_argnames=("static", "chunk_len", "chains", "n_uniforms"))
+@partial(jax.jit, static_argnums=(1, 2, 3, 4))
 def run_token_chunk(params: TokenParams, static: TokenStatic, chunk_len: int, chains: int,
-                    n_uniforms: int, target, key, chunk_index, state: TokenState):
+                    n_uniforms: int, target, key, chunk_index, state: TokenState, /):
     """``chunk_len`` events of every chain (``lax.scan`` over events of ``vmap`` over chains).
     Bits of chunk ``t``: ``split_bits(fold_in(key, t), (chunk_len, chains, n_uniforms))``
     (partitionable threefry: independent of the device layout). Returns ``(state,
@@ -627,7 +633,7 @@ def departure_from_p1(result: TokenResult) -> dict:
     with the token-level Monte Carlo. P1 assumes rounds independent with one law of ``A``
     censored by the block; context-dependent, correlated acceptance breaks that."""
     from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     cas = result.model.cascade
     fitted = {"iid": [], "positional": [], "beta": []}

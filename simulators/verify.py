@@ -19,12 +19,26 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
 from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
+
+from .checks import (
+    FAMILY_ALPHA,
+    MAX_ROWS,
+    ROW_ALPHA,
+    ROW_Z,
+    CheckRecord,
+    Est,
+    VerifyContext,
+    ci_row,
+    fmt,
+    widen_ci,
+)
+from .schemes import registry as scheme_registry
+from .verify_structures import check_schedules, check_trees
 
 __all__ = [
     "ci_row",
@@ -41,82 +55,6 @@ __all__ = [
     "format_table",
     "context_departure",
 ]
-
-FAMILY_ALPHA = 1e-3
-MAX_ROWS = 48
-ROW_ALPHA = FAMILY_ALPHA / MAX_ROWS
-ROW_Z = float(stats.norm.isf(ROW_ALPHA / 2))
-
-
-@dataclass(frozen=True)
-class CheckRecord:
-    """One row of the verification table."""
-
-    id: str
-    statement: str
-    theory: str
-    estimate: str
-    passed: bool
-    theory_value: float | None = None
-    mc_value: float | None = None
-    ci: tuple[float, float] | None = None
-    detail: str = ""
-
-    def to_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "statement": self.statement,
-            "theory": self.theory,
-            "estimate": self.estimate,
-            "passed": bool(self.passed),
-            "theory_value": self.theory_value,
-            "mc_value": self.mc_value,
-            "ci": None if self.ci is None else [self.ci[0], self.ci[1]],
-            "detail": self.detail,
-        }
-
-
-@dataclass
-class VerifyContext:
-    """Run sizes (``quick``: CI-sized), the seed, and a cache of shared simulation runs."""
-
-    quick: bool = True
-    seed: int = 0
-    cache: dict = field(default_factory=dict)
-
-    def size(self, quick: int, full: int) -> int:
-        return quick if self.quick else full
-
-    def cached(self, key, fn: Callable):
-        if key not in self.cache:
-            self.cache[key] = fn()
-        return self.cache[key]
-
-
-# --- helpers -------------------------------------------------------------------------------
-
-
-def fmt(x: float) -> str:
-    if x is None or not math.isfinite(x):
-        return str(x)
-    a = abs(x)
-    if a != 0 and (a < 1e-3 or a >= 1e5):
-        return f"{x:.4e}"
-    return f"{x:.5f}"
-
-
-def widen_ci(est, z: float = ROW_Z) -> tuple[float, float, float]:
-    """(value, low, high) at the row level from a RatioEstimate (se-based)."""
-    return est.value, est.value - z * est.se, est.value + z * est.se
-
-
-def ci_row(id_, statement, theory: float, est, detail: str = "", extra_ok: bool = True,
-            z: float = ROW_Z) -> CheckRecord:
-    v, lo, hi = widen_ci(est, z)
-    ok = bool(lo <= theory <= hi) and extra_ok
-    return CheckRecord(id_, statement, fmt(theory), f"{fmt(v)} ± {fmt(hi - v)}", ok,
-                       float(theory), float(v), (float(lo), float(hi)), detail)
-
 
 def _dualistic(alpha_or_law, gamma: int, draft_cost: float, target_cost=1.0) -> Cascade:
     from polyspec_theory.core.config import law_from_config
@@ -144,13 +82,6 @@ def _moments_from_counts(counts: np.ndarray) -> tuple[float, ...]:
     return n, *m
 
 
-class _Est:
-    """A value with a standard error (same interface as RatioEstimate for widen_ci)."""
-
-    def __init__(self, value, se):
-        self.value, self.se = float(value), float(se)
-
-
 def _default_cascade() -> Cascade:
     return Cascade.from_config(DEFAULT_CASCADE)
 
@@ -175,9 +106,9 @@ def check_d(ctx: VerifyContext) -> list[CheckRecord]:
     var_t = float(lambdified("var")(_D_ALPHA, _D_GAMMA))
     rows = [
         ci_row("D1", f"E[A] capped geometric, alpha={_D_ALPHA}, g={_D_GAMMA} (sympy closed form)",
-                mean_t, _Est(m1, math.sqrt(var / n)), f"{int(n)} rounds"),
+                mean_t, Est(m1, math.sqrt(var / n)), f"{int(n)} rounds"),
         ci_row("D1", f"Var[A] capped geometric, alpha={_D_ALPHA}, g={_D_GAMMA} (sympy)",
-                var_t, _Est(var, math.sqrt(max(mu4c - var * var, 0.0) / n)),
+                var_t, Est(var, math.sqrt(max(mu4c - var * var, 0.0) / n)),
                 f"{int(n)} rounds"),
     ]
     theory = leviathan_speedup(_D_ALPHA, _D_GAMMA, _D_C)
@@ -199,7 +130,7 @@ def _default_runs(ctx: VerifyContext):
 
 
 def check_p1(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     cas, acc, tcas, trunc = _default_runs(ctx)
     rows = []
@@ -229,7 +160,7 @@ OVERHEAD_CASCADE = {
 
 
 def check_p1_overhead(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     cas = Cascade.from_config(OVERHEAD_CASCADE)
     res = _length_run(ctx, "P1o", cas, 300_000, 8_000_000)
@@ -241,7 +172,7 @@ def check_p1_overhead(ctx: VerifyContext) -> list[CheckRecord]:
 
 def check_p2(ctx: VerifyContext) -> list[CheckRecord]:
     from polyspec_theory.bounds.tails import phi_bounds
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     cas, acc, _, _ = _default_runs(ctx)
     pred = predict(cas)
@@ -272,7 +203,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
         length_moments,
         target_forwards_clt,
     )
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     from .runtime import make_key, uniform_from_bits
 
@@ -302,7 +233,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     hoeffding = (math.exp(-2.0 * eps * eps / (k * (ell - 1) ** 2)) if ell > 1
                  else float(k < theta))  # ell = 1: N = theta exactly
     sharp = abs(bound / hoeffding - 1.0) <= 1e-9
-    v, lo, hi = widen_ci(_Est(p_mc, se))
+    v, lo, hi = widen_ci(Est(p_mc, se))
     rows = [CheckRecord(
         "P3", f"P(N>{k}) <= Hoeffding exp(-2k(mu-theta/k)^2/(l-1)^2), theta={theta}",
         f"exact {fmt(exact)} <= bound {fmt(bound)}", f"{fmt(v)} ± {fmt(hi - v)}",
@@ -320,7 +251,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
     se_var = var_mc * math.sqrt(max(kurt - 1.0, 0.1) / kch)
     rows.append(ci_row(
         "P3", f"Var(target forwards for {target_tok} tokens) ~ N sigma^2/mu^3 (renewal CLT)",
-        clt["var"], _Est(var_mc, se_var),
+        clt["var"], Est(var_mc, se_var),
         f"exact Var {fmt(exact_m['var'])}; {kch} chains",
         extra_ok=abs(exact_m["var"] / clt["var"] - 1) < 0.05))
     return rows
@@ -328,7 +259,7 @@ def check_p3(ctx: VerifyContext) -> list[CheckRecord]:
 
 def check_p4(ctx: VerifyContext) -> list[CheckRecord]:
     from polyspec_theory.bounds.approximation import identity_from_counts, paper_approximation
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     from .runtime import ratio_estimate
 
@@ -387,7 +318,7 @@ def check_p5(ctx: VerifyContext) -> list[CheckRecord]:
         g = r0.time_per_token.value / r1.time_per_token.value - 1.0
         rel_se = math.hypot(r0.time_per_token.se / r0.time_per_token.value,
                             r1.time_per_token.se / r1.time_per_token.value)
-        est = _Est(g, (1 + g) * rel_se)
+        est = Est(g, (1 + g) * rel_se)
         v, lo, hi = widen_ci(est)
         sign_ok = (lo > 0) if d.helps else (hi < 0)
         rows.append(ci_row(
@@ -400,7 +331,7 @@ def check_p5(ctx: VerifyContext) -> list[CheckRecord]:
 # --- P6, P7 --------------------------------------------------------------------------------
 
 
-def _cv_est(a_counts) -> _Est:
+def _cv_est(a_counts) -> Est:
     n, m1, m2, m3, m4 = _moments_from_counts(a_counts)
     var = m2 - m1 * m1
     sd = math.sqrt(var)
@@ -410,7 +341,7 @@ def _cv_est(a_counts) -> _Est:
     d2 = 1.0 / (2 * sd * m1)
     v11, v22, v12 = m2 - m1 * m1, m4 - m2 * m2, m3 - m1 * m2
     se = math.sqrt(max(d1 * d1 * v11 + d2 * d2 * v22 + 2 * d1 * d2 * v12, 0.0) / n)
-    return _Est(cv, se)
+    return Est(cv, se)
 
 
 def check_p6(ctx: VerifyContext) -> list[CheckRecord]:
@@ -512,14 +443,14 @@ def check_y(ctx: VerifyContext) -> list[CheckRecord]:
     chi = stats.chisquare(counts[out_law > 0], ns * out_law[out_law > 0])
     rows.append(ci_row(
         "Y4", f"over-acceptance b = b_SD + {lam}(1-b_SD) with optimal P*: TV loss = "
-        "sum (draft b - target)_+", yin.optimal_loss(t, d, bo), _Est(loss_mc, se_l),
+        "sum (draft b - target)_+", yin.optimal_loss(t, d, bo), Est(loss_mc, se_l),
         f"output law chi2 p={chi.pvalue:.3g}", extra_ok=chi.pvalue >= ROW_ALPHA))
     # Y5: P(reject) + Loss* = TV on the same draws: Z = 1{reject} + 1{emitted in overshoot}
     # per draw Z = 1{reject} + 1{emitted in the overshoot set}: at most one of them is 1
     # (P* puts no mass on the overshoot set), so Z is Bernoulli
     z = (rej + counts[plus].sum()) / ns
     z_var = z * (1 - z)
-    est5 = _Est(z - t[plus].sum(), math.sqrt(z_var / ns))
+    est5 = Est(z - t[plus].sum(), math.sqrt(z_var / ns))
     rows.append(ci_row(
         "Y5", "Pareto front: P(reject) + Loss*(b) = TV(draft, target)",
         float(tv_distance(d, t)), est5, f"P(reject) MC {fmt(rej / ns)}"))
@@ -560,7 +491,7 @@ def check_f(ctx: VerifyContext) -> list[CheckRecord]:
     for i, gap in enumerate(ok_run.f2_gap):
         acc = ok_run.acceptance[i]
         exp = ok_run.expected_acceptance[i]
-        est = _Est(acc.value, gap.se)
+        est = Est(acc.value, gap.se)
         rows.append(ci_row(
             "F2", f"acceptance rate = E[1 - TV(p_{i + 1}, p_{i + 2})] over checked contexts "
             f"(pair {i})", exp, est, f"{int(ok_run.rounds[i])} rounds"))
@@ -602,28 +533,9 @@ def check_b(ctx: VerifyContext) -> list[CheckRecord]:
             f"{fmt(pr.speedup_unsynchronised)} (|z| {z_unsync:.1f}); {r.tokens} tokens",
             extra_ok=zmax <= z_row, z=z_row))
     return rows
-def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
-    """T1–T5 (token trees): :func:`simulators.verify_structures.check_trees`."""
-    from .verify_structures import check_trees as rows
-
-    return rows(ctx)
-
-
-def check_schedules(ctx: VerifyContext) -> list[CheckRecord]:
-    """A1, A2, A4 (adaptive draft length): :func:`simulators.verify_structures.check_schedules`."""
-    from .verify_structures import check_schedules as rows
-
-    return rows(ctx)
-
-
-def check_async(ctx: VerifyContext) -> list[CheckRecord]:
-    """AS1, AS2 (asynchronous pipelines): :func:`simulators.verify_async.check_async`."""
-    from .verify_async import check_async as rows
-
-    return rows(ctx)
-
-
-REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] = (
+# the groups of rows, in table order; a simulator scheme with its own rows (a ``verify_key``
+# and ``verify(ctx)``: simulators.schemes) adds its group after these
+GROUPS: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] = (
     ("D", check_d),
     ("P1", check_p1),
     ("P1o", check_p1_overhead),
@@ -638,8 +550,9 @@ REGISTRY: tuple[tuple[str, Callable[[VerifyContext], list[CheckRecord]]], ...] =
     ("B", check_b),
     ("T", check_trees),
     ("A", check_schedules),
-    ("AS", check_async),
 )
+REGISTRY = GROUPS + tuple((s.verify_key, s.verify) for s in scheme_registry().values()
+                          if hasattr(s, "verify"))
 
 
 def run_checks(quick: bool = True, seed: int = 0, only=None, progress=None) -> list[CheckRecord]:

@@ -1,6 +1,6 @@
 """Verification rows for token trees and adaptive draft length (docs/theory.md Part III-D T1–T5,
 A1, A2, A4): theory against :mod:`simulators.structures`, same conventions as
-:mod:`simulators.verify` (row level ``1 - ROW_ALPHA``, Bonferroni over ``MAX_ROWS``).
+:mod:`simulators.checks` (row level ``1 - ROW_ALPHA``, Bonferroni over ``MAX_ROWS``).
 
 Runs with a schedule compare the Monte-Carlo ratio (chains of a fixed number of top-level
 rounds after a burn-in) with the *stationary* theory; the start's exact transient
@@ -18,9 +18,19 @@ import zlib
 import numpy as np
 from scipy import stats
 
+from polyspec_theory.closed_forms.dualistic import optimal_gamma
 from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
+from polyspec_theory.structures.structured import predict_structured
+from polyspec_theory.structures.tree_search import best_width_tree, optimal_tree
+from polyspec_theory.structures.trees import (
+    ResidualLaw,
+    Tree,
+    accepted_pmf,
+    expected_emitted_tree,
+)
 
-from .verify import ROW_ALPHA, ROW_Z, CheckRecord, VerifyContext, ci_row, fmt, widen_ci
+from .checks import ROW_ALPHA, ROW_Z, CheckRecord, VerifyContext, ci_row, fmt, widen_ci
+from .structures import simulate_residual_tree
 
 __all__ = ["check_trees", "check_schedules", "TREE_PAIR", "TREE_OVERHEAD_PAIR", "HF_PAIR",
            "CONFIDENCE_PAIR"]
@@ -78,18 +88,6 @@ def _transient(sp, result) -> float:
 
 
 def check_trees(ctx: VerifyContext) -> list[CheckRecord]:
-    from polyspec_theory.closed_forms.dualistic import optimal_gamma
-    from polyspec_theory.structures.structured import predict_structured
-    from polyspec_theory.structures.tree_search import best_width_tree, optimal_tree
-    from polyspec_theory.structures.trees import (
-        ResidualLaw,
-        Tree,
-        accepted_pmf,
-        expected_emitted_tree,
-    )
-
-    from .structures import simulate_residual_tree
-
     rows = []
     # T1 / T3: a two-model tree with depth-dependent sibling ranks
     cas = Cascade.from_config(TREE_PAIR)

@@ -57,9 +57,9 @@ def _cdf(p):
                      c / jnp.where(tot > 0, tot, 1.0))
 
 
-@partial(jax.jit, static_argnames=("n_seq", "M", "mode", "general"))
+@partial(jax.jit, static_argnums=(6, 7, 8, 9))
 def _run(init, target, draft, b, resampling, key, n_seq: int, M: int, mode: str,
-         general: bool):
+         general: bool, /):
     T, K = target.shape[0], target.shape[-1]
     n_u = 2 * M + 1
     bits = jax.random.bits(key, (T + 1, n_seq, n_u), jnp.uint32)

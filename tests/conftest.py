@@ -9,7 +9,8 @@ explicit case.
 
 Load: the suite captures and profiles on tiny models only to test the code, on a machine the
 suite itself keeps busy (``-n 2``), so the load refusal of ``polyspec capture`` / ``profile``
-(:mod:`validation.machine`, docs/measuring.md) is lifted here by a high ``POLYSPEC_MAX_LOAD``
+(:mod:`validation.capture.machine`, docs/measuring.md) is lifted here by a high
+``POLYSPEC_MAX_LOAD``
 (subprocesses inherit it); tests/validation/test_machine.py tests the refusal itself."""
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 polyspec. Every import of every module is read from the source with ast — function-local ones
 and ``importlib.import_module("...")`` / ``__import__("...")`` with a literal (or f-string
 prefix) name included; a module may import its own layer and the layers below it only. The
-tools (``benchmarks/``, ``data/**/*.py``, ``mutation/``) may import every layer but not the
-tests nor another tool, and no layer imports a tool or the tests.
+tools (``benchmarks/``, ``mutation/``) may import every layer but not the tests nor another
+tool; the experiments (``experiments/**/*.py``, the scripts behind the committed data) use
+the public API only (``polyspec``: ``polyspec.api``, ``polyspec.research``, the CLI); no
+layer imports a tool or the tests.
 
 Inside the theory package, no function imports a project module (the sub-packages form one
 direction of module imports) and no module imports another module's private name."""
@@ -15,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("polyspec_theory", "simulators", "validation", "paper_figures", "polyspec")
-TOOLS = ("benchmarks", "data", "mutation")
+TOOLS = ("benchmarks", "experiments", "mutation")
+PUBLIC = {"experiments": {"polyspec"}}  # tools held to the public API
 KNOWN = LAYERS + TOOLS + ("tests",)
 DYNAMIC = {"import_module", "__import__"}
 
@@ -67,14 +70,14 @@ def imported_packages(path: Path, root: Path = ROOT) -> set[tuple[str, int]]:
 
 
 def _files(root: Path, package: str):
-    if package == "data":
-        return sorted((root / "data").rglob("*.py"))
     return sorted((root / package).rglob("*.py"))
 
 
 def violations(package: str, root: Path = ROOT) -> list[str]:
     if package in LAYERS:
         allowed = set(LAYERS[: LAYERS.index(package) + 1])
+    elif package in PUBLIC:
+        allowed = PUBLIC[package] | {package}
     else:
         allowed = set(LAYERS) | {package}
     bad = []
@@ -135,10 +138,12 @@ def test_the_check_sees_function_local_imports(tmp_path):
     ("simulators", "simulators/m.py",
      "from importlib import import_module\nimport_module(f'validation.{1}')\n", "validation"),
     ("validation", "validation/m.py", "__import__('polyspec.cli')\n", "polyspec"),
-    # the tools: benchmarks, data scripts (any depth), mutation
+    # the tools: benchmarks, experiments (any depth, the public API only), mutation
     ("benchmarks", "benchmarks/b.py", "from tests import _samples\n", "tests"),
-    ("data", "data/x/y/z.py", "import importlib\nimportlib.import_module('mutation.run')\n",
-     "mutation"),
+    ("experiments", "experiments/x/y/z.py",
+     "import importlib\nimportlib.import_module('mutation.run')\n", "mutation"),
+    ("experiments", "experiments/z.py", "from validation.traces import records\n",
+     "validation"),
     ("mutation", "mutation/m.py", "def f():\n    import benchmarks.run_all\n", "benchmarks"),
     # a layer importing a tool
     ("polyspec", "polyspec/m.py", "import benchmarks.bench_predict\n", "benchmarks"),
@@ -149,7 +154,8 @@ def test_planted_violations_are_caught(tmp_path, package, rel, source, offender)
     f.write_text(source)
     bad = violations(package, tmp_path)
     assert len(bad) == 1 and bad[0].endswith(f"imports {offender}")
-    f.write_text("import importlib\nimportlib.import_module('polyspec_theory.core')\n")
+    clean = "polyspec.research" if package in PUBLIC else "polyspec_theory.core"
+    f.write_text(f"import importlib\nimportlib.import_module('{clean}')\n")
     assert violations(package, tmp_path) == []
 
 

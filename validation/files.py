@@ -1,10 +1,8 @@
-"""Files a user writes or reads: config files (JSON or YAML) into mappings, strict JSON output,
-and writes that an interrupted run cannot leave half-done.
-
-Input is bounded before it is parsed: a config file may hold at most
-:data:`MAX_CONFIG_BYTES` bytes, must be UTF-8, may nest at most :data:`MAX_NESTING` levels
-and (YAML) may expand to at most :data:`MAX_YAML_NODES` values once its aliases are followed,
-so neither a deep file nor an anchor/alias bomb can exhaust the stack or the memory.
+"""Files a user writes or reads: bounded reads of regular files (a config file may hold at
+most :data:`MAX_CONFIG_BYTES` bytes; its text is parsed by
+:func:`polyspec_theory.core.config_text.mapping_from_text`, read by
+``polyspec.configs.read_config``), strict JSON output, writes that an interrupted run cannot
+leave half-done, and the one rule for writes (no output over a file the command read).
 
 JSON output follows one rule everywhere (:func:`dump_json`): JSON has no NaN or infinity, so
 a non-finite number is written as ``null`` and the object says so under
@@ -16,171 +14,29 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import stat
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from polyspec_theory.core.config_text import (  # the parsing is the theory's (pure)
+    MAX_NESTING,
+    MAX_YAML_NODES,
+    check_json_nesting,
+    decode_utf8,
+)
 from polyspec_theory.errors import PolyspecInputError
 
-__all__ = ["read_mapping", "atomic_write_text", "dump_json", "json_default", "to_finite",
+__all__ = ["atomic_write_text", "dump_json", "json_default", "to_finite",
            "decode_utf8", "check_json_nesting", "MAX_CONFIG_BYTES", "MAX_NESTING",
            "MAX_YAML_NODES", "NON_FINITE_KEY", "note_read", "reset_reads", "read_regular_bytes",
            "check_output", "write_output"]
 
 MAX_CONFIG_BYTES = 4 * 2**20  # a config or pool file: a few KB in practice
-MAX_NESTING = 64  # a valid config nests 4 levels
-MAX_YAML_NODES = 100_000  # values after following aliases
 NON_FINITE_KEY = "non_finite"
 NON_FINITE_NOTE = ("JSON has no NaN or infinity: these fields were not finite numbers and are "
                    "written as null")
-
-
-def _no_duplicates(pairs):
-    seen = {}
-    for k, v in pairs:
-        if k in seen:
-            raise PolyspecInputError(str(k), "appears twice in the same object (duplicate key)")
-        seen[k] = v
-    return seen
-
-
-def _line_col(data, pos: int) -> tuple[int, int]:
-    nl = b"\n" if isinstance(data, bytes) else "\n"
-    line = data.count(nl, 0, pos) + 1
-    return line, pos - (data.rfind(nl, 0, pos) + 1) + 1
-
-
-def decode_utf8(raw: bytes, where, field: str = "config") -> str:
-    """``raw`` as text (a UTF-8 byte-order mark is dropped); bytes that are not UTF-8 are a
-    :class:`PolyspecInputError` naming the file, line and column."""
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line, col = _line_col(raw, e.start)
-        raise PolyspecInputError(
-            field, f"{where} is not UTF-8 text (line {line}, column {col}: byte "
-            f"0x{raw[e.start]:02x}); save it as UTF-8") from None
-
-
-_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
-
-
-def check_json_nesting(text: str, where, limit: int = MAX_NESTING,
-                       field: str = "config") -> None:
-    """Refuse JSON text whose arrays/objects nest deeper than ``limit``, before parsing it
-    (the parser is recursive: a deep file would exhaust the stack)."""
-    if text.count("[") + text.count("{") <= limit:
-        return
-    bare = _JSON_STRING.sub('""', text)  # brackets inside strings do not nest
-    depth = 0
-    for m in _BRACKET.finditer(bare):
-        if m.group() in "[{":
-            depth += 1
-            if depth > limit:
-                line, col = _line_col(bare, m.start())
-                raise PolyspecInputError(
-                    field, f"{where} nests more than {limit} levels deep (line {line}, "
-                    f"column {col}); a valid file nests a few levels")
-        else:
-            depth -= 1
-
-
-def _yaml_loader(where):
-    import yaml
-
-    class BoundedLoader(yaml.SafeLoader):
-        """A SafeLoader that bounds nesting while composing, the size of the document once
-        aliases are followed (before constructing anything), and refuses duplicate keys."""
-
-        _depth = 0
-
-        def compose_node(self, parent, index):
-            self._depth += 1
-            try:
-                if self._depth > MAX_NESTING:
-                    mark = self.peek_event().start_mark
-                    raise PolyspecInputError(
-                        "config", f"{where} nests more than {MAX_NESTING} levels deep (line "
-                        f"{mark.line + 1})")
-                return super().compose_node(parent, index)
-            finally:
-                self._depth -= 1
-
-        def construct_document(self, node):
-            _check_expansion(node, where)
-            return super().construct_document(node)
-
-        def construct_mapping(self, node, deep=False):
-            seen = set()
-            for k, _ in node.value:
-                key = self.construct_object(k, deep=deep)
-                try:
-                    dup = key in seen
-                    seen.add(key)
-                except TypeError:
-                    continue  # unhashable key: the base class reports it
-                if dup:
-                    raise PolyspecInputError(
-                        str(key), f"appears twice in the same mapping (duplicate key, line "
-                        f"{k.start_mark.line + 1})")
-            return super().construct_mapping(node, deep=deep)
-
-    return BoundedLoader
-
-
-def _check_expansion(root, where) -> None:
-    """Size and depth of a composed YAML graph with every alias expanded, computed without
-    expanding it (memoized over shared nodes); a cycle (recursive alias) is refused."""
-    size: dict[int, int] = {}
-    depth: dict[int, int] = {}
-    on_path: set[int] = set()
-    # iterative post-order DFS (no recursion on adversarial input)
-    stack = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        key = id(node)
-        if done:
-            on_path.discard(key)
-            kids = _children(node)
-            size[key] = 1 + sum(size[id(c)] for c in kids)
-            depth[key] = 1 + max((depth[id(c)] for c in kids), default=0)
-            if size[key] > MAX_YAML_NODES:
-                raise PolyspecInputError(
-                    "config", f"{where} expands to more than {MAX_YAML_NODES} values once its "
-                    f"aliases are followed (line {node.start_mark.line + 1}); an anchor/alias "
-                    "bomb?")
-            if depth[key] > MAX_NESTING:
-                raise PolyspecInputError(
-                    "config", f"{where} nests more than {MAX_NESTING} levels deep once its "
-                    f"aliases are followed (line {node.start_mark.line + 1})")
-            continue
-        if key in size:
-            continue
-        if key in on_path:
-            raise PolyspecInputError(
-                "config", f"{where}: a recursive alias (an anchor used inside itself, line "
-                f"{node.start_mark.line + 1})")
-        on_path.add(key)
-        stack.append((node, True))
-        for c in _children(node):
-            if id(c) not in size:
-                stack.append((c, False))
-
-
-def _children(node):
-    import yaml
-
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [x for kv in node.value for x in kv]
-    return []
 
 
 # One rule for writes: no command writes over a file it read. Every reader of user files
@@ -248,56 +104,6 @@ def read_regular_bytes(path, limit: int, field: str = "file", what: str = "file"
         raise PolyspecInputError(field, f"{p} has more than {limit:,} bytes")
     note_read(p)
     return raw
-
-
-def read_mapping(path, field: str = "config") -> dict:
-    """Read a JSON or YAML file (by extension; JSON otherwise) into a dict, bounded and
-    checked before parsing (module docstring); errors name the file and, where there is one,
-    the line."""
-    p = Path(path)
-    if not p.exists():
-        raise PolyspecInputError(field, f"file not found: {p}")
-    if p.is_dir():
-        raise PolyspecInputError(field, f"is a directory, expected a file: {p}")
-    if not p.is_file():
-        raise PolyspecInputError(field, f"not a regular file: {p}")
-    size = p.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise PolyspecInputError(field, f"{p} is {size:,} bytes; a config file may have at "
-                                 f"most {MAX_CONFIG_BYTES:,}")
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise PolyspecInputError(field, f"cannot read {p}: {e.strerror}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise PolyspecInputError(field, f"{p} has more than {MAX_CONFIG_BYTES:,} bytes")
-    note_read(p)
-    text = decode_utf8(raw, p, field)
-    if not text.strip():
-        raise PolyspecInputError(field, f"file is empty: {p}")
-    if p.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            data = yaml.load(text, Loader=_yaml_loader(p))  # a SafeLoader subclass
-        except yaml.YAMLError as e:
-            msg = " ".join(str(e).split())
-            raise PolyspecInputError(field, f"invalid YAML in {p}: {msg}") from None
-        except RecursionError:
-            raise PolyspecInputError(field, f"{p} nests too deeply") from None
-    else:
-        check_json_nesting(text, p, field=field)
-        try:
-            data = json.loads(text, object_pairs_hook=_no_duplicates)
-        except json.JSONDecodeError as e:
-            raise PolyspecInputError(
-                field, f"invalid JSON in {p} (line {e.lineno}, column {e.colno}): {e.msg}"
-            ) from None
-        except (ValueError, RecursionError) as e:  # e.g. an integer of > 4300 digits
-            raise PolyspecInputError(field, f"invalid JSON in {p}: {e}") from None
-    if not isinstance(data, dict):
-        raise PolyspecInputError(field, f"top level of {p} must be an object/mapping")
-    return data
 
 
 def atomic_write_text(path, text: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import add_mode_argument
+
 HELP = "capture a decoding trace (rounds, AR baselines, cost curves) of a real cascade"
 
 
@@ -14,10 +16,10 @@ def add_arguments(parser) -> None:
                         help="comma-separated θ per adjacent pair, e.g. 8,4,2; with --mode "
                         "async one θ >= 0 (docs/theory.md AS0: wait for and check θ drafts, "
                         "PipeSpec lookahead θ + 1; 0 = lookahead 0, default)")
-    parser.add_argument("--mode", default="sync", choices=["sync", "async"],
-                        help="sync: the polybasic decoder (one model at a time); async: the "
-                        "two-process pipeline (target + one drafter, each in its own process "
-                        "pinned to its own core, greedy; validation/async_decoder.py)")
+    add_mode_argument(parser, "sync (default): the polybasic decoder (one model at a time); "
+                      "async: the two-process pipeline (target + one drafter, each in its "
+                      "own process pinned to its own core, greedy; "
+                      "validation/schemes/async_.py)")
     parser.add_argument("--queue", type=int, default=None,
                         help="async: the most undecided drafts the drafter runs ahead "
                         "(default: unbounded, as PipeSpec; at θ = 0 it also bounds the "
@@ -69,7 +71,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--batches", default=None, metavar="B1,B2,...",
                        help="a sweep of batch sizes (e.g. 1,2,4,8,16): one batched trace per "
                        "size, <name>_b<B>.jsonl")
-    from validation.machine import add_allow_load
+    from validation.capture.machine import add_allow_load
 
     add_allow_load(parser)
 
@@ -109,148 +111,58 @@ def parse_schedules(specs, n_pairs):
 
 
 def _spec(args, models):
-    """The :class:`validation.capture_setup.CaptureSpec` of the command line."""
-    from validation.capture_setup import CaptureSpec
+    """The :class:`validation.capture.setup.CaptureSpec` of the command line."""
+    from validation.capture.setup import CaptureSpec
 
+    batches = None
+    if args.batch is not None or args.batches is not None:
+        from .common import parse_batches
+
+        batches = tuple(parse_batches(str(args.batch) if args.batch is not None
+                                      else args.batches,
+                                      "--batch" if args.batch is not None else "--batches"))
     return CaptureSpec(
-        models, parse_ints(args.thresholds, "thresholds"), temperature=args.temperature,
-        top_k=args.top_k, n_prompts=args.prompts, prompt_len=args.prompt_len,
-        max_new_tokens=args.tokens, seed=args.seed, threads=args.threads, device=args.device,
-        dtype=args.dtype, warmup=args.warmup,
+        models, None if args.thresholds is None else parse_ints(args.thresholds, "thresholds"),
+        temperature=args.temperature, top_k=args.top_k, n_prompts=args.prompts,
+        prompt_len=args.prompt_len, max_new_tokens=args.tokens, seed=args.seed,
+        threads=args.threads, device=args.device, dtype=args.dtype, warmup=args.warmup,
         cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
         cost_repeats=args.cost_repeats, ar_models=args.ar_models, zoo_dir=args.zoo_dir,
         tree=args.tree, schedules=parse_schedules(args.schedule, len(models) - 1),
-        tree_sampling=args.tree_sampling)
-
-
-def _load_check(args, spec=None, batched=False):
-    """The settings checked first (a bad flag is reported before the machine's load), then
-    the refusal on a busy machine (:func:`validation.machine.check_load`)."""
-    from validation.machine import check_load
-
-    if spec is not None:
-        spec.checked(batched=batched)
-    return check_load(args.allow_load, "a capture")
+        tree_sampling=args.tree_sampling, mode=args.mode or "sync", queue=args.queue,
+        cores=None if args.cores is None else tuple(parse_ints(args.cores, "cores")),
+        batches=batches)
 
 
 def run(args) -> int:
-    from polyspec_theory.schemes import handler, scheme_named
+    import sys
+
+    from polyspec_theory.errors import PolyspecInputError
+    from validation import schemes
+    from validation.capture import capture
+    from validation.capture.machine import check_load
     from validation.files import check_device, check_output_dir
 
     check_output_dir(args.out, "--out")  # before loading models
     check_device(args.device)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    scheme = scheme_named(args.mode, structured=args.tree is not None or
-                          args.schedule is not None,
-                          batch=args.batch if args.batch is not None else args.batches)
-    return handler(RUN, scheme, "polyspec capture")(args, models)
-
-
-def _sync_checks(args) -> None:
-    from polyspec_theory.errors import PolyspecInputError
-
-    for flag in ("queue", "cores"):
-        if getattr(args, flag) is not None:
-            raise PolyspecInputError(f"--{flag.replace('_', '-')}", "applies to --mode async")
-    if args.thresholds is None:
-        raise PolyspecInputError("--thresholds", "required (one θ per adjacent pair)")
-
-
-def _run_sync(args, models) -> int:
-    """A chain, a tree or a schedule: the polybasic decoder."""
-    import sys
-
-    from validation.capture import capture
-    from validation.traces import read_trace
-
-    _sync_checks(args)
-    spec = _spec(args, models)
-    spec = spec._replace(load_check=_load_check(args, spec))
-    path = capture(spec, out=args.out, name=args.name, resume=args.resume,
-                   force=args.force, progress=not args.no_progress, argv=sys.argv[1:])
-    t = read_trace(path)
-    print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, "
-          f"measured speedup {t.measured_speedup:.3f} "
-          f"(AR target {t.ar_time_per_token * 1e3:.3f} ms/token, cascade "
-          f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
-          f"{100 * t.overhead_fraction:.1f} %)")
+    scheme = schemes.get(_spec_scheme(args, models))
+    for flag, why in scheme.CAPTURE_REFUSES.items():  # the options its captures do not take
+        if getattr(args, flag[2:].replace("-", "_")) not in (None, 0):
+            raise PolyspecInputError(flag, why)
+    spec = scheme.check_capture(_spec(args, models))
+    spec.checked()  # a bad flag is reported before the machine's load
+    spec = spec._replace(load_check=check_load(args.allow_load, "a capture"))
+    for path in capture(spec, out=args.out, name=args.name, resume=args.resume,
+                        force=args.force, progress=not args.no_progress, argv=sys.argv[1:]):
+        print(scheme.describe(path))
     return 0
 
 
-def _run_async(args, models) -> int:
-    import sys
+def _spec_scheme(args, models) -> str:
+    """The scheme the command line asks for (the theory's decision on its options)."""
+    from polyspec_theory.schemes import scheme_named
 
-    from polyspec_theory.errors import PolyspecInputError
-    from validation.async_capture import capture_async
-    from validation.traces import read_trace
-
-    given = [f for f, v in (("--tree", args.tree),
-                            ("--schedule", args.schedule), ("--batch", args.batch),
-                            ("--batches", args.batches)) if v is not None]
-    if args.top_k:
-        given.append("--top-k")
-    if given:
-        why = {"--tree": "the async pipeline drafts a chain; the theory of an async tree is "
-                         "not covered",
-               "--schedule": "the async pipeline's draft length follows the lookahead and "
-                             "the queue; an adaptive schedule is not covered",
-               "--batch": "the async pipeline decodes one sequence",
-               "--batches": "the async pipeline decodes one sequence",
-               "--top-k": "the async pipeline is greedy"}
-        raise PolyspecInputError(given[0], f"not with --mode async: {why[given[0]]}")
-    th = [0] if args.thresholds is None else parse_ints(args.thresholds, "thresholds")
-    if len(th) != 1:
-        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold (two "
-                                 f"levels), got {len(th)}")
-    path = capture_async(
-        models, out=args.out, threshold=th[0], queue=args.queue,
-        cores=None if args.cores is None else parse_ints(args.cores, "cores"),
-        temperature=args.temperature, n_prompts=12 if args.prompts is None else args.prompts,
-        prompt_len=args.prompt_len, max_new_tokens=args.tokens, seed=args.seed,
-        name=args.name, resume=args.resume, force=args.force, threads=args.threads,
-        device=args.device, dtype=args.dtype, warmup=args.warmup,
-        cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
-        cost_repeats=args.cost_repeats, progress=not args.no_progress, zoo_dir=args.zoo_dir,
-        ar_models="all" if args.ar_models is None else args.ar_models,
-        argv=sys.argv[1:], load_check=_load_check(args))
-    t = read_trace(path)
-    lossless = all(s.get("matches_target_ar") for s in t.summaries)
-    print(f"{path}: {t.n_prompts} prompts, {t.tokens} tokens, measured speedup "
-          f"{t.measured_speedup:.3f} on two cores (pipeline, one process per level) against "
-          f"the single-core autoregressive target ({t.ar_time_per_token * 1e3:.3f} ms/token, "
-          f"pipeline {t.time_per_token * 1e3:.3f} ms/token){'' if lossless else ', NOT LOSSLESS'}")
-    return 0
-
-
-def _run_batches(args, models) -> int:
-    import sys
-
-    from validation.batch.capture import capture_batches
-    from validation.batch.dataset import read_batch_trace
-
-    from .serving_batch import parse_batches
-
-    _sync_checks(args)
-    if args.batch is not None:
-        batches = parse_batches(str(args.batch), "--batch")
-        name = args.name and (args.name[:-len(f"_b{batches[0]}")]
-                              if args.name.endswith(f"_b{batches[0]}") else args.name)
-    else:
-        batches = parse_batches(args.batches, "--batches")
-        name = args.name
-    spec = _spec(args, models)
-    spec = spec._replace(load_check=_load_check(args, spec, batched=True))
-    paths = capture_batches(spec, batches=batches, out=args.out, name=name,
-                            resume=args.resume, force=args.force,
-                            progress=not args.no_progress, argv=sys.argv[1:])
-    for path in paths:
-        t = read_batch_trace(path)
-        lossless = {None: "", True: ", greedy lossless", False: ", NOT LOSSLESS"}
-        print(f"{path}: b = {t.batch}, {t.n_decodes} decodes, {t.tokens} tokens, measured "
-              f"speedup {t.measured_speedup:.3f} (AR {t.ar_tokens_per_second:.1f} tokens/s, "
-              f"cascade {t.tokens_per_second:.1f} tokens/s{lossless[t.greedy_lossless]})")
-    return 0
-
-
-RUN = {"chain": _run_sync, "structured": _run_sync, "batch": _run_batches,
-       "async": _run_async}
+    return scheme_named(args.mode or "sync", structured=args.tree is not None or
+                        args.schedule is not None,
+                        batch=args.batch if args.batch is not None else args.batches)

@@ -27,14 +27,9 @@ def _section(title: str) -> None:
 
 def run(args) -> int:
     from polyspec.api import load_cascade
-    from polyspec_theory.bounds.approximation import paper_approximation
-    from polyspec_theory.core.explain import explain_prediction
-    from polyspec_theory.core.polybasic import predict
     from polyspec_theory.errors import as_int
+    from polyspec_theory.schemes import get, predict
     from validation.files import atomic_write_text, dump_json
-
-    from .predict import prediction_report
-    from .simulate import simulation_report, simulation_text
 
     tokens = as_int(args.tokens, "tokens", low=1_000, high=10**10)
     seed = as_int(args.seed, "seed", low=0, high=2**31 - 1)
@@ -44,20 +39,21 @@ def run(args) -> int:
 
     _section("1. predict (exact theory, P1)")
     pred = predict(cascade)
-    print(explain_prediction(cascade, pred, paper_approximation(cascade, pred)))
-    atomic_write_text(out / "predict.json", dump_json(prediction_report(cascade)))
+    print(get(cascade.scheme).explain(cascade))
+    atomic_write_text(out / "predict.json", dump_json(get(cascade.scheme).report(cascade)))
 
     _section("2. simulate (length-level JAX Monte Carlo)")
-    from simulators.length import simulate_lengths
     from simulators.runtime import use_cpu_cores
+    from simulators.schemes import Budget, get_simulator
 
     use_cpu_cores()
 
-    result = simulate_lengths(cascade, tokens, seed)
-    print(simulation_text(cascade, result, pred))
+    sim = get_simulator(cascade)
+    result = sim.simulate(cascade, Budget(tokens=tokens), seed)
+    print(sim.explain(cascade, result))
     inside = result.speedup.low <= pred.speedup <= result.speedup.high
     print(f"\nP1 {'inside' if inside else 'OUTSIDE'} the simulator's 95% CI.")
-    atomic_write_text(out / "simulate.json", dump_json(simulation_report(cascade, result, pred)))
+    atomic_write_text(out / "simulate.json", dump_json(sim.report(cascade, result)))
 
     _section("3. verify --quick (every numbered result against Monte Carlo)")
     from simulators.verify import format_table, run_checks

@@ -1,9 +1,11 @@
 """``polyspec fit FILE``: a serving engine's speculative-decoding output -> acceptance data ->
-fitted laws (:mod:`validation.engines`)."""
+fitted laws (:mod:`validation.formats`)."""
 
 from __future__ import annotations
 
 from validation.files import dump_json
+
+from .common import add_thresholds_argument, options_named, thresholds_of
 
 HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llama.cpp, "
         "TensorRT-LLM logs, metrics or per-request JSON), count rounds and accepted tokens, "
@@ -11,17 +13,16 @@ HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llam
 
 
 def add_arguments(p):
-    # the format names live in validation.engines.FORMATS (not imported here: --help and the
-    # other commands stay fast); an unknown name is rejected with the list
+    # the format names live in validation.formats (not imported here: --help and the other
+    # commands stay fast); an unknown name is rejected with the list
     p.add_argument("file", help="the engine output (log, metrics dump, JSON)")
     p.add_argument("--format", default=None, metavar="F",
                    help="override the detected format (vllm-v0-log, vllm-v1-log, "
                         "vllm-offline-example, prometheus-text, prometheus-ui, vllm-json, "
                         "vllm-per-request, sglang-log, sglang-meta, llamacpp-speculative, "
-                        "llamacpp-server, trtllm-bench)")
-    p.add_argument("--gamma", type=int, default=None,
-                   help="draft length per round (num_speculative_tokens) where the output "
-                        "does not state it")
+                        "llamacpp-server, trtllm-bench, pipespec, specbench)")
+    add_thresholds_argument(p, "the draft length θ (drafts per round; vLLM's "
+                               "num_speculative_tokens) where the output does not state it")
     p.add_argument("--snapshot", type=int, default=None, metavar="N",
                    help="fit only snapshot N (1-based interval / request / run) instead of "
                         "all of them pooled")
@@ -61,8 +62,8 @@ def explain_fit(rep: dict, path: str) -> str:
         lines.append(f"  {rep['source'][:160]}")
     snaps = rep["snapshots"]
     cap = rep["cap"]
-    gam = (f"gamma = {cap}" if cap is not None else
-           f"gamma = {', '.join(map(str, rep['caps']))} by snapshot" if rep["caps"] else
+    gam = (f"θ = {cap}" if cap is not None else
+           f"θ = {', '.join(map(str, rep['caps']))} by snapshot" if rep["caps"] else
            "draft length varying by round")
     what = {"per-interval": "interval", "cumulative": "interval (cumulative counters "
             "differenced)", "per-request": "request", "per-run": "run",
@@ -128,29 +129,38 @@ def explain_fit(rep: dict, path: str) -> str:
     return "\n".join(lines)
 
 
+def explain_rounds(rep: dict, path: str) -> str:
+    """The plain text of a fit of rounds logged one by one (PipeSpec, Spec-Bench)."""
+    lines = [f"{path}: {rep['format_description']} [{rep['format']}]",
+             f"  {rep.get('source', '')}",
+             f"  pooled: {rep['rounds']} rounds, mean acceptance length "
+             f"{rep['mean_acceptance_length']:.4f} (bonus token included)"]
+    for p in rep.get("pairs", []):
+        lines.append(f"    {p['drafter']} -> {p['verifier']}: {p['rounds']} verify calls, mean "
+                     f"acceptance length {p['mean_acceptance_length']:.4f}")
+    lines += [f"  warning: {w}" for w in rep["warnings"]]
+    return "\n".join(lines)
+
+
 def run(args) -> int:
-    from validation.gpu_traces.cli import detect_file, run_fit
-
-    if args.format is None and detect_file(args.file):  # PipeSpec / Spec-Bench GPU traces
-        from polyspec_theory.errors import PolyspecInputError
-
-        for opt in ("out", "gamma", "snapshot", "eta"):
-            if getattr(args, opt) is not None:
-                raise PolyspecInputError(f"--{opt}", "does not apply to a PipeSpec / "
-                                         "Spec-Bench GPU trace file (its fit is printed; use "
-                                         "--json > FILE)")
-        return run_fit(args.file, args.json)
-    from validation.engines import acceptance_report, load_engine_output
+    from polyspec_theory.errors import PolyspecInputError
+    from validation import formats
     from validation.files import write_output
 
-    out = load_engine_output(args.file, args.format, args.gamma)
-    if args.snapshot is not None:
-        out = out.select(args.snapshot)
-    rep = acceptance_report(out, eta=args.eta)
+    thresholds = thresholds_of(args)
+    if thresholds is not None and len(thresholds) != 1:
+        raise PolyspecInputError("--thresholds", "one draft length (one pair) for an engine's "
+                                 f"output, got {len(thresholds)}")
+    with options_named({"--gamma": "--thresholds", "gamma": "--thresholds"}):
+        rep = formats.fit_report(args.file, args.format, gamma=thresholds and thresholds[0],
+                                 eta=args.eta, snapshot=args.snapshot)
+    if args.out and "best" not in rep:  # {"fit": FILE} reads a report's best law
+        raise PolyspecInputError("--out", f"does not apply to a {rep['format_description']} "
+                                 "(its fit is printed; use --json > FILE)")
     if args.out:
         write_output(args.out, dump_json(rep) + "\n", "--out", inputs=[args.file])
     if args.json:
         print(dump_json(rep))
     else:
-        print(explain_fit(rep, args.file))
+        print((explain_fit if "snapshots" in rep else explain_rounds)(rep, args.file))
     return 0

@@ -25,19 +25,6 @@ def add_kind_arguments(p) -> None:
                         "by name under its folder")
 
 
-def _interval(speedup, errs):
-    from validation.analysis.forecast import error_quantile
-    from validation.analysis.score import loo_coverage
-
-    q = error_quantile(list(errs.values())) if errs else None
-    return ({"interval95": None if q is None else [max(speedup * (1 - q), 0.0),
-                                                   speedup * (1 + q)],
-             "interval_from": {"loo_errors": len(errs), "quantile": q,
-                               "loo_coverage": loo_coverage(errs.values()),
-                               "method": "split-conformal order statistic of the leave-one-out "
-                                         "|relative errors| of the captures of this kind"}})
-
-
 def _score(args) -> int:
     from validation.analysis.score import score_forecasts
     from validation.files import dump_json
@@ -65,9 +52,11 @@ def run_kind(args) -> int:
 
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis import forecast_kinds as fk
+    from validation.analysis.score import prediction_interval
+    from validation.capture.models import model_name
+    from validation.capture.setup import CaptureSpec
     from validation.files import dump_json
-    from validation.models import model_name
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     from .capture import parse_ints, parse_schedules
 
@@ -84,11 +73,11 @@ def run_kind(args) -> int:
     name = args.name or "forecast"
     if args.batch is not None:
         from validation.analysis.batch_validate import load_profile
-        from validation.batch.dataset import read_batch_traces
+        from validation.traces.batch import read_batch_traces
 
         if args.batch_profile is None or args.laws_from is None:
             raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
-        spec = fk.spec_config(models, th, temp, batch=args.batch, name=name)
+        spec = fk.spec_config(CaptureSpec(models, th, temp, batches=(args.batch,)), name)
         bcaps = read_batch_traces(args.traces)
         if any(c.config_key == spec.config_key and c.batch == spec.batch for c in bcaps):
             raise PolyspecInputError("--batch", "this configuration is already captured")
@@ -100,13 +89,13 @@ def run_kind(args) -> int:
     else:
         sched = parse_schedules(args.schedule, len(models) - 1)
         if sched is not None:
-            from validation.tree_decoder import parse_schedule
+            from validation.schemes.structured import parse_schedule
 
             sched = [None if s is None else parse_schedule(s, "--schedule").to_config()
                      for s in sched]
         tree = parse_ints(args.tree, "--tree") if args.tree else None
-        spec = fk.spec_config(models, th, temp, tree=tree, schedules=sched,
-                              tree_sampling=args.tree_sampling, name=name)
+        spec = fk.spec_config(CaptureSpec(models, th, temp, tree=tree, schedules=sched,
+                                          tree_sampling=args.tree_sampling), name)
         caps = read_traces(args.traces)
         if args.laws_from:
             caps += read_traces(args.laws_from)
@@ -115,15 +104,12 @@ def run_kind(args) -> int:
         errs = fk.structured_loo_errors(caps, temperature=temp, kind="tree" if tree else "hf",
                                         nodes=len(tree) - 1 if tree else None)
         if not errs:  # no capture of this kind yet: the chain forecasts' errors
-            errs = {c.name: e for c, e in (
-                (c, fk.forecast_structured(fk.spec_of(c), caps)["speedup"]
-                 / c.measured_speedup - 1.0)
-                for c in caps if not c.structured and c.temperature == temp
-                and set(c.models) == set(models))}
+            errs = fk.chain_loo_errors(caps, temperature=temp, models=models)
             fc["notes"] = ["no captured schedule: interval from the leave-one-out errors of "
                            "the chain captures of these models"]
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
-           **_interval(fc["speedup"], errs), "traces": str(Path(args.traces)),
+           **prediction_interval(fc["speedup"], errs.values(), "the captures of this kind"),
+           "traces": str(Path(args.traces)),
            "kind": kind, "levels": len(models), "batch": args.batch or 1, "name": name}
     if args.json:
         print(dump_json(out))

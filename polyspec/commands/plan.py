@@ -51,6 +51,9 @@ def add_arguments(p):
     p.add_argument("--draws", type=int, default=400,
                    help="with --traces: draws for the candidates' intervals and "
                         "probability_best (default 400, seed 0)")
+    from .gpu import add_plan_arguments
+
+    add_plan_arguments(p)
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,12 +152,27 @@ def _explain_uncertainty(unc) -> str:
 
 
 def run(args) -> int:
+    from .common import refuse_options
+
+    if args.gpu is not None:  # a named GPU before it runs (validation.hardware)
+        from .gpu import run_plan
+
+        return run_plan(args)
+    refuse_options((("--engine", args.engine), ("--pool", args.gpu_pool),
+                    ("--figure", args.figure)), "only applies with --gpu")
+    return _run(args)
+
+
+def _run(args) -> int:
     from pathlib import Path
 
+    from polyspec.configs import read_config
     from polyspec_theory.errors import PolyspecInputError, as_int
     from polyspec_theory.planning.planner import plan
     from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
-    from validation.files import check_output, dump_json, read_mapping, write_output
+    from validation.files import check_output, dump_json, write_output
+
+    from .common import refuse_options
 
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")
@@ -162,31 +180,29 @@ def run(args) -> int:
         if out:  # before any work; the fit files a pool names are checked again on writing
             check_output(out, opt, inputs=[args.pool, args.traces])
     if args.traces is not None:
-        from validation.gpu_traces.cli import detect_dir
+        from validation.formats import detect_dir
 
-        if detect_dir(args.traces) == "pipespec":  # external GPU traces
-            for opt, val in (("--write-pool", args.write_pool),
-                             ("--write-config", args.write_config),
-                             ("--temperature", args.temperature is not None),
-                             ("--batch", args.batch is not None),
-                             ("--max-threshold", args.max_threshold is not None),
-                             ("--law", args.law != "best"),
-                             ("--horizon", args.horizon is not None),
-                             ("--allow-truncated", args.allow_truncated),
-                             ("--aa", args.aa is not None)):
-                if val:
-                    raise PolyspecInputError(opt, "does not apply to a PipeSpec GPU trace "
-                                             "folder (plan --traces on it ranks the measured "
-                                             "chains by their forecast; nothing is written)")
+        if getattr(detect_dir(args.traces), "name", None) == "pipespec":  # GPU runs
+            refuse_options((("--write-pool", args.write_pool),
+                            ("--write-config", args.write_config),
+                            ("--temperature", args.temperature),
+                            ("--batch", args.batch),
+                            ("--max-threshold", args.max_threshold),
+                            ("--law", args.law != "best"),
+                            ("--horizon", args.horizon),
+                            ("--allow-truncated", args.allow_truncated),
+                            ("--aa", args.aa)),
+                           "does not apply to a PipeSpec GPU trace folder (plan --traces on it "
+                           "ranks the measured chains by their forecast; nothing is written)")
             return _plan_gpu(args.traces, args.json)
     top = as_int(args.top, "--top", low=0, high=1000)
     info = None
     if args.traces is not None:
         from validation.analysis.pool import pool_from_captures
-        from validation.traces import read_traces
+        from validation.traces.records import read_traces
 
         captures = read_traces(Path(args.traces), allow_truncated=args.allow_truncated)
-        from validation.composition import load_profiles
+        from validation.capture.composition import load_profiles
 
         profiles = load_profiles(Path(args.traces) / "profiles", captures)
         notes = [n for c in captures for n in c.notes]
@@ -197,15 +213,13 @@ def run(args) -> int:
                                         horizon=args.horizon, profiles=profiles)
         info["notes"] = list(notes)
     else:
-        for opt, val in (("--law", args.law != "best"), ("--temperature",
-                                                         args.temperature is not None),
-                         ("--horizon", args.horizon is not None),
-                         ("--allow-truncated", args.allow_truncated)):
-            if val:
-                raise PolyspecInputError(opt, "only applies with --traces")
+        refuse_options((("--law", args.law != "best"), ("--temperature", args.temperature),
+                        ("--horizon", args.horizon),
+                        ("--allow-truncated", args.allow_truncated)),
+                       "only applies with --traces")
         from polyspec.api import resolve_fit_files
 
-        cfg = resolve_fit_files(read_mapping(args.pool), Path(args.pool).parent)
+        cfg = resolve_fit_files(read_config(args.pool), Path(args.pool).parent)
         if args.max_threshold is not None:
             cfg = dict(cfg, max_threshold=args.max_threshold)
         pool = Pool.from_config(cfg)
@@ -230,10 +244,10 @@ def run(args) -> int:
         aa_caps = read_traces(aa) if aa.is_dir() and any(aa.glob("*.jsonl")) else []
         unc = pu.plan_decisions(result, pool, captures, profiles, aa_caps,
                                 temperature=info["temperature"], top=top + 1,
-                                n_draws=args.draws)
+                                draws=pu.Draws(args.draws))
     else:
         unc = {"candidates": None, "note": pu.POOL_FILE_NOTE}
-    from .async_modes import modes_text, plan_modes
+    from polyspec_theory.planning.modes import modes_text, plan_modes
 
     best_unc = (unc.get("candidates") or [None])[0]
     modes = plan_modes(pool, result,
@@ -255,10 +269,9 @@ def _plan_gpu(traces, as_json: bool) -> int:
     """``plan --traces`` on a PipeSpec folder: every measured chain ranked by its forecast,
     the best one recommended only when its interval says so (:func:`.advice.decide`), and
     whether a third model pays."""
+    from polyspec_theory.planning.advice import decide
+    from validation.analysis.pipespec_forecast import plan_dir
     from validation.files import dump_json
-    from validation.gpu_traces.forecast import plan_dir
-
-    from .advice import decide
 
     out = plan_dir(traces)
     chains = out["chains"]

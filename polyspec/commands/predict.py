@@ -1,4 +1,5 @@
-"""``polyspec predict CONFIG``: exact theory (P1) for any cascade."""
+"""``polyspec predict CONFIG``: the exact theory of any cascade, in its scheme
+(:mod:`polyspec_theory.schemes`: the scheme's ``report`` and ``explain``)."""
 
 from __future__ import annotations
 
@@ -17,101 +18,34 @@ def add_arguments(p):
                    help="with --batch: largest threshold searched for the optimum (default 16)")
 
 
-def prediction_report(cascade) -> dict:
-    """The JSON object printed by ``predict --json`` for a chain or a structured cascade."""
-    from polyspec_theory.schemes import handler, scheme_of
+def _options(batches=None, max_threshold: int = 16):
+    from polyspec_theory.schemes import Options
 
-    return handler(_REPORTS, scheme_of(cascade), "predict_report")(cascade)
+    def estimate(cascade):  # where the exact theory gives no number (JAX loads only then)
+        from simulators.schemes import estimate as mc
 
+        return mc(cascade)
 
-def _chain_report(cascade) -> dict:
-    from polyspec_theory.bounds.approximation import paper_approximation
-    from polyspec_theory.bounds.tails import phi_bounds
-    from polyspec_theory.core.p1 import predict_chain
-
-    pred = predict_chain(cascade)
-    out = {"config": cascade.to_config(), **pred.to_dict(),
-           "time_base": cascade.time_unit or "model-cost units",
-           "baseline": "autoregressive target: T_1(1) per token (no per-round overhead)"}
-    for i in range(1, cascade.n):
-        below = pred.levels[i].emitted_pmf
-        out["levels"][i]["phi_bounds"] = phi_bounds(below, cascade.thresholds[i - 1]).to_dict()
-    out["approximation"] = paper_approximation(cascade, pred).to_dict()
-    return out
-
-
-def _structured_report(cascade) -> dict:
-    # trees / schedules: no threshold bounds or Lemma 3.1
-    from polyspec_theory.structures.structured import structured_report
-
-    return structured_report(cascade)
-
-
-def _law_explained_structured(cascade) -> bool:
-    """Tree or confidence laws on a chain: explained by polyspec_theory.structures.structured."""
-    from polyspec_theory.structures.schedule import ConfidenceLaw
-    from polyspec_theory.structures.trees import TreeLaw
-
-    return any(isinstance(law, TreeLaw | ConfidenceLaw) for law in cascade.laws)
-
-
-def _run_chain(args, cascade) -> int:
-    from polyspec_theory.bounds.approximation import paper_approximation
-    from polyspec_theory.core.explain import explain_prediction
-    from polyspec_theory.core.p1 import predict_chain
-    from validation.files import dump_json
-
-    if args.json:
-        print(dump_json(_chain_report(cascade)))
-    elif _law_explained_structured(cascade):
-        _print_structured(cascade)
-    else:
-        pred = predict_chain(cascade)
-        print(explain_prediction(cascade, pred, paper_approximation(cascade, pred)))
-    return 0
-
-
-def _print_structured(cascade) -> None:
-    from polyspec_theory.structures.structured import explain_structured, predict_structured
-
-    print(explain_structured(cascade, predict_structured(cascade)))
-
-
-def _run_structured(args, cascade) -> int:
-    from validation.files import dump_json
-
-    if args.json:
-        print(dump_json(_structured_report(cascade)))
-    else:
-        _print_structured(cascade)
-    return 0
-
-
-def _run_batch(args, cascade) -> int:
-    from . import serving_batch
-
-    return serving_batch.run_predict(args, cascade)
-
-
-def _run_async(args, cascade) -> int:
-    from validation.files import dump_json
-
-    from .async_modes import async_report, async_text
-
-    rep = async_report(cascade)
-    print(dump_json(rep) if args.json else async_text(rep))
-    return 0
-
-
-_REPORTS = {"chain": _chain_report, "structured": _structured_report}
-RUN = {"chain": _run_chain, "structured": _run_structured, "batch": _run_batch,
-       "async": _run_async}
+    return Options(estimate, None if batches is None else tuple(batches), max_threshold)
 
 
 def run(args) -> int:
     from polyspec.api import load_cascade
-    from polyspec_theory.schemes import handler, scheme_of
+    from polyspec_theory.core.config import MAX_THRESHOLD
+    from polyspec_theory.errors import as_int
+    from polyspec_theory.schemes import get
+    from validation.files import dump_json
+
+    from .common import parse_batches
 
     cascade = load_cascade(args.config)
-    return handler(RUN, scheme_of(cascade, args.batch, batch_field="--batch"),
-                   "polyspec predict")(args, cascade)
+    batches = None
+    if args.batch is not None:
+        batches = parse_batches(args.batch)
+        cascade = cascade.with_batch(batches[0], "--batch")
+    options = _options(batches, as_int(args.max_threshold, "--max-threshold", low=1,
+                                       high=MAX_THRESHOLD))
+    scheme = get(cascade.scheme)
+    print(dump_json(scheme.report(cascade, options)) if args.json
+          else scheme.explain(cascade, options))
+    return 0

@@ -1,7 +1,8 @@
 """``polyspec profile MODEL...``: measure each model's forward time ``T(m)`` on this device and
-write cost tables that configs (and ``polyspec calibrate``) can use (:mod:`validation.profile`).
+write cost tables that configs (and ``polyspec calibrate``) can use
+(:mod:`validation.capture.profile`).
 With ``--cascade`` the models are profiled together, inside the calling pattern of the cascade
-they form (:mod:`validation.composition`): the in-cascade costs a forecast needs."""
+they form (:mod:`validation.capture.composition`): the in-cascade costs a forecast needs."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ HELP = ("Measure T(m), the time of one forward scoring m positions, for each mod
 
 
 def add_arguments(p):
-    p.add_argument("models", nargs="+",
+    p.add_argument("models", nargs="*",
                    help="zoo levels (target, mid, draft-t, small, ngram, ngram:K), "
-                        ".safetensors files or HF checkpoint directories")
+                        ".safetensors files or HF checkpoint directories (or --gpu with "
+                        "--model)")
     p.add_argument("--max-m", type=int, default=8, help="largest m measured (default 8)")
     p.add_argument("--repeats", type=int, default=5, help="timed forwards per m (default 5)")
     p.add_argument("--context", type=int, default=64,
@@ -47,9 +49,12 @@ def add_arguments(p):
                    help="batch sizes (1 among them): T(b, m) of batched forwards, written as "
                         "batch_table costs (docs/theory.md B0; polyspec validate "
                         "--batch-profile reads them)")
-    from validation.machine import add_allow_load
+    from validation.capture.machine import add_allow_load
 
     add_allow_load(p)
+    from .gpu import add_profile_arguments
+
+    add_profile_arguments(p)
 
 
 def _run_cascade(args) -> int:
@@ -60,12 +65,12 @@ def _run_cascade(args) -> int:
     from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from validation.analysis.forecast import pair_rounds
-    from validation.capture_setup import make_prompts
-    from validation.composition import profile_cascade
+    from validation.capture.composition import profile_cascade
+    from validation.capture.machine import check_load, machine_state
+    from validation.capture.models import load_model
+    from validation.capture.setup import make_prompts
     from validation.files import check_output, write_output
-    from validation.machine import check_load, machine_state
-    from validation.models import load_model
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     if args.out:  # before loading anything: never over the traces or the weights read
         check_output(args.out, "--out", inputs=[args.traces, *_model_paths(args.models)])
@@ -141,12 +146,23 @@ def _model_paths(models) -> list:
 def run(args) -> int:
     import sys
 
+    from .common import refuse_options
+    from .gpu import GPU_PROFILE_OPTIONS, run_profile
+
+    if args.gpu is not None:
+        return run_profile(args)
+    from polyspec_theory.errors import PolyspecInputError
+
+    refuse_options(GPU_PROFILE_OPTIONS(args), "only applies with --gpu")
+    if not args.models:
+        raise PolyspecInputError("models", "give the models to time here, or --gpu NAME "
+                                 "--model ID to price them from the cost database")
     if args.cascade:
         return _run_cascade(args)
 
+    from validation.capture.machine import check_load, machine_state
+    from validation.capture.profile import ProfileSpec, profile_models
     from validation.files import check_output, dump_json, write_output
-    from validation.machine import check_load, machine_state
-    from validation.profile import profile_models
 
     if args.out:  # before loading anything: never over the weights read
         check_output(args.out, "--out", inputs=_model_paths(args.models))
@@ -159,13 +175,13 @@ def run(args) -> int:
 
     batches = None
     if args.batch is not None:
-        from .serving_batch import parse_batches
+        from .common import parse_batches
 
         batches = parse_batches(args.batch, "--batch")
-    rep = profile_models(args.models, max_m=args.max_m, repeats=args.repeats,
-                         context=args.context, warmup=args.warmup, device=args.device,
-                         dtype=args.dtype, threads=args.threads, unit=args.unit,
-                         zoo_dir=args.zoo_dir, progress=progress, batches=batches)
+    rep = profile_models(args.models, ProfileSpec(
+        max_m=args.max_m, repeats=args.repeats, context=args.context, warmup=args.warmup,
+        device=args.device, dtype=args.dtype, threads=args.threads, unit=args.unit,
+        zoo_dir=args.zoo_dir, batches=batches), progress=progress)
     rep.update({"load_check": load_check, "machine": machine, "machine_end": machine_state()})
     text = dump_json(rep)
     if args.out:

@@ -1,12 +1,13 @@
 """``polyspec verify``: Monte-Carlo check of every numbered result (D1, D2, P1–P7, Y1–Y5,
-F1, F2, B1, B2, T1–T5, A1, A2, A4, AS1, AS2). Exit status 1 if any check fails."""
+F1, F2, B1, B2, T1–T5, A1, A2, A4, R1, AS1, AS2, AS7; a scheme's own rows come with its
+simulator, :mod:`simulators.schemes`). Exit status 1 if any check fails."""
 
 from __future__ import annotations
 
 from .common import add_cpu_devices_argument
 
 HELP = ("Check every numbered result (D1, D2, P1-P7, Y1-Y5, F1, F2, B1, B2, T1-T5, A1, A2, "
-        "A4, AS1, AS2; docs/theory.md) against the "
+        "A4, R1, AS1, AS2, AS7; docs/theory.md) against the "
         "Monte-Carlo simulators; exit status 1 if any fails.")
 
 
@@ -16,7 +17,7 @@ def add_arguments(p):
                         "longer)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed")
     p.add_argument("--only", default=None, metavar="KEYS",
-                   help="comma-separated groups of checks to run (D, P1, P1o, P2, ..., AS; "
+                   help="comma-separated groups of checks to run (D, P1, P1o, P2, ..., R, AS; "
                    "default: all); each group's rows are those of the full run")
     add_cpu_devices_argument(p)
     p.add_argument("--json", action="store_true",

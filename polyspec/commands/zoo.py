@@ -41,7 +41,7 @@ def _train(args) -> int:
 
     from polyspec_theory.errors import as_int, as_real
     from validation.zoo.ngram import NGramModel
-    from validation.zoo.train import DEFAULT_SPECS, train_zoo
+    from validation.zoo.train import DEFAULT_SPECS, TrainRun, train_zoo
 
     seed = as_int(args.seed, "seed", low=0)
     threads = as_int(args.threads, "threads", low=1, high=256)
@@ -65,8 +65,8 @@ def _train(args) -> int:
     from polyspec.cli import CommandError
 
     try:
-        records = train_zoo(seed, args.out, specs=specs, resume=args.resume, threads=threads,
-                            progress=not args.no_progress)
+        records = train_zoo(seed, args.out, specs, TrainRun(
+            resume=args.resume, threads=threads, progress=not args.no_progress))
     except FileNotFoundError as e:  # a teacher, initialisation or base not trained yet
         if e.strerror and e.filename:
             raise CommandError(f"{e.strerror} ({e.filename} is missing)") from None

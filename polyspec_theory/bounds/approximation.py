@@ -31,8 +31,8 @@ import numpy as np
 from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.core.laws import IIDGeometric
 from polyspec_theory.core.p1 import Prediction
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_int_array, as_real, as_real_array
+from polyspec_theory.schemes import predict
 
 __all__ = [
     "lemma31_time",

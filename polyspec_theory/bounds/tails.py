@@ -2,7 +2,7 @@
 
 Rounds emit iid lengths ``L >= 1`` (law ``l_pmf``, index = length) with ``mu = E[L]``,
 ``ell = max L``; ``S_k = L^(1) + ... + L^(k)`` and ``N = min{k : S_k >= theta}``,
-``phi = E[N]`` (what :func:`polyspec_theory.core.polybasic.renewal_fill` computes exactly).
+``phi = E[N]`` (what :func:`polyspec_theory.core.p1.renewal_fill` computes exactly).
 
 **P2 (derivation of the form implemented).** ``N`` is a stopping time and ``E[N] <= theta``,
 so Wald's identity gives ``E[S_N] = mu phi``.

@@ -166,25 +166,7 @@ def _derive():
     add("Readable form of the same expression", Var(A), var_expected)
     add("Var[L] = Var[A + 1] = Var[A]", Var(L), var_expected)
 
-    # pgf
-    pgf_raw = sums["pgf"].doit()
-    add("pgf G(z) = E[z^A] by its definition", G(z), sums["pgf"])
-    pgf = sp.simplify(_generic(pgf_raw))
-    pgf_readable = (1 - alpha) * (1 - (alpha * z) ** g) / (1 - alpha * z) + (alpha * z) ** g
-    if not _zero(pgf - pgf_readable):
-        raise AssertionError("pgf does not reduce to the readable form")
-    add("Evaluate the geometric sum (alpha z != 1)", G(z), pgf_readable)
-    d1 = sp.diff(pgf_readable, z).subs(z, 1)
-    d2 = sp.diff(pgf_readable, z, 2).subs(z, 1)
-    if not _zero(pgf_readable.subs(z, 1) - 1):
-        raise AssertionError("G(1) != 1")
-    add("Check: G(1) = 1", G(1), sp.simplify(pgf_readable.subs(z, 1)))
-    if not _zero(d1 - mean):
-        raise AssertionError("G'(1) != E[A]")
-    add("Check: G'(1) = E[A]", sp.Derivative(G(z), z).subs(z, 1), sp.factor(sp.simplify(d1)))
-    if not _zero(d2 + d1 - d1**2 - var):
-        raise AssertionError("G''(1) + G'(1) - G'(1)^2 != Var[A]")
-    add("Check: G''(1) + G'(1) - G'(1)^2 = Var[A]", Var(A), sp.factor(sp.simplify(d2 + d1 - d1**2)))
+    pgf_readable = _pgf_steps(add, sums["pgf"], mean, var, (G, Var, A))
 
     # alpha -> 1
     limits = {
@@ -222,6 +204,33 @@ def _derive():
         "pmf": pmf_expr(),
     }
     return tuple(steps), closed, limits
+
+
+def _pgf_steps(add, pgf_sum, mean, var, funcs):
+    """The pgf's steps of the derivation (evaluated, then checked against the moments):
+    returns its readable form."""
+    import sympy as sp
+
+    alpha, g, _, z = symbols()
+    G, Var, A = funcs
+    add("pgf G(z) = E[z^A] by its definition", G(z), pgf_sum)
+    pgf = sp.simplify(_generic(pgf_sum.doit()))
+    pgf_readable = (1 - alpha) * (1 - (alpha * z) ** g) / (1 - alpha * z) + (alpha * z) ** g
+    if not _zero(pgf - pgf_readable):
+        raise AssertionError("pgf does not reduce to the readable form")
+    add("Evaluate the geometric sum (alpha z != 1)", G(z), pgf_readable)
+    d1 = sp.diff(pgf_readable, z).subs(z, 1)
+    d2 = sp.diff(pgf_readable, z, 2).subs(z, 1)
+    if not _zero(pgf_readable.subs(z, 1) - 1):
+        raise AssertionError("G(1) != 1")
+    add("Check: G(1) = 1", G(1), sp.simplify(pgf_readable.subs(z, 1)))
+    if not _zero(d1 - mean):
+        raise AssertionError("G'(1) != E[A]")
+    add("Check: G'(1) = E[A]", sp.Derivative(G(z), z).subs(z, 1), sp.factor(sp.simplify(d1)))
+    if not _zero(d2 + d1 - d1**2 - var):
+        raise AssertionError("G''(1) + G'(1) - G'(1)^2 != Var[A]")
+    add("Check: G''(1) + G'(1) - G'(1)^2 = Var[A]", Var(A), sp.factor(sp.simplify(d2 + d1 - d1**2)))
+    return pgf_readable
 
 
 def _quantity(name: str) -> str:

@@ -11,7 +11,7 @@
   functions for ``phi``, the block and emitted laws, ``tau_1`` and the speedup.
 - :func:`three_level_closed_form` — the n = 3 case (default ``theta_1 = 3``,
   ``theta_2 = 2``) in closed form; :func:`evaluate_against_predict` compares any symbolic
-  result with :func:`polyspec_theory.core.polybasic.predict` numerically.
+  result with :func:`polyspec_theory.core.p1.predict_chain` numerically.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import sympy as sp
 from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_probability, as_real
+from polyspec_theory.schemes import predict
 
 __all__ = [
     "leviathan_derivation",

@@ -22,13 +22,16 @@ law with that capped mean (:func:`acceptance_from_config`).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from polyspec_theory.core.costs import CostCurve, cost_from_config
 from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric, chain_law_from_config
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.core.regimes import RegimeLaw
+from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real, require_keys
+from polyspec_theory.schemes import Features, decide, modes
+from polyspec_theory.schemes import fields as scheme_fields
 from polyspec_theory.structures.pairs import (
     check_structures,
     has_structures,
@@ -37,10 +40,14 @@ from polyspec_theory.structures.pairs import (
 
 __all__ = ["Model", "Cascade", "as_cascade", "POLICIES", "MAX_THRESHOLD", "DEFAULT_CASCADE",
            "law_from_config", "acceptance_from_config", "model_from_config", "MAX_COST_RATIO",
-           "check_cost_scale", "check_async_cascade", "MODES"]
+           "check_cost_scale", "check_async_cascade", "COMMON_FIELDS"]
 
 POLICIES = ("accumulate", "truncate")
-MODES = ("sync", "async")
+# the config keys of every scheme; a scheme's own keys come from its module
+# (polyspec_theory.schemes: ``fields``)
+COMMON_FIELDS = ("policy", "name", "description", "trees", "schedules", "time_unit", "mode")
+# scheme-owned config keys kept in an attribute of their own (the rest sit in ``options``)
+_ATTRIBUTES = {"queue": "queues", "batch": "batch"}
 MAX_THRESHOLD = 4096
 # Costs only matter relative to each other. The target's T(1) must lie in
 # [1/MAX_COST_RATIO, MAX_COST_RATIO] and no cost may exceed MAX_COST_RATIO times it, so that
@@ -115,11 +122,14 @@ def model_from_config(m, field: str) -> Model:
 def law_from_config(spec, field: str = "acceptance") -> AcceptanceLaw:
     """Any acceptance law from its config: a chain family
     (:func:`polyspec_theory.core.laws.chain_law_from_config`), ``{"regime": {...}}``
-    (:class:`~polyspec_theory.core.regimes.RegimeLaw`) or a tree / confidence law
+    (:class:`~polyspec_theory.core.regimes.RegimeLaw`), ``{"run_hazard": [...], "tail": q}``
+    (:class:`~polyspec_theory.core.runs.RunLaw`, R1) or a tree / confidence law
     (:func:`polyspec_theory.structures.pairs.structure_law_from_config`). An
     :class:`AcceptanceLaw` passes through."""
     if isinstance(spec, dict) and list(spec) == ["regime"]:
         return RegimeLaw.from_config(spec["regime"], f"{field}.regime")
+    if isinstance(spec, dict) and "run_hazard" in spec:
+        return RunLaw.from_config(spec, field)
     if isinstance(spec, dict) and list(spec) in (["sibling"], ["residual"], ["confidence"]):
         return structure_law_from_config(spec, field)
     return chain_law_from_config(spec, field)
@@ -152,7 +162,9 @@ def acceptance_from_config(spec, threshold=None, field: str = "acceptance") -> A
 @dataclass(frozen=True)
 class Cascade:
     """An n-level cascade: ``models[0]`` is the target, ``laws[i]``/``thresholds[i]`` belong
-    to the pair (``models[i]`` verifier, ``models[i+1]`` drafter)."""
+    to the pair (``models[i]`` verifier, ``models[i+1]`` drafter). ``scheme`` (not an
+    argument) is decided when the cascade is built (:func:`polyspec_theory.schemes.decide`):
+    the threshold floor and the scheme's own fields and checks come from that scheme."""
 
     models: tuple[Model, ...]
     laws: tuple[AcceptanceLaw, ...]
@@ -162,13 +174,16 @@ class Cascade:
     trees: tuple | None = None  # per pair: None (chain) or a trees.Tree (structured.py)
     schedules: tuple | None = None  # per pair: None or an HF / confidence schedule
     time_unit: str | None = None  # unit of every cost (None: model-cost units)
-    mode: str = "sync"  # "sync" (P1) or "async" (pipelined, docs/theory.md Part VI-AS)
+    mode: str = "sync"  # a mode of the registered schemes ("sync": P1, "async": Part VI-AS)
     queues: tuple | None = None  # async: per pair, max drafts ahead (None entry: unbounded)
+    batch: int | None = None  # decoded in a lockstep serving batch of this size (B2)
+    options: tuple = ()  # other scheme-owned config fields: ((key, value), ...)
+    scheme: str = field(init=False, default="chain")
 
     def __post_init__(self):
         n = len(self.models)
-        if self.mode not in MODES:
-            raise PolyspecInputError("mode", f"must be one of {MODES}, got {self.mode!r}")
+        scheme = decide(Features(self.mode, has_structures(self), self.batch))
+        object.__setattr__(self, "scheme", scheme.name)
         if n < 2:
             raise PolyspecInputError("models", f"need at least 2 models (target first), got {n}")
         if len(self.laws) != n - 1:
@@ -184,13 +199,19 @@ class Cascade:
             self,
             "thresholds",
             tuple(
-                as_int(t, f"thresholds[{i}]", low=0 if self.mode == "async" else 1,
-                       high=MAX_THRESHOLD)
+                as_int(t, f"thresholds[{i}]", low=scheme.threshold_floor, high=MAX_THRESHOLD)
                 for i, t in enumerate(self.thresholds)
             ),
         )
-        if self.mode == "async" or self.queues is not None:
-            object.__setattr__(self, "queues", check_async_cascade(self))
+        self._check_owned_fields(scheme)
+        for i, law in enumerate(self.laws):
+            if getattr(law, "carries_age", False) and not getattr(scheme, "position_laws",
+                                                                   False):
+                raise PolyspecInputError(
+                    f"acceptance[{i}]", f"a run law (acceptance carried across rounds, R1) "
+                    f"is not available for {scheme.description} (scheme {scheme.name!r})")
+        for attr, value in scheme.check(self).items():
+            object.__setattr__(self, attr, value)
         for i, m in enumerate(self.models):
             if not isinstance(m, Model):
                 raise PolyspecInputError(f"models[{i}]", "must be a Model")
@@ -211,6 +232,22 @@ class Cascade:
         gmax = block_bounds(self.thresholds, self.policy)
         check_cost_scale(self.models, [g + 1 for g in gmax] + [1])
 
+    def _check_owned_fields(self, scheme) -> None:
+        """A field another scheme owns is refused, with that field's own line."""
+        if not isinstance(self.options, tuple):
+            raise PolyspecInputError("options", "must be a tuple of (key, value) pairs")
+        for key, text in scheme_fields().items():
+            if key not in scheme.fields and self.option(key) is not None:
+                raise PolyspecInputError(key, text.format(description=scheme.description,
+                                                          name=scheme.name))
+
+    def option(self, key: str, default=None):
+        """The value of the scheme-owned config field ``key`` (``default`` when unset)."""
+        if key in _ATTRIBUTES:
+            v = getattr(self, _ATTRIBUTES[key])
+            return default if v is None else v
+        return dict(self.options).get(key, default)
+
     @property
     def n(self) -> int:
         return len(self.models)
@@ -221,16 +258,18 @@ class Cascade:
 
     @classmethod
     def from_config(cls, cfg) -> Cascade:
-        """Parse (and validate) a config mapping; errors name the offending field."""
+        """Parse (and validate) a config mapping; errors name the offending field. The
+        scheme is decided here (:func:`polyspec_theory.schemes.decide`) and stored as
+        ``scheme``."""
         if not isinstance(cfg, dict):
             kind = type(cfg).__name__
             raise PolyspecInputError("config", f"must be an object/mapping, got {kind}")
+        owned = scheme_fields()
         require_keys(cfg, "", required=["models", "acceptance", "thresholds"],
-                   optional=["policy", "name", "description", "trees", "schedules",
-                             "time_unit", "mode", "queue"])
+                     optional=[*COMMON_FIELDS, *owned])
         mode = cfg.get("mode", "sync")
-        if mode not in MODES:
-            raise PolyspecInputError("mode", f"must be one of {MODES}, got {mode!r}")
+        if mode not in modes():
+            raise PolyspecInputError("mode", f"must be one of {modes()}, got {mode!r}")
         models_cfg = cfg["models"]
         if not isinstance(models_cfg, list):
             raise PolyspecInputError("models", "must be a list of {name, cost} objects")
@@ -239,10 +278,13 @@ class Cascade:
             raise PolyspecInputError(
                 f"models[{len(models) - 1}].overhead", "the last model verifies nothing, so it "
                 "has no verification rounds; fold a per-forward overhead into its cost")
+        structured = any(isinstance(cfg.get(k), list) and any(x is not None for x in cfg[k])
+                         for k in ("trees", "schedules"))
+        floor = decide(Features(mode, structured, cfg.get("batch"))).threshold_floor
         th = cfg["thresholds"]
         if not isinstance(th, list):
-            raise PolyspecInputError("thresholds", "must be a list of integers >= 1")
-        th = [as_int(t, f"thresholds[{i}]", low=0 if mode == "async" else 1, high=MAX_THRESHOLD)
+            raise PolyspecInputError("thresholds", f"must be a list of integers >= {floor}")
+        th = [as_int(t, f"thresholds[{i}]", low=floor, high=MAX_THRESHOLD)
               for i, t in enumerate(th)]
         acc = cfg["acceptance"]
         if not isinstance(acc, list):
@@ -255,12 +297,10 @@ class Cascade:
         unit = cfg.get("time_unit")
         if unit is not None and (not isinstance(unit, str) or not unit.strip()):
             raise PolyspecInputError("time_unit", f"must be a non-empty string, got {unit!r}")
-        queues = cfg.get("queue")
-        if queues is not None and mode != "async":
-            raise PolyspecInputError("queue", 'bounds the drafters of "mode": "async" only')
+        attrs = {a: cfg.get(k) for k, a in _ATTRIBUTES.items()}
+        options = tuple((k, cfg[k]) for k in owned if k in cfg and k not in _ATTRIBUTES)
         return cls(tuple(models), laws, tuple(th), cfg.get("policy", "accumulate"), name,
-                   cfg.get("trees"), cfg.get("schedules"), unit, mode,
-                   None if queues is None else queues)
+                   cfg.get("trees"), cfg.get("schedules"), unit, mode, options=options, **attrs)
 
     def to_config(self) -> dict:
         out = {
@@ -283,10 +323,30 @@ class Cascade:
             out["mode"] = self.mode
         if self.queues is not None and any(q is not None for q in self.queues):
             out["queue"] = list(self.queues)
+        if self.batch is not None:
+            out["batch"] = self.batch
+        out.update({k: _plain(v) for k, v in self.options})
         return out
 
     def with_thresholds(self, thresholds) -> Cascade:
         return dataclasses.replace(self, thresholds=tuple(thresholds))
+
+    def with_batch(self, batch, field: str = "batch") -> Cascade:
+        """This cascade decoded in a lockstep serving batch of ``batch`` sequences (scheme
+        ``batch``); errors name ``field``."""
+        try:
+            return dataclasses.replace(self, batch=batch)
+        except PolyspecInputError as e:
+            if e.field != "batch":
+                raise
+            raise PolyspecInputError(field, e.reason) from None
+
+
+def _plain(v):
+    """A stored option value back in config form (tuples as lists)."""
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    return v
 
 
 def as_cascade(cascade, field: str = "cascade", *, chain_only: str | None = None) -> Cascade:

@@ -1,5 +1,5 @@
 """The P1 kernel (docs/theory.md §6): the renewal fill of a block and the fold of one level,
-computed here once for :func:`~polyspec_theory.core.polybasic.predict`, the serving batch
+computed here once for :func:`predict_chain` (the ``chain`` scheme), the serving batch
 (:func:`~polyspec_theory.serving.batch.predict_batch`, B6's table), the threshold grid
 (:mod:`polyspec_theory.planning.grid`) and the planner.
 
@@ -26,7 +26,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int, as_int_array
 
 __all__ = ["block_bounds", "block_laws", "BOTTOM_LENGTH_PMF", "expected_forward_cost",
            "fill_blocks", "fold_levels", "FoldedLevel", "LevelPrediction", "Prediction",
-           "predict_chain", "renewal_masses"]
+           "predict_chain", "renewal_masses", "renewal_fill", "emitted_law"]
 
 BOTTOM_LENGTH_PMF = np.array([0.0, 1.0])  # M_n alone: one token per forward
 
@@ -53,6 +53,26 @@ def renewal_masses(l_pmf, tmax: int) -> np.ndarray:
         else:
             f[:, s] = (f[:, lo:s][:, ::-1] * p[:, 1 : s - lo + 1]).sum(axis=1)
     return f
+
+
+def renewal_fill(l_pmf, theta: int) -> tuple[float, np.ndarray]:
+    """Fill a block of at least ``theta`` tokens from iid rounds with length law ``l_pmf``.
+
+    ``l_pmf[l] = P(L = l)`` (index 0 must be 0: every round emits >= 1 token). Returns
+    ``(phi, g_pmf)``: ``phi = E[N]``, ``N = min{k : L^(1)+...+L^(k) >= theta}``, and
+    ``g_pmf[g] = P(S_N = g)`` for g = 0..theta+lmax-1."""
+    p = np.asarray(l_pmf, dtype=np.float64)
+    theta = as_int(theta, "theta", low=1)
+    if p.ndim != 1 or p.size < 2 or p[0] != 0.0:
+        raise PolyspecInputError("l_pmf", "must be a pmf over lengths with P(L = 0) = 0")
+    f = renewal_masses(p, theta)
+    return float(f.sum()), block_laws(p, f, [theta])[0]
+
+
+def emitted_law(g_pmf, law) -> np.ndarray:
+    """``P(L = l) = sum_g P(G = g) P(A = l - 1 | cap g)`` for l = 0..gmax+1 (index = l), for
+    an :class:`~polyspec_theory.core.laws.AcceptanceLaw` ``law``."""
+    return np.concatenate([[0.0], law.pmf_over_blocks(g_pmf)])
 
 
 def block_laws(l_pmf, f, thetas) -> np.ndarray:

@@ -1,14 +1,18 @@
-"""R1-R3 (docs/theory.md, Part VI-R): acceptance as a process over output positions.
+"""R1-R3 (docs/theory.md, Part III-E): acceptance as a process over output positions.
 
 Under greedy decoding, whether a drafter agrees with its verifier is a function of the
 absolute output position ``p`` (the verifier's prefix fixes both argmaxes). The agreements
 form runs separated by disagreements; :class:`RunLaw` is the law of one run's length through
-its hazard over the run's age (``q(a)`` = P(disagree at age ``a`` | agreed at ages ``< a``)).
-A verify that checks ``m`` drafts starting at age ``a`` accepts ``min(remaining run, m)``; a
-fully accepted round carries the run (its age) into the next round.
+its hazard over the run's age (``q(a)`` = P(disagree at age ``a`` | agreed at ages ``< a``);
+config ``{"run_hazard": [...], "tail": q}``). A verify that checks ``m`` drafts starting at
+age ``a`` accepts ``min(remaining run, m)``; a fully accepted round carries the run (its age)
+into the next round.
 
-* :func:`sync_two_level` -- R1: exact time per token of a two-level synchronous chain under
-  that process (a Markov chain over the carried age); equal to P1 for the geometric law.
+* :func:`predict_runs` -- R1 for a two-model cascade (a run law, or PipeSpec's round,
+  config ``"round": "pipespec"``; :data:`ROUNDS`), through :func:`sync_two_level` -- R1:
+  exact time per token of a two-level synchronous chain under that process (a Markov chain
+  over the carried age); equal to P1 for the geometric law with P1's round (not with
+  PipeSpec's round, which re-checks the bonus position).
 * :func:`fit_run_law` -- R2: Kaplan-Meier fit of the hazard from rounds as left-truncated
   (entry age), right-censored (fully accepted) observations.
 * :func:`geometric_lr_test` -- R3: likelihood-ratio test of a constant hazard (rounds are
@@ -25,7 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.core.counts import MAX_CAP
+from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric
+from polyspec_theory.errors import PolyspecInputError, require_keys
 
 MIN_AT_RISK = 10  # ages with fewer rounds at risk use the pooled tail hazard (R2)
 
@@ -39,20 +45,26 @@ def _prob(x, field: str, *, open_low: bool = False) -> float:
     return float(x)
 
 
-@dataclass(frozen=True)
-class RunLaw:
+class RunLaw(AcceptanceLaw):
     """Law of a run of agreements: ``hazard[a]`` = P(disagree at age ``a`` | agreed at ages
-    ``< a``); ages ``>= len(hazard)`` use ``tail`` (> 0, so every run ends)."""
+    ``< a``); ages ``>= len(hazard)`` use ``tail`` (``0``: a run that reaches that age never
+    ends). Config ``{"run_hazard": [q_0, q_1, ...], "tail": q}``.
 
-    hazard: tuple[float, ...]
-    tail: float
+    As an :class:`~polyspec_theory.core.laws.AcceptanceLaw` it is the law of a round that
+    starts a fresh run (age 0): ``S_k = prod_{a < k} (1 - q(a))``. Rounds are not drawn
+    afresh (``carries_age``): a fully accepted round carries its run into the next one, so
+    P1 does not apply; R1 (:func:`sync_two_level`) is the exact two-level theory."""
 
-    def __post_init__(self):
-        if not isinstance(self.hazard, tuple):
-            raise PolyspecInputError("hazard", "must be a tuple of probabilities")
-        for i, h in enumerate(self.hazard):
-            _prob(h, f"hazard[{i}]")
-        _prob(self.tail, "tail", open_low=True)
+    family = "run"
+    carries_age = True
+
+    def __init__(self, hazard, tail):
+        if isinstance(hazard, (str, bytes, dict)) or not hasattr(hazard, "__iter__"):
+            raise PolyspecInputError("hazard", "must be a list of probabilities")
+        self.hazard = tuple(_prob(h, f"hazard[{i}]") for i, h in enumerate(hazard))
+        if len(self.hazard) > MAX_CAP:
+            raise PolyspecInputError("hazard", f"at most {MAX_CAP} ages, got {len(self.hazard)}")
+        self.tail = _prob(tail, "tail")
 
     @classmethod
     def geometric(cls, alpha: float) -> RunLaw:
@@ -62,15 +74,52 @@ class RunLaw:
             raise PolyspecInputError("alpha", "must be < 1 (a run of agreements must end)")
         return cls((), 1.0 - a)
 
+    @classmethod
+    def from_config(cls, spec, field: str = "acceptance") -> RunLaw:
+        """``{"run_hazard": [q_0, ...], "tail": q}`` (errors name ``field``)."""
+        require_keys(spec, field, required=["run_hazard", "tail"])
+        try:
+            return cls(spec["run_hazard"], spec["tail"])
+        except PolyspecInputError as e:
+            key = "run_hazard" + e.field[len("hazard"):] if e.field.startswith("hazard") \
+                else e.field
+            raise PolyspecInputError(f"{field}.{key}", e.reason) from None
+
+    @property
+    def n_params(self) -> int:
+        return len(self.hazard) + 1
+
+    @property
+    def memoryless(self) -> bool:
+        """A constant hazard: rounds are independent (R3) and P1 holds with P1's round."""
+        return all(h == self.tail for h in self.hazard)
+
+    def to_config(self) -> dict:
+        return {"run_hazard": list(self.hazard), "tail": self.tail}
+
     def q(self, age: int) -> float:
         return self.hazard[age] if age < len(self.hazard) else self.tail
 
-    def survival(self, age: int, j: int) -> float:
+    def survival(self, kmax: int) -> np.ndarray:
+        """``S_k`` of a fresh run, k = 0..kmax."""
+        kmax = int(kmax)
+        q = np.full(kmax, self.tail)
+        h = np.asarray(self.hazard[:kmax], dtype=np.float64)
+        q[: h.size] = h
+        return np.concatenate([[1.0], np.cumprod(1.0 - q)])
+
+    def run_survival(self, age: int, j: int) -> float:
         """P(j more agreements | agreed at ages < ``age``)."""
         s = 1.0
         for a in range(age, age + j):
             s *= 1.0 - self.q(a)
         return s
+
+    @classmethod
+    def _mle(cls, d):
+        raise PolyspecInputError("law", "a run law is fitted on rounds with their entry ages "
+                                 "(polyspec_theory.core.runs.fit_run_law), not on accepted "
+                                 "counts alone")
 
 
 def _cost(fn, m, field):
@@ -155,6 +204,102 @@ def sync_two_level(law: RunLaw, theta: int, draft_cost: float,
             "stationary": pi}
 
 
+# the round policies of a synchronous two-level chain under a run law (R1): P1's round (the
+# bonus position after a full round is never checked) and PipeSpec's ChainSpeculativeDecoder
+# (lookahead K = theta + 1: the bonus position is re-predicted and checked first)
+ROUNDS = ("p1", "pipespec")
+ROUND_TEXT = {"p1": "P1's round (the bonus position after a full round is not re-checked)",
+              "pipespec": "PipeSpec's round (lookahead K = theta + 1: the bonus position "
+                          "after a full round is re-predicted and checked first)"}
+
+
+def uses_runs(cascade) -> bool:
+    """Whether R1 (not P1) states ``cascade``'s time per token: some law carries its run
+    across rounds (:class:`RunLaw`), or the config asks for PipeSpec's round."""
+    return cascade.option("round", "p1") == "pipespec" or any(
+        getattr(law, "carries_age", False) for law in cascade.laws)
+
+
+def as_run_law(law, field: str = "acceptance[0]") -> RunLaw:
+    """``law`` as a run law: a :class:`RunLaw`, or an iid law (the geometric run law, R1
+    with one state); other families do not say how a run continues."""
+    if isinstance(law, RunLaw):
+        return law
+    if isinstance(law, IIDGeometric):
+        if law.alpha >= 1:
+            raise PolyspecInputError(f"{field}.alpha", "must be < 1 under R1 (a run of "
+                                     "agreements must end)")
+        return RunLaw.geometric(law.alpha)
+    raise PolyspecInputError(field, f"R1 (acceptance as runs over positions) needs a run "
+                             f"law {{\"run_hazard\": [...], \"tail\": q}} or an iid law, got "
+                             f"the {law.family!r} family")
+
+
+def check_runs(cascade) -> None:
+    """The cascades whose acceptance runs over positions: a round policy of :data:`ROUNDS`,
+    run or iid laws; two models (R1), or, with PipeSpec's round, any number sharing one
+    threshold (its chain decoder, simulated by ``simulators.replay``). Errors name the
+    field."""
+    rnd = cascade.option("round", "p1")
+    if rnd not in ROUNDS:
+        raise PolyspecInputError("round", f"must be one of {ROUNDS}, got {rnd!r}")
+    if not uses_runs(cascade):
+        return
+    for i, law in enumerate(cascade.laws):
+        as_run_law(law, f"acceptance[{i}]")
+    if cascade.n == 2:
+        return
+    if rnd != "pipespec":
+        raise PolyspecInputError(
+            "models", f"a run law with P1's round is covered for two models (R1); this "
+            f"cascade has {cascade.n}")
+    if len(set(cascade.thresholds)) != 1:
+        raise PolyspecInputError(
+            "thresholds", "PipeSpec's chain decoder has one lookahead K = θ + 1 for every "
+            f"pair: give one threshold, got {list(cascade.thresholds)}")
+
+
+@dataclass(frozen=True)
+class RunPrediction:
+    """R1's exact long-run accounting of a two-level chain (``round``: the round policy,
+    :data:`ROUNDS`); ``stationary``: the law of the carried state (age, continuing)."""
+
+    speedup: float
+    time_per_token: float
+    autoregressive_time_per_token: float
+    tokens_per_round: float
+    time_per_round: float
+    round: str
+    stationary: np.ndarray
+
+    def to_dict(self) -> dict:
+        return {"speedup": self.speedup, "time_per_token": self.time_per_token,
+                "autoregressive_time_per_token": self.autoregressive_time_per_token,
+                "tokens_per_round": self.tokens_per_round,
+                "time_per_round": self.time_per_round, "round": self.round,
+                "round_policy": ROUND_TEXT[self.round],
+                "stationary": self.stationary.tolist()}
+
+
+def predict_runs(cascade) -> RunPrediction:
+    """R1 for ``cascade`` (two models; :func:`check_runs`) under its round policy:
+    :func:`sync_two_level` with the drafter's ``T_2(1)`` per draft, the target's ``T_1(m)``
+    per verify of ``m`` positions and its per-round overhead."""
+    check_runs(cascade)
+    if cascade.n != 2:
+        raise PolyspecInputError(
+            "models", f"R1 is exact for two models; this cascade has {cascade.n} (`polyspec "
+            "simulate` replays PipeSpec's chain decoder for more)")
+    rnd = cascade.option("round", "p1")
+    target, drafter = cascade.models
+    r = sync_two_level(as_run_law(cascade.laws[0]), cascade.thresholds[0], drafter.cost.t1,
+                       lambda m: float(target.cost(m)), target.overhead,
+                       recheck_bonus=rnd == "pipespec")
+    t1 = target.cost.t1
+    return RunPrediction(t1 / r["time_per_token"], r["time_per_token"], t1,
+                         r["tokens_per_round"], r["time_per_round"], rnd, r["stationary"])
+
+
 def fit_run_law(entry, agree, censored, *, min_at_risk: int = MIN_AT_RISK) -> RunLaw:
     """R2: Kaplan-Meier hazard by age from rounds: round r entered the run at age
     ``entry[r]``, saw ``agree[r]`` agreements, then a disagreement unless ``censored[r]``
@@ -186,6 +331,88 @@ def fit_run_law(entry, agree, censored, *, min_at_risk: int = MIN_AT_RISK) -> Ru
     tail_ev, tail_risk = events[lo:].sum(), at_risk[lo:].sum()
     tail = float(tail_ev / tail_risk) if tail_risk else 0.5
     return RunLaw(hazard=hz, tail=min(max(tail, 1e-6), 1.0))
+
+
+def pipespec_exposures(prompts, lookahead: int):
+    """R2's observations ``(entry, agree, censored)`` of PipeSpec's rounds (lookahead ``K``;
+    ``prompts``: per prompt the tokens each round emitted, in order). A round after a
+    rejection (or the first) checks ``K - 1`` drafts from age 0. After a fully accepted round
+    the drafter first re-predicts the bonus position, so the next round's checks continue the
+    same run: entry age = previous entry + previous checks (``K - 1`` after a fresh round,
+    ``K`` after a continuing one), and its emitted count counts the bonus position as one more
+    agreement; a continuing round that emits 1 token is a disagreement at its entry age (the
+    decoder does not say whether the bonus or the first draft failed). Censored when the
+    round emitted all it could (``K``)."""
+    k = int(lookahead)
+    if k < 2:
+        raise PolyspecInputError("lookahead", f"lookahead {k} drafts nothing")
+    entry, agree, cens = [], [], []
+    for rounds in prompts:
+        age, checks, prev_full = 0, k - 1, False
+        for a in rounds:
+            a = int(a)
+            if prev_full:
+                age += checks
+                checks = k
+                n_agree = 0 if a == 1 else a
+            else:
+                age, checks = 0, k - 1
+                n_agree = a - 1
+            full = a >= k
+            entry.append(age)
+            agree.append(min(n_agree, checks))
+            cens.append(full)
+            prev_full = full
+    return np.array(entry, dtype=np.int64), np.array(agree, dtype=np.int64), np.array(
+        cens, dtype=bool)
+
+
+def p1_exposures(prompts):
+    """R2's observations of P1's rounds (``prompts``: per prompt the rounds in order as
+    ``(G, A)`` pairs). The bonus position after a full round is never checked, so the next
+    round's entry age is unknown: only the rounds after a rejection (and each prompt's first)
+    enter, from age 0 (``G`` drafts checked, censored when ``A = G``); the rounds they leave
+    out depend on the past only through the previous round, so the fit stays unbiased for
+    the ages a fresh round reaches (``< G``)."""
+    entry, agree, cens = [], [], []
+    for i, rounds in enumerate(prompts):
+        fresh = True
+        for j, r in enumerate(rounds):
+            if len(r) != 2:
+                raise PolyspecInputError(f"prompts[{i}][{j}]", "must be a (G, A) pair")
+            g, a = int(r[0]), int(r[1])
+            if g < 1 or not 0 <= a <= g:
+                raise PolyspecInputError(f"prompts[{i}][{j}]", f"needs integers 0 <= A <= G, "
+                                         f"G >= 1, got {r!r}")
+            if fresh:
+                entry.append(0)
+                agree.append(a)
+                cens.append(a == g)
+            fresh = a < g
+    return np.array(entry, dtype=np.int64), np.array(agree, dtype=np.int64), np.array(
+        cens, dtype=bool)
+
+
+INDEPENDENCE_LEVEL = 1e-3  # R3: rounds called dependent below this p-value
+
+
+def run_law_report(entry, agree, censored, round_policy: str) -> dict:
+    """What ``polyspec fit`` writes for rounds over positions: the run law (R2, config
+    syntax: usable as a pair's acceptance with ``"round": round_policy``) and R3's test of
+    independent rounds (a constant hazard)."""
+    if round_policy not in ROUNDS:
+        raise PolyspecInputError("round", f"must be one of {ROUNDS}, got {round_policy!r}")
+    law = fit_run_law(entry, agree, censored)
+    lr = geometric_lr_test(entry, agree, censored)
+    return {"run_law": law.to_config(), "round": round_policy,
+            "rounds": int(np.asarray(entry).size),
+            "independence": {
+                "test": "R3: likelihood ratio of a constant hazard (independent rounds, P1's "
+                        "assumption) against one hazard per age",
+                "statistic": lr["statistic"], "df": lr["df"], "p_value": lr["p_value"],
+                "constant_hazard": lr["hazard"],
+                "independent": bool(lr["p_value"] >= INDEPENDENCE_LEVEL),
+                "level": INDEPENDENCE_LEVEL}}
 
 
 def geometric_lr_test(entry, agree, censored, *, max_age: int = 40) -> dict:

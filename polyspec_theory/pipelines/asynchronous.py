@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.config import Cascade, check_async_cascade
+from ..core.config import as_cascade, check_async_cascade
 from ..errors import PolyspecInputError
 
 __all__ = [
@@ -40,6 +40,8 @@ __all__ = [
     "TIE_RTOL",
     "async_rules",
     "async_bounds",
+    "async_survival",
+    "as_async_cascade",
     "async_tie_tolerance",
     "check_async_cascade",
     "predict_async",
@@ -70,7 +72,9 @@ class AsyncPair:
         return {"wait": self.wait, "window": self.window, "queue": self.queue}
 
 
-def _survival(law, kmax: int, field: str) -> np.ndarray:
+def async_survival(law, kmax: int, field: str) -> np.ndarray:
+    """``S_0..S_kmax`` of a pair's law (AS0 needs one survival sequence; a cap-conditional
+    law is refused naming ``field``)."""
     if getattr(law, "cap_conditional", False):
         raise PolyspecInputError(field, "the asynchronous theory needs a law given by one "
                                  "survival sequence (iid, positional, beta); this law's "
@@ -112,16 +116,15 @@ def async_rules(cascade) -> tuple[AsyncPair, ...]:
     return tuple(async_pair(th, q) for th, q in zip(cascade.thresholds, queues, strict=True))
 
 
-def _as_chain(cascade):
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
-    check_async_cascade(cascade)
+def as_async_cascade(cascade):
+    """``cascade`` checked for the asynchronous theory (a :class:`Cascade`, async fields)."""
+    check_async_cascade(as_cascade(cascade))
     return cascade
 
 
 @dataclass(frozen=True)
 class AsyncLevel:
-    """Per-model accounting of the async pipeline (two levels: exact)."""
+    """Per-model accounting of the async pipeline (exact: AS1, AS7)."""
 
     name: str
     busy_fraction: float  # share of wall time this model computes
@@ -138,8 +141,8 @@ class AsyncLevel:
 
 @dataclass(frozen=True)
 class AsyncPrediction:
-    """``speedup = T_1(1) / time_per_token`` (``None`` for ``n >= 3``: use the bounds and the
-    simulator); ``bounds``: the exact pair of :func:`async_bounds`."""
+    """``speedup = T_1(1) / time_per_token`` (``None`` where no exact value is computed: use
+    the bounds and the simulator); ``bounds``: the exact pair of :func:`async_bounds`."""
 
     speedup: float | None
     time_per_token: float | None
@@ -169,7 +172,7 @@ def async_tie_tolerance(cascade) -> float:
     (every verify ``T_i(m + 1) + o_i`` its rules allow, and the drafter's step). Actions
     ending less than ``eps`` apart end at the same instant; the theory (AS1) and the simulator
     both use this one value."""
-    cascade = _as_chain(cascade)
+    cascade = as_async_cascade(cascade)
     rules = async_rules(cascade)
     longest = float(cascade.models[-1].cost.t1)
     for i, r in enumerate(rules):
@@ -284,7 +287,7 @@ def _stationary(P: np.ndarray) -> np.ndarray:
 def _pair_inputs(cascade, i: int, rule: AsyncPair):
     cost = cascade.models[i].cost
     over = cascade.models[i].overhead
-    surv = _survival(cascade.laws[i], rule.window + 2, f"acceptance[{i}]")
+    surv = async_survival(cascade.laws[i], rule.window + 2, f"acceptance[{i}]")
 
     def t_verify(m):
         return float(cost(int(m))) + over
@@ -302,7 +305,7 @@ def async_bounds(cascade) -> tuple[float, float]:
     over the block sizes the target can check (no verify emits more per unit of its own time);
     lower ``T_1(1) e(m_min) / X_1`` with ``X_1`` the longest possible target cycle
     (docs/theory.md AS3)."""
-    cascade = _as_chain(cascade)
+    cascade = as_async_cascade(cascade)
     rules = async_rules(cascade)
     t1 = cascade.models[0].cost.t1
     t_verify, surv = _pair_inputs(cascade, 0, rules[0])
@@ -333,7 +336,7 @@ def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
     checks ``theta`` drafts as the sync round does, and lasts between ``c ceil(T'/c)`` and
     ``theta c + c ceil(T'/c)`` against ``theta c + T'`` (``T' = T_1(theta + 1) + o_1``).
     ``None`` outside that case (verifies then check more than ``theta``)."""
-    cascade = _as_chain(cascade)
+    cascade = as_async_cascade(cascade)
     rules = async_rules(cascade)
     if (cascade.n != 2 or rules[0].wait == 0 or rules[0].queue is not None
             or rules[0].wait > rules[0].window):
@@ -350,14 +353,21 @@ def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
 
 
 def predict_async(cascade) -> AsyncPrediction:
-    """AS1: speedup of ``cascade`` run as an asynchronous pipeline (whatever its ``mode``).
-    Exact for two levels (AS1); ``n >= 3``: ``speedup`` is ``None`` and ``bounds`` hold."""
-    cascade = _as_chain(cascade)
+    """Speedup of ``cascade`` run as an asynchronous pipeline (whatever its ``mode``). Exact
+    for two levels (AS1); ``n >= 3``: exact by AS7 where its chain is at most
+    :data:`~polyspec_theory.pipelines.async_exact.MAX_EXACT_STATES` states, otherwise
+    ``speedup`` is ``None`` (``exact`` False) and ``bounds`` hold."""
+    cascade = as_async_cascade(cascade)
     rules = async_rules(cascade)
     t_ar = cascade.models[0].cost.t1
     bounds = async_bounds(cascade)
-    if cascade.n != 2:
-        return AsyncPrediction(None, None, t_ar, False, bounds, rules, (), None)
+    if cascade.n != 2:  # AS7 where its chain is small enough, else the bounds alone
+        try:
+            ex = exact_async(cascade)
+        except ChainTooLarge:
+            return AsyncPrediction(None, None, t_ar, False, bounds, rules, (), None)
+        return AsyncPrediction(ex.speedup, ex.time_per_token, t_ar, True, bounds, rules,
+                               ex.levels, None)
     rule = rules[0]
     c = cascade.models[1].cost.t1
     t_verify, surv = _pair_inputs(cascade, 0, rule)
@@ -386,3 +396,7 @@ def predict_async(cascade) -> AsyncPrediction:
                    wasted),
     )
     return AsyncPrediction(t_ar / tpt, tpt, t_ar, True, bounds, rules, levels, pi)
+
+
+# AS7 builds on the rules above (it imports them), so it is imported once they exist
+from .async_exact import ChainTooLarge, exact_async  # noqa: E402

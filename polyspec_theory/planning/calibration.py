@@ -338,35 +338,50 @@ def calibrate(problem: CalibrationProblem) -> Calibration:
     cov_y = cov
     effects = []
     if cov is not None and st is not None:
-        # propagate the rounding of the tau inputs of the fit runs: d beta / d tau_r
-        jac = []
-        for ri, r in enumerate(fit):
-            for k, t in enumerate(r.taus):
-                if t is None:
-                    continue
-                eps = 1e-5
-                g = r.thresholds[k]
-                lo, hi = max(t - eps, 1.0), min(t + eps, g + 1.0)
-                bs = []
-                for tt in (lo, hi):
-                    kn, x = cost_coefficients(problem.costs, _laws_with_tau(r.laws, r.thresholds,
-                                                                            k, tt),
-                                              r.thresholds, problem.policy)
-                    X2, y2 = X.copy(), y.copy()
-                    X2[ri] = x
-                    y2[ri] = r.time_per_token - kn
-                    bs.append(_solve(X2, y2, w))
-                jac.append((bs[1] - bs[0]) / (hi - lo))
-                effects.append((ri, k, jac[-1]))
-        for j in jac:
+        effects = _tau_effects(problem, X, y, w)
+        for _, _, j in effects:
             cov = cov + np.outer(j, j) * st * st
-        if jac:
+        if effects:
             uncertainty += "; plus the rounding of the tau inputs (resolution / sqrt(12))"
     acc_model, acc_src = _acceptance_model(problem)
     cal = Calibration(problem, labels, beta, cov, dof, chi2, scale, uncertainty, (), (), (),
                       acc_model, acc_src, tuple(warnings), cov_y, tuple(effects))
+    preds, preds_acc = _run_predictions(cal)
+    loo = _leave_one_out(fit, X, y, w, c) if m - 1 >= p else []
+    return Calibration(problem, labels, beta, cov, dof, chi2, scale, uncertainty, tuple(preds),
+                       tuple(preds_acc), tuple(loo), acc_model, acc_src, tuple(warnings), cov_y,
+                       tuple(effects))
+
+
+def _tau_effects(problem: CalibrationProblem, X, y, w) -> list:
+    """``(run, pair, d beta / d tau)`` for every tau input of the fit runs (central
+    differences): how the rounding of a measured tau moves the fitted parameters."""
+    effects = []
+    for ri, r in enumerate(problem.fit_runs):
+        for k, t in enumerate(r.taus):
+            if t is None:
+                continue
+            eps = 1e-5
+            g = r.thresholds[k]
+            lo, hi = max(t - eps, 1.0), min(t + eps, g + 1.0)
+            bs = []
+            for tt in (lo, hi):
+                kn, x = cost_coefficients(problem.costs, _laws_with_tau(r.laws, r.thresholds,
+                                                                        k, tt),
+                                          r.thresholds, problem.policy)
+                X2, y2 = X.copy(), y.copy()
+                X2[ri] = x
+                y2[ri] = r.time_per_token - kn
+                bs.append(_solve(X2, y2, w))
+            effects.append((ri, k, (bs[1] - bs[0]) / (hi - lo)))
+    return effects
+
+
+def _run_predictions(cal: Calibration):
+    """Every run predicted from its measured acceptance, and (runs given as tau) from the
+    acceptance model."""
     preds, preds_acc = [], []
-    for r in problem.runs:
+    for r in cal.problem.runs:
         v, sd = cal.predict_run(r.laws, r.thresholds, r.taus)
         preds.append(RunPrediction(r.name, r.thresholds, v, sd, r.time_per_token, r.holdout,
                                    "measured"))
@@ -374,22 +389,25 @@ def calibrate(problem: CalibrationProblem) -> Calibration:
             v2, sd2 = _predict_with_model(cal, r.thresholds)
             preds_acc.append(RunPrediction(r.name, r.thresholds, v2, sd2, r.time_per_token,
                                            r.holdout, "predicted"))
+    return preds, preds_acc
+
+
+def _leave_one_out(fit, X, y, w, c) -> list[dict]:
+    """Each fit run predicted from the others (when they determine the parameters)."""
+    m, p = X.shape
     loo = []
-    if m - 1 >= p:
-        for ri, r in enumerate(fit):
-            keep = [j for j in range(m) if j != ri]
-            Xk = X[keep]
-            if np.linalg.matrix_rank(Xk) < p:
-                loo.append({"name": r.name, "predicted": None, "relative_error": None,
-                            "note": "the other runs do not determine the parameters"})
-                continue
-            bk = _solve(Xk, y[keep], w[keep])
-            pred = c[ri] + float(X[ri] @ bk)
-            loo.append({"name": r.name, "predicted": pred,
-                        "relative_error": pred / r.time_per_token - 1.0})
-    return Calibration(problem, labels, beta, cov, dof, chi2, scale, uncertainty, tuple(preds),
-                       tuple(preds_acc), tuple(loo), acc_model, acc_src, tuple(warnings), cov_y,
-                       tuple(effects))
+    for ri, r in enumerate(fit):
+        keep = [j for j in range(m) if j != ri]
+        Xk = X[keep]
+        if np.linalg.matrix_rank(Xk) < p:
+            loo.append({"name": r.name, "predicted": None, "relative_error": None,
+                        "note": "the other runs do not determine the parameters"})
+            continue
+        bk = _solve(Xk, y[keep], w[keep])
+        pred = c[ri] + float(X[ri] @ bk)
+        loo.append({"name": r.name, "predicted": pred,
+                    "relative_error": pred / r.time_per_token - 1.0})
+    return loo
 
 
 def _acceptance_model(problem: CalibrationProblem):

@@ -21,8 +21,8 @@ from polyspec_theory.core.config import (
 )
 from polyspec_theory.core.costs import CostCurve, cost_from_config
 from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric, Positional
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real, require_keys
+from polyspec_theory.schemes import predict
 
 __all__ = [
     "PARAMETERS",

@@ -19,8 +19,8 @@ import numpy as np
 
 from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.core.laws import IIDGeometric
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import predict
 
 __all__ = ["LevelCoupling", "group_rounds", "fit_coupling", "select_coupling",
            "coupled_forwards"]

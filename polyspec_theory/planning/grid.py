@@ -1,7 +1,7 @@
 """P1 on a grid: exact speedups of one cascade (fixed models, laws, costs, policy) for many
 threshold vectors at once — for planners and threshold searches.
 
-The P1 kernel of :func:`polyspec_theory.core.polybasic.predict` (:mod:`polyspec_theory.core.p1`,
+The P1 kernel of :func:`polyspec_theory.core.p1.predict_chain` (:mod:`polyspec_theory.core.p1`,
 docs/theory.md §6), organised for reuse: level ``i`` depends only on the suffix
 ``(theta_i, ..., theta_{n-1})``, so every distinct suffix is computed once, and for a given
 lower suffix all requested ``theta_i`` are done together by one vectorised renewal fill (the

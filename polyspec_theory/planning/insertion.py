@@ -43,9 +43,9 @@ from polyspec_theory.core.laws import (
     IIDGeometric,
     Positional,
 )
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real, as_real_array
 from polyspec_theory.planning.grid import optimize_thresholds
+from polyspec_theory.schemes import predict
 
 __all__ = [
     "insert_model",
@@ -274,7 +274,7 @@ def _per_measured(x, n_meas: int, field: str, integer: bool) -> np.ndarray:
 
 
 def decision_confidence(cascade: Cascade, position, model: Model, upper_law: AcceptanceLaw,
-                        lower_law: AcceptanceLaw, thresholds=None, *, rounds,
+                        lower_law: AcceptanceLaw, /, thresholds=None, *, rounds,
                         cost_rel_se=0.0, method: str = "bootstrap", n_boot=400,
                         seed=0) -> DecisionConfidence:
     """P(measured insertion decision == true decision) — see the module docstring.

@@ -4,7 +4,7 @@ A *pool* lists models (target first) with cost curves, the acceptance law of eve
 ``"verifier|drafter"`` that may be adjacent, and ``max_threshold``. A *configuration* is a
 chain ``M_1 = target, M_2, ..., M_n`` (n >= 2, distinct models, every adjacent pair present in
 the pool) with thresholds ``theta_i`` in ``1..max_threshold``; its value is P1's exact
-speedup ``T_1(1)/tau_1`` (:mod:`polyspec_theory.core.polybasic`). :func:`plan` returns the optimum
+speedup ``T_1(1)/tau_1`` (:mod:`polyspec_theory.core.p1`). :func:`plan` returns the optimum
 over *all*
 configurations (and the best other chains, the best two-model configuration and the chain the
 paper's greedy insertion rule picks).
@@ -69,11 +69,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.planning.insertion import paper_insertion_check
 from polyspec_theory.planning.pool import Pool, as_pool
 from polyspec_theory.planning.search import SearchStats, search_pool
+from polyspec_theory.schemes import predict
 
 __all__ = [
     "PlannedCascade",
@@ -198,7 +198,7 @@ def _check_top(top) -> int:
 
 def _planned(pool: Pool, chain, thresholds) -> PlannedCascade:
     """A configuration with its speedup recomputed by
-    :func:`polyspec_theory.core.polybasic.predict`."""
+    :func:`polyspec_theory.core.p1.predict_chain`."""
     chain = tuple(chain)
     thresholds = tuple(int(t) for t in thresholds)
     sp = predict(pool.cascade(chain, thresholds)).speedup

@@ -26,7 +26,7 @@ stopping time of the iid batched rounds of ``S_{i+1}``); per-sequence time per t
 ``b / tau_b``; speedup against autoregressive ``M_1`` at the same batch ``T_1(b, 1) / tau_b``.
 **B3**: ``P(max_j N_j <= k) = P(N <= k)^b``, ``P(max_j G_j <= g) = P(G <= g)^b``; computed as
 the single-stream value plus a correction ``sum_k F(1 - F^(b-1))`` that is exactly 0 at
-``b = 1``, so ``b = 1`` reproduces P1 (:func:`polyspec_theory.core.polybasic.predict`) bit for bit,
+``b = 1``, so ``b = 1`` reproduces P1 (:func:`polyspec_theory.core.p1.predict_chain`) bit for bit,
 and ``n = 2``
 is P1 with the costs ``T_i(b, .)`` (B1).
 """
@@ -48,8 +48,15 @@ from polyspec_theory.core.costs import (
     RooflineCost,
 )
 from polyspec_theory.core.laws import AcceptanceLaw
-from polyspec_theory.core.p1 import BOTTOM_LENGTH_PMF, block_laws, fill_blocks, fold_levels
-from polyspec_theory.core.polybasic import emitted_law, predict, renewal_fill
+from polyspec_theory.core.p1 import (
+    BOTTOM_LENGTH_PMF,
+    block_laws,
+    emitted_law,
+    fill_blocks,
+    fold_levels,
+    predict_chain,
+    renewal_fill,
+)
 from polyspec_theory.errors import PolyspecInputError, as_int
 
 __all__ = [
@@ -300,7 +307,7 @@ def predict_batch(cascade, batch) -> BatchPrediction:
     t_ar = costs[0].t1
     return BatchPrediction(
         batch=b, thresholds=cascade.thresholds, policy=cascade.policy,
-        speedup=t_ar / tau, speedup_unsynchronised=predict(bc).speedup,
+        speedup=t_ar / tau, speedup_unsynchronised=predict_chain(bc).speedup,
         time_per_token=tau, tokens_per_time=b / tau,
         autoregressive_time_per_token=t_ar, autoregressive_tokens_per_time=b / t_ar,
         levels=tuple(levels), batch_independent_costs=tuple(_batch_independent(cascade)))
@@ -310,7 +317,7 @@ def predict_batch(cascade, batch) -> BatchPrediction:
 # B6: optimal thresholds at a batch size (exhaustive, every threshold vector)
 # --------------------------------------------------------------------------------------------
 def _level_all(p: np.ndarray, rc_low: float, tmax: int, law: AcceptanceLaw, cost: CostCurve,
-               policy: str, b: int, top: bool, overhead: float = 0.0):
+               policy: str, b: int, top: bool, /, overhead: float = 0.0):
     """One level for every threshold ``1..tmax`` above a system with length law ``p`` and
     round cost ``rc_low``: returns ``(rc[theta-1], mean_l or l_pmf rows)``."""
     lmax = p.size - 1
@@ -372,7 +379,7 @@ def _speedup_table(cascade: Cascade, b: int, tmax: int) -> np.ndarray:
         new = {}
         for rest, (pmf, rc_low) in lower.items():
             rc, lp = _level_all(pmf, rc_low, tmax, cascade.laws[i], costs[i], cascade.policy,
-                                b, top=False, overhead=cascade.models[i].overhead)
+                                b, False, overhead=cascade.models[i].overhead)
             for j in range(tmax):
                 new[(j + 1,) + rest] = (np.trim_zeros(lp[j], "b"), float(rc[j]))
         lower = new
@@ -380,7 +387,7 @@ def _speedup_table(cascade: Cascade, b: int, tmax: int) -> np.ndarray:
     t_ar = costs[0].t1
     for rest, (pmf, rc_low) in lower.items():
         rc, ml = _level_all(pmf, rc_low, tmax, cascade.laws[0], costs[0], cascade.policy, b,
-                            top=True, overhead=cascade.models[0].overhead)
+                            True, overhead=cascade.models[0].overhead)
         idx = (slice(None),) + tuple(r - 1 for r in rest)
         out[idx] = t_ar * ml / rc
     return out

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.planning.planner import plan
 from polyspec_theory.planning.pool import Pool, as_pool
+from polyspec_theory.schemes import predict
 from polyspec_theory.serving.batch import (
     MAX_SEARCH_CONFIGS,
     as_batch,

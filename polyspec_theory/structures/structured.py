@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from polyspec_theory.core.config import Cascade
+from polyspec_theory.core.config import as_cascade
 from polyspec_theory.core.explain import law_text
 from polyspec_theory.core.p1 import LevelPrediction, Prediction
 from polyspec_theory.errors import PolyspecInputError, as_int
@@ -221,7 +221,7 @@ def _confidence_level(i, cascade, sched: ConfidenceSchedule, lay: _Layout) -> _P
 @dataclass(frozen=True)
 class StructuredPrediction:
     """P1 with trees and schedules: ``prediction`` (the same :class:`Prediction` as
-    :func:`polyspec_theory.core.polybasic.predict`), per-pair details, and the top level's state
+    :func:`polyspec_theory.core.p1.predict_chain`), per-pair details, and the top level's state
     chain (``transition``, per-round ``rewards``, ``stationary``) for finite-horizon checks."""
 
     prediction: object
@@ -261,9 +261,8 @@ class StructuredPrediction:
 
 def predict_structured(cascade) -> StructuredPrediction:
     """P1 (exact) for a cascade with trees and schedules (module docstring); identical to
-    :func:`polyspec_theory.core.polybasic.predict` on plain chains (up to rounding)."""
-    if not isinstance(cascade, Cascade):
-        raise PolyspecInputError("cascade", "must be a Cascade (use Cascade.from_config)")
+    :func:`polyspec_theory.core.p1.predict_chain` on plain chains (up to rounding)."""
+    as_cascade(cascade)
     n, m = cascade.n, cascade.n - 1
     trees, schedules = cascade.trees, cascade.schedules
     gmax, lmax = _bounds(cascade, trees, schedules)

@@ -327,6 +327,7 @@ DRAFT_KINDS = ("mixture", "logit")
 def random_pair(
     T,
     K,
+    /,
     seed,
     *,
     kind="mixture",

@@ -57,7 +57,7 @@ def test_fig10_measured_points_from_batched_traces(tmp_path):
     # are validate_batches' numbers; without them the figure is theory only
     from tests.validation.batch_fakes import write_fake_traces
     from validation.analysis.batch_validate import validate_batches
-    from validation.batch.dataset import read_batch_traces
+    from validation.traces.batch import read_batch_traces
 
     assert fig.measured(tmp_path) is None
     write_fake_traces(tmp_path, cascades=((3, (3, 2)),), batches=(1, 2, 4),

@@ -62,7 +62,7 @@ def test_fig11_gap_decomposition(data):
     the measured E[L] is the trace's mean accepted count + 1, and the geometric means obey
     S_theory / S_measured = E[L] ratio x round-cost ratio."""
     from validation.paths import REPO_ROOT
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
 
     if not data["zoo"]:
         pytest.skip("no measured tree captures in this checkout")

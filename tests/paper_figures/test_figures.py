@@ -47,7 +47,7 @@ def synthetic_traces(tmp_path_factory):
     not."""
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
     out = tmp_path_factory.mktemp("traces")
     costs = {"target": CostCurve.affine(0.02, 0.0008), "mid": CostCurve.affine(0.006, 0.0003),
@@ -61,10 +61,10 @@ def synthetic_traces(tmp_path_factory):
         pair_laws = [laws[(ms[i], ms[i + 1])] for i in range(len(ms) - 1)]
         if temp:
             pair_laws = [IIDGeometric(0.5)]  # another pair key (temperature 1)
-        cap, rec = simulate_capture(name, ms, [costs[m] for m in ms], pair_laws, th,
+        cap, rec = simulate_capture(SyntheticSpec(name, ms, [costs[m] for m in ms], pair_laws, th,
                                     tokens_per_prompt=96, prompts=4, temperature=temp,
                                     baseline_contexts=(32, 160), baseline_reps=2,
-                                    ar_tokens=48, overhead_per_forward=2e-5, seed=k)
+                                    ar_tokens=48, overhead_per_forward=2e-5, seed=k))
         write_trace(out / f"{name}.jsonl", cap, rec)
     return out
 
@@ -238,7 +238,8 @@ def test_fig01_matches_d2(built):
 def test_fig03_matches_p1_and_p2(built):
     from polyspec_theory.bounds.tails import forward_count_moments
     from polyspec_theory.core.config import Cascade
-    from polyspec_theory.core.polybasic import predict, renewal_fill
+    from polyspec_theory.core.p1 import renewal_fill
+    from polyspec_theory.schemes import predict
 
     d, _ = _get(built, 3)
     cas = Cascade.from_config(d["cascade"])
@@ -314,8 +315,8 @@ def test_fig08_matches_p5(built):
     from polyspec_theory.core.config import Cascade, Model
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import IIDGeometric
-    from polyspec_theory.core.polybasic import predict
     from polyspec_theory.planning.insertion import insert_model
+    from polyspec_theory.schemes import predict
 
     d, _ = _get(built, 8)
     base = Cascade.from_config(d["base"])
@@ -380,7 +381,7 @@ Z_MC = 4.5  # two-sided normal tail 6.8e-6 per estimate
 
 def test_fig02_matches_p1_and_simulation(built):
     from polyspec_theory.core.config import Cascade
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     d, _ = _get(built, 2)
     cas = Cascade.from_config(d["cascade"])
@@ -403,7 +404,7 @@ def test_fig02_matches_p1_and_simulation(built):
 
 def test_fig09_converges_to_p1(built):
     from polyspec_theory.core.config import Cascade
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
 
     d, _ = _get(built, 9)
     exact = predict(Cascade.from_config(d["cascade"])).speedup
@@ -493,9 +494,9 @@ def test_fig07_rows_match_traces_and_formulas(synthetic_traces):
     from polyspec_theory.closed_forms.dualistic import leviathan_speedup
     from polyspec_theory.core.config import Cascade, Model
     from polyspec_theory.core.laws import IIDGeometric
-    from polyspec_theory.core.polybasic import predict
+    from polyspec_theory.schemes import predict
     from validation.analysis.fits import fit_costs
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     d = figure_module(7).compute(quick=False, traces_dir=synthetic_traces)
     caps = {c.name: c for c in read_traces(synthetic_traces)}

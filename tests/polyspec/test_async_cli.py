@@ -69,3 +69,53 @@ def test_bad_async_configs_one_line(capsys, tmp_path, patch, field):
 def test_batch_is_refused_in_async_mode(capsys, tmp_path):
     rc, _, err = _run(capsys, "predict", _write(tmp_path, CFG), "--batch", "1,2")
     assert rc == 2 and "--batch" in err
+
+
+DEEP = {"name": "a3", "models": [{"name": "big", "cost": 1.0}, {"name": "mid", "cost": 0.3},
+                                 {"name": "small", "cost": 0.05}],
+        "acceptance": [{"alpha": 0.8}, {"alpha": 0.7}], "thresholds": [2, 3], "mode": "async"}
+
+
+def test_predict_three_levels_is_exact(capsys, tmp_path):
+    """Issue 41's case: AS7's exact value, labelled exact, no Monte Carlo interval; costs
+    whose lattice is too fine fall back to the simulator, labelled Monte Carlo."""
+    from polyspec_theory.pipelines.async_exact import exact_async
+
+    rc, out, _ = _run(capsys, "predict", _write(tmp_path, DEEP), "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["exact"] is True and "speedup_ci95" not in d
+    assert d["speedup"] == pytest.approx(exact_async(Cascade.from_config(DEEP)).speedup,
+                                         rel=1e-12)
+    assert d["speedup"] == pytest.approx(2.184650, abs=5e-7)
+    assert d["method"] == "exact (AS7, 3-level Markov chain)"
+    assert [lv["name"] for lv in d["levels"]] == ["big", "mid", "small"]
+    rc, out, _ = _run(capsys, "predict", _write(tmp_path, DEEP))
+    assert rc == 0 and "exact (AS7" in out and "Monte Carlo" not in out
+    fine = json.loads(json.dumps(DEEP))
+    fine["models"][2]["cost"] = 0.05000000000000001
+    rc, out, _ = _run(capsys, "predict", _write(tmp_path, fine, "f.json"), "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["exact"] is False and "Monte Carlo" in d["method"]
+    lo, hi = d["speedup_ci95"]
+    assert lo < d["speedup"] < hi
+
+
+def test_plan_modes_three_models_exact(capsys, tmp_path):
+    """plan: the async row of a three-model chain is AS7's best thresholds in 0..3, exact."""
+    from polyspec_theory.planning.async_plan import plan_async
+
+    pool = {"name": "p3", "models": [{"name": "target", "cost": 1.0},
+                                     {"name": "mid", "cost": 0.3},
+                                     {"name": "small", "cost": 0.1}],
+            "acceptance": {"target|mid": {"alpha": 0.8}, "mid|small": {"alpha": 0.7},
+                           "target|small": {"alpha": 0.6}},
+            "max_threshold": 4}
+    rc, out, _ = _run(capsys, "plan", _write(tmp_path, pool, "pool.json"), "--json")
+    assert rc == 0
+    rows = {tuple(r["chain"]): r for r in json.loads(out)["modes"]["chains"]}
+    row = rows[("target", "mid", "small")]
+    want = plan_async(pool, ("target", "mid", "small"))
+    assert row["async"]["exact"] is True and row["async"]["search"] == "all"
+    assert row["async"]["speedup"] == pytest.approx(want.speedup, rel=1e-12)
+    assert row["async"]["thresholds"] == list(want.thresholds)
+    assert row["faster_mode"] == ("async" if want.speedup > row["sync"]["speedup"] else "sync")

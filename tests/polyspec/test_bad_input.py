@@ -263,9 +263,9 @@ def test_long_simulation_is_announced_and_bounded(tmp_path, capsys, monkeypatch)
     assert rc == 0 and _strict_json(out)["speedup"] > 1
     assert err.startswith("polyspec simulate: about ") and "verification rounds" in err
     # a run that goes past twice the limit (the estimate was wrong) is stopped
-    import simulators.length as length
+    import simulators.schemes.chain as chain
 
-    monkeypatch.setattr(length, "estimate_events", lambda c, t: 1.0)
+    monkeypatch.setattr(chain, "work", lambda c, b: 1.0)
     err = _error(capsys, "simulate", small, "--tokens", "4000000", "--max-events", "10")
     assert "--max-events: the run went past twice the limit 10" in err
 
@@ -285,14 +285,14 @@ def test_capture_names_stay_inside_out(tmp_path, capsys, name):
 def test_json_output_is_strict_with_a_note(tmp_path, capsys):
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import IIDGeometric
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
     d = tmp_path / "one"
-    cap, recs = simulate_capture("one", ["t", "d"], [CostCurve.affine(1e-3, 1e-4),
+    cap, recs = simulate_capture(SyntheticSpec("one", ["t", "d"], [CostCurve.affine(1e-3, 1e-4),
                                                      CostCurve.constant(2e-5)],
                                  [IIDGeometric(0.6)], [3], tokens_per_prompt=24, prompts=1,
                                  prompt_len=16, baseline_contexts=(16,), baseline_max_m=6,
-                                 ar_tokens=8)
+                                 ar_tokens=8))
     write_trace(d / "one.jsonl", cap, recs)
     rc, out, _ = _run(capsys, "validate", d, "--json", "--no-plots", "--out", tmp_path / "r")
     obj = _strict_json(out)  # one prompt: goodness-of-fit p-values are NaN

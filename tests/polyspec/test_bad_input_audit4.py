@@ -202,11 +202,11 @@ def test_a_long_log_is_pooled_once_and_its_lines_take_the_checked_path():
     from hypothesis import strategies as st
 
     from polyspec_theory.core.counts import AcceptanceCounts
-    from validation.engines.registry import parse_engine_output
+    from validation import formats
 
     text = "\n".join(ln for ln in (ENG / "vllm_v1_log_issue19254.txt").read_text().splitlines()
                      if "SpecDecoding metrics:" in ln)
-    out = parse_engine_output(text)
+    out = formats.parse(text).data
     assert out.pooled is out.pooled
 
     @settings(max_examples=50, deadline=None, derandomize=True, database=None)

@@ -44,12 +44,12 @@ def test_join_negative_lists_leaves_other_words_alone():
 
 
 def test_async_capture_without_ar_models_uses_every_model(monkeypatch):
-    import validation.async_capture as ac
+    import validation.capture.async_ as ac
 
     seen = {}
 
-    def fake(models, **kw):
-        seen.update(kw)
+    def fake(spec, **kw):
+        seen["ar_models"] = spec.checked().ar_models  # the spec as the capture reads it
         raise _Called
 
     monkeypatch.setattr(ac, "capture_async", fake)
@@ -97,7 +97,7 @@ def _runs(*names):
 
 def test_a_model_may_be_named_by_any_unique_part():
     from polyspec_theory.errors import PolyspecInputError
-    from validation.gpu_traces.forecast import resolve_model_names
+    from validation.analysis.pipespec_forecast import resolve_model_names
 
     runs = _runs("Meta-Llama-3.1-70B-Instruct", "Llama-3.1-8B-Instruct",
                  "Llama-3.2-1B-Instruct")
@@ -139,7 +139,7 @@ def test_no_numpy_warning_reaches_the_user(tmp_path, capsys):
 
 
 def test_one_decision_rule_for_every_recommendation():
-    from polyspec.commands.advice import CONFIDENT, decide
+    from polyspec_theory.planning.advice import CONFIDENT, decide
     from validation.analysis import plan_uncertainty
 
     assert CONFIDENT == plan_uncertainty.CONFIDENT == 0.9
@@ -163,7 +163,7 @@ def _async_rep(speedup, ci, sync):
 
 
 def test_predict_async_says_run_async_only_when_its_interval_does():
-    from polyspec.commands.async_modes import async_text
+    from polyspec_theory.schemes.async_ import report_text as async_text
 
     close = async_text(_async_rep(2.219, [2.149, 2.289], 2.1909))
     assert "-> too close to call" in close and "run async" not in close
@@ -172,7 +172,7 @@ def test_predict_async_says_run_async_only_when_its_interval_does():
 
 
 def test_plan_run_line_follows_the_decision():
-    from polyspec.commands.async_modes import modes_text
+    from polyspec_theory.planning.modes import modes_text
 
     modes = {"chains": [], "note": "n", "recommendation": {
         "chain": ["target", "draft-t"], "mode": "async", "thresholds": [5], "speedup": 2.0}}

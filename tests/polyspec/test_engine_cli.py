@@ -112,8 +112,8 @@ def test_fit_cli_options(capsys):
     rc, _, err = _run(capsys, "fit", sample("vllm_v1_specdecode_py_pr24344.txt"), "--snapshot",
                       "9")
     assert rc == 2 and "--snapshot" in err
-    rc, _, err = _run(capsys, "fit", sample("vllm_v1_log_issue19254.txt"), "--gamma", "5")
-    assert rc == 2 and "--gamma" in err
+    rc, _, err = _run(capsys, "fit", sample("vllm_v1_log_issue19254.txt"), "--thresholds", "5")
+    assert rc == 2 and "--thresholds" in err
     rc, _, err = _run(capsys, "fit", sample("vllm_v1_log_issue19254.txt"), "--format",
                       "sglang-log")
     assert rc == 2 and err.count("\n") == 1
@@ -268,12 +268,12 @@ def test_python_api_verbs():
 
 def test_fit_help_lists_every_parser_format():
     from polyspec.cli import build_parser
-    from validation.engines import FORMATS
+    from validation import formats
 
     sub = build_parser()._subparsers._group_actions[0].choices["fit"]
     text = "".join(sub.format_help().split())  # argparse wraps at hyphens
-    for name in FORMATS:
-        if name != "vllm-sweep":  # calibration data, read by `polyspec calibrate`
+    for name, fmt in formats.registry().items():
+        if fmt.report is not None:  # not the sweep tables (calibrate) nor our traces (validate)
             assert name in text, name
     rc = __import__("polyspec.cli", fromlist=["main"]).main(
         ["fit", sample("vllm_v0_log_issue9539.txt"), "--format", "nope"])

@@ -153,8 +153,8 @@ def test_seed_spread_is_the_standard_error_of_the_mean(tmp_path):
     error, ~ 1/6 of that when it is one seed's sd. Threshold 0.4: a correct se fails when
     chi2_30 / 30 < 0.4 (with the se's own 5-df noise averaged over 30 forecasts), probability
     < 1e-3; the one-seed sd passes only when chi2_30 / 30 > 2.4, probability < 1e-4."""
-    from validation.gpu_traces.forecast import SEEDS, forecast_chain
-    from validation.gpu_traces.pipespec import read_pipespec_dir
+    from validation.analysis.pipespec_forecast import SEEDS, forecast_chain
+    from validation.formats.pipespec import read_pipespec_dir
 
     rng = np.random.default_rng(11)
     n_tok = [60] * 12

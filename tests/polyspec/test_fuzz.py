@@ -242,14 +242,14 @@ def test_fuzz_configs_through_predict(tmp_path_factory, capsys, cfg, data, yaml_
 def base_trace(tmp_path_factory):
     from polyspec_theory.core.costs import CostCurve
     from polyspec_theory.core.laws import BetaMixed, IIDGeometric
-    from validation.synthetic import simulate_capture, write_trace
+    from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
-    cap, recs = simulate_capture(
+    cap, recs = simulate_capture(SyntheticSpec(
         "fz", ["t", "m", "d"],
         [CostCurve.affine(1e-3, 1e-4), CostCurve.affine(3e-4, 2e-5), CostCurve.constant(2e-5)],
         [BetaMixed(5.0, 2.0), IIDGeometric(0.6)], [3, 2], tokens_per_prompt=16, prompts=2,
         prompt_len=16, baseline_contexts=(16,), baseline_max_m=4, baseline_reps=2,
-        ar_tokens=4, seed=3)
+        ar_tokens=4, seed=3))
     d = tmp_path_factory.mktemp("base")
     write_trace(d / "fz.jsonl", cap, recs)
     return [json.loads(x) for x in (d / "fz.jsonl").read_text().splitlines()]

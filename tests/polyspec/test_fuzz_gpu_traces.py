@@ -1,5 +1,5 @@
 """Fuzzing the GPU-trace readers (``polyspec fit`` on PipeSpec / Spec-Bench files, ``forecast
---lookahead`` on a PipeSpec folder), ``forecast --score`` and async configs (issue 33), like
+--thresholds`` on a PipeSpec folder), ``forecast --score`` and async configs (issue 33), like
 ``test_fuzz_engines.py``: one value of a real file replaced by a hostile one (null, true,
 1e308, 1e-300, 0, a negative, a fraction, a string, a list), or one list entry dropped.
 
@@ -123,7 +123,7 @@ def test_forecast_lookahead_on_a_folder_with_a_mutated_file(capsys, tmp_path_fac
         obj["metadata"].get("strategy") == "chain" else f"greedy_{M}.json"
     (d / name).write_text(json.dumps(obj))
     rc, _, _, data = run_checked(capsys, ["forecast", "--traces", d, "--models", f"{M},{S}",
-                                          "--lookahead", "8", "--json"])
+                                          "--thresholds", "7", "--json"])
     if rc == 0:
         _finite_and_sane(data)
 

@@ -1,4 +1,4 @@
-"""`polyspec fit / validate / forecast --lookahead / plan --traces` on the GPU trace fixtures:
+"""`polyspec fit / validate / forecast --thresholds / plan --traces` on the GPU trace fixtures:
 auto-detection, exit codes, one-line errors, strict JSON."""
 
 from __future__ import annotations
@@ -63,15 +63,15 @@ def test_validate_specbench_folder(capsys):
 
 def test_forecast_lookahead_and_refusal(capsys):
     rc, out, _ = _run(capsys, "forecast", "--traces", PS, "--models", f"{M},{S}",
-                      "--lookahead", "6", "--dtype", f"{M}=float32", "--json")
+                      "--thresholds", "5", "--dtype", f"{M}=float32", "--json")
     assert rc == 0
     d = _strict(out)
     assert d["interval95"][0] < d["speedup"] < d["interval95"][1]
     rc, _, err = _run(capsys, "forecast", "--traces", PS, "--models", f"{M},{S}",
-                      "--lookahead", "8", "--dtype", f"{M}=float32")
+                      "--thresholds", "7", "--dtype", f"{M}=float32")
     assert rc == 2 and f"chain_{S}-{M}_8.json" in err and len(err.strip().splitlines()) == 1
     rc, _, err = _run(capsys, "forecast", "--traces", PS, "--models", f"{M},{S}",
-                      "--lookahead", "6", "--dtype", "oops")
+                      "--thresholds", "5", "--dtype", "oops")
     assert rc == 2 and "--dtype" in err
 
 

@@ -58,12 +58,12 @@ def test_async_predict_with_a_free_verify_is_refused(capsys, tmp_path):
     assert "a verify of 2 tokens costs 0" in err
 
 
-GPU = ["forecast", "--traces", PIPESPEC, "--models", f"{M},{S}", "--lookahead", "4"]
+GPU = ["forecast", "--traces", PIPESPEC, "--models", f"{M},{S}", "--thresholds", "3"]
 
 
 @pytest.mark.parametrize("option,value", [("--tree", "-1,0,0"), ("--batch", "2"),
                                           ("--schedule", "fixed:3"), ("--temperature", "0.7"),
-                                          ("--thresholds", "3"), ("--score", "f.jsonl")])
+                                          ("--profile", "p.json"), ("--score", "f.jsonl")])
 def test_forecast_lookahead_refuses_what_it_would_ignore(capsys, option, value):
     arg = [f"{option}={value}"] if value.startswith("-") else [option, value]
     _refused(capsys, [*GPU, *arg], option)

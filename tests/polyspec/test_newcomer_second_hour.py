@@ -67,7 +67,7 @@ def test_a_mode_switch_must_clear_the_interval():
     """With the synchronous best's 95 % interval known (plan --traces), the async value (same
     relative width) must lie wholly above it: 1.6422 against 1.6325 [1.60, 1.66] does not;
     against [1.630, 1.634] it does."""
-    from polyspec.commands.async_modes import plan_modes
+    from polyspec_theory.planning.modes import plan_modes
     from polyspec_theory.planning.planner import plan
     from polyspec_theory.planning.pool import Pool
 

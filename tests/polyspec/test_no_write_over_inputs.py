@@ -147,7 +147,7 @@ def test_capture_device_must_be_a_device(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("option,value", [("--out", "x.json"), ("--snapshot", "1"),
-                                          ("--eta", "0.5"), ("--gamma", "3")])
+                                          ("--eta", "0.5"), ("--thresholds", "3")])
 def test_fit_on_a_gpu_trace_refuses_what_it_would_ignore(capsys, tmp_path, option, value):
     v = str(tmp_path / value) if value == "x.json" else value
     _one_line(capsys, ["fit", PIPESPEC / "chain_Llama-3.2-1B-Instruct-Llama-3.1-8B-Instruct_8.json",

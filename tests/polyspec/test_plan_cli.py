@@ -8,9 +8,9 @@ import pytest
 
 from polyspec.cli import main
 from polyspec_theory.core.config import Cascade
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.planning.planner import plan
 from polyspec_theory.planning.pool import Pool
+from polyspec_theory.schemes import predict
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL = ROOT / "configs" / "pool.json"

@@ -1,6 +1,6 @@
-"""One place decides the scheme (polyspec_theory/schemes.py): the public API serves every
-scheme (chain, structured, batch, async), the CLI prints the same numbers, and a scheme a
-layer cannot serve is refused with one line naming the field.
+"""One place decides the scheme (polyspec_theory/schemes/, when a Cascade is built): the
+public API serves every scheme (chain, structured, batch, async), the CLI prints the same
+numbers, and a scheme a layer cannot serve is refused with one line naming the field.
 
 Independent values: a two-level cascade with constant costs T_1 = 1, T_2 = c and i.i.d.
 acceptance alpha has the closed form speedup = (1 - alpha^(theta+1)) / ((1 - alpha)
@@ -18,15 +18,9 @@ import polyspec
 import polyspec_theory
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.schemes import (
-    ASYNC,
-    BATCH,
-    CHAIN,
-    STRUCTURED,
-    handler,
-    in_mode,
-    scheme_of,
-)
+from polyspec_theory.schemes import handler, in_mode, scheme_of
+
+CHAIN, STRUCTURED, BATCH, ASYNC = "chain", "structured", "batch", "async"
 
 ALPHA, C = 0.8, 0.05
 BASE = {"models": [{"name": "target", "cost": 1.0}, {"name": "draft", "cost": C}],
@@ -51,7 +45,8 @@ def test_scheme_of_names_each_scheme():
     tree = {**BASE, "acceptance": [{"sibling": [[0.6, 0.2], [0.5]]}],
             "trees": [{"parents": [-1, 0, 0, 1]}]}
     assert scheme_of(polyspec.load_cascade(BASE)) == CHAIN
-    assert scheme_of(polyspec.load_cascade(BASE), 4) == BATCH
+    assert scheme_of(polyspec.load_cascade(BASE).with_batch(4)) == BATCH
+    assert polyspec.load_cascade({**BASE, "batch": 4}).scheme == BATCH
     assert scheme_of(polyspec.load_cascade(tree)) == STRUCTURED
     assert scheme_of(polyspec.load_cascade(ASYNC_CFG)) == ASYNC
 
@@ -124,8 +119,10 @@ def test_in_mode():
     cas = polyspec.load_cascade(ASYNC_CFG)
     sync = in_mode(cas, "sync")
     assert sync.mode == "sync" and sync.queues is None
+    queued = in_mode(polyspec.load_cascade({**ASYNC_CFG, "queue": [6]}), "sync")
+    assert queued.queues is None and queued.scheme == CHAIN  # the async-only field goes
     assert in_mode(sync, "async").mode == "async" and in_mode(cas, None) is cas
-    with pytest.raises(PolyspecInputError, match="no synchronous meaning") as e:
+    with pytest.raises(PolyspecInputError, match="no meaning in mode 'sync'") as e:
         in_mode(polyspec.load_cascade({**ASYNC_CFG, "thresholds": [0]}), "sync", "--mode")
     assert e.value.field == "--mode"
 
@@ -150,3 +147,14 @@ def test_capture_refuses_per_scheme_before_loading_models(capsys, tmp_path, extr
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and field in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_threshold_floor_is_the_schemes_on_every_cascade_built():
+    import dataclasses
+
+    sync = polyspec.load_cascade(BASE)
+    with pytest.raises(PolyspecInputError) as e:
+        dataclasses.replace(sync, thresholds=(0,))  # built directly, not from a config
+    assert e.value.field == "thresholds[0]"
+    a = dataclasses.replace(polyspec.load_cascade(ASYNC_CFG), thresholds=(0,))
+    assert a.thresholds == (0,) and a.scheme == ASYNC

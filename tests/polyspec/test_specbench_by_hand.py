@@ -108,7 +108,7 @@ def test_measured_interval_is_the_95_percent_bootstrap_with_replacement(tmp_path
     (category hold-out needs five), 20 000 bootstrap draws; each reported interval against
     the exact bootstrap law of its 6 questions (462 outcomes: a question drawn k times
     weighs k)."""
-    from validation.gpu_traces.specbench import validate_specbench
+    from validation.analysis.specbench import validate_specbench
 
     base = _answers(BASE)
     cats = sorted({a[0] for a in base.values()})[:10]

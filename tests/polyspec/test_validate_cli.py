@@ -12,8 +12,8 @@ from polyspec.cli import main
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, Positional
 from validation.analysis.validate import validate
-from validation.synthetic import simulate_capture, write_trace
-from validation.traces import read_traces
+from validation.traces.records import read_traces
+from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "validation" / "fixtures"
 FIX = FIXTURES / "traces"
@@ -95,7 +95,7 @@ def test_notes_go_to_stderr_and_the_result_comes_last(capsys, tmp_path, monkeypa
     """Issue 32: a capture's notes (e.g. 'T(1) moved') were printed on stdout."""
     import dataclasses
 
-    import validation.traces as traces
+    import validation.traces.records as traces
 
     real = traces.read_traces
 
@@ -116,9 +116,9 @@ def test_notes_go_to_stderr_and_the_result_comes_last(capsys, tmp_path, monkeypa
 def test_trace_round_trip_gives_the_same_capture(tmp_path):
     costs = [CostCurve.affine(6e-3, 4e-4), CostCurve.affine(1.6e-3, 1e-4),
              CostCurve.constant(3e-5)]
-    cap, trace = simulate_capture("rt", ["t", "m", "g"], costs,
+    cap, trace = simulate_capture(SyntheticSpec("rt", ["t", "m", "g"], costs,
                                   [BetaMixed(5.0, 2.0), Positional([0.6, 0.5])], [4, 2],
-                                  prompts=3, tokens_per_prompt=64, noise=0.05, seed=9)
+                                  prompts=3, tokens_per_prompt=64, noise=0.05, seed=9))
     write_trace(tmp_path / "rt.jsonl", cap, trace, digits=16)
     (back,) = read_traces(tmp_path)
     assert back.notes == ()

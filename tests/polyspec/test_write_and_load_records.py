@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import validation.capture.machine as machine
 from polyspec.cli import main
-from validation import machine
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "validation" / "fixtures" / "traces"
@@ -73,7 +73,7 @@ def idle(monkeypatch):
 
 
 def test_allow_load_on_an_idle_machine_is_recorded_as_given(zoo_dir, tmp_path, capsys, idle):
-    from validation.traces import read_records
+    from validation.traces.records import read_records
 
     assert main(["capture", "--models", "target,small", "--thresholds", "2", "--out",
                  str(tmp_path), "--zoo-dir", str(zoo_dir), "--prompts", "2", "--prompt-len",

@@ -172,14 +172,23 @@ def test_pipespec_rules():
         assert e.value.field == "lookahead"
 
 
-def test_more_levels_give_bounds_only():
-    cas = Cascade.from_config({
-        "models": [{"name": "a", "cost": 1.0}, {"name": "b", "cost": 0.2},
-                   {"name": "c", "cost": 0.05}],
-        "acceptance": [{"alpha": 0.8}, {"alpha": 0.7}], "thresholds": [0, 2],
-        "mode": "async"})
+def test_more_levels_exact_where_as7_is_small_else_bounds():
+    """n >= 3: AS7's exact value (inside AS3's bounds) where its chain is small; costs whose
+    lattice is too fine for it (17 significant digits) give the bounds alone, not exact."""
+    from polyspec_theory.pipelines.async_exact import exact_async
+
+    cfg = {"models": [{"name": "a", "cost": 1.0}, {"name": "b", "cost": 0.2},
+                      {"name": "c", "cost": 0.05}],
+           "acceptance": [{"alpha": 0.8}, {"alpha": 0.7}], "thresholds": [0, 2],
+           "mode": "async"}
+    cas = Cascade.from_config(cfg)
     p = predict_async(cas)
-    assert p.speedup is None and not p.exact
+    assert p.exact and p.speedup == exact_async(cas).speedup
+    lo, hi = p.bounds
+    assert lo < p.speedup < hi and len(p.levels) == 3
+    cfg["models"][2]["cost"] = 0.01234567891234567
+    p = predict_async(Cascade.from_config(cfg))
+    assert p.speedup is None and not p.exact and p.levels == ()
     lo, hi = p.bounds
     assert 0 < lo < hi
 

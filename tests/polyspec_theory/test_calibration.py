@@ -224,7 +224,7 @@ def test_acceptance_from_taus_reproduces_them(hazards, data):
 
 
 def _eagle(method, fit_on=(2, 7)):
-    from validation.engines import load_sweep, sweep_runs
+    from validation.formats.vllm_sweep import load_sweep, sweep_runs
 
     p = sample("vllm_eagle_sweep_issue20780.txt")
     return problem_from_config(sweep_runs(load_sweep(p), method, list(fit_on)))

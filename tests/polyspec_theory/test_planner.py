@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from polyspec_theory.core.config import Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.insertion import paper_insertion_check
 from polyspec_theory.planning.planner import (
@@ -27,6 +26,7 @@ from polyspec_theory.planning.planner import (
 )
 from polyspec_theory.planning.pool import MAX_POOL_MODELS, Pool
 from polyspec_theory.planning.search import _convex_minorant, _Cuts, _Tables
+from polyspec_theory.schemes import predict
 from tests._optional import optional_import
 
 POOL_FILE = Path(__file__).resolve().parents[2] / "configs" / "pool.json"
@@ -401,3 +401,60 @@ def test_simulator_confirms_the_planned_speedup(example):
     sim_g = simulate_lengths(pool.cascade(g.chain, g.thresholds), 100_000, seed=12,
                              chains=512)
     assert sim.speedup.low > sim_g.speedup.high
+
+
+# --------------------------------------------------------------------------------------------
+# asynchronous pipelines (docs/theory.md AS1, AS7): plan_async
+# --------------------------------------------------------------------------------------------
+ASYNC_POOL = {"name": "p3", "models": [{"name": "target", "cost": 1.0},
+                                       {"name": "mid", "cost": 0.3},
+                                       {"name": "small", "cost": 0.1}],
+              "acceptance": {"target|mid": {"alpha": 0.8}, "mid|small": {"alpha": 0.7},
+                             "target|small": {"alpha": 0.6}},
+              "max_threshold": 4}
+
+
+def _async_value(chain, thresholds):
+    from polyspec_theory import Cascade, predict_async
+
+    names = [m["name"] for m in ASYNC_POOL["models"]]
+    return predict_async(Cascade.from_config({
+        "models": [ASYNC_POOL["models"][names.index(nm)] for nm in chain],
+        "acceptance": [ASYNC_POOL["acceptance"][f"{v}|{d}"]
+                       for v, d in zip(chain[:-1], chain[1:], strict=True)],
+        "thresholds": list(thresholds), "mode": "async"})).speedup
+
+
+def test_plan_async_two_models_is_the_best_threshold():
+    """Two models: the best of AS1 over every threshold 0..max_threshold."""
+    from polyspec_theory.planning.async_plan import plan_async
+
+    got = plan_async(ASYNC_POOL, ("target", "small"))
+    vals = [_async_value(("target", "small"), (t,)) for t in range(5)]
+    assert got.speedup == pytest.approx(max(vals), rel=1e-12)
+    assert got.thresholds == (int(np.argmax(vals)),) and got.search == "all"
+    assert got.evaluated == 5
+
+
+def test_plan_async_three_models_exhaustive_optimum():
+    """Three models: every threshold pair in 0..3 is solved (AS7, predict's route) and the
+    best is returned, with its exact value."""
+    from polyspec_theory.planning.async_plan import ASYNC_PLAN_THRESHOLD, plan_async
+
+    chain = ("target", "mid", "small")
+    got = plan_async(ASYNC_POOL, chain)
+    grid = itertools.product(range(ASYNC_PLAN_THRESHOLD + 1), repeat=2)
+    vals = {th: _async_value(chain, th) for th in grid}
+    best = max(vals, key=vals.get)
+    assert got.thresholds == best and got.speedup == pytest.approx(vals[best], rel=1e-12)
+    assert got.search == "all" and got.evaluated == len(vals) == 16
+    assert got.to_dict()["exact"] is True
+
+
+def test_plan_async_too_large_is_none():
+    from polyspec_theory.planning.async_plan import plan_async
+
+    assert plan_async(ASYNC_POOL, ("target", "mid", "small"), max_states=10) is None
+    with pytest.raises(PolyspecInputError) as e:
+        plan_async(ASYNC_POOL, ("target", "mid", "small"), max_states=0)
+    assert e.value.field == "max_states"

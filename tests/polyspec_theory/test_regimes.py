@@ -11,7 +11,6 @@ import pytest
 from polyspec_theory.core.config import Cascade, Model, law_from_config
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.core.regimes import (
     HiddenRegimes,
     RegimeLaw,
@@ -25,6 +24,7 @@ from polyspec_theory.core.regimes import (
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.planner import plan, plan_thresholds
 from polyspec_theory.planning.pool import Pool
+from polyspec_theory.schemes import predict
 
 STICKY = HiddenRegimes([0.7, 0.3], [[0.97, 0.03], [0.02, 0.98]], [0.3, 0.95])
 THREE = HiddenRegimes([0.5, 0.3, 0.2], [[0.9, 0.08, 0.02], [0.1, 0.85, 0.05], [0.01, 0.04, 0.95]],

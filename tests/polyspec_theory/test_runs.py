@@ -1,7 +1,7 @@
 """R1-R3 (acceptance as a process over positions) against P1, an independent Monte Carlo
 over positions, and hand computations.
 
-The Monte Carlo is written from docs/theory.md Part VI-R directly: it draws the agreement of
+The Monte Carlo is written from docs/theory.md Part III-E directly: it draws the agreement of
 every output position from the run law (age = agreements since the last disagreement), then
 plays the rounds on that sequence. False-failure budget (seeds fixed; the rates say how often
 an arbitrary seed would fail a correct implementation): every Monte Carlo check is a
@@ -102,7 +102,7 @@ def test_non_geometric_matches_monte_carlo(recheck):
     assert abs(tau - r["time_per_token"]) <= Z * se, (tau, se, r["time_per_token"])
     # power: the forgetful per-round law (every round drawn afresh from age 0, today's P1
     # with the law of a fresh round) lies far outside the same interval
-    tok = 1 + sum(LAW.survival(0, j) for j in range(1, theta + 1))
+    tok = 1 + sum(LAW.run_survival(0, j) for j in range(1, theta + 1))
     assert abs((theta * 0.1 + _vc(theta + 1)) / tok - tau) > 8 * se
 
 
@@ -149,7 +149,7 @@ def test_fit_recovers_the_law_and_lr_test():
 
 def test_bad_input_names_the_field():
     with pytest.raises(PolyspecInputError, match="tail"):
-        RunLaw((0.2,), 0.0)
+        RunLaw((0.2,), -0.1)
     with pytest.raises(PolyspecInputError, match=r"hazard\[1\]"):
         RunLaw((0.2, 1.5), 0.1)
     with pytest.raises(PolyspecInputError, match="theta"):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from polyspec_theory import Cascade, PolyspecInputError, predict
 from polyspec_theory.bounds.tails import exact_tail
 from polyspec_theory.core.config import DEFAULT_CASCADE
-from polyspec_theory.core.polybasic import renewal_fill
+from polyspec_theory.core.p1 import renewal_fill
 from polyspec_theory.serving.batch import (
     _speedup_table,
     batch_cascade,

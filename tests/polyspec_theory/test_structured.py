@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from polyspec_theory import PolyspecInputError
 from polyspec_theory.core.config import DEFAULT_CASCADE, Cascade
-from polyspec_theory.core.polybasic import predict
+from polyspec_theory.schemes import predict
 from polyspec_theory.structures.pairs import has_structures
 from polyspec_theory.structures.schedule import ConfidenceLaw
 from polyspec_theory.structures.schedule_models import confidence_two_model, hf_two_model

@@ -39,7 +39,7 @@ from polyspec_theory.bounds.tails import forward_count_moments, length_moments
 from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric, Positional
-from polyspec_theory.core.polybasic import predict
+from polyspec_theory.schemes import predict
 from simulators.runtime import Z95, mean_estimate, ratio_estimate
 
 Z_WIDTH = float(stats.norm.isf(1e-5 / 2))  # 4.42

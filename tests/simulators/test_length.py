@@ -13,8 +13,8 @@ from scipy import stats
 from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric, Positional
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import predict
 from simulators.length import (
     LengthModel,
     init_state,

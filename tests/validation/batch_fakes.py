@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from polyspec_theory.core.costs import RooflineCost
-from validation.batch.levels import BatchLevel
+from validation.capture.batch_models import BatchLevel
 
 
 class FakeClock:
@@ -104,8 +104,14 @@ def write_fake_traces(directory, cascades=((2, (3,)), (3, (3, 2))), batches=(1, 
     cascade and batch size, named ``fake<n>_b<b>.jsonl``; returns the paths."""
     from pathlib import Path
 
-    from validation.batch.capture import batch_cost_records, batch_header, record_decodes
-    from validation.traces import TraceWriter
+    from validation.capture.batch import (
+        CostCells,
+        batch_cost_records,
+        batch_header,
+        record_decodes,
+    )
+    from validation.capture.setup import CaptureSpec
+    from validation.traces.records import TraceWriter
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -117,18 +123,18 @@ def write_fake_traces(directory, cascades=((2, (3,)), (3, (3, 2))), batches=(1, 
             k = prompts_per_batch(b) if prompts_per_batch else max(8 * b, 32)
             prompts = [[0, 1]] * k
             name = f"fake{n}_b{b}"
-            h = batch_header(levels, th, b, name=name, temperature=1.0, top_k=0, seed=seed,
-                             prompts=prompts, n_decodes=k // b, contexts=list(cost_contexts),
-                             cost_repeats=1,
+            spec = CaptureSpec([lv.name for lv in levels], list(th), temperature=1.0, seed=seed,
+                               max_new_tokens=tokens, cost_repeats=1, batches=(b,))
+            h = batch_header(spec, levels, name=name, prompts=prompts,
+                             contexts=list(cost_contexts),
                              prompt_info={"prompt_len": 2, "max_new_tokens": tokens})
             path = d / f"{name}.jsonl"
             with TraceWriter(path, h) as w:
                 for lv in levels:
-                    for r in batch_cost_records(lv, b, cost_contexts, 1, [0, 1, 2] * 20,
-                                                "start", clock=clock):
+                    for r in batch_cost_records(lv, b, [0, 1, 2] * 20, "start",
+                                                CostCells(cost_contexts, 1), clock=clock):
                         w.write(r)
-                record_decodes(levels, th, prompts, b, tokens, w, temperature=1.0, seed=seed,
-                               clock=clock)
+                record_decodes(spec, levels, prompts, w, clock=clock)
                 w.write({"type": "end", "n_prompts": k})
             out.append(path)
     return out

@@ -1,5 +1,5 @@
 """Analysis of captures (validation.analysis) on synthetic captures with known laws and costs
-(validation.synthetic runs the block policy round by round), and the level coupling model
+(validation.traces.synthetic runs the block policy round by round), and the level coupling model
 (polyspec_theory.planning.coupling) fitted on them."""
 
 import math
@@ -13,12 +13,12 @@ from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
 from polyspec_theory.core.p1 import block_bounds
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import predict
 from validation.analysis.fits import fit_costs, fit_pairs, predict_config
 from validation.analysis.residuals import lag1_correlation, overhead_model
-from validation.analysis.validate import validate
-from validation.synthetic import simulate_capture
+from validation.analysis.validate import P5, validate
+from validation.traces.synthetic import SyntheticSpec, simulate_capture
 
 Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
 
@@ -30,8 +30,9 @@ NG = CostCurve.constant(2e-5)
 
 def _two_level(name, verifier, drafter, law, theta, seed, **kw):
     costs = {"t": T, "mid": MID, "small": SMALL, "ng": NG}
-    return simulate_capture(name, [verifier, drafter], [costs[verifier], costs[drafter]],
-                            [law], [theta], seed=seed, **kw)[0]
+    return simulate_capture(SyntheticSpec(
+            name, [verifier, drafter], [costs[verifier], costs[drafter]],
+                            [law], [theta], seed=seed, **kw))[0]
 
 
 def test_block_bounds():
@@ -70,8 +71,9 @@ def test_costs_calibrated_to_the_interleaved_ar_baseline():
 
 def test_three_level_true_model_within_measured_ci():
     laws = [BetaMixed(6.0, 2.0), Positional([0.7, 0.55, 0.5])]
-    cap, trace = simulate_capture("c3", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 3],
-                                  prompts=30, tokens_per_prompt=200, seed=2)
+    cap, trace = simulate_capture(SyntheticSpec(
+            "c3", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 3],
+                                  prompts=30, tokens_per_prompt=200, seed=2))
     records = [r for r in trace if r["type"] == "round"]
     true = predict(Cascade((Model("t", T), Model("mid", MID), Model("ng", NG)), tuple(laws),
                            (4, 3)))
@@ -92,8 +94,9 @@ def test_three_level_true_model_within_measured_ci():
 
 def test_fitting_recovers_known_laws_from_synthetic_rounds():
     laws = [IIDGeometric(0.75), BetaMixed(3.0, 2.0)]
-    cap, _ = simulate_capture("c", ["t", "mid", "ng"], [T, MID, NG], laws, [3, 4], prompts=30,
-                              tokens_per_prompt=200, seed=3)
+    cap, _ = simulate_capture(SyntheticSpec(
+            "c", ["t", "mid", "ng"], [T, MID, NG], laws, [3, 4], prompts=30,
+                              tokens_per_prompt=200, seed=3))
     fits = fit_pairs([cap])
     top = fits[cap.pair_key(0)]
     d = top.counts
@@ -197,8 +200,8 @@ def test_context_dependent_costs_extended_model():
 def test_extra_verify_positions_enter_the_extended_costs(noise):
     # the real decoder scores G + 2 positions after a fully accepted block at some levels
     laws = [BetaMixed(6.0, 2.0), IIDGeometric(0.6)]
-    cap, _ = simulate_capture("x", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 2],
-                              catch_up=True, noise=noise, prompts=3, seed=45)
+    cap, _ = simulate_capture(SyntheticSpec("x", ["t", "mid", "ng"], [T, MID, NG], laws, [4, 2],
+                              catch_up=True, noise=noise, prompts=3, seed=45))
     extra = [float(np.mean(r.m > r.G + 1)) for r in cap.rounds]
     assert 0 < extra[0] < 1
     costs = fit_costs(cap)
@@ -223,9 +226,10 @@ def test_correlated_acceptance_is_detected():
 
 def test_decomposition_is_an_exact_identity_with_noise():
     laws = [BetaMixed(6.0, 2.0), IIDGeometric(0.6)]
-    cap, _ = simulate_capture("n", ["t", "mid", "ng"], [T, MID, NG], laws, [5, 2], noise=0.1,
+    cap, _ = simulate_capture(SyntheticSpec(
+            "n", ["t", "mid", "ng"], [T, MID, NG], laws, [5, 2], noise=0.1,
                               overhead_per_forward=1e-4, context_slope=[1e-6, 5e-7, 0.0],
-                              prompts=3, seed=40)
+                              prompts=3, seed=40))
     r = validate([cap], insertions=False, holdout=False).configs[0]
     d = r.decomposition
     total = d["forward_counts"] + d["forward_cost"] + d["overhead"]
@@ -237,10 +241,12 @@ def test_decomposition_is_an_exact_identity_with_noise():
 def test_insertion_on_captured_cascades():
     law_tm, law_mg, law_tg = BetaMixed(6.0, 2.0), Positional([0.6, 0.5, 0.45]), IIDGeometric(0.4)
     kw = dict(prompts=4, tokens_per_prompt=200)
-    c3 = simulate_capture("t-mid-ng", ["t", "mid", "ng"], [T, MID, NG], [law_tm, law_mg],
-                          [4, 3], seed=50, **kw)[0]
-    c2 = simulate_capture("t-ng", ["t", "ng"], [T, NG], [law_tg], [3], seed=51, **kw)[0]
-    res = validate([c3, c2], holdout=False, confidence="bootstrap", n_boot=30)
+    c3 = simulate_capture(SyntheticSpec(
+            "t-mid-ng", ["t", "mid", "ng"], [T, MID, NG], [law_tm, law_mg],
+                          [4, 3], seed=50, **kw))[0]
+    c2 = simulate_capture(SyntheticSpec(
+            "t-ng", ["t", "ng"], [T, NG], [law_tg], [3], seed=51, **kw))[0]
+    res = validate([c3, c2], holdout=False, p5=P5("bootstrap", 30))
     ins = [x for x in res.insertions if x["cascade"] == "t-ng"]
     assert len(ins) == 1
     x = ins[0]
@@ -270,8 +276,9 @@ def test_group_rounds_follows_the_accumulate_identity():
     from polyspec_theory.planning.coupling import group_rounds
 
     laws = [BetaMixed(6.0, 2.0), Positional([0.7, 0.5]), IIDGeometric(0.6)]
-    cap, _ = simulate_capture("g", ["t", "mid", "small", "ng"], [T, MID, SMALL, NG], laws,
-                              [5, 3, 2], prompts=2, tokens_per_prompt=120, seed=80)
+    cap, _ = simulate_capture(SyntheticSpec(
+            "g", ["t", "mid", "small", "ng"], [T, MID, SMALL, NG], laws,
+                              [5, 3, 2], prompts=2, tokens_per_prompt=120, seed=80))
     owner = group_rounds(cap.rounds, cap.n)
     for i in range(1, cap.n - 1):
         up, lo = cap.rounds[i - 1], cap.rounds[i]
@@ -296,9 +303,9 @@ def test_coupling_recovers_shared_acceptance_and_predicts_the_time():
 
     easy = [IIDGeometric(0.95), IIDGeometric(0.9)]
     hard = [IIDGeometric(0.35), IIDGeometric(0.3)]
-    cap, _ = simulate_capture("r", ["t", "mid", "ng"], [T, MID, NG], easy, [5, 2],
+    cap, _ = simulate_capture(SyntheticSpec("r", ["t", "mid", "ng"], [T, MID, NG], easy, [5, 2],
                               regimes=[(0.4, easy), (0.6, hard)], prompts=40,
-                              tokens_per_prompt=200, seed=81)
+                              tokens_per_prompt=200, seed=81))
     mix = select_coupling(cap.rounds, cap.n)
     assert mix.k == 2
     # fixed seed; thousands of top-level rounds: EM estimates within 0.05 of the truth
@@ -328,8 +335,8 @@ def test_coupling_recovers_shared_acceptance_and_predicts_the_time():
 
 # --- the predictive headline: forecasts from other captures and a composition profile ------
 def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
-    from validation.analysis.forecast import forecast, measured_ci95
-    from validation.synthetic import synthetic_profile
+    from validation.analysis.forecast import Config, forecast, measured_ci95
+    from validation.traces.synthetic import synthetic_profile
 
     laws = {("t", "mid"): IIDGeometric(0.8), ("mid", "ng"): IIDGeometric(0.6),
             ("t", "ng"): IIDGeometric(0.5)}
@@ -340,14 +347,14 @@ def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
     caps = []
     for k, (models, th) in enumerate(configs):
         name = "-".join(models) + "_" + "-".join(map(str, th))
-        caps.append(simulate_capture(name, list(models), [costs[m] for m in models],
+        caps.append(simulate_capture(SyntheticSpec(name, list(models), [costs[m] for m in models],
                                      [laws[(models[i], models[i + 1])]
                                       for i in range(len(models) - 1)], list(th),
-                                     seed=200 + k, **kw)[0])
+                                     seed=200 + k, **kw))[0])
     target = caps[-1]  # t <- mid <- ng at (6, 3): that threshold pair was captured nowhere
     prof = synthetic_profile(list(target.models), [costs[m] for m in target.models],
                              list(target.thresholds), context=32 + 100, ar_context=32 + 64)
-    fc = forecast(target.models, target.thresholds, 0.0, caps, prof.cost_curves(), prof.ar_s,
+    fc = forecast(Config(target.models, target.thresholds), caps, prof.cost_curves(), prof.ar_s,
                   exclude=target.name, prompts=[s["prompt"] for s in target.summaries])
     assert target.name not in fc.acceptance_from and len(fc.acceptance_from) == 4
     # the exact speedup of the true model: P1 with the true laws and costs + the overhead
@@ -364,11 +371,11 @@ def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
 
 
 def test_forecast_refuses_a_pair_captured_nowhere_else():
-    from validation.analysis.forecast import NoHoldoutData, forecast
+    from validation.analysis.forecast import Config, NoHoldoutData, forecast
 
     cap = _two_level("a", "t", "mid", IIDGeometric(0.7), 3, seed=5, prompts=2)
     with pytest.raises(NoHoldoutData, match="no other capture has the pair t <- mid"):
-        forecast(cap.models, cap.thresholds, 0.0, [cap], [T, MID], 0.006, exclude="a")
+        forecast(Config(cap.models, cap.thresholds), [cap], [T, MID], 0.006, exclude="a")
 
 
 def test_error_quantile_is_the_conformal_order_statistic():
@@ -480,26 +487,26 @@ def _forecast_captures():
     laws = {("t", "mid"): IIDGeometric(0.8), ("mid", "ng"): IIDGeometric(0.6)}
     costs = {"t": T, "mid": MID, "ng": NG}
     kw = dict(prompts=6, tokens_per_prompt=150, prompt_len=32, overhead_per_forward=1e-4)
-    caps = [simulate_capture(f"c{k}", list(ms), [costs[m] for m in ms],
+    caps = [simulate_capture(SyntheticSpec(f"c{k}", list(ms), [costs[m] for m in ms],
                              [laws[(ms[i], ms[i + 1])] for i in range(len(ms) - 1)], list(th),
-                             seed=300 + k, **kw)[0]
+                             seed=300 + k, **kw))[0]
             for k, (ms, th) in enumerate([(("t", "mid"), (3,)), (("mid", "ng"), (2,)),
                                           (("t", "mid", "ng"), (4, 2))])]
     # the same pairs at top_k = 40 with a 50x larger overhead and other laws: never used
-    other = simulate_capture("k40", ["t", "mid", "ng"], [T, MID, NG],
+    other = simulate_capture(SyntheticSpec("k40", ["t", "mid", "ng"], [T, MID, NG],
                              [IIDGeometric(0.3), IIDGeometric(0.2)], [4, 2], seed=399,
-                             top_k=40, **{**kw, "overhead_per_forward": 5e-3})[0]
+                             top_k=40, **{**kw, "overhead_per_forward": 5e-3}))[0]
     return caps, other, costs
 
 
 def test_forecast_uses_each_prompts_own_law_and_only_its_top_k():
-    from validation.analysis.forecast import forecast
+    from validation.analysis.forecast import Config, forecast
 
     caps, other, costs = _forecast_captures()
     target = caps[-1]
     curves = [costs[m] for m in target.models]
     prompts = [int(s["prompt"]) for s in target.summaries]
-    fc = forecast(target.models, target.thresholds, 0.0, caps, curves, 0.006,
+    fc = forecast(Config(target.models, target.thresholds), caps, curves, 0.006,
                   exclude=target.name, prompts=prompts)
     # independent: per prompt, the censored iid MLE sum A / (sum A + #{A < G}) of each pair
     # over the other captures' rounds of that prompt; P1 per prompt; mean of the taus
@@ -519,11 +526,11 @@ def test_forecast_uses_each_prompts_own_law_and_only_its_top_k():
     # the per-prompt laws differ: the pooled law gives another value
     assert np.ptp(taus) > 1e-3 * np.mean(taus)
     # a capture at another top_k changes nothing (laws, overhead, prompts, sources)
-    fk = forecast(target.models, target.thresholds, 0.0, caps + [other], curves, 0.006,
+    fk = forecast(Config(target.models, target.thresholds), caps + [other], curves, 0.006,
                   exclude=target.name, prompts=prompts)
     assert fk.speedup == fc.speedup and fk.overhead_per_token == fc.overhead_per_token
     assert fk.acceptance_from == fc.acceptance_from and "k40" not in fk.acceptance_from
-    fd = forecast(target.models, target.thresholds, 0.0, caps + [other], curves, 0.006,
+    fd = forecast(Config(target.models, target.thresholds), caps + [other], curves, 0.006,
                   exclude=target.name)
     assert fd.prompts == fc.prompts
 
@@ -555,10 +562,11 @@ def test_error_quantile_pinned_order_statistics():
 
 
 def test_ar_time_per_token_is_a_ratio_of_sums():
-    from validation.dataset import Capture
+    from validation.traces.dataset import Capture
 
-    cap, trace = simulate_capture("ar", ["t", "mid"], [T, MID], [IIDGeometric(0.7)], [3],
-                                  prompts=3, tokens_per_prompt=60, seed=17)
+    cap, trace = simulate_capture(SyntheticSpec(
+            "ar", ["t", "mid"], [T, MID], [IIDGeometric(0.7)], [3],
+                                  prompts=3, tokens_per_prompt=60, seed=17))
     recs = [dict(r) for r in trace]
     ar = [r for r in recs if r.get("type") == "ar" and r["model"] == "t"]
     # prompts of different lengths and speeds: the mean of per-prompt ratios differs

@@ -1,4 +1,4 @@
-"""The asynchronous two-process pipeline (validation/async_decoder.py) on tiny random models:
+"""The asynchronous two-process pipeline (validation/schemes/async_.py) on tiny random models:
 lossless on every prompt with both processes really running on their own cores, rollback
 correctness (every drafted block is the drafter's own greedy continuation of the verified
 text), a planted rollback bug caught, bad input refused, and its traces (capture --mode
@@ -19,15 +19,16 @@ from hypothesis import strategies as st
 
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from validation.async_capture import capture_async
-from validation.async_decoder import (
+from validation.capture.async_ import capture_async
+from validation.capture.setup import CaptureSpec
+from validation.schemes.async_ import (
     AsyncDecoder,
     check_async_args,
     first_divergence,
     pick_cores,
 )
-from validation.decoder import autoregressive
-from validation.traces import read_records, read_trace
+from validation.schemes.chain import autoregressive
+from validation.traces.records import read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 
@@ -116,7 +117,7 @@ def test_rollback_every_block_is_the_drafters_continuation(family, runs):
 def test_a_planted_rollback_bug_is_caught(family, tmp_path, monkeypatch):
     """The drafter 'forgets' to adopt the verified tokens after a rejection: the target's
     rollback invariant check stops the decode with a clear error (not silent output)."""
-    import validation.async_decoder as mod
+    import validation.schemes.async_ as mod
 
     src = open(mod.__file__).read()
     line = "                    dtok[j:vlen] = ver[j:]\n"
@@ -186,7 +187,7 @@ def zoo_dir(tmp_path_factory):
 
 
 KW = dict(n_prompts=3, prompt_len=16, max_new_tokens=24, warmup=1, cost_contexts=(8,),
-          cost_repeats=1, progress=False)
+          cost_repeats=1)
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +195,8 @@ def async_trace(zoo_dir, tmp_path_factory):
     if not TWO_CORES:
         pytest.skip("the pipeline needs two cores")
     out = tmp_path_factory.mktemp("traces")
-    return capture_async(["target", "small"], out=out, threshold=2, queue=8,
-                         zoo_dir=zoo_dir, **KW)
+    spec = CaptureSpec(["target", "small"], [2], mode="async", queue=8, zoo_dir=zoo_dir, **KW)
+    return capture_async(spec, out=out, progress=False)
 
 
 @needs_two
@@ -289,8 +290,8 @@ def test_cli_refuses_what_async_does_not_cover(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def mixed_dir(async_trace, zoo_dir):
     """The async capture next to a synchronous capture of the same two models."""
-    from validation.capture import capture
-    from validation.capture_setup import CaptureSpec
+    from validation.capture.setup import CaptureSpec
+    from validation.capture.single import capture
 
     spec_kw = {k: v for k, v in KW.items() if k != "progress"}
     capture(CaptureSpec(["target", "small"], [2], zoo_dir=str(zoo_dir), **spec_kw),
@@ -302,7 +303,7 @@ def mixed_dir(async_trace, zoo_dir):
 def test_validate_predicts_async_captures_from_the_other_captures(mixed_dir, tmp_path, capsys):
     from validation.analysis.async_validate import sync_cost_curves, validate_async
     from validation.analysis.fits import fit_costs
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     assert main(["validate", str(mixed_dir), "--json", "--no-plots", "--no-insertions",
                  "--out", str(tmp_path / "rep")]) == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from validation.analysis.async_validate import earlier_window
-from validation.traces import read_trace
+from validation.traces.records import read_trace
 
 ROOT = Path(__file__).resolve().parents[2] / "data" / "traces" / "cpu-async"
 

@@ -11,12 +11,12 @@ import torch
 
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from validation.batch.capture import capture_batch, capture_batches
-from validation.batch.dataset import read_batch_trace, read_batch_traces
-from validation.capture import capture
-from validation.capture_setup import CaptureSpec
-from validation.schema import TraceError
-from validation.traces import read_records, read_trace, read_traces
+from validation.capture.batch import capture_batch, capture_batches
+from validation.capture.setup import CaptureSpec
+from validation.capture.single import capture
+from validation.traces.batch import read_batch_trace, read_batch_traces
+from validation.traces.records import read_records, read_trace, read_traces
+from validation.traces.schema import TraceError
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 
@@ -44,7 +44,7 @@ def zoo_dir(tmp_path_factory):
 def sweep(zoo_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("batch")
     paths = capture_batches(CaptureSpec(["target", "small", "ngram"], [3, 2], zoo_dir=zoo_dir,
-                                        **KW), batches=[1, 2, 4], out=out, progress=False)
+                                        batches=(1, 2, 4), **KW), out=out, progress=False)
     return out, paths
 
 
@@ -100,8 +100,8 @@ def test_sweep_traces(sweep):
 def test_resume_and_interrupted(zoo_dir, tmp_path):
     kw = dict(KW, n_prompts=6)
     spec = CaptureSpec(["target", "small"], [2], temperature=1.0, top_k=20, zoo_dir=zoo_dir,
-                       seed=3, **kw)
-    full = capture_batch(spec, batch=2, out=tmp_path / "a", progress=False)
+                       seed=3, batches=(2,), **kw)
+    full = capture_batch(spec, out=tmp_path / "a", progress=False)
     a = read_batch_trace(full)
     assert a.greedy_lossless is None and a.n_decodes == 3
     lines = full.read_text().splitlines(keepends=True)
@@ -114,11 +114,11 @@ def test_resume_and_interrupted(zoo_dir, tmp_path):
     b1 = read_batch_trace(part, allow_truncated=True)
     assert b1.n_decodes == 1 and not b1.complete
     with pytest.raises(PolyspecInputError, match="^out"):
-        capture_batch(spec, batch=2, out=tmp_path / "b", progress=False)
+        capture_batch(spec, out=tmp_path / "b", progress=False)
     with pytest.raises(PolyspecInputError, match="^resume"):
-        capture_batch(spec._replace(seed=4), batch=2, out=tmp_path / "b", resume=True,
+        capture_batch(spec._replace(seed=4), out=tmp_path / "b", resume=True,
                       progress=False)
-    capture_batch(spec, batch=2, out=tmp_path / "b", resume=True, progress=False)
+    capture_batch(spec, out=tmp_path / "b", resume=True, progress=False)
     b = read_batch_trace(part)
     assert b.complete and b.n_decodes == 3
     assert any("interrupted attempt" in n for n in b.notes)

@@ -18,14 +18,14 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving.batch import predict_batch
 from tests.validation.batch_fakes import FakeClock, fake_cascade, product_laws
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram
-from validation.batch.decoder import (
+from validation.capture.batch_models import BatchZooLevel, batch_level
+from validation.capture.models import HFModel
+from validation.schemes.batch import (
     BatchCascadeDecoder,
     batch_autoregressive,
     round_extent,
 )
-from validation.batch.levels import BatchZooLevel, batch_level
-from validation.decoder import PolybasicDecoder, Sampler, autoregressive
-from validation.models import HFModel
+from validation.schemes.chain import PolybasicDecoder, Sampler, autoregressive
 
 torch.set_num_threads(1)
 

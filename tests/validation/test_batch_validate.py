@@ -19,8 +19,8 @@ from polyspec_theory.serving.batch import predict_batch
 from tests.validation.batch_fakes import fake_profile, write_fake_traces
 from validation.analysis import batch_validate as bv
 from validation.analysis.fits import fit_pairs
-from validation.batch.dataset import read_batch_traces
-from validation.traces import read_records
+from validation.traces.batch import read_batch_traces
+from validation.traces.records import read_records
 
 FAMS = ("iid", "positional")
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from validation.capture import capture
-from validation.capture_setup import CaptureSpec, make_prompts
-from validation.traces import read_records, read_trace
+from validation.capture.setup import CaptureSpec, make_prompts
+from validation.capture.single import capture
+from validation.traces.records import read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 

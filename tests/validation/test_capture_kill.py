@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from validation.paths import REPO_ROOT, zoo_dir
-from validation.traces import read_records, read_trace
+from validation.traces.records import read_records, read_trace
 
 HOOK = Path(__file__).parent / "killhook"
 MODELS, THRESHOLDS = "target,mid,small", "3,2"
@@ -120,8 +120,8 @@ def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_pa
     exactly the missing cells, once each."""
     import torch
 
-    from validation.batch.capture import capture_batch
-    from validation.capture_setup import CaptureSpec
+    from validation.capture.batch import capture_batch
+    from validation.capture.setup import CaptureSpec
     from validation.zoo.model import GPT, GPTConfig
     from validation.zoo.weights import save_model
 
@@ -132,8 +132,9 @@ def test_batched_capture_cut_in_either_cost_phase_resumes_every_cell_once(tmp_pa
         m = GPT(GPTConfig(1, 2, 16))
         save_model(m, zoo / f"{name}.safetensors", {"name": name, "params": m.num_params()})
     spec = CaptureSpec(["target", "small"], [2], n_prompts=2, prompt_len=8, max_new_tokens=6,
-                       warmup=0, cost_contexts=(8,), cost_repeats=1, zoo_dir=zoo)
-    kw = dict(batch=2, progress=False, name="b")
+                       warmup=0, cost_contexts=(8,), cost_repeats=1, zoo_dir=zoo,
+                       batches=(2,))
+    kw = dict(progress=False, name="b")
     full = capture_batch(spec, out=tmp_path / "full", **kw)
     lines = full.read_bytes().split(b"\n")[:-1]
 

@@ -1,5 +1,5 @@
 """The capture spec and the trace opening shared by single-stream and batched captures
-(:mod:`validation.capture_setup`): each field checked and named, the defaults of each kind,
+(:mod:`validation.capture.setup`): each field checked and named, the defaults of each kind,
 and a trace opened fresh, resumed where its records stop (prompts or decodes), refused when
 its settings differ, left alone when complete. No models are loaded (synthetic and fake-clock
 traces); no randomness beyond fixed seeds."""
@@ -14,11 +14,11 @@ import pytest
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
 from polyspec_theory.errors import PolyspecInputError
-from validation.batch.capture import FINGERPRINT as BATCH_FINGERPRINT
-from validation.capture import FINGERPRINT
-from validation.capture_setup import CaptureSpec, default_name, open_trace
-from validation.synthetic import simulate_capture, write_trace
-from validation.traces import read_records
+from validation.capture.batch import FINGERPRINT as BATCH_FINGERPRINT
+from validation.capture.setup import CaptureSpec, default_name, open_trace
+from validation.capture.single import FINGERPRINT
+from validation.traces.records import read_records
+from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
 from .batch_fakes import write_fake_traces
 
@@ -90,10 +90,10 @@ def _cut_after(path, kind: str, k: int) -> list[bytes]:
 
 
 def test_open_trace_resumes_a_single_stream_trace_after_its_last_summary(tmp_path):
-    cap, recs = simulate_capture(
+    cap, recs = simulate_capture(SyntheticSpec(
         "s", ["t", "d"], [CostCurve.affine(1e-3, 1e-4), CostCurve.constant(1e-4)],
         [IIDGeometric(0.6)], [3], tokens_per_prompt=10, prompts=3, baseline_contexts=(32,),
-        baseline_max_m=2, baseline_reps=1, ar_tokens=3, seed=4)
+        baseline_max_m=2, baseline_reps=1, ar_tokens=3, seed=4))
     path = write_trace(tmp_path / "s.jsonl", cap, recs)
     header = read_records(path).header
     # complete: nothing to do, the file is left as it is

@@ -15,9 +15,9 @@ from polyspec.cli import main
 from polyspec_theory.structures.trees import Tree, fit_sibling_law
 from validation.analysis.structured import confidence_qr, sibling_law_by_depth
 from validation.analysis.validate import validate
-from validation.capture import capture
-from validation.capture_setup import CaptureSpec
-from validation.traces import read_records, read_trace, read_traces
+from validation.capture.setup import CaptureSpec
+from validation.capture.single import capture
+from validation.traces.records import read_records, read_trace, read_traces
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 

@@ -11,10 +11,10 @@ import pytest
 from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric, Positional
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import predict
 from tests.validation.tiny_zoo import tiny_family
-from validation.composition import CompositionProfile, ReplayDecoder, profile_cascade
+from validation.capture.composition import CompositionProfile, ReplayDecoder, profile_cascade
 
 Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
 

@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 from polyspec_theory import CostCurve, IIDGeometric, Model, predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.pool import Pool
-from validation.synthetic import simulate_capture, synthetic_profile, write_trace
+from validation.traces.synthetic import (
+    SyntheticSpec,
+    simulate_capture,
+    synthetic_profile,
+    write_trace,
+)
 
 T = CostCurve.affine(6e-3, 5e-4)
 MID = CostCurve.affine(1.5e-3, 1e-4)
@@ -30,11 +35,11 @@ def _caps(overhead=1e-4, prompts=12):
     out = []
     for k, (models, th) in enumerate(CONFIGS):
         name = "-".join(models) + "_" + "-".join(map(str, th))
-        out.append(simulate_capture(
+        out.append(simulate_capture(SyntheticSpec(
             name, list(models), [COSTS[m] for m in models],
             [LAWS[(models[i], models[i + 1])] for i in range(len(models) - 1)], list(th),
             prompts=prompts, tokens_per_prompt=200, prompt_len=32,
-            overhead_per_forward=overhead, seed=200 + k))
+            overhead_per_forward=overhead, seed=200 + k)))
     return out
 
 
@@ -140,7 +145,7 @@ def test_score_finds_captures_by_name_and_scores_them(tmp_path, capsys):
     cap, recs = _caps(prompts=6)[0]
     (tmp_path / "captures").mkdir()
     write_trace(tmp_path / "captures" / f"{cap.name}.jsonl", cap, recs)
-    from validation.traces import read_trace
+    from validation.traces.records import read_trace
 
     c = read_trace(tmp_path / "captures" / f"{cap.name}.jsonl")
     m = c.measured_speedup
@@ -255,7 +260,7 @@ def test_tree_forecast_of_a_committed_capture_from_the_others():
     from pathlib import Path
 
     from validation.analysis.forecast_kinds import forecast_structured, spec_of
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     trees = read_traces(Path(__file__).resolve().parents[2] / "data" / "traces" / "trees")
     c = next(x for x in trees if x.name == "fig11_target-ngram_T0_n4_3225fc78")
@@ -268,18 +273,23 @@ def test_tree_forecast_of_a_committed_capture_from_the_others():
 
 
 def test_validate_reads_the_noise_floor_from_the_aa_folder(tmp_path):
-    from polyspec.commands.validate import _noise_floor
     from validation.analysis.plan_uncertainty import noise_floor
-    from validation.traces import read_traces
+    from validation.analysis.traces import Context, ValidateOptions
+    from validation.traces.records import read_traces
+
+    def _noise_floor(args, folder):  # what validate reports for --aa / FOLDER/aa
+        opts = ValidateOptions(families=(), out=folder / "out", aa=args.aa)
+        return Context(folder, opts, {}, [], []).noise_floor()
 
     args = SimpleNamespace(aa=None)
     assert _noise_floor(args, tmp_path) is None  # no aa/ folder
     (tmp_path / "aa").mkdir()
     assert _noise_floor(args, tmp_path) is None  # empty
     for k in range(3):  # one configuration captured three times (different machine noise)
-        cap, recs = simulate_capture(f"aa_{k}", ["t", "mid"], [T, MID], [LAWS[("t", "mid")]],
+        cap, recs = simulate_capture(SyntheticSpec(
+                f"aa_{k}", ["t", "mid"], [T, MID], [LAWS[("t", "mid")]],
                                      [3], prompts=4, tokens_per_prompt=64, prompt_len=32,
-                                     noise=0.05, seed=50 + k)
+                                     noise=0.05, seed=50 + k))
         write_trace(tmp_path / "aa" / f"aa_{k}.jsonl", cap, recs)
     nf = _noise_floor(args, tmp_path)
     x = np.log([c.measured_speedup for c in read_traces(tmp_path / "aa")])

@@ -13,7 +13,7 @@ from scipy import stats
 
 from polyspec_theory.errors import PolyspecInputError
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram
-from validation.decoder import PolybasicDecoder, Sampler, autoregressive
+from validation.schemes.chain import PolybasicDecoder, Sampler, autoregressive
 
 torch.set_num_threads(1)
 

@@ -1,6 +1,6 @@
 """Exact recorded fields and timings of the decoder on scripted toy models.
 
-Each toy model (a :class:`validation.models.DecoderModel`) predicts a scripted greedy token
+Each toy model (a :class:`validation.capture.models.DecoderModel`) predicts a scripted greedy token
 for every prefix length, and every forward advances an injected clock by
 ``base + per_position * m`` seconds (``m`` positions fed). All costs are dyadic fractions, so
 every recorded time is exact in float64. The expected rounds below were derived by hand from
@@ -16,9 +16,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from validation.decoder import PolybasicDecoder
-from validation.models import DecoderModel
-from validation.schema import Round
+from validation.capture.models import DecoderModel
+from validation.schemes.chain import PolybasicDecoder
+from validation.traces.schema import Round
 
 
 class Clock:

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from validation.decoder import autoregressive
-from validation.models import ZooModel
+from validation.capture.models import ZooModel
+from validation.schemes.chain import autoregressive
 from validation.zoo import train as train_mod
 from validation.zoo.distill import (
     agreement_hazards,
@@ -26,7 +26,7 @@ from validation.zoo.distill import (
 )
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.ngram import NGramModel
-from validation.zoo.train import TrainSpec, train_zoo
+from validation.zoo.train import TrainRun, TrainSpec, train_zoo
 from validation.zoo.weights import load_gpt, read_record, save_model
 
 torch.set_num_threads(1)
@@ -220,7 +220,7 @@ def test_distillation_lowers_the_kl_and_records_acceptance(tmp_path):
     _publish_teacher(tmp_path)
     spec = _student_spec(steps=60, lr=1e-2, init_from=None)
     logs = []
-    (rec,) = train_zoo(0, tmp_path, specs=(spec,), log=logs.append)
+    (rec,) = train_zoo(0, tmp_path, (spec,), TrainRun(log=logs.append))
     assert any(m.startswith("expected run time:") for m in logs)
     curve = [v for _, v in rec["train_curve_kl_bits"]]
     assert len(curve) == 1 and rec["teacher"] == "teach" and rec["kl"] == "forward"
@@ -244,15 +244,15 @@ def test_distillation_lowers_the_kl_and_records_acceptance(tmp_path):
 def test_distillation_is_deterministic(tmp_path):
     for d in ("a", "b"):
         _publish_teacher(tmp_path / d)
-        train_zoo(3, tmp_path / d, specs=(_student_spec(kl="mix:0.5"),), log=lambda m: None,
-                  estimate=False)
+        train_zoo(3, tmp_path / d, (_student_spec(kl="mix:0.5"),),
+                TrainRun(log=lambda m: None, estimate=False))
     wa, wb = _weights(tmp_path / "a" / "stud.safetensors"), _weights(
         tmp_path / "b" / "stud.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     # another seed gives other weights
     _publish_teacher(tmp_path / "c")
-    train_zoo(4, tmp_path / "c", specs=(_student_spec(kl="mix:0.5"),), log=lambda m: None,
-              estimate=False)
+    train_zoo(4, tmp_path / "c", (_student_spec(kl="mix:0.5"),),
+            TrainRun(log=lambda m: None, estimate=False))
     wc = _weights(tmp_path / "c" / "stud.safetensors")
     assert not all(torch.equal(wa[k], wc[k]) for k in wa)
 
@@ -261,8 +261,8 @@ def test_distillation_is_deterministic(tmp_path):
 def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch, kl):
     spec = _student_spec(steps=7, kl=kl, init_from="teach", init_layers=(1,))
     _publish_teacher(tmp_path / "full")
-    (full,) = train_zoo(0, tmp_path / "full", specs=(spec,), log=lambda m: None,
-                        ckpt_every=3, estimate=False)
+    (full,) = train_zoo(0, tmp_path / "full", (spec,),
+            TrainRun(log=lambda m: None, ckpt_every=3, estimate=False))
 
     _publish_teacher(tmp_path / "cut")
     real_save = train_mod.save_checkpoint
@@ -276,13 +276,13 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch, kl)
 
     monkeypatch.setattr(train_mod, "save_checkpoint", save_then_die)
     with pytest.raises(KeyboardInterrupt):
-        train_zoo(0, tmp_path / "cut", specs=(spec,), log=lambda m: None, ckpt_every=3,
-                  estimate=False)
+        train_zoo(0, tmp_path / "cut", (spec,),
+                TrainRun(log=lambda m: None, ckpt_every=3, estimate=False))
     assert saves == [3] and not (tmp_path / "cut" / "stud.safetensors").exists()
     monkeypatch.setattr(train_mod, "save_checkpoint", real_save)
     logs = []
-    (res,) = train_zoo(0, tmp_path / "cut", specs=(spec,), log=logs.append, ckpt_every=3,
-                       resume=True, estimate=False)
+    (res,) = train_zoo(0, tmp_path / "cut", (spec,),
+            TrainRun(log=logs.append, ckpt_every=3, resume=True, estimate=False))
     assert "[stud] resumed at step 3" in logs
     wf = _weights(tmp_path / "full" / "stud.safetensors")
     wr = _weights(tmp_path / "cut" / "stud.safetensors")
@@ -297,19 +297,18 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, monkeypatch, kl)
 
 def test_checkpoints_hold_no_pickled_objects(tmp_path):
     _publish_teacher(tmp_path)
-    train_zoo(0, tmp_path, specs=(_student_spec(steps=2),), log=lambda m: None,
-              estimate=False)
+    train_zoo(0, tmp_path, (_student_spec(steps=2),), TrainRun(log=lambda m: None, estimate=False))
     state = torch.load(tmp_path / "ckpt" / "stud.pt", weights_only=True)
     assert state["step"] == 2 and set(state) >= {"model", "opt", "history", "kl_history"}
 
 
 def test_missing_teacher_or_init_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="teacher teach is not published"):
-        train_zoo(0, tmp_path, specs=(_student_spec(),), log=lambda m: None, estimate=False)
+        train_zoo(0, tmp_path, (_student_spec(),), TrainRun(log=lambda m: None, estimate=False))
     _publish_teacher(tmp_path)
     with pytest.raises(FileNotFoundError, match="initialisation nope is not published"):
-        train_zoo(0, tmp_path, specs=(_student_spec(init_from="nope"),), log=lambda m: None,
-                  estimate=False)
+        train_zoo(0, tmp_path, (_student_spec(init_from="nope"),),
+                TrainRun(log=lambda m: None, estimate=False))
 
 
 def test_estimate_counts_remaining_steps_and_the_teacher(tmp_path):

@@ -1,4 +1,4 @@
-"""Engine parsers (validation.engines) on the real engine outputs in tests/fixtures/engine-samples
+"""Engine parsers (validation.formats) on the real engine outputs in tests/fixtures/engine-samples
 and on variants written here for the edge cases (cumulative vs per-interval counters, 2-3
 decimal rounding, the three SGLang key schemas, Prometheus text and JSON, trtllm-bench).
 
@@ -18,16 +18,10 @@ from hypothesis import strategies as st
 
 from polyspec_theory.errors import PolyspecInputError
 from tests._samples import SAMPLES, sample
-from validation.engines import (
-    FORMATS,
-    acceptance_report,
-    detect_format,
-    load_engine_output,
-    load_sweep,
-    parse_engine_output,
-    survival_from_rates,
-    sweep_runs,
-)
+from validation import formats
+from validation.formats.engine import acceptance_report
+from validation.formats.engine_common import survival_from_rates
+from validation.formats.vllm_sweep import load_sweep, sweep_runs
 
 # one entry per shared sample: format, rounds, accepted prefix, cap (None: varying),
 # the engine's printed mean acceptance length(s) (None: not printed)
@@ -76,9 +70,9 @@ def test_every_shared_sample_is_covered():
 def test_shared_sample_loads(name):
     exp = EXPECTED[name]
     text = sample(name).read_text()
-    out = load_engine_output(sample(name))
+    out = formats.open(sample(name)).data
     assert out.format == exp["format"]
-    assert detect_format(text.split("\n---\n", 1)[-1]) == exp["format"]
+    assert formats.detect(formats.Source(text=text.split("\n---\n", 1)[-1])).name == exp["format"]
     pooled = out.pooled
     assert pooled.rounds == exp["rounds"]
     assert pooled.accepted == exp["accepted"]
@@ -106,15 +100,15 @@ def test_shared_sample_loads(name):
 def test_shared_sample_fails_with_one_line_naming_what_is_missing(name):
     fmt, field, hint = FAILING[name]
     text = sample(name).read_text()
-    assert detect_format(text.split("\n---\n", 1)[-1]) == fmt
+    assert formats.detect(formats.Source(text=text.split("\n---\n", 1)[-1])).name == fmt
     with pytest.raises(PolyspecInputError) as e:
-        load_engine_output(sample(name))
+        formats.fit_report(sample(name))
     msg = str(e.value)
     assert "\n" not in msg and field in msg and hint in msg
 
 
 def test_v0_log_accepted_any_position_is_not_the_prefix():
-    rep = acceptance_report(load_engine_output(sample("vllm_v0_log_issue9539.txt")))
+    rep = acceptance_report(formats.open(sample("vllm_v0_log_issue9539.txt")).data)
     assert rep["accepted"] == 6179 and any("ANY position" in w for w in rep["warnings"])
     # system efficiency 0.598 = emitted / (rounds (k + 1)) is reproduced
     eff = next(c for c in rep["checks"] if c["figure"].startswith("system efficiency"))
@@ -122,7 +116,7 @@ def test_v0_log_accepted_any_position_is_not_the_prefix():
 
 
 def test_v1_log_per_interval_histograms_are_exact():
-    out = load_engine_output(sample("vllm_v1_log_issue19254.txt"))
+    out = formats.open(sample("vllm_v1_log_issue19254.txt")).data
     assert out.counters == "per-interval" and len(out.snapshots) == 2
     s1, s2 = out.snapshots
     # per-position rates x rounds, rounded, add up to Accepted exactly
@@ -136,7 +130,7 @@ def test_v1_log_per_interval_histograms_are_exact():
 
 
 def test_offline_printout_two_runs_and_snapshot_selection():
-    out = load_engine_output(sample("vllm_v1_specdecode_py_pr24344.txt"))
+    out = formats.open(sample("vllm_v1_specdecode_py_pr24344.txt")).data
     assert [s.cap for s in out.snapshots] == [3, 5]
     run2 = acceptance_report(out.select(2))
     assert run2["rounds"] == 993 and run2["cap"] == 5
@@ -147,18 +141,18 @@ def test_offline_printout_two_runs_and_snapshot_selection():
 
 
 def test_sglang_log_skips_the_inconsistent_first_interval():
-    out = load_engine_output(sample("sglang_log_issue11948.txt"))
+    out = formats.open(sample("sglang_log_issue11948.txt")).data
     assert [s.rounds for s in out.snapshots] == [40, 40, 40, 40]
     assert len(out.skipped) == 1 and "interval 1" in out.skipped[0]
     # gamma 3 from accept len / accept rate = 4 = gamma + 1 draft tokens incl. the root
     assert out.pooled.cap == 3
     # an explicit --gamma that contradicts the rates is reported
-    out5 = load_engine_output(sample("sglang_log_issue11948.txt"), gamma=5)
+    out5 = formats.open(sample("sglang_log_issue11948.txt"), gamma=5).data
     assert any("disagrees" in w for w in out5.warnings)
 
 
 def test_llamacpp_v100_timing_and_bench_rows():
-    out = load_engine_output(sample("llamacpp_speculative_issue3649_v100.txt"))
+    out = formats.open(sample("llamacpp_speculative_issue3649_v100.txt")).data
     assert out.timing["tokens_per_s"] == pytest.approx(261 / 2.967)
     assert [r["test"] for r in out.timing["llama_bench"]] == ["tg 128", "pp 1", "pp 2", "pp 3"]
 
@@ -196,7 +190,7 @@ def _v0(rows):
 
 def test_v0_cumulative_counters_are_differenced():
     rows = [(100, 300, 250), (400, 900, 700), (1000, 1800, 1500)]
-    out = parse_engine_output(_v0(rows))
+    out = formats.parse(_v0(rows)).data
     assert out.counters == "cumulative"
     assert [s.rounds for s in out.snapshots] == [100, 200, 300]
     assert [s.accepted for s in out.snapshots] == [250 - 100, (700 - 250) - 200, (1500 - 700) - 300]
@@ -206,7 +200,7 @@ def test_v0_cumulative_counters_are_differenced():
 
 def test_v0_counter_reset_starts_a_new_segment():
     rows = [(100, 300, 250), (400, 900, 700), (30, 60, 50)]
-    out = parse_engine_output(_v0(rows))
+    out = formats.parse(_v0(rows)).data
     assert [s.rounds for s in out.snapshots] == [100, 200, 20]
     assert out.pooled.rounds == 320 and any("restart" in w for w in out.warnings)
 
@@ -227,7 +221,7 @@ def _v1_line(s, surv, n, gamma, decimals=3, drafted=None):
 
 def test_v1_log_newest_wording_per_interval_counters_are_summed():
     text = "\n".join([_v1_line(0, [700, 450, 250], 1000, 3), _v1_line(10, [80, 40, 10], 100, 3)])
-    out = parse_engine_output(text)
+    out = formats.parse(text).data
     assert out.format == "vllm-v1-log" and out.counters == "per-interval"
     assert out.pooled.rounds == 1100 and out.pooled.accepted == 1530
     assert list(out.pooled.counts.histogram(3)) == [300 + 20, 250 + 40, 200 + 30, 250 + 10]
@@ -238,8 +232,8 @@ def test_v1_log_without_positions_needs_gamma():
     text = ("INFO [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 50.0%, "
             "Accepted: 300 tokens, Drafted: 600 tokens")
     with pytest.raises(PolyspecInputError, match="--gamma"):
-        parse_engine_output(text)
-    out = parse_engine_output(text, gamma=4)
+        formats.parse(text)
+    out = formats.parse(text, gamma=4).data
     assert out.pooled.rounds == 150 and out.pooled.cap == 4 and out.pooled.counts is None
     rep = acceptance_report(out)
     assert rep["laws"][0]["method"].startswith("moments") and rep["laws"][0]["loglik"] is None
@@ -249,7 +243,7 @@ def test_v1_log_without_positions_needs_gamma():
 def test_v1_log_short_drafts_rounds_from_the_mean_length():
     # 200 rounds of gamma 3 but 590 drafted tokens: rounds from 1 + 300/N = 2.50
     line = _v1_line(0, [150, 100, 50], 200, 3, drafted=590)
-    out = parse_engine_output(line)
+    out = formats.parse(line).data
     assert out.pooled.rounds == 200 and out.pooled.short_slots == 10
     rep = acceptance_report(out)
     assert rep["best"] is not None and any("not drafted" in w for w in rep["warnings"])
@@ -300,7 +294,7 @@ def test_sglang_three_key_schemas_give_the_same_data(schema):
     import json
 
     meta = {"spec_verify_ct": 15, "spec_accept_length": 1 + 20 / 15, **SCHEMAS[schema]}
-    out = parse_engine_output(json.dumps({"text": "x", "meta_info": meta}))
+    out = formats.parse(json.dumps({"text": "x", "meta_info": meta})).data
     assert out.format == "sglang-meta"
     s = out.pooled
     assert (s.rounds, s.accepted, s.cap) == (15, 20, 4)
@@ -308,7 +302,7 @@ def test_sglang_three_key_schemas_give_the_same_data(schema):
     assert all(c["agree"] for c in out.checks)
     # without the histogram: totals only, cap = proposed / verify_ct
     meta2 = {k: v for k, v in meta.items() if "histogram" not in k}
-    out2 = parse_engine_output(json.dumps(meta2))
+    out2 = formats.parse(json.dumps(meta2)).data
     assert out2.pooled.cap == 4 and out2.pooled.counts is None
 
 
@@ -321,16 +315,16 @@ def test_sglang_meta_jsonl_requests_pool_and_tree_drafting_warns():
     b = {"meta_info": {"spec_verify_ct": 5, "spec_num_correct_drafts": 7,
                        "spec_num_proposed_drafts": 40,  # 8 per round, path depth 4: a tree
                        "spec_correct_drafts_histogram": [2, 1, 1, 0, 1]}}
-    out = parse_engine_output(json.dumps(a) + "\n" + json.dumps(b) + "\n")
+    out = formats.parse(json.dumps(a) + "\n" + json.dumps(b) + "\n").data
     assert out.counters == "per-request" and out.pooled.rounds == 15
     assert list(out.pooled.counts.histogram(4)) == [5, 3, 3, 1, 3]
     assert any("tree drafting" in w for w in out.warnings)
     bad = {"meta_info": {"spec_verify_ct": 5, "spec_num_correct_drafts": 9,
                          "spec_correct_drafts_histogram": [2, 1, 1, 0, 1]}}
     with pytest.raises(PolyspecInputError, match="spec_correct_drafts_histogram"):
-        parse_engine_output(json.dumps(bad))
+        formats.parse(json.dumps(bad))
     with pytest.raises(PolyspecInputError, match="spec_num_correct_drafts"):
-        parse_engine_output(json.dumps({"spec_verify_ct": 4}))
+        formats.parse(json.dumps({"spec_verify_ct": 4}))
 
 
 def test_sglang_log_newer_rate_convention():
@@ -341,13 +335,13 @@ def test_sglang_log_newer_rate_convention():
              "accept rate: 0.38, gen throughput (token/s): 150.0,",
              "[TP0] Decode batch. #running-req: 1, #token: 210, accept len: 2.25, "
              "accept rate: 0.31, gen throughput (token/s): 140.0,"]
-    out = parse_engine_output("\n".join(lines))
+    out = formats.parse("\n".join(lines)).data
     assert [s.rounds for s in out.snapshots] == [40, 40]
     assert out.pooled.cap == 4 and out.pooled.accepted == 60 + 50
     assert out.timing["gen_throughput_tokens_per_s"] == [150.0, 140.0]
     # two running requests: the token count no longer gives the rounds
     busy = "\n".join(lines).replace("#running-req: 1, #token: 210", "#running-req: 2, #token: 210")
-    out2 = parse_engine_output(busy)
+    out2 = formats.parse(busy).data
     assert [s.rounds for s in out2.snapshots] == [40]
     assert any("2 running requests" in w for w in out2.warnings)
 
@@ -363,7 +357,7 @@ def test_sglang_log_interval_after_a_cached_prefix_is_not_counted():
     # the next one (from the previous decode line) is 40 rounds (issue 39: 2.25 vs 2.5)
     lines = ["[TP0] Prefill batch. #new-seq: 1, #new-token: 20, #cached-token: 100, "
              "#running-req: 0,", _sg_decode(220, "2.50"), _sg_decode(320, "2.50")]
-    out = parse_engine_output("\n".join(lines), gamma=3)
+    out = formats.parse("\n".join(lines), gamma=3).data
     assert [s.rounds for s in out.snapshots] == [40]
     assert out.pooled.accepted == 60
     assert any("100 cached tokens" in x for x in out.skipped)
@@ -377,7 +371,7 @@ def test_sglang_log_prefill_between_decodes_is_a_request_switch():
              "#running-req: 0,", _sg_decode(100), _sg_decode(180), _sg_decode(260),
              "[TP0] Prefill batch. #new-seq: 1, #new-token: 300, #cached-token: 100, "
              "#running-req: 0,", _sg_decode(480), _sg_decode(560)]
-    out = parse_engine_output("\n".join(lines), gamma=3)
+    out = formats.parse("\n".join(lines), gamma=3).data
     assert [s.rounds for s in out.snapshots] == [40, 40, 40, 40]
     assert [s.label for s in out.snapshots] == ["interval 1", "interval 2", "interval 3",
                                                 "interval 5"]
@@ -408,13 +402,13 @@ def _prom(d0, d1, p00, p01, p10, p11):
 
 def test_prometheus_text_engines_summed_and_scrapes_differenced():
     one = _prom(100, 50, 60, 30, 20, 10)
-    out = parse_engine_output(one)
+    out = formats.parse(one).data
     assert out.format == "prometheus-text" and out.counters == "single"
     assert out.pooled.rounds == 150 and out.pooled.accepted == 120
     assert list(out.pooled.counts.histogram(2)) == [150 - 80, 80 - 40, 40]
     assert any("2 label sets" in w for w in out.warnings)
     two = one + _prom(300, 100, 200, 120, 40, 25)
-    out2 = parse_engine_output(two)
+    out2 = formats.parse(two).data
     assert out2.counters == "cumulative"
     assert [s.rounds for s in out2.snapshots] == [150, 250]
     assert out2.pooled.rounds == 400 and out2.pooled.accepted == 385
@@ -425,11 +419,11 @@ def test_prometheus_text_two_models_and_missing_counters():
     text = _prom(10, 10, 5, 2, 5, 2).replace('engine="1",model_name="m"',
                                              'engine="1",model_name="other"')
     with pytest.raises(PolyspecInputError, match="model_name"):
-        parse_engine_output(text)
+        formats.parse(text)
     only = "\n".join(ln for ln in _prom(10, 10, 5, 2, 5, 2).splitlines()
                      if "accepted" not in ln)
     with pytest.raises(PolyspecInputError, match="num_accepted_tokens_total"):
-        parse_engine_output(only)
+        formats.parse(only)
 
 
 def test_vllm_json_stats_and_get_metrics():
@@ -437,7 +431,7 @@ def test_vllm_json_stats_and_get_metrics():
 
     stats = {"num_spec_tokens": 3, "num_drafts": 1500, "num_draft_tokens": 4500,
              "num_accepted_tokens": 1970, "num_accepted_tokens_per_pos": [1000, 630, 340]}
-    out = parse_engine_output(json.dumps(stats))
+    out = formats.parse(json.dumps(stats)).data
     assert out.format == "vllm-json"
     assert list(out.pooled.counts.histogram(3)) == [500, 370, 290, 340]
     recs = [{"name": "vllm:num_requests_running", "value": 0.0},
@@ -449,11 +443,11 @@ def test_vllm_json_stats_and_get_metrics():
              "values": [700, 450, 250]},
             {"name": "vllm:spec_decode_num_accepted_tokens_per_pos", "labels": {"engine": "1"},
              "values": [300, 180, 90]}]
-    out2 = parse_engine_output(json.dumps(recs))
+    out2 = formats.parse(json.dumps(recs)).data
     assert list(out2.pooled.counts.histogram(3)) == [500, 370, 290, 340]
     bad = dict(stats, num_accepted_tokens_per_pos=[1000, 630, 341])
     with pytest.raises(PolyspecInputError, match="adds up"):
-        parse_engine_output(json.dumps(bad))
+        formats.parse(json.dumps(bad))
 
 
 def test_vllm_per_request_jsonl_pools_histograms():
@@ -468,7 +462,7 @@ def test_vllm_per_request_jsonl_pools_histograms():
             "num_draft_tokens": k * sum(h), "num_spec_tokens": k}}}
 
     text = json.dumps(req([3, 2, 1, 4])) + "\n" + json.dumps(req([1, 1, 1, 1])) + "\n"
-    out = parse_engine_output(text)
+    out = formats.parse(text).data
     assert out.counters == "per-request" and len(out.snapshots) == 2
     assert list(out.pooled.counts.histogram(3)) == [4, 3, 2, 5]
     assert all(c["agree"] for c in out.checks)
@@ -508,20 +502,20 @@ Average Output Length (tokens): 100.0000
 def test_trtllm_bench_report_variant():
     # 4 requests x 100 output tokens, 4 x 52.5 = 210 accepted: 190 iterations (incl. the 4
     # context steps), 142.5 x 4 / 190 = 3 draft tokens per iteration; rounds = 186
-    out = parse_engine_output(TRT)
+    out = formats.parse(TRT).data
     assert out.format == "trtllm-bench"
     s = out.pooled
     assert (s.rounds, s.accepted, s.cap) == (186, 210, 3)
     assert any("[AL] AVERAGE 2.12" in w for w in out.warnings)
     with pytest.raises(PolyspecInputError, match=r"\[ADT\] AVERAGE"):
-        parse_engine_output(TRT.replace("[ADT] AVERAGE: 52.50", ""))
+        formats.parse(TRT.replace("[ADT] AVERAGE: 52.50", ""))
 
 
 def test_llama_server_slot_line_only():
     line = ("slot print_timing: id  1 | task 0 | draft acceptance = 0.64479 (  167 accepted /"
             "   259 generated), mean acceptance length =  2.92, acceptance rate per position "
             "= (0.805, 0.632, 0.483)")
-    out = parse_engine_output(line)
+    out = formats.parse(line).data
     assert out.format == "llamacpp-server" and out.pooled.rounds == 87
     assert all(c["agree"] for c in out.checks)
 
@@ -535,20 +529,20 @@ def test_llama_server_slot_line_only():
 ])
 def test_bad_inputs_one_line_errors(text, field):
     with pytest.raises(PolyspecInputError) as e:
-        parse_engine_output(text)
+        formats.parse(text)
     assert e.value.field == field and "\n" not in str(e.value)
 
 
 def test_format_override_and_gamma_checks(tmp_path):
     with pytest.raises(PolyspecInputError, match="--format"):
-        parse_engine_output("x", fmt="nope")
+        formats.parse("x", "nope")
     with pytest.raises(PolyspecInputError, match="--gamma"):
-        load_engine_output(sample("vllm_v1_log_issue19254.txt"), gamma=4)
+        formats.open(sample("vllm_v1_log_issue19254.txt"), gamma=4)
     with pytest.raises(PolyspecInputError, match="not found"):
-        load_engine_output(tmp_path / "missing.txt")
+        formats.open(tmp_path / "missing.txt")
     with pytest.raises(PolyspecInputError, match="directory"):
-        load_engine_output(tmp_path)
-    assert set(FORMATS) >= {"vllm-v0-log", "sglang-meta", "trtllm-bench"}
+        formats.open(tmp_path)
+    assert set(formats.names()) >= {"vllm-v0-log", "sglang-meta", "trtllm-bench"}
 
 
 def test_report_and_sweep_reject_bad_input():
@@ -568,7 +562,7 @@ def test_report_and_sweep_reject_bad_input():
 
 # --- issue 27: inputs that must be refused with the reason, never merged or padded -----------
 def _text(name):
-    from validation.engines import read_engine_text
+    from validation.formats.engine_common import read_engine_text
 
     return read_engine_text(sample(name))[0]
 
@@ -577,18 +571,18 @@ def test_interleaved_engines_and_several_runs_are_refused():
     mixed = _text("vllm_v0_log_issue9539.txt") + "\n" + _text("vllm_v1_log_issue19254.txt")
     with pytest.raises(PolyspecInputError, match="several engine formats.*vllm-v0-log, "
                                                  "vllm-v1-log"):
-        parse_engine_output(mixed)
+        formats.parse(mixed)
     # --format reads one format's lines: the V1 intervals only
-    v1 = parse_engine_output(mixed, fmt="vllm-v1-log")
-    assert v1.pooled.rounds == parse_engine_output(_text("vllm_v1_log_issue19254.txt")
-                                                   ).pooled.rounds
+    v1 = formats.parse(mixed, "vllm-v1-log").data
+    assert v1.pooled.rounds == formats.parse(_text("vllm_v1_log_issue19254.txt")
+                                                   ).data.pooled.rounds
     two = _text("llamacpp_speculative_pr2926_cpu.txt") * 2
     with pytest.raises(PolyspecInputError, match="2 llama-speculative runs"):
-        parse_engine_output(two)
+        formats.parse(two)
     srv = _text("llamacpp_server_pr24536.txt")
     stat = next(ln for ln in srv.splitlines() if "#gen drafts" in ln)
     with pytest.raises(PolyspecInputError, match="2 llama-server statistics lines"):
-        parse_engine_output(srv + "\n" + stat)
+        formats.parse(srv + "\n" + stat)
 
 
 def test_impossible_or_unreadable_counts_are_refused_naming_the_field():
@@ -601,7 +595,7 @@ def test_impossible_or_unreadable_counts_are_refused_naming_the_field():
     for text, pat in cases:
         assert text != srv
         with pytest.raises(PolyspecInputError, match=pat):
-            parse_engine_output(text, fmt="llamacpp-server")
+            formats.parse(text, "llamacpp-server")
     pr = _text("vllm_per_request_metrics_llamaswap1032.json")
     for old, new, pat in (('"acceptance_histogram": [39, 1, 0, 3]',
                            '"acceptance_histogram": [39, 1, 3]', "must have 4 cells"),
@@ -611,11 +605,11 @@ def test_impossible_or_unreadable_counts_are_refused_naming_the_field():
                            '"mean_acceptance_length": null', "mean_acceptance_length.*finite")):
         assert old in pr
         with pytest.raises(PolyspecInputError, match=pat):
-            parse_engine_output(pr.replace(old, new))
+            formats.parse(pr.replace(old, new))
 
 
 def _sweep(**repl):
-    from validation.engines.sweep import parse_sweep
+    from validation.formats.vllm_sweep import parse_sweep
 
     text = _text("vllm_eagle_sweep_issue20780.txt")
     for old, new in repl.values():
@@ -641,7 +635,7 @@ def test_sweep_units_cells_and_duplicate_rows():
             _sweep(c=(old, new))
     short = _text("vllm_eagle_sweep_issue20780.txt").replace(
         "K=4 | 7.07 | 4.48 | 4.05 |   | 1.567627494 | 1.10617284", "K=4 | 7.07")
-    from validation.engines.sweep import parse_sweep
+    from validation.formats.vllm_sweep import parse_sweep
 
     with pytest.raises(PolyspecInputError, match="line 16: the row has 2 cells"):
         parse_sweep(short)

@@ -13,7 +13,8 @@ from polyspec_theory.structures.schedule import ConfidenceLaw
 from polyspec_theory.structures.schedule_models import confidence_round
 from polyspec_theory.structures.structured import predict_structured
 from tests.validation.test_engines import sample
-from validation.engines import acceptance_report, load_engine_output, parse_engine_output
+from validation import formats
+from validation.formats.engine import acceptance_report
 
 
 def _cascade(v):
@@ -25,7 +26,7 @@ def _cascade(v):
 
 
 def test_llamacpp_varying_drafts_are_modelled_as_the_cutoff():
-    rep = acceptance_report(load_engine_output(sample("llamacpp_speculative_pr2926_cpu.txt")))
+    rep = acceptance_report(formats.open(sample("llamacpp_speculative_pr2926_cpu.txt")).data)
     assert rep["best"] is None and any("varies by round" in w for w in rep["warnings"])
     v = rep["variable_length"]
     n, drafted, accepted, cap = 129 - 47 - 1, 132, 47, 8  # printed: n_predict, n_accept, ...
@@ -46,7 +47,7 @@ def test_llamacpp_varying_drafts_are_modelled_as_the_cutoff():
 def test_only_q_and_r_are_identified():
     # two different joint laws with the same (q, r) at their own cut-offs predict the same
     # speedup: the totals cannot tell them apart
-    rep = acceptance_report(load_engine_output(sample("llamacpp_speculative_pr2926_cpu.txt")),
+    rep = acceptance_report(formats.open(sample("llamacpp_speculative_pr2926_cpu.txt")).data,
                             eta=0.7)
     v = rep["variable_length"]
     assert v["representative"]["schedule"]["eta"] == 0.7
@@ -88,7 +89,7 @@ def test_recovers_a_known_cutoff_from_simulated_totals():
         accepted += a
     text = (f"n_draft   = {cap}\nn_predict = {n + accepted + 1}\nn_drafted = {drafted}\n"
             f"n_accept  = {accepted}\n")
-    v = acceptance_report(parse_engine_output(text, "llamacpp-speculative"))["variable_length"]
+    v = acceptance_report(formats.parse(text, "llamacpp-speculative").data)["variable_length"]
     assert v["q"] == pytest.approx(q, abs=0.01) and v["r"] == pytest.approx(r, abs=0.01)
 
 
@@ -97,7 +98,7 @@ def test_server_short_drafts_use_the_histogram_mle():
             "#gen drafts =    100, #acc drafts =    60, #gen tokens =    200, #acc tokens =    "
             "100, #mean acc len = 2.00, #acc rate/pos = (0.600, 0.300, 0.100), dur(b,g,a) = "
             "0.005, 325.555, 0.114 ms\n")
-    rep = acceptance_report(parse_engine_output(line, "llamacpp-server"))
+    rep = acceptance_report(formats.parse(line, "llamacpp-server").data)
     assert rep["best"] is None and any("draft slots were not drafted" in w
                                        for w in rep["warnings"])
     v = rep["variable_length"]

@@ -12,8 +12,8 @@ from tests._optional import optional_import
 transformers = optional_import("transformers")
 
 from tests.validation.tiny_zoo import tiny_family  # noqa: E402
-from validation.decoder import PolybasicDecoder, autoregressive  # noqa: E402
-from validation.models import HFModel, load_model  # noqa: E402
+from validation.capture.models import HFModel, load_model  # noqa: E402
+from validation.schemes.chain import PolybasicDecoder, autoregressive  # noqa: E402
 
 torch.set_num_threads(1)
 

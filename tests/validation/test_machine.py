@@ -1,4 +1,5 @@
-"""The timing discipline (docs/measuring.md, :mod:`validation.machine`): the machine's state in
+"""The timing discipline (docs/measuring.md, :mod:`validation.capture.machine`): the machine's
+state in
 every capture's header and end record, the one refusal on a busy machine (one line, exit 2)
 for ``polyspec capture`` (every mode), ``polyspec profile`` and the benchmarks, and
 ``--allow-load`` recorded. The load reader is replaced by a fake (no test depends on the real
@@ -13,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+import validation.capture.machine as machine
 from polyspec.cli import main
-from validation import machine
-from validation.traces import TraceError, read_records, read_trace
+from validation.traces.records import TraceError, read_records, read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 

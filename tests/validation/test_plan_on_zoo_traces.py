@@ -19,7 +19,7 @@ import pytest
 from polyspec_theory.planning.planner import plan
 from validation.analysis.pool import pool_from_captures
 from validation.paths import traces_dir
-from validation.traces import read_traces
+from validation.traces.records import read_traces
 
 # the module's fixtures (pools with hidden-regime laws fitted per sampling mode, the plans) are
 # its cost: its tests run on one xdist worker so that they are computed once per run
@@ -71,7 +71,7 @@ def captures():
 def plans(captures):
     """Per temperature: (pool, info, plan), the pool built as ``plan --traces`` builds it
     (composition profiles of the captures included)."""
-    from validation.composition import load_profiles
+    from validation.capture.composition import load_profiles
 
     profiles = load_profiles(ZOO_TRACES / "profiles", captures)
     out = {}

@@ -17,20 +17,20 @@ import torch
 
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
-from validation.capture import capture
-from validation.capture_setup import CaptureSpec, resume_point
-from validation.synthetic import simulate_capture, write_trace
-from validation.traces import TraceWriter, read_records
+from validation.capture.setup import CaptureSpec, resume_point
+from validation.capture.single import capture
+from validation.traces.records import TraceWriter, read_records
+from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
 torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def trace_lines(tmp_path_factory):
-    cap, recs = simulate_capture(
+    cap, recs = simulate_capture(SyntheticSpec(
         "cut", ["t", "d"], [CostCurve.affine(1e-3, 1e-4), CostCurve.constant(1e-4)],
         [IIDGeometric(0.6)], [3], tokens_per_prompt=10, prompts=3, baseline_contexts=(32,),
-        baseline_max_m=2, baseline_reps=1, ar_tokens=3, seed=4)
+        baseline_max_m=2, baseline_reps=1, ar_tokens=3, seed=4))
     path = write_trace(tmp_path_factory.mktemp("full") / "cut.jsonl", cap, recs)
     lines = path.read_bytes().split(b"\n")[:-1]
     assert sum(json.loads(x)["type"] == "summary" for x in lines) == 3

@@ -1,7 +1,7 @@
-"""validation.capture_setup.alternate: the one run order of every capture (the cascade first
+"""validation.capture.setup.alternate: the one run order of every capture (the cascade first
 on even decodes, the autoregressive baseline first on odd ones), results in a fixed order."""
 
-from validation.capture_setup import alternate
+from validation.capture.setup import alternate
 
 
 def test_alternate_runs_the_cascade_first_on_even_decodes_only():

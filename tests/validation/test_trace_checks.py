@@ -12,18 +12,18 @@ import pytest
 
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import BetaMixed, IIDGeometric
-from validation.schema import TraceError
-from validation.synthetic import simulate_capture, write_trace
-from validation.traces import read_records, read_trace, read_traces
+from validation.traces.records import read_records, read_trace, read_traces
+from validation.traces.schema import TraceError
+from validation.traces.synthetic import SyntheticSpec, simulate_capture, write_trace
 
 
 def _synthetic(path, seed=3, prompts=2):
-    cap, recs = simulate_capture(
+    cap, recs = simulate_capture(SyntheticSpec(
         "fz", ["t", "m", "d"],
         [CostCurve.affine(1e-3, 1e-4), CostCurve.affine(3e-4, 2e-5), CostCurve.constant(2e-5)],
         [BetaMixed(5.0, 2.0), IIDGeometric(0.6)], [3, 2], tokens_per_prompt=24,
         prompts=prompts, prompt_len=16, baseline_contexts=(16,), baseline_max_m=6,
-        baseline_reps=2, ar_tokens=8, seed=seed)
+        baseline_reps=2, ar_tokens=8, seed=seed))
     write_trace(path, cap, recs)
     return path
 

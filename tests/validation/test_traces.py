@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from validation.schema import SCHEMA, Round, TraceError
-from validation.traces import TraceWriter, read_records, read_trace, read_traces
+from validation.traces.records import TraceWriter, read_records, read_trace, read_traces
+from validation.traces.schema import SCHEMA, Round, TraceError
 
 HEADER = {
     "models": [{"name": "target", "kind": "zoo-gpt", "params": 10},

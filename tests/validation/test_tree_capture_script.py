@@ -1,4 +1,4 @@
-"""``data/traces/trees/capture_trees.sh`` in its smoke setting (tiny random zoo, one prompt):
+"""``experiments/trees/capture_trees.sh`` in its smoke setting (tiny random zoo, one prompt):
 pilot capture, plan, one capture per planned tree; figure 11 then draws the measured points
 from that folder (and says so), and theory only without it."""
 
@@ -15,7 +15,7 @@ import torch
 
 from paper_figures import fig11_trees as fig
 from validation.paths import REPO_ROOT
-from validation.traces import read_trace
+from validation.traces.records import read_trace
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.weights import save_model
 
@@ -42,7 +42,7 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
     env = dict(os.environ, SMOKE="1", OUT=str(out), PY=sys.executable, ZOO_DIR=str(zoo_dir),
                PAIRS="target,small", TEMPS="1",
                PYTHONPATH=str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run(["bash", str(REPO_ROOT / "data/traces/trees/capture_trees.sh")],
+    r = subprocess.run(["bash", str(REPO_ROOT / "experiments/trees/capture_trees.sh")],
                        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     plan = json.loads((out / "fig11_target-small_T1_plan.json").read_text())
@@ -70,7 +70,7 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
     assert np.all(z["el_chain"] <= z["el_optimal"] * (1 + 1e-12))
     # validate: every planned tree also gets a prediction with laws from the other captures
     from validation.analysis.validate import validate
-    from validation.traces import read_traces
+    from validation.traces.records import read_traces
 
     res = validate(read_traces(out))
     assert not res.configs and len(res.structured) == len(names) + 1  # + the pilot
@@ -84,7 +84,7 @@ def test_capture_script_smoke_and_figure(zoo_dir, tmp_path):
 
 def test_plan_structures_equal_figure_11s_and_degenerate_law():
     from polyspec_theory.structures.trees import SiblingLaw
-    from validation.tree_plan import family_structures
+    from validation.analysis.tree_plan import family_structures
 
     law = SiblingLaw(fig.LAW["sibling"])
     for n in range(1, 9):

@@ -16,9 +16,9 @@ from scipy import stats
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.trees import Tree, residual_rank_probs
 from tests.validation.tiny_zoo import tiny_family, tiny_ngram
-from validation.decoder import Sampler, autoregressive
-from validation.schema import StructuredRound, check_round_extras
-from validation.tree_decoder import StructuredDecoder, parse_schedule, parse_tree
+from validation.schemes.chain import Sampler, autoregressive
+from validation.schemes.structured import StructuredDecoder, parse_schedule, parse_tree
+from validation.traces.schema import StructuredRound, check_round_extras
 
 torch.set_num_threads(1)
 
@@ -150,7 +150,7 @@ def test_tree_round_counts_and_the_path_tree_is_the_chain():
         assert e["draft_m"][0] >= 1 and x.m == x.G + (x.m - x.G) and x.m >= x.G + 1
     assert sum(x.L for x in rounds) == r.n_generated
     # a path of G nodes decodes exactly as the chain decoder with threshold G (greedy)
-    from validation.decoder import PolybasicDecoder
+    from validation.schemes.chain import PolybasicDecoder
 
     for g in (1, 3, 5):
         prompt = [4, 7, 1, 9]
@@ -357,8 +357,8 @@ def test_sampling_is_reproducible_with_seed():
 
 def test_on_round_gets_structured_records():
     got = []
-    dec = StructuredDecoder(LEVELS16[:3], [3, 2], tree=TREES[2], schedules=["hf:2:1:5", None],
-                            on_round=got.append)
+    dec = StructuredDecoder(LEVELS16[:3], [3, 2], tree=TREES[2], schedules=["hf:2:1:5", None])
+    dec.on_round = got.append
     dec.generate([5, 6], 20)
     assert got and all(isinstance(x, StructuredRound) for x in got)
     recs = [x.to_record() for x in got]

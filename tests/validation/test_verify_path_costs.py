@@ -12,7 +12,7 @@ import pytest
 from validation.analysis.fits import fit_costs
 from validation.analysis.structured import analyse_structured, verify_path_costs
 from validation.paths import data_dir
-from validation.traces import read_traces
+from validation.traces.records import read_traces
 
 TREES = data_dir() / "traces" / "trees"
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from validation.decoder import PolybasicDecoder, autoregressive
-from validation.models import load_model, model_name
+from validation.capture.models import load_model, model_name
 from validation.paths import zoo_dir
+from validation.schemes.chain import PolybasicDecoder, autoregressive
 from validation.zoo import decode, encode, zoo_info
 from validation.zoo.data import EXCLUDED_DIRS, load_split, split_files
 from validation.zoo.model import GPT, GPTConfig
@@ -218,7 +218,7 @@ def test_grow_depth_preserves_the_function(factor):
 
 
 def test_grown_spec_trains_from_its_base_and_stays_unpublished(tmp_path):
-    from validation.zoo.train import TrainSpec, train_zoo
+    from validation.zoo.train import TrainRun, TrainSpec, train_zoo
 
     tiny = dict(batch_size=2, seq_len=32, warmup=1, lr=1e-3)
     specs = (TrainSpec("base", GPTConfig(n_layer=1, n_head=2, d_model=16), steps=2,
@@ -226,7 +226,7 @@ def test_grown_spec_trains_from_its_base_and_stays_unpublished(tmp_path):
              TrainSpec("deep", GPTConfig(n_layer=2, n_head=2, d_model=16), steps=2,
                        grow_from="base", **tiny))
     logs = []
-    train_zoo(0, tmp_path, specs=specs, log=logs.append)
+    train_zoo(0, tmp_path, specs, TrainRun(log=logs.append))
     assert any("grown from base (1 -> 2 layers)" in m for m in logs)
     assert (tmp_path / "deep.safetensors").exists()
     assert not (tmp_path / "base.safetensors").exists()  # an intermediate stays in ckpt/
@@ -235,7 +235,7 @@ def test_grown_spec_trains_from_its_base_and_stays_unpublished(tmp_path):
     assert [r["name"] for r in man["intermediate"]] == ["base"]
     assert man["models"][0]["grown_from"] == "base"
     with pytest.raises(FileNotFoundError, match="train it first"):
-        train_zoo(0, tmp_path / "other", specs=specs[1:], log=logs.append)
+        train_zoo(0, tmp_path / "other", specs[1:], TrainRun(log=logs.append))
 
 
 def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys):

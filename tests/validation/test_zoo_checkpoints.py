@@ -14,7 +14,7 @@ import torch
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
 from validation.zoo.model import GPTConfig
-from validation.zoo.train import TrainSpec, load_checkpoint, save_checkpoint, train_model
+from validation.zoo.train import TrainRun, TrainSpec, load_checkpoint, save_checkpoint, train_model
 
 TINY = dict(batch_size=2, seq_len=32, warmup=1, lr=1e-3)
 
@@ -60,7 +60,7 @@ def test_planted_checkpoint_is_refused_and_runs_nothing(tmp_path):
     _plant(ck, marker)
     spec = TrainSpec("small", GPTConfig(n_layer=1, n_head=2, d_model=16), steps=2, **TINY)
     with pytest.raises(PolyspecInputError, match=r"checkpoint: .*small\.pt: refused"):
-        train_model(spec, 0, 0, tmp_path, resume=True, log=lambda m: None)
+        train_model(spec, 0, 0, tmp_path, TrainRun(resume=True, log=lambda m: None))
     assert not marker.exists()
     # the plant is live: its pickle calls os.system("touch <marker>") when fully unpickled
     # (read with pickletools, which executes nothing)
@@ -91,11 +91,11 @@ def test_damaged_or_foreign_checkpoints_are_refused(tmp_path):
 def test_real_checkpoints_resume(tmp_path):
     spec = TrainSpec("small", GPTConfig(n_layer=1, n_head=2, d_model=16), steps=2, **TINY)
     logs = []
-    train_model(spec, 0, 0, tmp_path, ckpt_every=1, log=logs.append)
+    train_model(spec, 0, 0, tmp_path, TrainRun(ckpt_every=1, log=logs.append))
     state = load_checkpoint(tmp_path / "ckpt" / "small.pt")
     assert state["step"] == 2 and set(state["model"]) and isinstance(state["opt"], dict)
     longer = TrainSpec("small", spec.config, steps=3, **TINY)
-    train_model(longer, 0, 0, tmp_path, resume=True, ckpt_every=1, log=logs.append)
+    train_model(longer, 0, 0, tmp_path, TrainRun(resume=True, ckpt_every=1, log=logs.append))
     assert any("resumed at step 2" in m for m in logs)
     assert load_checkpoint(tmp_path / "ckpt" / "small.pt")["step"] == 3
     # written through a temporary file and a rename: no stray temporary left behind

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from validation.models import DecoderModel, NGramDrafter, ZooModel
+from validation.capture.models import DecoderModel, NGramDrafter, ZooModel
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.ngram import NGramModel
 

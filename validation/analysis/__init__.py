@@ -3,11 +3,11 @@
 (:mod:`.residuals`), model insertion on real data (:mod:`.insertion`), and planner pools
 built from captures (:mod:`.pool`)."""
 
-from .fits import PairFit, capture_cascade, fit_costs, fit_pairs, predict_config
-from .insertion import insertion_analysis
-from .pool import pool_from_captures
-from .residuals import decompose, lag1_correlation, overhead_model
-from .validate import ConfigResult, ValidationResult, validate
+from validation.analysis.fits import PairFit, capture_cascade, fit_costs, fit_pairs, predict_config
+from validation.analysis.insertion import insertion_analysis
+from validation.analysis.pool import pool_from_captures
+from validation.analysis.residuals import decompose, lag1_correlation, overhead_model
+from validation.analysis.validate import ConfigResult, ValidationResult, validate
 
 __all__ = [
     "PairFit", "capture_cascade", "fit_costs", "fit_pairs", "predict_config",

@@ -24,10 +24,9 @@ import numpy as np
 from polyspec_theory import Cascade, Model, async_pair, predict_async
 from polyspec_theory.core.costs import CostCurve, fit_cost_curve
 from polyspec_theory.errors import PolyspecInputError
+from validation.analysis.fits import fit_costs, fit_pairs
+from validation.analysis.forecast import measured_ci95
 from validation.analysis.relative import inside_ci, relative_error
-
-from .fits import fit_costs, fit_pairs
-from .forecast import measured_ci95
 
 __all__ = ["AsyncConfigResult", "validate_async", "earlier_window", "async_cascade",
            "sync_cost_curves", "drafter_forward_s", "async_text"]
@@ -129,7 +128,7 @@ def sync_cost_curves(capture, sync_caps) -> tuple[CostCurve, CostCurve, tuple[st
 
 def drafter_forward_s(capture) -> list[float]:
     """The capture's drafter forwards that scored one position (its ``dforwards``)."""
-    from ..traces import read_records
+    from validation.traces.records import read_records
 
     if not capture.path:
         return []
@@ -273,3 +272,30 @@ def async_text(results) -> str:
         lines.append("async: no headline prediction (no other capture of the pair or no "
                      "synchronous capture of both models: pass --laws-from DIR)")
     return "\n".join(lines)
+
+
+def validate_part(captures, ctx):
+    """``polyspec validate``'s part for the asynchronous captures
+    (:mod:`validation.analysis.traces`): :func:`validate_async` with laws and costs from the
+    folder's synchronous captures and ``--laws-from``; a capture made under an earlier window
+    rule is not predicted (a note says so)."""
+    from validation.analysis.traces import Part
+
+    caps = []
+    for c in captures:
+        w = earlier_window(c)
+        if w is None:
+            caps.append(c)
+        else:
+            ctx.notes.append(f"{c.name}: captured when a verify checked at most {w} drafts "
+                             f"(header async.window); AS0 now checks every ready draft up to "
+                             f"min(99, queue) (docs/theory.md AS0): not predicted")
+    if not caps:
+        return None
+    names = {c.name for c in captures}
+    sync = [c for c in ctx.stream if c.name not in names]
+    res = validate_async(caps, sync + ctx.laws_from(), ctx.options.families, cost_caps=sync)
+    rows = [r.to_dict() for r in res]
+    text = async_text(res)
+    return Part("async", rows, {"async": rows, "notes": list(ctx.notes)}, text,
+                tuple(ctx.notes), order=2, joined=f"\n{text}")

@@ -14,7 +14,7 @@ Per batched capture (cascade ``C`` at batch ``b``), the B2 prediction
   baseline is ``T_1(b, 1) + a_b``.
 
 The predicted speedup ``(T_1(b,1) + a_b) / tau_b`` and throughput ``b / tau_b`` are compared
-with the measured ones (:class:`validation.batch.dataset.BatchCapture`). Variants:
+with the measured ones (:class:`validation.traces.batch.BatchCapture`). Variants:
 
 ``predictive`` (the prediction: nothing of the predicted capture goes in)
     laws pooled over the OTHER captures with the same pairs (the same cascade at the other
@@ -59,11 +59,10 @@ from polyspec_theory.core.costs import BatchTableCost, CostCurve, fit_cost_curve
 from polyspec_theory.core.laws import FAMILIES, fit_laws
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving.batch import crossover_batch, predict_batch
+from validation.analysis.fits import PairFit
 from validation.analysis.relative import relative_error
-
-from ..batch.dataset import BatchCapture
-from ..dataset import check_captures
-from .fits import PairFit
+from validation.traces.batch import BatchCapture
+from validation.traces.dataset import check_captures
 
 __all__ = ["BatchVariant", "BatchConfigResult", "CrossoverResult", "BatchValidation",
            "validate_batches", "load_profile", "VARIANTS", "ROW_LENGTH", "LawFits", "capture_laws",
@@ -581,3 +580,31 @@ def validate_batches(captures, *, families=FAMILIES, profile=None,
                                     None),
             predicted=pred))
     return BatchValidation(tuple(results), tuple(crossovers), tuple(notes))
+
+
+def validate_part(captures, ctx):
+    """``polyspec validate``'s part for the batched captures
+    (:mod:`validation.analysis.traces`): :func:`validate_batches` with the batched cost
+    tables of ``--batch-profile`` (default FOLDER/profile.json) and the ``--laws-from``
+    captures, the report written to ``ctx.options.out``."""
+    from validation.analysis.batch_report import batch_text, write_batch_report
+    from validation.analysis.traces import Part
+
+    opts = ctx.options
+    if not captures:
+        if opts.batch_profile:
+            raise PolyspecInputError("--batch-profile", f"{ctx.folder} holds no batched "
+                                     "traces: --batch-profile applies to batched traces")
+        return None
+    default = ctx.folder / "profile.json"
+    if opts.batch_profile:
+        profile = load_profile(opts.batch_profile)
+    else:
+        profile = load_profile(default) if default.is_file() else None
+    res = validate_batches(captures, families=opts.families, profile=profile,
+                           law_captures=ctx.laws_from())
+    paths = write_batch_report(res, opts.out, title=f"Batched validation: {ctx.folder}")
+    obj = dict(res.to_json(), report=paths)
+    text = batch_text(res)
+    return Part("batch", obj, obj, f"{text}\nreport: {paths['markdown']}", tuple(res.notes),
+                order=1, joined=f"\n{text}\nbatched report: {paths['markdown']}")

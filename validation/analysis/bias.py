@@ -22,8 +22,7 @@ import math
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
-
-from .forecast import Forecast, forecast
+from validation.analysis.forecast import Config, Forecast, forecast
 
 __all__ = ["decompose_forecast", "TERMS"]
 
@@ -32,9 +31,9 @@ TERMS = ("ar", "acceptance", "counts", "forward_time", "overhead")
 
 def _own(capture, profile, policy: str) -> Forecast:
     """The forecast with acceptance laws fitted on the capture's own rounds, per prompt."""
-    return forecast(capture.models, capture.thresholds, capture.temperature, [capture],
-                    profile.cost_curves(), profile.ar_s, top_k=capture.top_k,
-                    prompts=[int(s["prompt"]) for s in capture.summaries], policy=policy)
+    return forecast(Config.of(capture)._replace(policy=policy), [capture],
+                    profile.cost_curves(), profile.ar_s,
+                    prompts=[int(s["prompt"]) for s in capture.summaries])
 
 
 def decompose_forecast(fc: Forecast, capture, profile=None, own=None) -> dict:

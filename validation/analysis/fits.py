@@ -15,10 +15,9 @@ from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.core.fitting import FitResult
 from polyspec_theory.core.laws import FAMILIES, best_fit, fit_laws
 from polyspec_theory.core.p1 import Prediction
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
-
-from ..dataset import Capture
+from polyspec_theory.schemes import predict
+from validation.traces.dataset import Capture
 
 __all__ = ["PairFit", "fit_pairs", "fit_costs", "fit_cost_for", "cost_curve_for",
            "cost_rel_se", "capture_cascade", "predict_config"]

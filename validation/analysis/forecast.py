@@ -10,7 +10,8 @@ Nothing of the capture being predicted goes in:
   pooled law where a prompt has none). P1 is evaluated per prompt and the prompts are
   combined as the measurement combines them: ``tau = Σ_p tokens_p tau_p / Σ_p tokens_p``.
 - **Costs** from a composition-aware profile of the cascade
-  (:class:`validation.composition.CompositionProfile`: in-cascade forward times of each model,
+  (:class:`validation.capture.composition.CompositionProfile`: in-cascade forward times of each
+  model,
   the target's autoregressive time per token), measured in a separate run.
 - **Decoder overhead** (time outside forwards, per forward and per verify round) fitted on the
   other captures of the same sampling mode.
@@ -29,14 +30,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
 from polyspec_theory import AcceptanceCounts, Cascade, CostCurve, IIDGeometric, Model, predict
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.analysis.relative import relative_error
-
-from .residuals import overhead_model
+from validation.analysis.residuals import overhead_model
 
 __all__ = ["Forecast", "forecast", "forecast_capture", "loo_errors", "pair_rounds",
            "measured_ci95", "error_quantile", "NoHoldoutData", "count_ratios", "count_factors"]
@@ -97,21 +98,37 @@ class Forecast:
         }
 
 
-def forecast(models, thresholds, temperature, captures, cost_curves, ar_time_per_token: float,
-             *, top_k: int = 0, prompts=None, tokens_per_prompt=None, exclude: str | None = None,
-             cost_source: str = "profile", policy: str = "accumulate",
-             count_factor=None) -> Forecast:
-    """Predict the measured speedup of the configuration (``models`` target first,
-    ``thresholds``) at ``temperature`` (module docstring). ``captures``: the committed
-    captures (``exclude``: the name of one to leave out, the capture being predicted);
-    ``cost_curves``: one :class:`CostCurve` per model (in-cascade costs);
+class Config(NamedTuple):
+    """A configuration to forecast: ``models`` target first, one threshold per pair, its
+    sampling (``temperature``, ``top_k``) and block policy."""
+
+    models: tuple
+    thresholds: tuple
+    temperature: float = 0.0
+    top_k: int = 0
+    policy: str = "accumulate"
+
+    @classmethod
+    def of(cls, capture) -> Config:
+        """The configuration of a capture."""
+        return cls(capture.models, capture.thresholds, capture.temperature, capture.top_k,
+                   capture.policy)
+
+
+def forecast(config: Config, captures, cost_curves, ar_time_per_token: float, *,
+             prompts=None, exclude: str | None = None, count_factor=None) -> Forecast:
+    """Predict the measured speedup of ``config`` (module docstring). ``captures``: the
+    committed captures (``exclude``: the name of one to leave out, the capture being
+    predicted); ``cost_curves``: one :class:`CostCurve` per model (in-cascade costs);
     ``ar_time_per_token``: the target's autoregressive time per token on the same time base;
-    ``prompts``/``tokens_per_prompt``: the prompts to predict and tokens decoded on each
-    (default: the prompts of the other captures, equal weights); ``count_factor``: one factor
-    per model on its forwards per token (:func:`count_factors`; default none)."""
-    models = tuple(str(m) for m in models)
-    thresholds = tuple(as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds))
-    temperature = as_real(temperature, "temperature", low=0.0)
+    ``prompts``: the prompts to predict, weighed equally (default: the prompts of the other
+    captures); ``count_factor``: one factor per model on its forwards per token
+    (:func:`count_factors`; default none)."""
+    models = tuple(str(m) for m in config.models)
+    thresholds = tuple(as_int(t, f"thresholds[{i}]", low=1)
+                       for i, t in enumerate(config.thresholds))
+    temperature = as_real(config.temperature, "temperature", low=0.0)
+    top_k, policy = config.top_k, config.policy
     ar = as_real(ar_time_per_token, "ar_time_per_token", low=0.0, low_open=True)
     if len(cost_curves) != len(models):
         raise PolyspecInputError("cost_curves", f"need one per model ({len(models)})")
@@ -132,8 +149,7 @@ def forecast(models, thresholds, temperature, captures, cost_curves, ar_time_per
     prompts = tuple(int(p) for p in prompts)
     if not prompts:
         raise PolyspecInputError("prompts", "no prompt to predict")
-    weights = (np.ones(len(prompts)) if tokens_per_prompt is None
-               else np.asarray(tokens_per_prompt, dtype=np.float64))
+    weights = np.ones(len(prompts))
     ms = tuple(Model(m, c) for m, c in zip(models, cost_curves, strict=True))
     notes = []
     taus, fwds, lts = [], [], []
@@ -163,7 +179,7 @@ def forecast(models, thresholds, temperature, captures, cost_curves, ar_time_per
                     speedup=ar / tau, time_per_token=tau, forward_time_per_token=tau_fwd,
                     overhead_per_token=ov_tok, ar_time_per_token=ar,
                     forwards_per_token=tuple(float(x) for x in f), prompts=prompts,
-                    acceptance_from=tuple(used), cost_source=cost_source,
+                    acceptance_from=tuple(used), cost_source="profile",
                     notes=tuple(notes),
                     level_time_per_token=tuple(float(x) for x in lt))
 
@@ -172,9 +188,8 @@ def count_ratios(capture) -> np.ndarray:
     """Per model: forwards per token counted in ``capture`` / P1's with laws fitted on the
     capture's own rounds, per prompt (what P1 misses given the acceptance)."""
     unit = [CostCurve.constant(1.0)] * capture.n
-    own = forecast(capture.models, capture.thresholds, capture.temperature, [capture], unit,
-                   1.0, top_k=capture.top_k,
-                   prompts=[int(s["prompt"]) for s in capture.summaries], policy=capture.policy)
+    own = forecast(Config.of(capture), [capture], unit, 1.0,
+                   prompts=[int(s["prompt"]) for s in capture.summaries])
     meas = np.asarray(capture.forward_count, dtype=np.float64) / capture.tokens
     return meas / np.asarray(own.forwards_per_token)
 
@@ -204,10 +219,9 @@ def forecast_capture(capture, captures, profile, count_factor=None) -> Forecast:
     if count_factor is None:
         count_factor = count_factors(capture.n, capture.temperature, captures,
                                      exclude=capture.name)
-    return forecast(capture.models, capture.thresholds, capture.temperature, captures,
-                    profile.cost_curves(), profile.ar_s, top_k=capture.top_k,
+    return forecast(Config.of(capture), captures, profile.cost_curves(), profile.ar_s,
                     prompts=[int(s["prompt"]) for s in capture.summaries],
-                    exclude=capture.name, policy=capture.policy, count_factor=count_factor)
+                    exclude=capture.name, count_factor=count_factor)
 
 
 def loo_errors(captures, profiles, temperature: float | None = None) -> dict[str, float]:

@@ -26,14 +26,13 @@ import numpy as np
 
 from polyspec_theory import FAMILIES, CostCurve, predict_batch, predict_structured
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from validation.analysis.batch_validate import LawFits, capture_laws, predictive_costs
+from validation.analysis.fits import fit_costs
 from validation.analysis.relative import relative_error
-
-from ..batch.dataset import BatchCapture
-from ..dataset import Capture, CaptureConfig
-from .batch_validate import LawFits, capture_laws, predictive_costs
-from .fits import fit_costs
-from .residuals import overhead_model
-from .structured import fit_structured_laws, structured_cascade
+from validation.analysis.residuals import overhead_model
+from validation.analysis.structured import fit_structured_laws, structured_cascade
+from validation.traces.batch import BatchCapture
+from validation.traces.dataset import Capture, CaptureConfig
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
@@ -61,12 +60,14 @@ class SpecConfig(CaptureConfig):
     label = BatchCapture.label
 
 
-def spec_config(models, thresholds, temperature, *, tree=None, schedules=None,
-                tree_sampling: str = "distinct", batch: int = 1, prompt_len: int = 64,
-                tokens: int = 128, name: str = "forecast") -> SpecConfig:
-    """A :class:`SpecConfig`: ``tree``: parent indices of a tree drafted at the bottom pair;
-    ``schedules``: one entry per pair (``None`` or a schedule config such as
-    ``{"kind": "hf", "start": 4, "min": 1, "max": 8}``)."""
+def spec_config(spec, name: str = "forecast") -> SpecConfig:
+    """The :class:`SpecConfig` of a configuration given as a
+    :class:`~validation.capture.setup.CaptureSpec` (the capture it forecasts): ``models``,
+    ``thresholds``, ``temperature``, ``tree`` (parent indices of a tree drafted at the bottom
+    pair), ``schedules`` (one entry per pair: ``None`` or a schedule config such as
+    ``{"kind": "hf", "start": 4, "min": 1, "max": 8}``), ``tree_sampling``, ``batches``
+    (one batch size), ``prompt_len`` and ``max_new_tokens``."""
+    models, thresholds, tree, schedules = spec.models, spec.thresholds, spec.tree, spec.schedules
     models = [str(m) for m in models]
     n = len(models)
     if n < 2:
@@ -82,13 +83,15 @@ def spec_config(models, thresholds, temperature, *, tree=None, schedules=None,
         if len(schedules) != n - 1:
             raise PolyspecInputError("schedules", f"need one entry per pair ({n - 1})")
         casc["schedules"] = list(schedules)
-    header = {"cascade": casc, "temperature": as_real(temperature, "temperature", low=0.0),
-              "top_k": 0, "tree_sampling": tree_sampling if tree is not None else None,
-              "prompts": {"prompt_len": as_int(prompt_len, "prompt_len", low=1),
-                          "max_new_tokens": as_int(tokens, "tokens", low=1)}}
-    spec = SpecConfig(header=header, name=name, batch=as_int(batch, "batch", low=1))
-    spec.trees, spec.schedules  # noqa: B018 (validates the structures now)
-    return spec
+    header = {"cascade": casc,
+              "temperature": as_real(spec.temperature, "temperature", low=0.0), "top_k": 0,
+              "tree_sampling": spec.tree_sampling if tree is not None else None,
+              "prompts": {"prompt_len": as_int(spec.prompt_len, "prompt_len", low=1),
+                          "max_new_tokens": as_int(spec.max_new_tokens, "tokens", low=1)}}
+    batch = 1 if spec.batches is None else spec.batches[0]
+    out = SpecConfig(header=header, name=name, batch=as_int(batch, "batch", low=1))
+    out.trees, out.schedules  # noqa: B018 (validates the structures now)
+    return out
 
 
 def structured_costs(spec, captures) -> tuple[dict, float, list[str]]:
@@ -217,12 +220,14 @@ def spec_of(capture) -> SpecConfig:
     trees = capture.cascade.get("trees")
     tree = list(trees[-1]["parents"]) if trees and trees[-1] is not None else None
     sch = capture.cascade.get("schedules")
-    return spec_config(capture.models, capture.thresholds, capture.temperature, tree=tree,
-                       schedules=sch,
-                       tree_sampling=capture.header.get("tree_sampling") or "distinct",
-                       batch=getattr(capture, "batch", 1),
-                       prompt_len=capture.header.get("prompts", {}).get("prompt_len", 64),
-                       tokens=capture.max_new_tokens or 128, name=capture.name)
+    from validation.capture.setup import CaptureSpec
+
+    return spec_config(CaptureSpec(
+        capture.models, capture.thresholds, capture.temperature, tree=tree, schedules=sch,
+        tree_sampling=capture.header.get("tree_sampling") or "distinct",
+        batches=(getattr(capture, "batch", 1),),
+        prompt_len=capture.header.get("prompts", {}).get("prompt_len", 64),
+        max_new_tokens=capture.max_new_tokens or 128), name=capture.name)
 
 
 def structured_loo_errors(captures, temperature: float | None = None,
@@ -257,3 +262,13 @@ def batch_loo_errors(batch_captures, law_captures, profile) -> dict[str, float]:
             continue
         out[c.name] = relative_error(f["speedup"], c.measured_speedup)
     return out
+
+
+def chain_loo_errors(captures, *, temperature: float, models) -> dict[str, float]:
+    """``{name: forecast / measured - 1}`` of the chain captures of ``models`` (any order) at
+    ``temperature``, each forecast as a structured one from the others: the errors a
+    structured forecast's interval takes when no capture of its kind exists yet."""
+    return {c.name: forecast_structured(spec_of(c), captures)["speedup"]
+            / c.measured_speedup - 1.0
+            for c in captures if c.scheme == "chain" and c.temperature == temperature
+            and set(c.models) == set(models)}

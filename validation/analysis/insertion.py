@@ -14,11 +14,16 @@ from __future__ import annotations
 import math
 
 from polyspec_theory.core.config import Cascade, Model
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.planning.insertion import decision_confidence, insert_model, insertion_decision
-
-from .fits import capture_cascade, cost_curve_for, cost_rel_se, fit_cost_for, fit_costs
-from .residuals import overhead_model, slowdown_factor
+from polyspec_theory.schemes import predict
+from validation.analysis.fits import (
+    capture_cascade,
+    cost_curve_for,
+    cost_rel_se,
+    fit_cost_for,
+    fit_costs,
+)
+from validation.analysis.residuals import overhead_model, slowdown_factor
 
 __all__ = ["insertion_analysis", "model_order"]
 

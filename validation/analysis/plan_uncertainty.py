@@ -25,6 +25,7 @@ when ``probability_best >= 0.9``, else ``"too close to call"``.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -188,11 +189,19 @@ POOL_FILE_NOTE = ("a pool file's laws and costs are fixed numbers: the plan carr
                   "interval or probability_best is given")
 
 
+class Draws(NamedTuple):
+    """The Monte-Carlo draws of :func:`candidate_uncertainty`: how many, from which seed."""
+
+    n: int = 400
+    seed: int = 0
+
+
 def plan_decisions(result, pool, captures, profiles, aa_captures=(), *, temperature=None,
-                   top: int = 5, n_draws: int = 400, seed: int = 0) -> dict:
+                   top: int = 5, draws: Draws | None = None) -> dict:
     """``{"candidates": [...], "noise_floor": ..., "notes": [...]}`` for the best plan and
     its alternatives (at most ``top`` in all) of ``result`` on ``pool``, built from
-    ``captures`` at ``temperature`` (:func:`candidate_uncertainty`)."""
+    ``captures`` at ``temperature`` (:func:`candidate_uncertainty` with ``draws``)."""
+    n_draws, seed = draws or Draws()
     cands = [(tuple(result.best.chain), tuple(result.best.thresholds), result.best.speedup)]
     cands += [(tuple(a.chain), tuple(a.thresholds), a.speedup) for a in result.alternatives]
     cands = cands[:max(1, as_int(top, "top", low=1))]

@@ -12,8 +12,7 @@ from polyspec_theory.core.laws import LAW_FAMILIES
 from polyspec_theory.core.regimes import MAX_HORIZON, RegimeLaw, fit_regimes
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.planning.pool import MAX_PLAN_THRESHOLD, Pool
-
-from .fits import fit_costs, fit_pairs
+from validation.analysis.fits import fit_costs, fit_pairs
 
 __all__ = ["pool_from_captures", "regime_fits", "capture_horizon", "REGIME_KS"]
 
@@ -61,7 +60,7 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
                        temperature: float | None = None, name: str = "traces",
                        horizon: int | None = None, profiles=None):
     """A :class:`polyspec_theory.planning.planner.Pool` from captures
-    (:func:`validation.traces.read_traces`).
+    (:func:`validation.traces.records.read_traces`).
 
     - Models: every model of the captures; the target (first model of every capture; all
       captures must share it) first, the others by decreasing fitted ``T(1)``.
@@ -83,76 +82,22 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
     - One sampling setting: captures at ``temperature`` (required when they differ).
     Returns ``(pool, info)``; ``info`` lists the captures used and rounds per pair.
     """
-    caps = list(captures)
-    if not caps:
-        raise PolyspecInputError("traces", "no captured configuration")
-    if law not in ("best", "regime") and law not in LAW_FAMILIES:
-        raise PolyspecInputError("--law", f"unknown law family {law!r}; choose best, regime "
-                                 f"or one of {', '.join(LAW_FAMILIES)}")
+    caps, settings = _selected(captures, law, temperature)
     max_threshold = as_int(max_threshold, "--max-threshold", low=1, high=MAX_PLAN_THRESHOLD)
-    settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
-    if temperature is not None:
-        caps = [c for c in caps if float(c.temperature) == float(temperature)]
-        if not caps:
-            raise PolyspecInputError(
-                "--temperature", f"no capture at temperature {temperature}; found "
-                + ", ".join(f"T={t:g} top_k={k}" for t, k in settings))
-        settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
-    if len(settings) > 1:
-        raise PolyspecInputError(
-            "--temperature", "the captures mix sampling settings ("
-            + ", ".join(f"T={t:g} top_k={k}" for t, k in settings)
-            + "); acceptance depends on them: choose one with --temperature")
-    targets = sorted({c.models[0] for c in caps})
-    if len(targets) > 1:
-        raise PolyspecInputError("traces", f"the captures have different targets: "
-                                 f"{', '.join(targets)}")
-    target = targets[0]
+    target = caps[0].models[0]
     policies = sorted({c.policy for c in caps})
     if len(policies) > 1:
         raise PolyspecInputError("traces", f"the captures mix block policies: {policies}")
-    # costs in target-forward units, median over captures
-    tables: dict[str, list[np.ndarray]] = {}
-    for c in caps:
-        fits = fit_costs(c, calibrate=True)
-        t_target = fits[target].at(1)
-        if not t_target > 0:
-            raise PolyspecInputError(f"traces.{c.name}", "target cost T_1(1) is not positive")
-        for nm, cf in fits.items():
-            m_max = int(max(cf.ms))
-            curve = cf.curve()
-            tables.setdefault(nm, []).append(
-                np.asarray(curve(np.arange(1, m_max + 1)), dtype=np.float64) / t_target)
-    costs = {}
-    for nm, tabs in tables.items():
-        k = min(t.size for t in tabs)
-        costs[nm] = CostCurve.from_table(
-            [float(x) for x in np.maximum(np.median([t[:k] for t in tabs], axis=0), 0.0)])
+    costs = _pool_costs(caps, target)
     if profiles:
         costs = _composition_costs(caps, costs, target, profiles)
     others = sorted((nm for nm in costs if nm != target), key=lambda nm: (-costs[nm].t1, nm))
     models = [Model(target, costs[target])] + [Model(nm, costs[nm]) for nm in others]
-    pair_fits = fit_pairs(caps)
     use_regimes = law in ("best", "regime")
     if use_regimes:
         horizon = capture_horizon(caps) if horizon is None else horizon
         horizon = as_int(horizon, "--horizon", low=1, high=MAX_HORIZON)
-        reg = regime_fits(caps)
-    pairs, rounds = {}, {}
-    for (v, d, _t, _k), pf in sorted(pair_fits.items()):
-        aic = {f.law.family: f.aic for f in pf.fits if f.law.family != "gaussian"}
-        if use_regimes:
-            aic.update({f"regime{k}": rf.aic for k, rf in reg[(v, d)].items()})
-            cands = [c for c in aic if law == "best" or c.startswith("regime")]
-            choice = min(cands, key=aic.__getitem__)
-            if choice.startswith("regime"):
-                pairs[(v, d)] = RegimeLaw(reg[(v, d)][int(choice[6:])].model, horizon)
-            else:
-                pairs[(v, d)] = pf.law(choice)
-        else:
-            pairs[(v, d)] = pf.law(law)
-        rounds[f"{v}|{d}"] = {"rounds": pf.counts.n_rounds, "law": pairs[(v, d)].to_config(),
-                              "aic": aic, "configs": list(pf.configs)}
+    pairs, rounds = _pool_laws(caps, law, horizon if use_regimes else None)
     pool = Pool(tuple(models), pairs, max_threshold, policies[0], name,
                 engine="polyspec")  # our own decoder: it runs both modes
     info = {
@@ -173,6 +118,83 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
     return pool, info
 
 
+
+
+def _selected(captures, law: str, temperature):
+    """(the captures at the one sampling setting, the settings): one target, a known law."""
+    caps = list(captures)
+    if not caps:
+        raise PolyspecInputError("traces", "no captured configuration")
+    if law not in ("best", "regime") and law not in LAW_FAMILIES:
+        raise PolyspecInputError("--law", f"unknown law family {law!r}; choose best, regime "
+                                 f"or one of {', '.join(LAW_FAMILIES)}")
+    settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
+    if temperature is not None:
+        caps = [c for c in caps if float(c.temperature) == float(temperature)]
+        if not caps:
+            raise PolyspecInputError(
+                "--temperature", f"no capture at temperature {temperature}; found "
+                + ", ".join(f"T={t:g} top_k={k}" for t, k in settings))
+        settings = sorted({(float(c.temperature), int(c.top_k)) for c in caps})
+    if len(settings) > 1:
+        raise PolyspecInputError(
+            "--temperature", "the captures mix sampling settings ("
+            + ", ".join(f"T={t:g} top_k={k}" for t, k in settings)
+            + "); acceptance depends on them: choose one with --temperature")
+    targets = sorted({c.models[0] for c in caps})
+    if len(targets) > 1:
+        raise PolyspecInputError("traces", f"the captures have different targets: "
+                                 f"{', '.join(targets)}")
+    return caps, settings
+
+
+def _pool_costs(caps, target) -> dict:
+    """Per model: the calibrated cost curves over the target's ``T_1(1)``, the element-wise
+    median over the captures containing it."""
+    # costs in target-forward units, median over captures
+    tables: dict[str, list[np.ndarray]] = {}
+    for c in caps:
+        fits = fit_costs(c, calibrate=True)
+        t_target = fits[target].at(1)
+        if not t_target > 0:
+            raise PolyspecInputError(f"traces.{c.name}", "target cost T_1(1) is not positive")
+        for nm, cf in fits.items():
+            m_max = int(max(cf.ms))
+            curve = cf.curve()
+            tables.setdefault(nm, []).append(
+                np.asarray(curve(np.arange(1, m_max + 1)), dtype=np.float64) / t_target)
+    costs = {}
+    for nm, tabs in tables.items():
+        k = min(t.size for t in tabs)
+        costs[nm] = CostCurve.from_table(
+            [float(x) for x in np.maximum(np.median([t[:k] for t in tabs], axis=0), 0.0)])
+    return costs
+
+
+def _pool_laws(caps, law: str, horizon) -> tuple[dict, dict]:
+    """(the law of every pair seen, the rounds and AIC behind it); ``horizon``: the regime
+    laws' decode length (``None``: no regime law)."""
+    use_regimes = horizon is not None
+    pair_fits = fit_pairs(caps)
+    reg = regime_fits(caps) if use_regimes else None
+    pairs, rounds = {}, {}
+    for (v, d, _t, _k), pf in sorted(pair_fits.items()):
+        aic = {f.law.family: f.aic for f in pf.fits if f.law.family != "gaussian"}
+        if use_regimes:
+            aic.update({f"regime{k}": rf.aic for k, rf in reg[(v, d)].items()})
+            cands = [c for c in aic if law == "best" or c.startswith("regime")]
+            choice = min(cands, key=aic.__getitem__)
+            if choice.startswith("regime"):
+                pairs[(v, d)] = RegimeLaw(reg[(v, d)][int(choice[6:])].model, horizon)
+            else:
+                pairs[(v, d)] = pf.law(choice)
+        else:
+            pairs[(v, d)] = pf.law(law)
+        rounds[f"{v}|{d}"] = {"rounds": pf.counts.n_rounds, "law": pairs[(v, d)].to_config(),
+                              "aic": aic, "configs": list(pf.configs)}
+    return pairs, rounds
+
+
 def _composition_costs(caps, costs, target, profiles) -> dict:
     """Pool costs in units of one autoregressive target token from composition profiles: a
     verifier's ``T(G + 1)`` is the median over the profiled cascades of its in-cascade verify
@@ -182,7 +204,7 @@ def _composition_costs(caps, costs, target, profiles) -> dict:
     in-cascade/isolated ratio; every forward carries the decoder overhead per forward and
     every verify forward the overhead per round (fitted on the captures, in AR-token
     units)."""
-    from .residuals import overhead_model
+    from validation.analysis.residuals import overhead_model
 
     ver: dict[str, dict[int, list]] = {}
     drf: dict[str, list] = {}

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from polyspec_theory.core.p1 import Prediction
-
-from ..dataset import Capture, Rounds
-from .fits import fit_costs, predict_config
+from validation.analysis.fits import fit_costs, predict_config
+from validation.traces.dataset import Capture, Rounds
 
 __all__ = ["OverheadModel", "overhead_model", "slowdown_ratios", "slowdown_factor", "role",
            "lag1_correlation", "decompose"]

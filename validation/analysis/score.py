@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
+from validation.analysis.forecast import error_quantile, measured_ci95
 from validation.analysis.relative import relative_error
 
-from .forecast import error_quantile, measured_ci95
-
-__all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS"]
+__all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS",
+           "prediction_interval", "widened_interval"]
 
 FORECAST_KINDS = ("chain", "tree", "schedule", "batch")
 
@@ -49,8 +49,8 @@ def _number(x) -> bool:
 
 
 def _read(path, kind):
-    from ..batch.dataset import read_batch_trace
-    from ..traces import read_trace
+    from validation.traces.batch import read_batch_trace
+    from validation.traces.records import read_trace
 
     return read_batch_trace(path) if kind == "batch" else read_trace(path)
 
@@ -68,7 +68,7 @@ def score_forecasts(path) -> dict:
     :func:`find_capture`): ``configs`` (``measured``, its 95 % CI, ``inside`` the forecast's
     interval, ``error`` = forecast / measured - 1; ``measured`` None when not captured yet),
     ``median_abs_error``, ``max_abs_error``, ``inside_fraction`` over the captured ones."""
-    from ..files import decode_utf8, read_regular_bytes
+    from validation.files import decode_utf8, read_regular_bytes
 
     p = Path(path)
     if not p.exists():
@@ -155,3 +155,25 @@ def score_forecasts(path) -> dict:
             "max_abs_error": float(a.max()) if done else None,
             "inside_fraction": (float(np.mean([r["inside"] for r in done])) if done
                                 else None)}
+
+
+def prediction_interval(speedup: float, errors, of: str) -> dict:
+    """The one rule for a forecast's 95 % interval from leave-one-out errors:
+    ``speedup * (1 ± q)`` with ``q`` = :func:`error_quantile` of the errors (the lower end
+    at least 0: a speedup is positive), ``None`` without errors; and where it came from
+    (``of``: whose leave-one-out errors, e.g. "the captures at this temperature")."""
+    errs = list(errors)
+    q = error_quantile(errs) if errs else None
+    return {"interval95": None if q is None else [max(speedup * (1 - q), 0.0),
+                                                  speedup * (1 + q)],
+            "interval_from": {"loo_errors": len(errs), "quantile": q,
+                              "loo_coverage": loo_coverage(errs),
+                              "method": "split-conformal order statistic of the leave-one-out "
+                                        f"|relative errors| of {of}"}}
+
+
+def widened_interval(low: float, high: float, rel_sd: float) -> list[float]:
+    """A replay's interval ``[low, high]`` (its cost interval) widened by the model's
+    relative error sd ``rel_sd`` (normal 95 %: 1.96 sd each side; the lower end at least
+    0): the interval of the GPU-trace forecasts."""
+    return [max(low * (1 - 1.96 * rel_sd), 0.0), high * (1 + 1.96 * rel_sd)]

@@ -1,6 +1,6 @@
 """Predicted vs measured for captures with token trees and adaptive draft lengths
-(docs/theory.md Part III-D; :mod:`validation.tree_decoder` records them, schema in
-:mod:`validation.schema`).
+(docs/theory.md Part III-D; :mod:`validation.schemes.structured` records them, schema in
+:mod:`validation.traces.schema`).
 
 Per structured capture (:func:`analyse_structured`):
 
@@ -59,11 +59,10 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.schedule import fit_confidence_law
 from polyspec_theory.structures.structured import predict_structured
 from polyspec_theory.structures.trees import SiblingLaw, accepted_pmf, fit_sibling_law
+from validation.analysis.fits import fit_costs
 from validation.analysis.relative import relative_error
-
-from ..dataset import StructureRecords
-from .fits import fit_costs
-from .residuals import overhead_model
+from validation.analysis.residuals import overhead_model
+from validation.traces.dataset import StructureRecords
 
 __all__ = ["MIN_VISITS", "StructuredConfigResult", "fit_structured_laws", "structured_cascade",
            "analyse_structured", "sibling_law_by_depth", "confidence_qr", "verify_path_costs"]

@@ -42,17 +42,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from polyspec_theory.core.laws import FAMILIES, fit_laws
-from polyspec_theory.core.polybasic import predict
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.coupling import coupled_forwards, select_coupling
-from validation.analysis.relative import inside_ci, relative_error
-
-from ..dataset import check_captures
-from .fits import (
+from polyspec_theory.schemes import predict
+from validation.analysis.fits import (
     PairFit,
     capture_cascade,
     counts_without,
@@ -60,9 +58,10 @@ from .fits import (
     fit_pairs,
     predict_config,
 )
-from .forecast import NoHoldoutData, forecast_capture, measured_ci95
-from .insertion import insertion_analysis
-from .residuals import (
+from validation.analysis.forecast import NoHoldoutData, forecast_capture, measured_ci95
+from validation.analysis.insertion import insertion_analysis
+from validation.analysis.relative import inside_ci, relative_error
+from validation.analysis.residuals import (
     decompose,
     lag1_correlation,
     overhead_model,
@@ -70,9 +69,10 @@ from .residuals import (
     slowdown_factor,
     slowdown_ratios,
 )
-from .structured import StructuredConfigResult, analyse_structured
+from validation.analysis.structured import StructuredConfigResult, analyse_structured
+from validation.traces.dataset import check_captures
 
-__all__ = ["ConfigResult", "ValidationResult", "validate", "DIAGNOSTICS", "HEADLINE"]
+__all__ = ["ConfigResult", "ValidationResult", "validate", "P5", "DIAGNOSTICS", "HEADLINE"]
 
 HEADLINE = "predictive"
 # diagnostic variants (name -> what it is); "p1_<family>" for each fitted law family too
@@ -387,14 +387,24 @@ class ValidationResult:
         }
 
 
+class P5(NamedTuple):
+    """How the P5 insertion decisions' confidence is computed (``"delta"`` or
+    ``"bootstrap"`` with ``n_boot`` replicates from ``seed``)."""
+
+    confidence: str = "delta"
+    n_boot: int = 200
+    seed: int = 0
+
+
 def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: bool = True,
-             holdout: bool = True, confidence: str = "delta", n_boot: int = 200,
-             seed: int = 0, profiles=None, progress=None) -> ValidationResult:
+             holdout: bool = True, p5: P5 | None = None, profiles=None,
+             progress=None) -> ValidationResult:
     """Run the whole pipeline (module docstring) on a list of captures. ``profiles``: capture
     name -> composition profile of its cascade (anything with ``cost_curves()``, ``ar_s``,
-    ``models`` and ``thresholds``, e.g. :class:`validation.composition.CompositionProfile`);
-    captures without one get no headline forecast. ``progress(done, total)`` is called after
-    each configuration is analysed."""
+    ``models`` and ``thresholds``, e.g.
+    :class:`validation.capture.composition.CompositionProfile`); captures without one get no
+    headline forecast. ``p5``: the insertion decisions' confidence. ``progress(done,
+    total)`` is called after each configuration is analysed."""
     captures = check_captures(captures, empty="no captured configurations")
     names = [c.name for c in captures]
     families = tuple(families)
@@ -420,6 +430,7 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
         if progress is not None:
             progress(len(results), len(captures))
     results = tuple(results)
-    ins = tuple(insertion_analysis(captures, pair_fits, method=confidence, n_boot=n_boot,
-                                   seed=seed, ratios=ratios)) if insertions else ()
+    p5 = p5 or P5()
+    ins = tuple(insertion_analysis(captures, pair_fits, method=p5.confidence, n_boot=p5.n_boot,
+                                   seed=p5.seed, ratios=ratios)) if insertions else ()
     return ValidationResult(results, pair_fits, ins, families, laws, structured)

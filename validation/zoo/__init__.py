@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import paths
+from validation import paths
 
 __all__ = ["zoo_info", "encode", "decode", "NEURAL_MODELS"]
 
@@ -34,9 +34,8 @@ def zoo_info(weights_dir=None, evaluate: bool = False) -> dict:
     """Description of the zoo: per level name, params, architecture and validation
     bits/byte (as recorded at training, or recomputed with ``evaluate=True``)."""
     from polyspec_theory.errors import PolyspecInputError
-
-    from .data import corpus_digest
-    from .ngram import NGramModel
+    from validation.zoo.data import corpus_digest
+    from validation.zoo.ngram import NGramModel
 
     wdir = Path(weights_dir) if weights_dir is not None else paths.zoo_dir()
     mpath = wdir / "zoo.json"
@@ -48,9 +47,9 @@ def zoo_info(weights_dir=None, evaluate: bool = False) -> dict:
         entry = {"name": r["name"], "params": r["params"], **r["config"],
                  "steps": r["steps"], "val_bits_per_byte": r["val_bits_per_byte"]}
         if evaluate:
-            from .data import load_split
-            from .train import eval_bpb
-            from .weights import load_gpt
+            from validation.zoo.data import load_split
+            from validation.zoo.train import eval_bpb
+            from validation.zoo.weights import load_gpt
 
             m = load_gpt(wdir / f"{r['name']}.safetensors")
             entry["val_bits_per_byte"] = round(eval_bpb(m, load_split("val")), 4)

@@ -92,7 +92,7 @@ def next_byte_laws(model, windows: np.ndarray, min_context: int) -> np.ndarray:
     prefix of length ``min_context..seq_len`` of each window (row-major: window, then
     position). ``model``: a zoo :class:`~validation.zoo.model.GPT` (one full forward per
     window; fp32 logits, softmax in float64) or an :class:`~validation.zoo.ngram.NGramModel`."""
-    from .ngram import NGramModel
+    from validation.zoo.ngram import NGramModel
 
     windows = np.asarray(windows)
     n, L = windows.shape
@@ -169,7 +169,7 @@ def greedy_continuations(model, prompts: torch.Tensor, new_tokens: int):
     (B, P + new_tokens, V) of the model at every position (row ``t`` is its law of token
     ``t + 1``; the last row, past the window, from one more cached step), through
     :meth:`~validation.zoo.model.GPT.forward_batched`. The tokens are
-    what :func:`validation.decoder.autoregressive` produces prompt by prompt (up to exact ties
+    what :func:`validation.schemes.chain.autoregressive` produces prompt by prompt (up to exact ties
     of the arg max in float rounding)."""
     was_training = model.training
     model.eval()

@@ -93,7 +93,7 @@ class NGramModel:
         """Cross-entropy in bits/byte on ``n_positions`` evenly spaced positions of ``data``
         (default: the validation split)."""
         if data is None:
-            from .data import load_split
+            from validation.zoo.data import load_split
 
             data = load_split("val")
         pos = np.linspace(self.order, len(data) - 1, n_positions).astype(np.int64)
@@ -105,6 +105,6 @@ class NGramModel:
 
 @lru_cache(maxsize=4)
 def _default_ngram(order: int) -> NGramModel:
-    from .data import load_split
+    from validation.zoo.data import load_split
 
     return NGramModel(load_split("train"), order=order)

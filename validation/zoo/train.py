@@ -33,16 +33,16 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from polyspec_theory.errors import PolyspecInputError
-
-from ..files import atomic_write_bytes, atomic_write_text
-from .data import corpus_digest, load_split
-from .model import GPT, GPTConfig
+from validation.files import atomic_write_bytes, atomic_write_text
+from validation.zoo.data import corpus_digest, load_split
+from validation.zoo.model import GPT, GPTConfig
 
 __all__ = ["TrainSpec", "DEFAULT_SPECS", "train_model", "eval_bpb", "train_zoo",
            "write_training_record", "grow_depth", "save_checkpoint", "load_checkpoint",
@@ -226,7 +226,7 @@ def _check_inputs(specs, out: Path) -> None:
 def _init_state(spec: TrainSpec, out: Path) -> dict:
     """Student state from ``spec.init_from``'s published weights (``init_layers`` of its
     layers, in that order; embeddings, positions and final norm copied)."""
-    from .weights import load_gpt
+    from validation.zoo.weights import load_gpt
 
     src = load_gpt(_published(out, spec.init_from, "initialisation", spec.name))
     c, s = spec.config, src.cfg
@@ -269,7 +269,7 @@ def _fresh_model(spec: TrainSpec, index: int, seed: int, out: Path, ckdir: Path,
 
 
 def _load_teacher(spec: TrainSpec, out: Path, device) -> GPT:
-    from .weights import load_gpt
+    from validation.zoo.weights import load_gpt
 
     teacher = load_gpt(_published(out, spec.teacher, "teacher", spec.name), device=device)
     if teacher.cfg.vocab_size != spec.config.vocab_size:
@@ -289,7 +289,7 @@ class _AcceptanceEval:
     PROMPT = 64
 
     def __init__(self, spec: TrainSpec, teacher: GPT, val: np.ndarray):
-        from .distill import eval_windows, greedy_texts, next_byte_laws
+        from validation.zoo.distill import eval_windows, greedy_texts, next_byte_laws
 
         seq = min(256, teacher.cfg.block_size, spec.config.block_size)
         new = min(spec.eval_new_tokens, seq - self.PROMPT)
@@ -300,7 +300,7 @@ class _AcceptanceEval:
         self.laws = {k: next_byte_laws(teacher, w, self.PROMPT) for k, w in self.sets.items()}
 
     def __call__(self, student: GPT) -> dict:
-        from .distill import pair_acceptance
+        from validation.zoo.distill import pair_acceptance
 
         return {k: pair_acceptance(None, student, w, self.PROMPT,
                                    verifier_laws=self.laws[k]).to_dict()
@@ -320,138 +320,187 @@ def _progress_bar(spec: TrainSpec, step0: int, enabled: bool):
                 leave=True, dynamic_ncols=True)
 
 
-def train_model(spec: TrainSpec, index: int, seed: int, out: Path, *, resume: bool = False,
-                ckpt_every: int = 100, log=print, device="cpu", amp: bool = False,
-                max_seconds: float | None = None, progress: bool = False) -> dict:
-    """Train one model, write ``<out>/<name>.safetensors``; return its record. On CUDA,
-    ``amp`` trains under bf16 autocast; ``max_seconds`` caps the time (GPU script): the
-    cosine schedule then follows max(step fraction, time fraction) and the number of steps
-    reached is recorded. A distilled spec (``teacher``) minimises the KL to the teacher's
-    laws instead of the cross-entropy to the text (module docstring). ``progress`` shows a
-    progress bar (stderr)."""
-    from .distill import distill_loss
-    from .weights import save_model
+class TrainRun(NamedTuple):
+    """How a training run goes: ``resume`` from the checkpoints, ``log`` its lines,
+    ``device`` (on CUDA ``amp`` trains under bf16 autocast), a progress bar (stderr),
+    a checkpoint every ``ckpt_every`` steps; for a whole zoo, ``threads`` torch threads and
+    the expected run time measured and logged first (``estimate``)."""
 
-    out = Path(out)
-    ckdir = out / "ckpt"
-    ckdir.mkdir(parents=True, exist_ok=True)
-    train = load_split("train")
-    val = load_split("val")
-    teacher = _load_teacher(spec, out, device) if spec.distilled else None
-    ck = ckdir / f"{spec.name}.pt"
-    resuming = resume and ck.exists()
-    model = _fresh_model(spec, index, seed, out, ckdir, log if not resuming else (lambda m: None),
-                         device)
-    opt = torch.optim.AdamW(_decay_groups(model, spec.weight_decay), lr=spec.lr,
-                            betas=(0.9, 0.95))
-    accept = None
-    if teacher is not None:
-        t_eval = time.perf_counter()
-        accept_eval = _AcceptanceEval(spec, teacher, val)
-        accept = {"before": accept_eval(model)}  # the step-0 student (also when resuming)
-        b = accept["before"]
-        log(f"[{spec.name}] acceptance by {spec.teacher} before distillation: greedy "
-            f"{b['teacher_greedy']['greedy']:.3f} / 1-TV {b['heldout']['one_minus_tv']:.3f} "
-            f"({time.perf_counter() - t_eval:.0f}s)")
-    step0, history, kl_history = 0, [], []
-    if resuming:
-        state = load_checkpoint(ck)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        step0, history = int(state["step"]), state["history"]
-        kl_history = state.get("kl_history", [])
-        log(f"[{spec.name}] resumed at step {step0}")
-    t0 = time.perf_counter()
-    model.train()
-    steps_done = spec.steps
-    bar = _progress_bar(spec, step0, progress)
-    say = bar.write if bar is not None and log is print else log
-    try:
-        for step in range(step0, spec.steps):
-            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-                steps_done = step
-                say(f"[{spec.name}] time budget reached at step {step}")
-                break
-            tf = 0.0 if max_seconds is None else (time.perf_counter() - t0) / max_seconds
-            for g in opt.param_groups:
-                g["lr"] = _lr(spec, step, tf)
-            x, y = _batch(train, spec, seed, index, step)
-            x, y = x.to(device), y.to(device)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                if teacher is not None:
-                    with torch.no_grad():
-                        t_logits = teacher(x)
-                logits = model(x)
-            if teacher is not None:
-                loss = distill_loss(logits, t_logits, spec.kl)
-            else:
-                loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
-                                       y.reshape(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            if bar is not None:
-                bar.update(1)
-            if (step + 1) % 50 == 0:
-                if teacher is not None:
-                    with torch.no_grad():
-                        ce = float(F.cross_entropy(logits.detach().float().reshape(
-                            -1, logits.shape[-1]), y.reshape(-1)))
-                    kl_bits = float(loss.detach()) / math.log(2)
-                    kl_history.append([step + 1, round(kl_bits, 4)])
-                else:
-                    ce = float(loss.detach())
-                bpb = ce / math.log(2)
-                history.append([step + 1, round(bpb, 4)])
-                msg = f"[{spec.name}] step {step + 1}/{spec.steps} train {bpb:.3f} bits/byte"
-                if teacher is not None:
-                    msg += f", KL {kl_bits:.4f} bits"
-                    if bar is not None:
-                        bar.set_postfix(kl_bits=f"{kl_bits:.3f}", refresh=False)
-                elif bar is not None:
-                    bar.set_postfix(bpb=f"{bpb:.3f}", refresh=False)
-                say(msg + f" ({time.perf_counter() - t0:.0f}s)")
-            if (step + 1) % ckpt_every == 0 or step + 1 == spec.steps:
-                save_checkpoint({"model": model.state_dict(), "opt": opt.state_dict(),
-                            "step": step + 1, "history": history, "kl_history": kl_history},
-                           ck)
-    finally:
-        if bar is not None:
-            bar.close()
-    val_bpb = eval_bpb(model, val, seq_len=min(256, spec.config.block_size))
-    record = {
-        "name": spec.name, "config": spec.config.to_dict(), "params": model.num_params(),
-        "steps": steps_done, "scheduled_steps": spec.steps, "device": str(device),
-        "lr": spec.lr, "batch_size": spec.batch_size,
-        "seq_len": spec.seq_len, "warmup": spec.warmup, "weight_decay": spec.weight_decay,
-        "seed": seed, "val_bits_per_byte": round(val_bpb, 4),
-        **({"grown_from": spec.grow_from} if spec.grow_from else {}),
-        "train_curve_bits_per_byte": history,
-    }
-    if teacher is not None:
-        accept["after"] = accept_eval(model)
-        a = accept["after"]
-        log(f"[{spec.name}] acceptance by {spec.teacher} after distillation: greedy "
-            f"{a['teacher_greedy']['greedy']:.3f} / 1-TV {a['heldout']['one_minus_tv']:.3f}")
-        record.update({
-            "teacher": spec.teacher, "kl": spec.kl,
-            **({"init_from": spec.init_from} if spec.init_from else {}),
-            **({"init_layers": list(spec.init_layers)} if spec.init_layers else {}),
-            "train_curve_kl_bits": kl_history,
-            "acceptance": {"measure": "teacher-forced; greedy = P(argmax teacher = argmax "
-                           "student), one_minus_tv = E[sum min(p, q)]; heldout: "
-                           f"{spec.eval_windows} windows of the validation split, contexts "
-                           ">= 64 bytes; teacher_greedy: the teacher's greedy continuations "
-                           f"({spec.eval_new_tokens} bytes) of {spec.eval_prompts} validation "
-                           "prompts of 64 bytes", **accept},
-        })
-    record["train_seconds_this_run"] = round(time.perf_counter() - t0, 1)
-    model = model.cpu()
+    resume: bool = False
+    log: object = print
+    device: str = "cpu"
+    amp: bool = False
+    progress: bool = False
+    ckpt_every: int = 100
+    threads: int = 1
+    estimate: bool = True
+
+
+def train_model(spec: TrainSpec, index: int, seed: int, out: Path, run: TrainRun | None = None,
+                max_seconds: float | None = None) -> dict:
+    """Train one model as ``run`` says, write ``<out>/<name>.safetensors``; return its
+    record. ``max_seconds`` caps the time (GPU script): the cosine schedule then follows
+    max(step fraction, time fraction) and the number of steps reached is recorded. A
+    distilled spec (``teacher``) minimises the KL to the teacher's laws instead of the
+    cross-entropy to the text (module docstring)."""
+    from validation.zoo.weights import save_model
+
+    tr = _Training(spec, index, seed, Path(out), run or TrainRun())
+    tr.steps(max_seconds)
+    record = tr.record()
+    model = tr.model.cpu()
     if spec.publish:
-        save_model(model, out / f"{spec.name}.safetensors", record)
-    log(f"[{spec.name}] done: val {val_bpb:.4f} bits/byte, {model.num_params()} params")
+        save_model(model, Path(out) / f"{spec.name}.safetensors", record)
+    tr.run.log(f"[{spec.name}] done: val {record['val_bits_per_byte']:.4f} bits/byte, "
+               f"{model.num_params()} params")
     return record
+
+
+class _Training:
+    """One model's training: its model, optimiser, teacher (a distilled spec), history."""
+
+    def __init__(self, spec: TrainSpec, index: int, seed: int, out: Path, run: TrainRun):
+        self.spec, self.index, self.seed, self.run = spec, index, seed, run
+        log, device = run.log, run.device
+        ckdir = out / "ckpt"
+        ckdir.mkdir(parents=True, exist_ok=True)
+        self.train, self.val = load_split("train"), load_split("val")
+        self.teacher = _load_teacher(spec, out, device) if spec.distilled else None
+        self.ck = ckdir / f"{spec.name}.pt"
+        resuming = run.resume and self.ck.exists()
+        self.model = _fresh_model(spec, index, seed, out, ckdir,
+                                  log if not resuming else (lambda m: None), device)
+        self.opt = torch.optim.AdamW(_decay_groups(self.model, spec.weight_decay), lr=spec.lr,
+                                     betas=(0.9, 0.95))
+        self.accept = None
+        if self.teacher is not None:
+            t_eval = time.perf_counter()
+            self.accept_eval = _AcceptanceEval(spec, self.teacher, self.val)
+            self.accept = {"before": self.accept_eval(self.model)}  # step 0 (also resuming)
+            b = self.accept["before"]
+            log(f"[{spec.name}] acceptance by {spec.teacher} before distillation: greedy "
+                f"{b['teacher_greedy']['greedy']:.3f} / 1-TV {b['heldout']['one_minus_tv']:.3f}"
+                f" ({time.perf_counter() - t_eval:.0f}s)")
+        self.step0, self.history, self.kl_history = 0, [], []
+        if resuming:
+            state = load_checkpoint(self.ck)
+            self.model.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["opt"])
+            self.step0, self.history = int(state["step"]), state["history"]
+            self.kl_history = state.get("kl_history", [])
+            log(f"[{spec.name}] resumed at step {self.step0}")
+        self.steps_done = spec.steps
+        self.t0 = time.perf_counter()
+
+    def steps(self, max_seconds) -> None:
+        """Train from the first step not done to the last (or the time budget)."""
+        spec = self.spec
+        self.model.train()
+        bar = _progress_bar(spec, self.step0, self.run.progress)
+        say = bar.write if bar is not None and self.run.log is print else self.run.log
+        try:
+            for step in range(self.step0, spec.steps):
+                if max_seconds is not None and time.perf_counter() - self.t0 > max_seconds:
+                    self.steps_done = step
+                    say(f"[{spec.name}] time budget reached at step {step}")
+                    break
+                tf = 0.0 if max_seconds is None else (time.perf_counter() - self.t0) / max_seconds
+                logits, y, loss = self._step(step, tf)
+                if bar is not None:
+                    bar.update(1)
+                if (step + 1) % 50 == 0:
+                    self._log_loss(step, logits, y, loss, (bar, say))
+                if (step + 1) % self.run.ckpt_every == 0 or step + 1 == spec.steps:
+                    save_checkpoint({"model": self.model.state_dict(),
+                                     "opt": self.opt.state_dict(), "step": step + 1,
+                                     "history": self.history, "kl_history": self.kl_history},
+                                    self.ck)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _step(self, step: int, tf: float):
+        """One optimiser step (learning rate at step / time fraction ``tf``)."""
+        from validation.zoo.distill import distill_loss
+
+        spec, device = self.spec, self.run.device
+        for g in self.opt.param_groups:
+            g["lr"] = _lr(spec, step, tf)
+        x, y = _batch(self.train, spec, self.seed, self.index, step)
+        x, y = x.to(device), y.to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.run.amp):
+            if self.teacher is not None:
+                with torch.no_grad():
+                    t_logits = self.teacher(x)
+            logits = self.model(x)
+        if self.teacher is not None:
+            loss = distill_loss(logits, t_logits, spec.kl)
+        else:
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                   y.reshape(-1))
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        return logits, y, loss
+
+    def _log_loss(self, step, logits, y, loss, out) -> None:
+        """The training curve's point at ``step`` (bits/byte; KL bits when distilling)."""
+        bar, say = out
+        spec = self.spec
+        if self.teacher is not None:
+            with torch.no_grad():
+                ce = float(F.cross_entropy(logits.detach().float().reshape(
+                    -1, logits.shape[-1]), y.reshape(-1)))
+            kl_bits = float(loss.detach()) / math.log(2)
+            self.kl_history.append([step + 1, round(kl_bits, 4)])
+        else:
+            ce = float(loss.detach())
+        bpb = ce / math.log(2)
+        self.history.append([step + 1, round(bpb, 4)])
+        msg = f"[{spec.name}] step {step + 1}/{spec.steps} train {bpb:.3f} bits/byte"
+        if self.teacher is not None:
+            msg += f", KL {kl_bits:.4f} bits"
+            if bar is not None:
+                bar.set_postfix(kl_bits=f"{kl_bits:.3f}", refresh=False)
+        elif bar is not None:
+            bar.set_postfix(bpb=f"{bpb:.3f}", refresh=False)
+        say(msg + f" ({time.perf_counter() - self.t0:.0f}s)")
+
+    def record(self) -> dict:
+        """The model's record in the manifest (and its weights' metadata)."""
+        spec = self.spec
+        val_bpb = eval_bpb(self.model, self.val, seq_len=min(256, spec.config.block_size))
+        record = {
+            "name": spec.name, "config": spec.config.to_dict(),
+            "params": self.model.num_params(), "steps": self.steps_done,
+            "scheduled_steps": spec.steps, "device": str(self.run.device),
+            "lr": spec.lr, "batch_size": spec.batch_size,
+            "seq_len": spec.seq_len, "warmup": spec.warmup, "weight_decay": spec.weight_decay,
+            "seed": self.seed, "val_bits_per_byte": round(val_bpb, 4),
+            **({"grown_from": spec.grow_from} if spec.grow_from else {}),
+            "train_curve_bits_per_byte": self.history,
+        }
+        if self.teacher is not None:
+            self.accept["after"] = self.accept_eval(self.model)
+            a = self.accept["after"]
+            self.run.log(f"[{spec.name}] acceptance by {spec.teacher} after distillation: "
+                         f"greedy {a['teacher_greedy']['greedy']:.3f} / 1-TV "
+                         f"{a['heldout']['one_minus_tv']:.3f}")
+            record.update({
+                "teacher": spec.teacher, "kl": spec.kl,
+                **({"init_from": spec.init_from} if spec.init_from else {}),
+                **({"init_layers": list(spec.init_layers)} if spec.init_layers else {}),
+                "train_curve_kl_bits": self.kl_history,
+                "acceptance": {"measure": "teacher-forced; greedy = P(argmax teacher = argmax "
+                               "student), one_minus_tv = E[sum min(p, q)]; heldout: "
+                               f"{spec.eval_windows} windows of the validation split, contexts "
+                               ">= 64 bytes; teacher_greedy: the teacher's greedy continuations "
+                               f"({spec.eval_new_tokens} bytes) of {spec.eval_prompts} "
+                               "validation prompts of 64 bytes", **self.accept},
+            })
+        record["train_seconds_this_run"] = round(time.perf_counter() - self.t0, 1)
+        return record
 
 
 # ------------------------------------------------------------------------ run-time estimate
@@ -550,14 +599,15 @@ def _fmt_seconds(s: float) -> str:
     return f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s"
 
 
-def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=print,
-              threads: int = 1, device="cpu", amp: bool = False,
-              max_seconds: dict | None = None, progress: bool = False,
-              ckpt_every: int = 100, estimate: bool = True) -> list[dict]:
-    """Train every model of ``specs`` in order and write ``<out>/zoo.json`` (manifest; records
-    of models already there and not retrained are kept). A model's seed offset is its index
-    in ``DEFAULT_SPECS`` (by name, :func:`spec_index`), so training a subset gives the same
-    weights. With ``estimate`` the expected run time is measured and logged first."""
+def train_zoo(seed: int, out, specs=DEFAULT_SPECS, run: TrainRun | None = None,
+              max_seconds: dict | None = None) -> list[dict]:
+    """Train every model of ``specs`` in order as ``run`` says (:class:`TrainRun`) and write
+    ``<out>/zoo.json`` (manifest; records of models already there and not retrained are
+    kept). A model's seed offset is its index in ``DEFAULT_SPECS`` (by name,
+    :func:`spec_index`), so training a subset gives the same weights. ``max_seconds``: a time
+    budget per model name."""
+    run = run or TrainRun()
+    resume, log, threads, device = run.resume, run.log, run.threads, run.device
     torch.set_num_threads(threads)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -567,7 +617,7 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
     old = old_manifest.get("models", []) + old_manifest.get("intermediate", [])
     publish = {sp.name: sp.publish for sp in (*DEFAULT_SPECS, *specs)}
     _check_inputs(specs, out)
-    if estimate and max_seconds is None:
+    if run.estimate and max_seconds is None:
         est = estimate_seconds(specs, out, resume=resume, device=device)
         parts = ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in est.items())
         log(f"expected run time: {_fmt_seconds(sum(est.values()))} on {threads} thread(s) "
@@ -575,9 +625,8 @@ def train_zoo(seed: int, out, *, specs=DEFAULT_SPECS, resume: bool = False, log=
     t_all = time.perf_counter()
     records = []
     for spec in specs:
-        rec = train_model(spec, spec_index(spec.name), seed, out, resume=resume, log=log,
-                          device=device, amp=amp, max_seconds=(max_seconds or {}).get(spec.name),
-                          progress=progress, ckpt_every=ckpt_every)
+        rec = train_model(spec, spec_index(spec.name), seed, out, run,
+                          max_seconds=(max_seconds or {}).get(spec.name))
         records.append(rec)
         done = {r["name"] for r in records}
         kept = [r for r in old if r["name"] not in done]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from .model import GPT, GPTConfig
+from validation.zoo.model import GPT, GPTConfig
 
 __all__ = ["save_model", "load_gpt", "read_record"]
 
@@ -36,7 +36,7 @@ def _metadata(path) -> dict:
     truncated, corrupt) or not a zoo file is one line naming it (PolyspecInputError)."""
     from safetensors import SafetensorError, safe_open
 
-    from ..files import note_read
+    from validation.files import note_read
 
     note_read(path)  # model weights are an input: no command writes over them
     try:

@@ -1,5 +1,6 @@
-"""Tests of validation.gpu_traces on the trimmed PipeSpec / Spec-Bench copies in
-tests/fixtures/gpu-traces (source named in its README)."""
+"""Tests of the GPU-trace readers and forecasts (validation.formats.pipespec, specbench;
+validation.analysis.pipespec_forecast, pipespec_async, specbench) on the trimmed PipeSpec /
+Spec-Bench copies in tests/fixtures/gpu-traces (source named in its README)."""
 
 import os
 

@@ -1,6 +1,6 @@
 import pytest
 
-from validation.gpu_traces.pipespec import read_pipespec_dir
+from validation.formats.pipespec import read_pipespec_dir
 
 from . import FIX
 

@@ -5,13 +5,13 @@ synchronous runs, on the trimmed fixture copies (3 prompts per file)."""
 import pytest
 
 from polyspec_theory import PolyspecInputError
-from validation.gpu_traces.async_forecast import (
+from validation.analysis.pipespec_async import (
     async_leave_one_out,
     forecast_async,
     forecast_async_dir,
     lookahead_threshold,
 )
-from validation.gpu_traces.forecast import forecast_chain
+from validation.analysis.pipespec_forecast import forecast_chain
 
 from . import FIX, B, M, S
 
@@ -65,9 +65,9 @@ def test_refuses_a_measured_configuration():
 
 
 def test_age_hazard_as_positional_law_keeps_its_survival():
-    from validation.gpu_traces.async_forecast import _positional
-    from validation.gpu_traces.chain import AgeHazard
+    from polyspec_theory.core.runs import RunLaw
+    from validation.analysis.pipespec_async import _positional
 
-    law = AgeHazard((0.1, 0.25, 0.05), 0.3)
+    law = RunLaw((0.1, 0.25, 0.05), 0.3)
     s = _positional(law).survival(8)
-    assert s == pytest.approx([law.survival(j) for j in range(9)], rel=1e-12)
+    assert s == pytest.approx([law.run_survival(0, j) for j in range(9)], rel=1e-12)

@@ -1,4 +1,5 @@
-"""The age-hazard law and the replay of PipeSpec's synchronous chain, against independent
+"""The run law fitted on PipeSpec's rounds and the replay of its synchronous chain
+(simulators/replay.py), against independent
 computations: exact counts at agreement 0 and 1, a Markov-chain expectation for constant
 hazards (Monte Carlo with a stated false-failure rate), and hand-computed Kaplan-Meier."""
 
@@ -9,16 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from validation.gpu_traces.chain import (
-    AgeHazard,
-    ChainCosts,
+from polyspec_theory.core.runs import RunLaw as AgeHazard
+from simulators.replay import ChainCosts, simulate_chain
+from validation.formats.pipespec import (
+    ModelSpec,
+    PipeSample,
+    PipeSpecRun,
     fit_age_hazard,
     merge_positions,
     revealed_positions,
     round_exposures,
-    simulate_chain,
 )
-from validation.gpu_traces.pipespec import ModelSpec, PipeSample, PipeSpecRun
 
 FLAT = ((1.0, 2.0), (0.0, 0.0), "flat")
 
@@ -125,7 +127,7 @@ def test_kaplan_meier_recovers_a_constant_hazard_under_censoring():
         # binomial sd with >= ~1000 at risk: 5 sd -> false failure < 1e-5 per age
         risk = ((np.minimum(agree, cap) - cens) >= j).sum()
         assert abs(h - q) < 5 * math.sqrt(q * (1 - q) / risk), j
-    assert law.survival(3) == pytest.approx(np.prod([1 - h for h in law.hazard[:3]]))
+    assert law.survival(3)[3] == pytest.approx(np.prod([1 - h for h in law.hazard[:3]]))
 
 
 def _run(acc, k, verify_times=None):
@@ -244,7 +246,7 @@ def test_replay_equals_r1_exact_chain_for_a_non_geometric_law():
     assert abs(tpr - th["tokens_per_round"]) <= 4 * se1 + 0.005 * tpr, (tpr, se1, th)
     assert abs(tau - th["time_per_token"]) <= 4 * se2 + 0.005 * tau, (tau, se2, th)
     # power: the forgetful chain (every round from age 0) is outside
-    fresh = 1 + sum(RunLaw(hz, tail).survival(0, j) for j in range(1, k))
+    fresh = 1 + sum(RunLaw(hz, tail).run_survival(0, j) for j in range(1, k))
     assert abs(tpr - fresh) > 8 * se1 + 0.005 * tpr
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.gpu_traces.forecast import (
+from validation.analysis.pipespec_forecast import (
     draft_step,
     forecast_chain,
     forecast_dir,
@@ -14,7 +14,7 @@ from validation.gpu_traces.forecast import (
     reject_cost,
     verify_costs,
 )
-from validation.gpu_traces.pipespec import read_pipespec_dir
+from validation.formats.pipespec import read_pipespec_dir
 
 from . import FIX, B, M, S
 
@@ -126,7 +126,7 @@ def test_70b_verify_is_a_step_from_its_1_token_calls_to_its_full_k_token_calls(r
 
 
 def test_lookahead_one_is_forecast_from_the_measured_step_costs(runs):
-    from validation.gpu_traces.forecast import draft_costs, one_token_verify
+    from validation.analysis.pipespec_forecast import draft_costs, one_token_verify
 
     f = forecast_chain(runs, (S, M), 1, {M: "float32"}, seeds=2)
     t1 = one_token_verify(runs, M, "float32")[0]
@@ -139,8 +139,8 @@ def test_lookahead_one_is_forecast_from_the_measured_step_costs(runs):
 
 
 def test_draft_costs_split_reset_steps_by_hand():
-    from validation.gpu_traces.forecast import draft_costs
-    from validation.gpu_traces.pipespec import ModelSpec, PipeSample, PipeSpecRun
+    from validation.analysis.pipespec_forecast import draft_costs
+    from validation.formats.pipespec import ModelSpec, PipeSample, PipeSpecRun
 
     # K=3, accepted [3, 1, 2]: round 1 (first) 2 steps, round 2 (after a full round) 3
     # steps, round 3 (after a rejection) 2 steps, the first after the reset

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.gpu_traces.pipespec import (
+from validation.formats.pipespec import (
     measured_speedup,
     parse_pipespec,
     read_pipespec,

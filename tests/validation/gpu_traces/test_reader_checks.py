@@ -10,8 +10,8 @@ import pytest
 
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from validation.gpu_traces.pipespec import parse_pipespec, read_pipespec_dir
-from validation.gpu_traces.specbench import read_answers
+from validation.formats.pipespec import parse_pipespec, read_pipespec_dir
+from validation.formats.specbench import read_answers
 
 from . import FIX
 

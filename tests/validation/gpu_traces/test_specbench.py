@@ -7,12 +7,8 @@ import numpy as np
 import pytest
 
 from polyspec_theory.errors import PolyspecInputError
-from validation.gpu_traces.specbench import (
-    fit_report,
-    read_answers,
-    read_dir,
-    validate_specbench,
-)
+from validation.analysis.specbench import validate_specbench
+from validation.formats.specbench import evidence, fit_report, read_answers, read_dir
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "gpu-traces",
                    "specbench-vicuna7b")
@@ -30,7 +26,7 @@ def test_reader_and_pooled_acceptance_from_the_raw_lines():
     f = read_answers(SPS)
     assert f.method == "sps-68m" and not f.is_baseline and len(f.answers) == len(raw)
     acc = [x for r in raw for x in r["choices"][0]["accept_lengths"]]
-    rep = fit_report(f)
+    rep = fit_report(evidence(f))
     assert rep["mean_acceptance_length"] == pytest.approx(np.mean(acc), rel=1e-12)
     assert rep["rounds"] == len(acc) and rep["tokens"] == sum(acc)
     assert any("varies" in w for w in rep["warnings"])

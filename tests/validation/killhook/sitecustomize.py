@@ -11,7 +11,7 @@ if _AT:
     import json
     import signal
 
-    import validation.traces as _traces
+    import validation.traces.records as _traces
 
     _n = int(_AT)
     _partial = os.environ.get("POLYSPEC_TEST_KILL_PARTIAL") == "1"

@@ -1,0 +1,79 @@
+"""Acceptance from another log of the same pair (validation/hardware/acceptance.py): the draft
+length a log's engine ran with is recovered from rows made by the iid PEARL chain at a known
+draft length; a row is never its own source; the chain inversion of EAGLE's accept length."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polyspec_theory.errors import PolyspecInputError
+from validation.hardware.acceptance import (
+    AcceptanceLog,
+    alpha_for_chain,
+    alpha_for_tokens,
+    implied_gamma,
+)
+from validation.hardware.methods import pearl_counts
+from validation.hardware.rows import parse_row
+
+
+def _row(i, alpha, gamma, dataset="A", batch=1, target="org/T", drafter="org/D"):
+    steps = 100
+    tps = pearl_counts(alpha, gamma, steps)[0] / steps
+    d = {"id": f"r{i}", "gpu": "H200", "engine": "nano-PEARL", "method": "pearl",
+         "target": target, "drafter": drafter, "batch": batch, "dataset": dataset,
+         "prompt_len": 100, "steps": steps, "ar_gen_len": 200, "tokens_per_step": tps,
+         "mat": 1.0 / (1.0 - alpha)}
+    return parse_row(d, i, keep_measured=True)
+
+
+@pytest.mark.parametrize("gamma", [3, 5, 8, 11])
+def test_implied_gamma_recovers_the_draft_length(gamma):
+    rows = [_row(i, a, gamma, dataset=str(i)) for i, a in enumerate((0.7, 0.85, 0.93, 0.96))]
+    g, err = implied_gamma(rows)
+    assert g == gamma and err < 1e-6
+
+
+def test_log_alpha_excludes_the_row_and_prefers_its_batch():
+    rows = [_row(0, 0.9, 6, batch=1), _row(1, 0.8, 6, batch=8), _row(2, 0.7, 6, batch=32),
+            _row(3, 0.5, 6, dataset="B")]
+    log = AcceptanceLog(rows, "test")
+    est = log.alpha("T", "D", "A", gamma_of=lambda r: 6, exclude="r1", batch=8)
+    assert sorted(est.sources) == ["r0", "r2"]  # r1 excluded, so no row at batch 8
+    assert est.alpha == pytest.approx((0.9 + 0.7) / 2, abs=1e-6)
+    est = log.alpha("T", "D", "A", gamma_of=lambda r: 6, batch=32)
+    assert est.sources == ["r2"] and est.alpha == pytest.approx(0.7, abs=1e-6)
+    assert log.alpha("T", "D", "C", gamma_of=lambda r: 6) is None
+    assert log.alpha("T", "other", "A", gamma_of=lambda r: 6) is None
+    # the wrong draft length gives another alpha: the log's engine's gamma matters
+    longer = log.alpha("T", "D", "A", gamma_of=lambda r: 9, batch=1)
+    assert longer.alpha < 0.9 - 1e-3
+    # tokens per step a shorter draft length cannot give: no estimate
+    assert log.alpha("T", "D", "A", gamma_of=lambda r: 3, batch=1) is None
+
+
+@given(alpha=st.floats(0.0, 0.99), d=st.integers(1, 12))
+def test_alpha_for_chain_inverts(alpha, d):
+    length = sum(alpha**i for i in range(d + 1))
+    assert alpha_for_chain(length, d) == pytest.approx(alpha, abs=1e-6)
+
+
+def test_alpha_for_chain_refuses_impossible_lengths():
+    with pytest.raises(PolyspecInputError, match="accept_length"):
+        alpha_for_chain(5.0, 3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(alpha=st.floats(0.01, 0.99), gamma=st.integers(2, 16), steps=st.integers(1, 200))
+def test_alpha_for_tokens_inverts(alpha, gamma, steps):
+    t = pearl_counts(alpha, gamma, steps)[0] / steps
+    assert alpha_for_tokens(t, gamma, steps) == pytest.approx(alpha, abs=1e-6)
+
+
+def test_alpha_for_tokens_refuses_the_impossible():
+    with pytest.raises(PolyspecInputError, match="tokens_per_step"):
+        alpha_for_tokens(9.0, 8, 100)  # above gamma
+    with pytest.raises(PolyspecInputError, match="tokens_per_step"):
+        alpha_for_tokens(0.5, 8, 100)  # below one per step

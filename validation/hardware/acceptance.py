@@ -1,0 +1,169 @@
+"""Acceptance of a model pair from another log of the same pair (docs/theory.md HW3).
+
+Greedy acceptance depends on the pair and the prompts, not the GPU. A log is a GPU table of
+measured rows (:func:`validation.hardware.rows.read_measured`); from it:
+
+* nano-PEARL rows give ``tokens_per_step`` at the draft length ``gamma`` the engine chose on
+  the log's GPU (not printed: modelled by the start-up rule on that GPU's costs, passed in as
+  ``gamma_of``) and ``mat`` (mean run between rejections). The iid acceptance rate ``alpha``
+  is the one whose PEARL run (PL3 of :mod:`polyspec_theory.schemes.pearl`) gives the log's
+  tokens per step at that ``gamma`` (:func:`alpha_for_tokens`); ``1 - 1/mat`` is kept as a
+  check of the iid model.
+* EAGLE chain rows give ``accept_length`` at ``D`` drafts: ``alpha`` solves
+  ``(1 - alpha**(D+1)) / (1 - alpha) = accept_length``.
+
+Rows of the same pair and dataset are pooled (mean ``alpha``; the spread over them is the
+acceptance part of a forecast's uncertainty). A row's own measurement is never its acceptance
+source: :meth:`AcceptanceLog.alpha` excludes the row being forecast by id.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from validation.hardware.methods import pearl_counts
+from validation.hardware.rows import Row, read_measured
+
+__all__ = ["AcceptanceLog", "Estimate", "implied_gamma", "alpha_for_chain",
+           "alpha_for_tokens"]
+
+
+@functools.lru_cache(maxsize=8192)
+def alpha_for_tokens(tokens_per_step, gamma, steps) -> float:
+    """The iid ``alpha`` whose PL3 tokens per step over ``steps`` steps at draft length
+    ``gamma`` (:func:`validation.hardware.methods.pearl_counts`) equal ``tokens_per_step``
+    (bisection; the map increases with ``alpha``). Refused outside what PEARL can give:
+    ``(1 + steps) / steps`` at ``alpha = 0`` up to about ``gamma`` (all accepted)."""
+    g = as_int(gamma, "gamma", low=1, high=4096)
+    steps = as_int(steps, "steps", low=1, high=100_000)
+    t = as_real(tokens_per_step, "tokens_per_step", low=0.0, low_open=True)
+    lo_v, hi_v = (pearl_counts(a, g, steps)[0] / steps for a in (0.0, 1.0))
+    if not lo_v <= t <= hi_v:
+        raise PolyspecInputError("tokens_per_step", f"{t:.4g} is outside what PEARL with "
+                                 f"gamma = {g} over {steps} steps gives ([{lo_v:.4g}, "
+                                 f"{hi_v:.4g}])")
+    lo, hi = 0.0, 1.0
+    for _ in range(48):
+        mid = 0.5 * (lo + hi)
+        if pearl_counts(mid, g, steps)[0] / steps < t:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def alpha_for_chain(accept_length: float, drafts: int) -> float:
+    """iid ``alpha`` of a chain of ``drafts`` drafts committing ``accept_length`` tokens per
+    round on average (bisection)."""
+    if not 1.0 <= accept_length <= drafts + 1:
+        raise PolyspecInputError("accept_length", f"{accept_length:g} is outside [1, "
+                                 f"{drafts + 1}] for {drafts} drafts")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if (1 - mid ** (drafts + 1)) / (1 - mid) < accept_length:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def implied_gamma(rows: list[Row], gammas=range(1, 33)) -> tuple[int, float]:
+    """The draft length that best reconciles a pair's ``mat`` and ``tokens_per_step`` over its
+    datasets under iid acceptance (``alpha = 1 - 1/mat``): the one integer for all its rows,
+    as nano-PEARL keeps one ``gamma`` per process. Returns ``(gamma, rms log error)``."""
+    best = None
+    for g in gammas:
+        errs = []
+        for r in rows:
+            mat, tps, steps = (r.measured.get("mat"), r.measured.get("tokens_per_step"),
+                               r.get("steps"))
+            if not mat or not tps or not steps or mat < 1:
+                continue
+            pred = pearl_counts(1.0 - 1.0 / mat, g, steps)[0] / steps
+            errs.append(np.log(pred / tps))
+        if not errs:
+            raise PolyspecInputError("rows", "no row with mat and tokens_per_step")
+        e = float(np.sqrt(np.mean(np.square(errs))))
+        if best is None or e < best[1]:
+            best = (g, e)
+    return best
+
+
+@dataclass
+class Estimate:
+    """An acceptance estimate: ``alpha`` (iid), the log rows it came from, their spread."""
+
+    alpha: float
+    sources: list = field(default_factory=list)
+    spread: float = 0.0
+    alpha_from_mat: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"alpha": self.alpha, "rows": list(self.sources), "spread": self.spread,
+                "alpha_from_mat": self.alpha_from_mat}
+
+
+def _key(name) -> str:
+    return str(name or "").split("/")[-1].lower()
+
+
+class AcceptanceLog:
+    """Measured rows of one or more files, indexed by (target, drafter, dataset)."""
+
+    def __init__(self, rows: list[Row], origin: str = "rows"):
+        self.rows = [r for r in rows if r.method in ("pearl", "eagle")]
+        self.origin = origin
+
+    @classmethod
+    def read(cls, path, field_name: str = "--acceptance-from") -> AcceptanceLog:
+        rows, _refused = read_measured(path, field_name)
+        return cls(rows, str(path))
+
+    def matching(self, target, drafter, dataset=None, exclude: str | None = None) -> list[Row]:
+        """Rows of the pair (names compared without the organisation, case-insensitive) and,
+        when given, the dataset; ``exclude``: a row id never used."""
+        t, d = _key(target), _key(drafter)
+        out = [r for r in self.rows if r.id != exclude and _key(r.pair[0]) == t
+               and _key(r.pair[1]) == d]
+        if dataset is not None:
+            out = [r for r in out if str(r.dataset).lower() == str(dataset).lower()]
+        return out
+
+    def alpha(self, target, drafter, dataset, *, gamma_of: Callable[[Row], int],
+              exclude: str | None = None, batch: int | None = None) -> Estimate | None:
+        """The pair's iid acceptance on ``dataset`` from this log, or ``None`` when the log
+        has no row of the pair and dataset. ``gamma_of(row)``: the draft length the log's
+        engine ran that row with. ``batch``: prefer the log's rows at that batch size (greedy
+        acceptance moves a little with the batch's kernels); all rows of the pair and dataset
+        otherwise."""
+        rows = self.matching(target, drafter, dataset, exclude)
+        if not rows:
+            return None
+        if batch is not None and any(r.batch == batch for r in rows):
+            rows = [r for r in rows if r.batch == batch]
+        alphas, mats = [], []
+        for r in rows:
+            if r.method == "pearl":
+                tps, steps = r.measured.get("tokens_per_step"), r.get("steps")
+                if not tps or not steps:
+                    continue
+                try:
+                    alphas.append(alpha_for_tokens(tps, gamma_of(r), steps))
+                except PolyspecInputError:
+                    continue  # tokens per step the chain cannot give at that gamma
+                if r.measured.get("mat"):
+                    mats.append(1.0 - 1.0 / max(1.0, float(r.measured["mat"])))
+            elif r.method == "eagle" and r.get("draft_shape") == "chain":
+                alphas.append(alpha_for_chain(r.get("accept_length"),
+                                              r.get("speculative_num_steps")))
+        if not alphas:
+            return None
+        return Estimate(float(np.mean(alphas)), [r.id for r in rows],
+                        float(np.std(alphas)) if len(alphas) > 1 else 0.0,
+                        float(np.mean(mats)) if mats else None)

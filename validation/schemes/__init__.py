@@ -1,0 +1,121 @@
+"""The decoders of the schemes, one module per scheme, keyed by the theory registry's names
+(:mod:`polyspec_theory.schemes`): each holds the scheme's decoder, what its captures write and
+how their traces are checked, and how a capture of it is predicted. A scheme is a module of
+this package satisfying :class:`TraceScheme`, found by itself (loaded by
+:func:`polyspec_theory.schemes.load_registry`, as every layer's registry; :data:`REGISTERED`
+orders the built-ins, every other module follows in name order).
+
+What a scheme module gives (``chain.py`` is the model; a name a scheme does not need may be
+left out where marked):
+
+* ``name``: the theory scheme's name (``"chain"``);
+* its captures (:mod:`validation.capture`): ``DRIVER`` -- the loop that runs them
+  (``"stream"``: one process, prompt after prompt; ``"pipeline"``: one process per level;
+  ``"batch"``: lockstep batches; :data:`validation.capture.DRIVERS`); ``CAPTURE_REFUSES`` --
+  the ``polyspec capture`` options it does not take, each with its one-line refusal;
+  ``check_capture(spec) -> spec`` -- its own checks and defaults of a
+  :class:`~validation.capture.setup.CaptureSpec`; ``describe(path) -> str`` -- the line
+  ``polyspec capture`` prints for a finished trace; for the ``stream`` driver also
+  ``decoder(levels, spec)`` (an object with ``generate(prompt, max_new_tokens,
+  prompt_index=...)`` returning the rounds, tokens and times of
+  :class:`~validation.schemes.chain.CascadeResult`, ``sampler`` and ``on_round``),
+  ``capture_fields(spec) -> dict`` (header fields it adds; ``"cascade"``: merged into the
+  cascade) and ``cost_positions(spec)`` (the ``m`` of its cost curves);
+* its traces (:mod:`validation.traces.checks`): ``RECORD_TYPES`` (the record types its traces
+  hold besides ``resume`` / ``end``), ``RECORDS`` (its own record types with their required
+  fields; optional), ``check_header(header, checker)``, ``check_round(checker, record)``,
+  ``check_record(checker, record)`` (its own records; with ``RECORDS``) and either
+  ``check_prompt_rounds(checker, summary, line, rounds)`` (the rounds of a finished prompt)
+  or ``check_trace(checker, kept)``; they raise
+  :class:`~validation.traces.schema.FieldError` / :class:`~validation.traces.schema.RecordError`;
+* how its captures are predicted: ``VALIDATE`` (``"module:function"`` of the analysis that
+  predicts and compares them, :mod:`validation.analysis.traces`; optional: without it
+  ``polyspec validate`` says it does not predict this scheme's captures).
+
+The scheme of a trace is decided once, by the theory's decision on the header's cascade
+(:func:`scheme_of_trace`); of a capture, by the theory's decision on its spec
+(:attr:`validation.capture.setup.CaptureSpec.scheme`); never again here. The decoders import
+``torch`` on first use (:data:`torch`): checking a trace with its scheme's module never loads
+it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol, runtime_checkable
+
+from polyspec_theory.schemes import load_registry, scheme_named
+from validation.traces.schema import is_batch_header
+
+__all__ = ["REGISTERED", "TraceScheme", "registry", "get", "scheme_of_trace",
+           "features_of_header", "torch"]
+
+# the built-in schemes, in this order; every other module of the package follows
+REGISTERED = ("chain", "structured", "batch", "async_")
+
+
+@runtime_checkable
+class TraceScheme(Protocol):
+    """What every scheme module gives (the module docstring lists the optional rest)."""
+
+    name: str
+    DRIVER: str
+    CAPTURE_REFUSES: dict
+    RECORD_TYPES: tuple
+
+    def check_capture(self, spec): ...
+
+    def describe(self, path) -> str: ...
+
+    def check_header(self, header: dict, checker) -> None: ...
+
+_LOADED: dict = {}
+
+
+class _Lazy:
+    """A module imported on first use: the decoders' ``torch`` (reading a trace, which checks
+    it with its scheme's module, never loads it)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+torch = _Lazy("torch")
+
+
+def registry() -> dict:
+    """``{name: module}`` of the registered scheme modules (loaded on first use)."""
+    return load_registry(_LOADED, __name__, REGISTERED, TraceScheme)
+
+
+def get(name: str):
+    """The module of scheme ``name``; a scheme without one is refused."""
+    from polyspec_theory.errors import PolyspecInputError
+
+    reg = registry()
+    if name not in reg:
+        raise PolyspecInputError("scheme", f"no decoder for scheme {name!r} (decoders: "
+                                 f"{', '.join(reg)})")
+    return reg[name]
+
+
+def features_of_header(header: dict) -> dict:
+    """What the theory's decision reads off a trace header: its mode, whether some pair has a
+    tree or a schedule, its serving batch."""
+    c = header.get("cascade") or {}
+    structured = False
+    for key in ("trees", "schedules"):
+        v = c.get(key)  # a malformed entry is the structured scheme's to refuse
+        structured |= v is not None and (not isinstance(v, list)
+                                         or any(x is not None for x in v))
+    batch = header["batch"].get("size") if is_batch_header(header) else None
+    return {"mode": header.get("mode", "sync"), "structured": structured, "batch": batch}
+
+
+def scheme_of_trace(header: dict) -> str:
+    """The scheme that wrote a trace: the theory's decision on its header."""
+    f = features_of_header(header)
+    return scheme_named(f["mode"], structured=f["structured"], batch=f["batch"])
