@@ -37,7 +37,7 @@ def test_a_pipespec_folder_holds_runs_only(capsys, tmp_path, name, text, msg):
         text = "[" + (PS / name).read_text() + "]"
     d = _ps_folder(tmp_path, **{name: text})
     for argv in (["validate", d], ["forecast", "--traces", d, "--models", "8B,1B",
-                                   "--lookahead", 6, "--dtype", "8B=float32"]):
+                                   "--thresholds", 5, "--dtype", "8B=float32"]):
         rc, _, err, _ = run_checked(capsys, argv)
         assert rc == 2 and name in err and msg in err, err
 
@@ -106,7 +106,7 @@ def test_sglang_grepped_lines_of_two_requests(capsys, tmp_path):
     2.75): not one logging interval, skipped; the others give 40 rounds each."""
     a = [_sg(128 + 100 * i, "2.50") for i in range(4)]
     b = [_sg(428 + 220 + 110 * i, "2.75") for i in range(3)]
-    rc, _, err, data = _fit(capsys, tmp_path, "\n".join(a + b) + "\n", "--gamma", 3)
+    rc, _, err, data = _fit(capsys, tmp_path, "\n".join(a + b) + "\n", "--thresholds", 3)
     assert rc == 0, err
     rounds = [s["rounds"] for s in data["snapshots"]]
     assert set(rounds) == {40} and len(rounds) == 5  # 3 of request 1, 2 of request 2
@@ -117,7 +117,7 @@ def test_sglang_grepped_lines_of_two_requests(capsys, tmp_path):
 def test_sglang_cached_prefix_interval_is_not_counted(capsys, tmp_path):
     text = (ENG / "sglang_log_issue11948.txt").read_text().replace(
         "#cached-token: 0", "#cached-token: 100")
-    rc, _, err, data = _fit(capsys, tmp_path, text, "--gamma", 3)
+    rc, _, err, data = _fit(capsys, tmp_path, text, "--thresholds", 3)
     assert rc == 0 and all(s["label"] != "interval 1" for s in data["snapshots"])
     assert any("100 cached tokens" in w for w in data["warnings"])
 
@@ -128,7 +128,7 @@ def test_sglang_cached_prefix_interval_is_not_counted(capsys, tmp_path):
 ])
 def test_sglang_refusals_name_the_cause(capsys, tmp_path, change, field, msg):
     text = (ENG / "sglang_log_issue11948.txt").read_text().replace(*change)
-    rc, _, err, _ = _fit(capsys, tmp_path, text)  # without --gamma: the cause, not --gamma
+    rc, _, err, _ = _fit(capsys, tmp_path, text)  # without --thresholds: the cause, not it
     assert rc == 2 and f"error: {field}:" in err and msg in err, err
 
 

@@ -55,7 +55,7 @@ def _prompts(seed=7, mean_run=3.0):
 
 def _forecast(capsys, folder, models, k=K):
     rc, _, err, data = run_checked(capsys, ["forecast", "--traces", folder, "--models",
-                                            ",".join(models), "--lookahead", k, "--json"])
+                                            ",".join(models), "--thresholds", k - 1, "--json"])
     assert rc == 0, err
     return data
 

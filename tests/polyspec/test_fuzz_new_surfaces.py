@@ -152,7 +152,7 @@ def test_pipespec_folder_with_a_wrapped_or_partial_file(capsys, tmp_path_factory
     text = (PS / which).read_text()
     (d / which).write_text(f"[{text}]" if kind == "wrap" else _cut(text, at))
     argv = {"validate": ["validate", d, "--json"],
-            "forecast": ["forecast", "--traces", d, "--models", "70B,8B,1B", "--lookahead", 6,
+            "forecast": ["forecast", "--traces", d, "--models", "70B,8B,1B", "--thresholds", 5,
                          "--dtype", "8B=float16", "--json"],
             "plan": ["plan", "--traces", d, "--json"]}[cmd]
     rc, _, err, data = run_checked(capsys, argv)

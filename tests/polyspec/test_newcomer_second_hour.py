@@ -158,7 +158,7 @@ def test_a_forecast_at_the_edge_of_its_interval_says_why_first(capsys):
     """70B <- 1B at K = 4: the 70B verify was measured at K = 8 only, so a 4-token call costs
     the 8-token call at the point and the line from T(1) at the interval's top: the point
     sits at the bottom (0.966 [0.941, 1.529]); the reason is the line after the headline."""
-    out, _ = _forecast_text(capsys, PS, "--models", "70B,1B", "--lookahead", 4)
+    out, _ = _forecast_text(capsys, PS, "--models", "70B,1B", "--thresholds", 3)
     head, why = out.splitlines()[:2]
     assert "forecast speedup 0.966" in head
     assert why.startswith("  the point sits near the bottom of its interval")
@@ -166,13 +166,13 @@ def test_a_forecast_at_the_edge_of_its_interval_says_why_first(capsys):
 
 
 def test_one_run_is_no_spread(capsys):
-    out, _ = _forecast_text(capsys, PS, "--models", "70B,8B", "--lookahead", 3)
+    out, _ = _forecast_text(capsys, PS, "--models", "70B,8B", "--thresholds", 2)
     assert "run-to-run sd 0.00000" not in out and "+-0.00000" not in out
     assert "one run: no run-to-run spread measured" in out
 
 
 def test_lookahead_one_is_served_with_a_warning(capsys):
-    out, err = _forecast_text(capsys, PS, "--models", "8B,1B", "--lookahead", 1, "--dtype",
+    out, err = _forecast_text(capsys, PS, "--models", "8B,1B", "--thresholds", 0, "--dtype",
                               "8B=float32")
     assert err.startswith("polyspec forecast: warning: lookahead 1 drafts nothing")
     assert "forecast speedup 0.6" in out  # slower than greedy, as the policy makes it
@@ -185,11 +185,11 @@ def test_async_forecast_without_async_runs_states_no_interval(capsys, tmp_path):
         if not f.name.startswith("async-chain"):
             shutil.copy(f, tmp_path / f.name)
     rc, out, err, data = run_checked(capsys, ["forecast", "--traces", tmp_path, "--models",
-                                              "8B,1B", "--lookahead", 0, "--mode", "async",
+                                              "8B,1B", "--thresholds", 0, "--mode", "async",
                                               "--dtype", "8B=float32", "--json"])
     assert rc == 0 and data["interval95"] is None
     assert "0 asynchronous run(s)" in data["warnings"][0] and "warning:" in err
-    out, _ = _forecast_text(capsys, tmp_path, "--models", "8B,1B", "--lookahead", 0,
+    out, _ = _forecast_text(capsys, tmp_path, "--models", "8B,1B", "--thresholds", 0,
                             "--mode", "async", "--dtype", "8B=float32")
     assert "no 95 % interval" in out.splitlines()[0]
 
