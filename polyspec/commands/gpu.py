@@ -214,8 +214,11 @@ def run_forecast(args) -> int:
     from validation.hardware.rows import read
 
     require_database("--rows")
+    refuse_options([(f"--{o}", getattr(args, f"retired_{o}", None)) for o in ("lookahead",
+                                                                                 "gamma")],
+                   "does not apply with --rows (a row carries its own settings)")
     refuse_options([(f"--{o.replace('_', '-')}", getattr(args, o, None)) for o in (
-        "traces", "models", "thresholds", "profile", "profiles", "lookahead", "dtype", "mode",
+        "traces", "models", "thresholds", "profile", "profiles", "dtype", "mode",
         "tree", "schedule", "batch", "score", "name", "batch_profile", "laws_from")],
         "does not apply with --rows (a row carries its own settings)")
     refuse_options((("--temperature", args.temperature != 0.0),),
@@ -261,7 +264,8 @@ def add_plan_arguments(p) -> None:
 
 
 def run_plan(args) -> int:
-    from validation.files import check_output, dump_json, read_mapping
+    from polyspec.configs import read_config
+    from validation.files import check_output, dump_json
     from validation.hardware.database import require_database
     from validation.hardware.fit import load_corrections
     from validation.hardware.forecast import gamma_rule, load_interval
@@ -283,7 +287,7 @@ def run_plan(args) -> int:
     if args.figure:
         check_output(args.figure, "--figure", inputs=[args.gpu_pool])
     c = load_corrections()
-    cfg = read_mapping(args.gpu_pool, "--pool")
+    cfg = read_config(args.gpu_pool, "--pool")
     pool = read_pool(cfg, Path(args.gpu_pool).parent, gamma_of=gamma_rule(c),
                      origin=Path(args.gpu_pool).name)
     if args.batch is not None:

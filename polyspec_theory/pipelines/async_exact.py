@@ -28,7 +28,7 @@ import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 
 from ..errors import PolyspecInputError
-from .asynchronous import (
+from .async_rules import (
     AsyncLevel,
     AsyncPair,
     as_async_cascade,

@@ -746,8 +746,13 @@ def DRIVER(spec, *, out, name=None, resume=False, force=False, progress=True,  #
     """The capture loop of this scheme (:func:`validation.capture.capture` calls it):
     ``n_prompts`` prompts of the zoo's validation split decoded in lockstep batches by
     :class:`PearlDecoder` and written by :func:`capture_pearl` to ``<out>/<name>.jsonl``."""
-    from validation.capture.setup import (default_name, load_models, make_prompts,
-                                          tokenizer_for, trace_path)
+    from validation.capture.setup import (
+        default_name,
+        load_models,
+        make_prompts,
+        tokenizer_for,
+        trace_path,
+    )
 
     spec = check_capture(spec)
     if resume:

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gpu_fit")]
 
 def _doc_block() -> list[str]:
     text = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
-    m = re.search(r"\$ \.venv/bin/python data/gpu-tables/leaveout\.py\n(.*?)\n```", text, re.S)
+    m = re.search(r"\$ \.venv/bin/python -m validation\.hardware\.leaveout\n(.*?)\n```", text, re.S)
     assert m, "the leave-out block is missing from docs/validation.md"
     return m.group(1).splitlines()
 
