@@ -29,6 +29,7 @@ from polyspec.research import pipespec_async_model_error as async_model_error
 from polyspec.research import pipespec_leave_one_out as leave_one_out
 from polyspec.research import pipespec_model_error as model_error
 
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "gpu")
 SMALL, MID, BIG = ("Llama-3.2-1B-Instruct", "Llama-3.1-8B-Instruct",
                    "Meta-Llama-3.1-70B-Instruct")
 
@@ -71,8 +72,7 @@ def main(root: str) -> dict:
                                        "model_error_rel_sd": err}
     # the pre-registered forecast is the one number of that configuration: quoted from
     # data/gpu/preregistered.json (made before the held-out runs were seen), not recomputed
-    pre = json.loads(open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                       "preregistered.json")).read())
+    pre = json.loads(open(os.path.join(DATA, "preregistered.json")).read())
     out["preregistered_3model_sync_k8"] = next(
         p for p in pre if p.get("mode", "sync") == "sync"
         and p["models"] == [SMALL, MID, BIG] and p["lookahead"] == 8)
@@ -209,9 +209,8 @@ def no_machine_paths(obj):
 if __name__ == "__main__":
     root = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/gpu-traces"
     res = no_machine_paths(main(root))
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "gpu")
-    with open(os.path.join(here, "targets.json"), "w") as fh:
+    with open(os.path.join(DATA, "targets.json"), "w") as fh:
         json.dump(res, fh, indent=1, default=lambda x: x.item() if hasattr(x, "item") else str(x))
-    with open(os.path.join(here, "targets.md"), "w") as fh:
+    with open(os.path.join(DATA, "targets.md"), "w") as fh:
         fh.write(markdown(res))
     print(markdown(res))
