@@ -6,7 +6,8 @@ units) and :func:`simulators.length.simulate_lengths` (JAX Monte Carlo of the al
 independent chains, ratio estimator with a delta-method CI; fixed seeds) at a few grid
 points. (a) the surface as a heat map with the optimum marked and the simulated points
 circled; (b) slices θ_1 ↦ S for three θ_2 with the simulated points; (c) Monte Carlo minus
-P1 with the CIs, which should cover 0 about 95 % of the time.
+P1 with the CIs, which should cover 0 about 95 % of the time. The title states the cascade
+(:func:`cascade_line`: each model's cost per forward of m tokens and each pair's law).
 """
 
 from __future__ import annotations
@@ -42,6 +43,25 @@ SIM_THETA1 = (2, 4, 8, 14)
 SIM_TOKENS = 100_000
 SIM_CHAINS = 128
 SEED = 2026
+
+
+def cascade_line(cfg: dict) -> str:
+    """The cascade of ``cfg`` in two lines: ``target <- mid <- small; T(m) = 1 + 0.03(m-1),
+    ...`` and ``iid acceptance α = 0.85 (target <- mid), ...`` (model-cost units)."""
+    def cost(c):
+        if isinstance(c, dict) and "base" in c:
+            slope = c.get("per_token", 0.0)
+            return f"{c['base']:g}" + (f" + {slope:g}(m−1)" if slope else "")
+        return f"{c:g}"
+
+    models = cfg["models"]
+    chain = " ← ".join(m["name"] for m in models)
+    costs = ", ".join(cost(m["cost"]) for m in models)
+    laws = ", ".join(
+        (f"α = {law['alpha']:g}" if "alpha" in law else str(law))
+        + f" ({models[i]['name']} ← {models[i + 1]['name']})"
+        for i, law in enumerate(cfg["acceptance"]))
+    return f"{chain}: T(m) = {costs}\niid acceptance {laws}"
 
 
 def compute(quick: bool = False) -> dict:
@@ -145,6 +165,7 @@ def draw(data: dict, out_dir) -> list[Path]:
     axd.set_xlabel("θ₁ of the simulated point (tokens per block)")
     axd.set_ylabel("MC − P1 (×)")
     style.panel_label(axd, "(c)  simulation minus theory")
+    fig.suptitle(cascade_line(data["cascade"]), fontsize=6)
     return style.save(fig, out_dir, NAME)
 
 

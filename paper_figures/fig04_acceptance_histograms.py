@@ -6,7 +6,9 @@ temperature) and every law family (iid, positional, Beta-mixed, Gaussian baselin
 censored maximum likelihood (:func:`validation.analysis.fits.fit_pairs`); each law's expected
 histogram given the observed caps from
 :func:`validation.analysis.report.expected_histogram`. The pairs with the most rounds are
-shown (``N_PAIRS``), observed fractions as bars.
+shown (``N_PAIRS``), observed fractions as bars. The four curves are drawn side by side (each
+family's markers a little left or right of the bar) so that none hides another, and fits that
+give the same histogram are named in the panel.
 """
 
 from __future__ import annotations
@@ -32,6 +34,24 @@ FAMILY_LABELS = {"iid": "iid (Leviathan)", "positional": "positional",
                  "beta": "Beta-mixed", "gaussian": "Gaussian (paper)"}
 FAMILY_STYLE = {"iid": (0, "-", "o"), "positional": (2, "-", "s"),
                 "beta": (1, "-", "^"), "gaussian": (3, "--", "x")}
+DODGE = 0.12  # x offset between the families' markers (bars are 0.8 wide)
+SAME = 1e-3  # two fits whose expected fractions differ by less than this are "the same"
+
+
+def coincident(expected: dict, n: int) -> list[list[str]]:
+    """Groups (>= 2) of families whose expected histograms agree within ``SAME`` of the
+    rounds at every count: drawn side by side they would still read as one curve."""
+    fams = list(expected)
+    groups, used = [], set()
+    for i, a in enumerate(fams):
+        if a in used:
+            continue
+        g = [a] + [b for b in fams[i + 1:] if b not in used and np.max(np.abs(
+            np.asarray(expected[a]) - np.asarray(expected[b]))) / n < SAME]
+        if len(g) > 1:
+            groups.append(g)
+            used.update(g)
+    return groups
 
 
 def compute(quick: bool = False, traces_dir=None) -> dict:
@@ -84,20 +104,24 @@ def draw(data: dict, out_dir) -> list[Path]:
         obs = p["observed"] / n
         ks = np.arange(obs.size)
         ax.bar(ks, obs, width=0.8, color="0.78", label="observed")
-        for fam in data["families"]:
+        fams = list(data["families"])
+        for j, fam in enumerate(fams):
             ci, ls, mk = FAMILY_STYLE.get(fam, (6, "-", "."))
-            ax.plot(ks, p["expected"][fam] / n, color=style.color(ci), linestyle=ls, marker=mk,
-                    markersize=2.2, linewidth=0.9, label=FAMILY_LABELS.get(fam, fam))
+            dx = (j - (len(fams) - 1) / 2) * DODGE
+            ax.plot(ks + dx, p["expected"][fam] / n, color=style.color(ci), linestyle=ls,
+                    marker=mk, markersize=2.2, linewidth=0.9, label=FAMILY_LABELS.get(fam, fam))
         ax.set_title(_pair_title(p), fontsize=7, pad=2)
         caps = p["caps"]
         cap_txt = f"cap {caps[0]}" if len(caps) == 1 else f"caps {caps[0]}–{caps[-1]}"
-        ax.text(0.97, 0.96, f"{n:,} rounds, {cap_txt}\nbest AIC: {p['best']}",
+        groups = coincident(p["expected"], n)
+        same = "".join("\n" + " = ".join(g) + " (same fit)" for g in groups)
+        ax.text(0.97, 0.96, f"{n:,} rounds, {cap_txt}\nbest AIC: {p['best']}{same}",
                 transform=ax.transAxes,
                 ha="right", va="top", fontsize=5.8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
         ax.tick_params(labelsize=6)
         top = max(float(obs.max()), max(float(np.max(e)) for e in p["expected"].values()) / n)
-        ax.set_ylim(0.0, 1.3 * top)
+        ax.set_ylim(0.0, (1.3 + 0.16 * len(groups)) * top)  # headroom for the panel's text
         if idx % ncols == 0:
             ax.set_ylabel("fraction of rounds")
         if idx // ncols == nrows - 1:

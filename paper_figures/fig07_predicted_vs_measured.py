@@ -95,14 +95,16 @@ def _short(models, thresholds, temperature) -> str:
     return f"{lv} {','.join(str(x) for x in thresholds)}{t}"
 
 
-def _device_rows(device: str, directory, quick: bool = False) -> tuple[list[dict], list[str]]:
+def _device_rows(device: str, directory, quick: bool = False,
+                 progress=None) -> tuple[list[dict], list[str]]:
     from validation.capture.composition import load_profiles
 
     captures, notes = trace_sources.load(directory)
     if quick and len(captures) > 6:
         captures = captures[::3]  # every third configuration (file order)
     res = validate(captures, insertions=False, holdout=False,
-                   profiles=load_profiles(Path(directory) / "profiles", captures))
+                   profiles=load_profiles(Path(directory) / "profiles", captures),
+                   progress=progress)
     # the laws validate() predicts with: fitted on each configuration's own rounds ("config")
     # or pooled per pair over configurations ("pooled")
     mode = res.law_scope
@@ -137,16 +139,18 @@ def _device_rows(device: str, directory, quick: bool = False) -> tuple[list[dict
     return rows, list(notes)
 
 
-def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None) -> dict:
+def compute(quick: bool = False, traces_dir=None, gpu_traces_dir=None, progress=None) -> dict:
     """One row per captured configuration and device. ``quick`` skips the GPU traces and
-    validates every third CPU configuration only (when there are more than six)."""
+    validates every third CPU configuration only (when there are more than six).
+    ``progress(done, total)``: after each configuration validated (the bar of ``polyspec
+    figures``: this figure takes most of its time)."""
     cpu = Path(traces_dir) if traces_dir is not None else trace_sources.default_traces_dir("cpu")
-    rows, notes = _device_rows("cpu", cpu, quick)
+    rows, notes = _device_rows("cpu", cpu, quick, progress)
     gpu = (Path(gpu_traces_dir) if gpu_traces_dir is not None
            else trace_sources.default_traces_dir("gpu"))
     used = {"cpu": shown_path(cpu)}
     if not quick and trace_sources.has_traces(gpu):
-        r, n = _device_rows("gpu", gpu)
+        r, n = _device_rows("gpu", gpu, progress=progress)
         rows += r
         notes += n
         used["gpu"] = shown_path(gpu)

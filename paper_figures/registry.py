@@ -84,10 +84,16 @@ def parse_subset(subset) -> list[int]:
     return sorted(set(nums))
 
 
-def build_figure(number: int, out_dir, quick: bool = False) -> list[Path]:
-    """Compute and draw one figure into ``out_dir``; returns the written paths."""
+def build_figure(number: int, out_dir, quick: bool = False, progress=None) -> list[Path]:
+    """Compute and draw one figure into ``out_dir``; returns the written paths.
+    ``progress(done, total)``: called as a long figure's computation advances (the figures
+    whose ``compute`` takes ``progress``, e.g. figure 7's validate of every capture)."""
+    import inspect
+
     mod = figure_module(number)
-    return mod.draw(mod.compute(quick=quick), out_dir)
+    kw = {"progress": progress} if (progress is not None and "progress" in
+                                    inspect.signature(mod.compute).parameters) else {}
+    return mod.draw(mod.compute(quick=quick, **kw), out_dir)
 
 
 def build_all(out_dir, subset=None, progress: bool = True, quick: bool = False,
@@ -108,10 +114,14 @@ def build_all(out_dir, subset=None, progress: bool = True, quick: bool = False,
         bar = tqdm(total=len(nums), desc="figures", unit="fig")
     try:
         for n in nums:
+            step = None
             if bar is not None:
                 bar.set_postfix_str(FIGURES[n])
+
+                def step(done, total, n=n):  # a long figure shows its own progress
+                    bar.set_postfix_str(f"{FIGURES[n]}: {done}/{total}")
             try:
-                results[n] = build_figure(n, out, quick=quick)
+                results[n] = build_figure(n, out, quick=quick, progress=step)
             except FigureUnavailable as e:
                 if not skip_unavailable:
                     raise

@@ -53,6 +53,9 @@ def _fmt_law(entry) -> str:
     return out
 
 
+TEXT_SNAPSHOTS = 20  # snapshots listed one per line in the text output
+
+
 def explain_fit(rep: dict, path: str) -> str:
     lines = [f"{path}: {rep['format_description']} [{rep['format']}]"]
     if rep.get("source"):
@@ -65,10 +68,11 @@ def explain_fit(rep: dict, path: str) -> str:
     what = {"per-interval": "interval", "cumulative": "interval (cumulative counters "
             "differenced)", "per-request": "request", "per-run": "run",
             "single": "snapshot"}[rep["counters"]]
-    if len(snaps) != 1:
+    n_snaps = rep.get("snapshots_total", len(snaps))
+    if n_snaps != 1:
         what = what.replace("interval", "intervals", 1) if what.startswith("interval") else (
             what + "s")
-    lines.append(f"  {len(snaps)} {what}; pooled: {rep['rounds']} rounds ({gam}), "
+    lines.append(f"  {n_snaps} {what}; pooled: {rep['rounds']} rounds ({gam}), "
                  f"{rep['accepted']} accepted drafts"
                  + (f", {rep['drafted']} drafted ({rep['drafted_per_round']:.3f} per round)"
                     if rep["drafted"] is not None else ""))
@@ -76,16 +80,21 @@ def explain_fit(rep: dict, path: str) -> str:
     lines.append(f"  mean acceptance length {rep['mean_acceptance_length']:.4f} (1 + accepted / "
                  "rounds, bonus token included)" + (f"; the engine printed {eng}" if eng else ""))
     if len(snaps) > 1:
-        for s in snaps:
+        shown = snaps if n_snaps <= 2 * TEXT_SNAPSHOTS else snaps[:TEXT_SNAPSHOTS]
+        for s in shown:
             e = s["engine"]
             printed = ", ".join(f"{k} {v}" for k, v in e.items())
             lines.append(f"    {s['label']}: {s['rounds']} rounds, mean acceptance length "
                          f"{s['mean_acceptance_length']:.4f}" + (f" (engine: {printed})"
                                                                  if printed else ""))
-    bad = [c for c in rep["checks"] if not c["agree"]]
-    if rep["checks"]:
-        lines.append(f"  engine figures recomputed: {len(rep['checks']) - len(bad)}/"
-                     f"{len(rep['checks'])} agree at the printed precision")
+        if len(shown) < n_snaps:
+            lines.append(f"    ... {n_snaps - len(shown)} more (--json lists the first "
+                         f"{len(snaps)})")
+    n_checks = rep.get("checks_total", len(rep["checks"]))
+    if n_checks:
+        agree = rep.get("checks_agree", sum(c["agree"] for c in rep["checks"]))
+        lines.append(f"  engine figures recomputed: {agree}/{n_checks} agree at the printed "
+                     "precision")
     if rep["histogram"] is not None:
         lines.append(f"  histogram of accepted drafts (0..{cap}): {rep['histogram']}  "
                      f"[{rep['histogram_source']}]")

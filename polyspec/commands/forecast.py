@@ -159,6 +159,8 @@ def _run_gpu(traces, models_target_first: str, thresholds, options, as_json) -> 
     """``forecast --thresholds θ`` on a folder of PipeSpec runs: the chain (``--mode sync``)
     or the pipeline (``async``) of the named models, target first, at one θ for every level
     (``options``: ``--dtype`` and ``--mode``)."""
+    import sys
+
     from polyspec_theory.errors import PolyspecInputError
     from validation.analysis.folders import forecast_folder
     from validation.files import dump_json
@@ -176,13 +178,25 @@ def _run_gpu(traces, models_target_first: str, thresholds, options, as_json) -> 
                                  f"--models {', '.join(names)}")
     out = forecast_folder(traces, tuple(reversed(names)), thresholds[0],
                           parse_dtypes(dtypes), mode)
+    for w in out.get("warnings", []):
+        print(f"polyspec forecast: warning: {w}", file=sys.stderr)
     if as_json:
         print(dump_json(out))
         return 0
     iv = out["interval95"]
     names = list(reversed(out.get("models_resolved", names[::-1])))
-    print(f"{' <- '.join(names)} lookahead {out['lookahead']}: forecast speedup "
-          f"{out['speedup']:.3f}, 95 % interval [{iv[0]:.3f}, {iv[1]:.3f}]")
+    prec = ", ".join(out["precisions"][m] for m in names)
+    print(f"{' <- '.join(names)} lookahead {out['lookahead']} ({prec}): forecast speedup "
+          f"{out['speedup']:.3f}, " + ("no 95 % interval (see the warning)" if iv is None
+                                       else f"95 % interval [{iv[0]:.3f}, {iv[1]:.3f}]"))
+    lo, hi = out.get("cost_interval") or iv
+    iv = iv or [lo, hi]
+    pos = (out["speedup"] - iv[0]) / (iv[1] - iv[0]) if iv[1] > iv[0] else 0.5
+    if pos < 0.15 or pos > 0.85:  # say why before the sources, not among them
+        why = [x for x in out["cost_source"] if "interval:" in x] or out["cost_source"]
+        print(f"  the point sits near the {'bottom' if pos < 0.15 else 'top'} of its "
+              f"interval: the costs' range [{lo:.3f}, {hi:.3f}] is one-sided -- "
+              + "; ".join(why))
     for line in out["acceptance_source"] + out["cost_source"]:
         print(f"  {line}")
     return 0

@@ -249,7 +249,9 @@ def _run(args) -> int:
         unc = {"candidates": None, "note": pu.POOL_FILE_NOTE}
     from polyspec_theory.planning.modes import modes_text, plan_modes
 
-    modes = plan_modes(pool, result)
+    best_unc = (unc.get("candidates") or [None])[0]
+    modes = plan_modes(pool, result,
+                       None if best_unc is None else best_unc.get("interval95"))
     if args.json:
         print(dump_json({**plan_report(result, pool, info), "uncertainty": unc,
                          "modes": modes}))
@@ -273,10 +275,15 @@ def _plan_gpu(traces, as_json: bool) -> int:
 
     out = plan_dir(traces)
     chains = out["chains"]
-    def name(r):
-        return f"{' <- '.join(reversed(r['models']))} lookahead {r['lookahead']}"
+    def name(r):  # the configuration: models, lookahead and precisions (as forecast names it)
+        prec = ", ".join(r["precisions"][m] for m in reversed(r["models"]))
+        return f"{' <- '.join(reversed(r['models']))} lookahead {r['lookahead']} ({prec})"
 
-    if len(chains) > 1:
+    if chains and out["model_error_rel_sd"] is None:
+        out["decision"] = {"decision": "too close to call", "text": (
+            "not decided: no chain of this folder can be forecast from the others, so the "
+            "forecasts' own error is unmeasured (their intervals hold the cost spread only)")}
+    elif len(chains) > 1:
         best, rival = chains[0], chains[1]
         out["decision"] = decide(name(best), name(rival), speedup=best["speedup"],
                                  interval=best["interval95"], rival_speedup=rival["speedup"],
@@ -297,4 +304,6 @@ def _plan_gpu(traces, as_json: bool) -> int:
         print(f"third model for {v['target']}: {verdict} ({v['why']})")
     if chains:
         print(f"Best: {out['decision']['text']}")
+    for m in out["missing_baselines"]:
+        print(f"note: chains into {m} not forecast: no greedy baseline of {m}")
     return 0

@@ -79,6 +79,10 @@ def _run_cascade(args) -> int:
 
     if args.thresholds is None or args.traces is None:
         raise PolyspecInputError("--cascade", "needs --thresholds and --traces")
+    import os
+
+    if not os.path.isdir(args.traces):  # named as the option the user typed
+        raise PolyspecInputError("--traces", f"{args.traces}: no such folder of captures")
     try:
         th = [int(x) for x in args.thresholds.split(",") if x.strip()]
     except ValueError:

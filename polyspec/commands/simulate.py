@@ -21,8 +21,9 @@ def add_arguments(p):
     from simulators.schemes import DEFAULT_CHAINS, DEFAULT_EVENTS, DEFAULT_TOKENS
 
     p.add_argument("config", help="cascade config (JSON or YAML), as for `polyspec predict`")
-    p.add_argument("--tokens", type=int, default=DEFAULT_TOKENS,
-                   help=f"tokens to simulate in total (default {DEFAULT_TOKENS:.0e})")
+    p.add_argument("--tokens", type=int, default=None,
+                   help=f"tokens to simulate in total (default {DEFAULT_TOKENS:.0e}; schemes "
+                        "counted in events (async) take --events, and refuse --tokens)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (same seed -> same result)")
     p.add_argument("--chains", type=int, default=DEFAULT_CHAINS,
                    help=f"independent chains (spread over all devices; default {DEFAULT_CHAINS})")
@@ -41,7 +42,8 @@ def add_arguments(p):
                          "Part VI-AS); default: the config's \"mode\"")
     p.add_argument("--events", type=int, default=None,
                    help="schemes counted in events (async): completed actions (forwards, "
-                        f"verifies) per chain (default {DEFAULT_EVENTS}; --tokens is not used)")
+                        f"verifies) per chain (default {DEFAULT_EVENTS}; refused by the other "
+                        "schemes)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -53,7 +55,7 @@ def run(args) -> int:
     from polyspec_theory.errors import as_int
     from polyspec_theory.schemes import in_mode
     from simulators.runtime import use_cpu_cores
-    from simulators.schemes import DEFAULT_EVENTS, Budget, get_simulator
+    from simulators.schemes import DEFAULT_TOKENS, Budget, get_simulator
     from validation.files import dump_json
 
     cascade = in_mode(load_cascade(args.config), args.mode, "--mode")
@@ -61,9 +63,12 @@ def run(args) -> int:
         cascade = cascade.with_batch(args.batch, "--batch")
     sim = get_simulator(cascade)
     seed = as_int(args.seed, "seed", low=0, high=2**63 - 1)
-    bar = _progress_bar(args.tokens) if not args.no_progress and sys.stderr.isatty() else None
-    budget = Budget(args.tokens, DEFAULT_EVENTS if args.events is None else args.events,
-                    args.chains, args.max_events, bar and bar.update, SPELLING)
+    bar = (_progress_bar(DEFAULT_TOKENS if args.tokens is None else args.tokens)
+           if not args.no_progress and sys.stderr.isatty() else None)
+    # a size the scheme is not sized by (--tokens / --events) is refused, never ignored
+    budget = Budget(args.tokens, args.events, args.chains, args.max_events,
+                    bar and bar.update, SPELLING)
+    budget.refuse_unused(sim)
     use_cpu_cores(args.cpu_devices)
     _announce(sim, cascade, budget)
     try:

@@ -10,7 +10,9 @@ import sys
 HELP = ("Predict every captured configuration without using it (acceptance from the other "
         "captures, costs from a composition profile) and compare with its measured speedup; "
         "in-sample diagnostics explain the residual (report: Markdown, PNG plots, JSON); "
-        "batched traces (capture --batch) per batch size with B2 and the crossover batch.")
+        "batched traces (capture --batch) per batch size with B2 and the crossover batch. "
+        "data/traces/cpu (35 configurations) takes about 3 minutes on 2 CPU cores; progress "
+        "and the time left on stderr.")
 
 
 PROGRESS_MIN = 20  # traces from which validate shows a progress bar on a terminal
@@ -77,9 +79,12 @@ def _print_folder(rep: dict, as_json: bool) -> int:
         print(f"  {c['name']}: predicted {c['predicted_speedup']:.3f}, measured "
               f"{c['measured_speedup']:.3f} ({100 * c['error']:+.2f} %)")
     for m, how in rep.get("held_out", {}).items():
-        print(f"  {m}: costs held out by {how}")
+        print(f"  {m}: {how}" if how.startswith("in-sample") else
+              f"  {m}: costs held out by {how}")
     print(f"median |error| {100 * rep['median_abs_error']:.2f} %, max "
           f"{100 * rep['max_abs_error']:.2f} % [{rep['headline']}]")
+    for n in rep.get("notes", []):
+        print(f"note: {n}")
     return 0
 
 
@@ -140,7 +145,7 @@ def run(args) -> int:
 
 def _progress(total: int):
     """The progress shown while ``total`` configurations are analysed: a bar on a terminal,
-    lines on stderr otherwise, none below :data:`PROGRESS_MIN`."""
+    lines on stderr otherwise (:func:`_progress_lines`), none below :data:`PROGRESS_MIN`."""
     if total < PROGRESS_MIN:
         return None
     if not sys.stderr.isatty():
@@ -157,19 +162,29 @@ def _progress(total: int):
     return progress
 
 
-def _progress_lines():
-    """Progress on stderr without a terminal: after the first configuration the time it will
-    take in all (extrapolated from the time so far), then a line at each quarter."""
+def _progress_lines(clock=None, out=None):
+    """Progress on stderr without a terminal: the first configuration (its time holds the
+    one-off work: reading and fitting every capture), then, from the second on, the time left
+    at the rate of the configurations since the first (the one-off work is not repeated, so
+    it is not extrapolated), then a line at each quarter."""
     import time
 
-    start, shown = time.perf_counter(), set()
+    clock = clock or time.perf_counter
+    start, shown, first = clock(), set(), []
 
     def progress(done, total):
-        spent = time.perf_counter() - start
+        now = clock()
+        spent = now - start
+        if done == 1:
+            first.append(now)
+            print(f"validate: 1/{total} configurations in {spent:.0f} s (reading and fitting "
+                  "the captures included); the time left follows the next one",
+                  file=out or sys.stderr, flush=True)
+            return
         quarter = 4 * done // total
-        if done == 1 or (quarter not in shown and quarter > 0):
+        if done == 2 or (quarter not in shown and quarter > 0):
             shown.add(quarter)
-            left = spent / done * (total - done)
+            rate = (now - first[0]) / (done - 1) if first else spent / done
             print(f"validate: {done}/{total} configurations in {spent:.0f} s; about "
-                  f"{left:.0f} s left", file=sys.stderr, flush=True)
+                  f"{rate * (total - done):.0f} s left", file=out or sys.stderr, flush=True)
     return progress

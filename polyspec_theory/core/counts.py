@@ -98,6 +98,23 @@ class AcceptanceCounts:
         return cls(k, np.full(h.size, cap), h, source, tuple(notes))
 
     @classmethod
+    def from_checked_histogram(cls, histogram: np.ndarray, cap: int, source: str = "",
+                               notes=()) -> AcceptanceCounts:
+        """:meth:`from_histogram` for a histogram its caller has checked (non-negative int64
+        counts of ``0..cap`` accepted, not all zero): no re-validation, for readers of long
+        logs (one histogram per line)."""
+        h = np.asarray(histogram, dtype=np.int64)
+        keep = np.flatnonzero(h > 0)
+        if keep.size == 0 or h.size != cap + 1 or (h < 0).any():
+            return cls.from_histogram(h, cap, source, notes)  # the checked path's errors
+        obj = object.__new__(cls)
+        for name, value in (("accepted", keep.astype(np.int64)),
+                            ("caps", np.full(keep.size, cap, dtype=np.int64)),
+                            ("counts", h[keep]), ("source", source), ("notes", tuple(notes))):
+            object.__setattr__(obj, name, value)
+        return obj
+
+    @classmethod
     def from_survival_counts(cls, n_rounds, at_least, cap=None, source: str = "",
                              notes=()) -> AcceptanceCounts:
         """``at_least[k-1] = #{rounds with A >= k}`` for k = 1..len (all rounds capped at ``cap``,

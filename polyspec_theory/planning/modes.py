@@ -11,15 +11,23 @@ from polyspec_theory.pipelines.asynchronous import async_bounds
 from polyspec_theory.planning.advice import decide
 from polyspec_theory.schemes import predict
 
-__all__ = ["plan_modes", "modes_text"]
+__all__ = ["ASYNC_ENGINES", "plan_modes", "modes_text"]
+
+# decoders that run an asynchronous pipeline (docs/theory.md AS0): PipeSpec's
+# AsyncChainSpeculativeDecoder and our own `polyspec capture --mode async`
+ASYNC_ENGINES = ("pipespec", "polyspec")
 
 
-def plan_modes(pool, result) -> dict:
+def plan_modes(pool, result, sync_interval=None) -> dict:
     """Sync vs async per planned chain, async by
     :func:`polyspec_theory.planning.async_plan.plan_async` (exact: AS1 over thresholds
     ``0..max_threshold``, AS7 over ``0..3`` per pair for longer chains); a chain whose AS7 chain
     is too large gets AS3's bounds at its sync thresholds (simulate to settle it).
-    ``recommendation``: the mode and cascade with the largest exact speedup."""
+    ``recommendation``: ONE plan -- the best synchronous cascade, unless a faster async
+    pipeline is advised: the pool's ``engine`` runs one (:data:`ASYNC_ENGINES`) and its
+    interval clears the synchronous best's (``sync_interval``: that 95 % interval; the async
+    value is given the same relative widths, its laws and costs being the same; none: the
+    exact values decide)."""
     rows = []
     seen = set()
     target = pool.names[0]
@@ -36,17 +44,43 @@ def plan_modes(pool, result) -> dict:
             continue
         seen.add(chain)
         rows.append(_mode_row(pool, chain, cand))
-    best = max([(r["sync"]["speedup"], "sync", r) for r in rows]
-               + [(r["async"]["speedup"], "async", r) for r in rows
-                  if r["async"]["speedup"] is not None],
-               key=lambda x: x[0])
-    return {"chains": rows,
-            "recommendation": {"mode": best[1], "chain": best[2]["chain"],
-                               "thresholds": best[2][best[1]]["thresholds"],
-                               "speedup": best[0]},
+    sync = max(((r["sync"]["speedup"], r) for r in rows), key=lambda x: x[0])
+    asy = max(((r["async"]["speedup"], r) for r in rows if r["async"]["speedup"] is not None),
+              key=lambda x: x[0], default=None)
+    rec = {"mode": "sync", "chain": sync[1]["chain"],
+           "thresholds": sync[1]["sync"]["thresholds"], "speedup": sync[0]}
+    if sync_interval is not None:
+        rec["interval95"] = list(sync_interval)
+    if asy is not None and asy[0] > sync[0]:
+        why = _async_not_advised(pool, asy[0], sync[0], sync_interval)
+        alt = {"mode": "async", "chain": asy[1]["chain"],
+               "thresholds": asy[1]["async"]["thresholds"], "speedup": asy[0]}
+        if why is None:
+            rec = alt
+        else:
+            rec["not_advised"] = {**alt, "why": why}
+    return {"chains": rows, "recommendation": rec,
             "note": ("async values are exact (AS1, AS7); a chain whose AS7 chain is too large "
                      "shows AS3's bounds: `polyspec simulate CONFIG --mode async` settles an "
                      "'undecided' row")}
+
+
+def _async_not_advised(pool, asy, sy, sync_interval) -> str | None:
+    """Why a faster async pipeline is not the plan (None: it is)."""
+    engine = getattr(pool, "engine", None)
+    if engine is None or engine.lower() not in ASYNC_ENGINES:
+        named = ("the pool names no engine" if engine is None else
+                 f"engine {engine!r} does not run one")
+        return (f"{named} that runs an asynchronous pipeline (set \"engine\" in the pool "
+                f"to one of {', '.join(ASYNC_ENGINES)} if yours does)")
+    if sync_interval is not None:
+        lo, hi = sync_interval
+        asy_lo = asy * lo / sy  # the async value with the sync best's relative width
+        if not asy_lo > hi:
+            return (f"its gain ({100 * (asy / sy - 1):+.1f} %) is inside the uncertainty: "
+                    f"async {asy:.4f}x [{asy_lo:.4f}, ...] overlaps sync {sy:.4f}x "
+                    f"[{lo:.4f}, {hi:.4f}] (95 %)")
+    return None
 
 
 def _mode_row(pool, chain, cand) -> dict:
@@ -89,15 +123,20 @@ def modes_text(modes: dict, probability_best=None) -> str:
         av = (f"{a['speedup']:.4f}x {a['thresholds']}" if a["speedup"] is not None else
               f"in [{a['bounds'][0]:.4f}, {a['bounds'][1]:.4f}]x (AS3)")
         lines.append(f"  {' <- '.join(r['chain'])}: sync {r['sync']['speedup']:.4f}x "
-                     f"{r['sync']['thresholds']}, async {av} -> {r['faster_mode']}")
+                     f"{r['sync']['thresholds']}, async {av} -> faster: {r['faster_mode']}")
     rec = modes["recommendation"]
     choice = (f"{' <- '.join(rec['chain'])} {rec['mode']} thresholds {rec['thresholds']} "
-              f"({rec['speedup']:.4f}x; threshold 0 = verify what is ready)")
+              f"({rec['speedup']:.4f}x" + ("; threshold 0 = verify what is ready)"
+                                            if rec["mode"] == "async" else ")"))
     if probability_best is None:
         lines.append(f"Run: {choice}")
     else:  # plan --traces: the cascade itself is uncertain; the same rule decides
         d = decide(choice, "the runner-up", probability_best=probability_best)
         lines.append(f"Run: {d['text'].removeprefix('run ')}" if d["decision"] == "confident"
                      else f"Not decided: {d['text']}")
+    if "not_advised" in rec:
+        n = rec["not_advised"]
+        lines.append(f"  async {' <- '.join(n['chain'])} thresholds {n['thresholds']} "
+                     f"({n['speedup']:.4f}x) not advised: {n['why']}")
     lines.append(f"note: {modes['note']}")
     return "\n".join(lines)

@@ -43,6 +43,7 @@ class Pool:
     policy: str = "accumulate"
     name: str = "pool"
     time_unit: str | None = None  # unit of every cost (None: model-cost units)
+    engine: str | None = None  # the decoder that will run the plan (None: not named)
 
     def __post_init__(self):
         models = tuple(self.models)
@@ -164,8 +165,19 @@ class Pool:
              "acceptance": {"target|m7": {"alpha": 0.82}, "m7|m1": {"beta": [3, 1.2]}},
              "max_threshold": 16, "policy": "accumulate"}
         """
+        if isinstance(cfg, Mapping) and "thresholds" in cfg:
+            raise PolyspecInputError("pool", "this is a cascade config (thresholds, one law per "
+                                     "pair in a list); plan needs a pool: models and "
+                                     "\"acceptance\" keyed \"verifier|drafter\" "
+                                     "(docs/usage.md, the pool format); `polyspec predict` "
+                                     "runs a cascade")
         require_keys(cfg, "", required=["models", "acceptance"],
-                   optional=["max_threshold", "policy", "name", "description", "time_unit"])
+                   optional=["max_threshold", "policy", "name", "description", "time_unit",
+                             "engine"])
+        engine = cfg.get("engine")
+        if engine is not None and (not isinstance(engine, str) or not engine.strip()):
+            raise PolyspecInputError("engine", f"must be the name of the decoder that runs the "
+                                     f"plan (e.g. \"vllm\", \"pipespec\"), got {engine!r}")
         mcfg = cfg["models"]
         if not isinstance(mcfg, list):
             raise PolyspecInputError("models", "must be a list of {name, cost} objects, "
@@ -213,6 +225,7 @@ class Pool:
             cfg.get("policy", "accumulate"),
             cfg.get("name", "pool"),
             cfg.get("time_unit"),
+            engine,
         )
 
     def to_config(self) -> dict:
@@ -228,6 +241,8 @@ class Pool:
             out["policy"] = self.policy
         if self.time_unit is not None:
             out["time_unit"] = self.time_unit
+        if self.engine is not None:
+            out["engine"] = self.engine
         return out
 
 

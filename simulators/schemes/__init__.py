@@ -46,9 +46,11 @@ __all__ = ["Budget", "SimResult", "SimScheme", "REGISTERED", "registry", "get_si
 
 @dataclass(frozen=True)
 class Budget:
-    """How much to simulate. ``tokens``: tokens in total over all chains (schemes counted in
-    rounds: ``chain``, ``structured``, ``batch``); ``events``: completed actions per chain
-    (schemes counted in events: ``async``; ``tokens`` is then not used); ``chains``:
+    """How much to simulate. ``tokens``: tokens in total over all chains (schemes sized in
+    tokens: ``chain``, ``structured``, ``batch``, ``pearl``); ``events``: completed actions per
+    chain (schemes sized in events: ``async``); each ``None``: its default. The one a scheme
+    is not sized by, given (not ``None``), is refused naming it (:meth:`refuse_unused`), never
+    ignored; ``given`` records which were. ``chains``:
     independent chains (spread over the devices; results do not depend on how);
     ``max_events``: the event cap (``None``: the scheme's default) -- a run expected to need
     more is refused before it starts, and a chain that runs past twice its share is stopped.
@@ -56,14 +58,20 @@ class Budget:
     ``spelling``: how the caller names the fields in errors (``{"max_events":
     "--max-events"}`` on the command line; default the field names)."""
 
-    tokens: int = DEFAULT_TOKENS
-    events: int = DEFAULT_EVENTS
+    tokens: int | None = None
+    events: int | None = None
     chains: int = DEFAULT_CHAINS
     max_events: float | None = None
     progress: Callable | None = field(default=None, compare=False, repr=False)
     spelling: tuple = field(default=(), compare=False, repr=False)
+    given: frozenset = field(default=frozenset(), init=False, compare=False, repr=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "given", frozenset(
+            k for k in ("tokens", "events") if getattr(self, k) is not None))
+        for k, default in (("tokens", DEFAULT_TOKENS), ("events", DEFAULT_EVENTS)):
+            if getattr(self, k) is None:
+                object.__setattr__(self, k, default)
         object.__setattr__(self, "tokens", as_int(self.tokens, self.name("tokens"), low=1,
                                                   high=MAX_TOKENS))
         object.__setattr__(self, "events", as_int(self.events, self.name("events"), low=50,
@@ -76,6 +84,18 @@ class Budget:
     def name(self, key: str) -> str:
         """The caller's name of the field ``key`` (errors name it)."""
         return dict(self.spelling).get(key, key)
+
+    def refuse_unused(self, sim) -> None:
+        """Refuse, naming it, the size (``tokens`` / ``events``) given for a scheme that is not
+        sized by it (``sim.sized_by``): never silently ignored."""
+        unused = "events" if sim.sized_by == "tokens" else "tokens"
+        if unused in self.given:
+            what = ("tokens in total" if sim.sized_by == "tokens" else
+                    f"{sim.unit} per chain")
+            raise PolyspecInputError(
+                self.name(unused), f"scheme {sim.name!r} is sized in "
+                f"{self.name(sim.sized_by)} ({what}), not {unused}: give "
+                f"{self.name(sim.sized_by)} instead")
 
     def cap(self, default: float) -> float:
         """The event cap: ``max_events``, else the scheme's ``default``."""
@@ -108,7 +128,9 @@ class SimScheme(Protocol):
     """One simulator scheme (a module of this package; see :mod:`simulators.schemes.chain`).
 
     * ``name``: the theory scheme's name; ``source``: the module that simulates it; ``unit``:
-      what one of its events is (``"verification rounds"``);
+      what one of its events is (``"verification rounds"``); ``sized_by``: the budget's field
+      that sizes a run, ``"tokens"`` (in total) or ``"events"`` (per chain) -- the other one,
+      given, is refused;
     * ``default_max_events``: the event cap when the budget gives none;
     * ``work(cascade, budget) -> float``: the events the run is expected to take (what the
       cap bounds; ``inf`` when unknown);
@@ -121,6 +143,7 @@ class SimScheme(Protocol):
     name: str
     source: str
     unit: str
+    sized_by: str
     default_max_events: float
 
     def work(self, cascade, budget: Budget) -> float: ...
@@ -151,11 +174,14 @@ def get_simulator(cascade) -> SimScheme:
 
 
 def simulate(cascade, budget: Budget | None = None, key=0) -> SimResult:
-    """Monte Carlo of ``cascade`` in its scheme."""
+    """Monte Carlo of ``cascade`` in its scheme; a size the scheme is not sized by is refused
+    (:meth:`Budget.refuse_unused`)."""
     budget = Budget() if budget is None else budget
     if not isinstance(budget, Budget):
         raise PolyspecInputError("budget", "must be a simulators.schemes.Budget")
-    return get_simulator(cascade).simulate(cascade, budget, key)
+    sim = get_simulator(cascade)
+    budget.refuse_unused(sim)
+    return sim.simulate(cascade, budget, key)
 
 
 def estimate(cascade, seed: int = 0) -> Estimate:

@@ -16,9 +16,10 @@ from simulators.schemes import DEFAULT_EVENTS
 
 name = "async"
 source = "simulators/asynchronous.py"
+unit = "actions"
+sized_by = "events"  # the budget field that sizes a run
 # chains x events (completed actions, all chains) at most this by default: 5x the default run
 # (1024 chains x 20,000 events)
-unit = "actions"
 default_max_events = 1e8
 
 

@@ -11,6 +11,7 @@ from simulators.serving import simulate_serving
 name = "batch"
 source = "simulators/serving.py"
 unit = "verification rounds"
+sized_by = "tokens"  # the budget field that sizes a run
 default_max_events = 1e9
 MODEL = ("lockstep batch (B0): every forward batched over all b slots, padded to the longest "
          "block; a level waits for the sequence needing the most rounds")

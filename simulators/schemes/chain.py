@@ -21,6 +21,7 @@ from simulators.runs import DEFAULT_BURN_IN, simulate_runs
 name = "chain"
 source = "simulators/length.py"
 unit = "verification rounds"
+sized_by = "tokens"  # the budget field that sizes a run
 default_max_events = 1e9  # ~30 s for 4 models on a 2-core CPU, minutes for many models
 MIN_EVENTS_PER_CHAIN = 1024  # the overrun guard never stops a chain before this
 

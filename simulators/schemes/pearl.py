@@ -251,6 +251,7 @@ def _summarize(host, b, gamma, ar, steps, burn_in, chains, seed) -> PearlSimResu
 name = "pearl"
 source = "simulators/schemes/pearl.py"
 unit = "sequence steps"
+sized_by = "tokens"  # the budget field that sizes a run
 default_max_events = 1e9
 
 

@@ -13,6 +13,7 @@ from simulators.structures import simulate_structured
 name = "structured"
 source = "simulators/structures.py"
 unit = "verification rounds"
+sized_by = "tokens"  # the budget field that sizes a run
 default_max_events = 1e9
 
 

@@ -36,11 +36,33 @@ def test_missing_results_make_the_figure_unavailable(tmp_path):
 def test_model_sizes_come_from_the_file():
     assert fig._size("Meta-Llama-3.1-70B-Instruct") == "70B"
     assert fig._size("sps-68m") == "sps-68m" and fig._size("JackFram/llama-68M") == "68M"
-    d = json.loads(fig.RESULTS.read_text())["preregistered_3model_sync_k8"]
+    d = json.loads(fig.RESULTS.read_text())["pipespec_sweep_loo"]["configs"][0]
     data = fig.compute()
-    assert data["preregistered_lookahead"] == d["lookahead"]
-    assert fig._chain(data["preregistered_models"]) == "→".join(
+    assert fig._chain(data["sweep_models"]) == "→".join(
         m.split("-")[-2] for m in d["models"])  # Llama-3.2-1B-Instruct -> 1B
+
+
+def test_title_names_what_a_panel_shows(tmp_path):
+    """The suptitle names the configurations the panels plot (issue 39: it named the
+    pre-registered three-model cascade, which no panel shows)."""
+    import matplotlib.pyplot as plt
+
+    data = fig.compute()
+    shown = []
+    orig = plt.Figure.suptitle
+
+    def spy(self, t, **kw):
+        shown.append(t)
+        return orig(self, t, **kw)
+
+    plt.Figure.suptitle = spy
+    try:
+        fig.draw(data, tmp_path)
+    finally:
+        plt.Figure.suptitle = orig
+    (title,) = shown
+    assert f"PipeSpec {fig._chain(data['sweep_models'])}" in title  # as panel (a)'s legend
+    assert "Spec-Bench" in title and "70B" not in title
 
 
 def test_draw_writes_png_and_pdf(tmp_path):

@@ -225,4 +225,5 @@ def test_validate_progress_without_a_terminal_says_how_long(capsys):
         progress(done, 8)
     lines = capsys.readouterr().err.strip().splitlines()
     assert [ln.split()[1] for ln in lines] == ["1/8", "2/8", "4/8", "6/8", "8/8"]
-    assert all("s left" in ln for ln in lines) and lines[-1].endswith("about 0 s left")
+    assert "reading and fitting" in lines[0]
+    assert all("s left" in ln for ln in lines[1:]) and lines[-1].endswith("about 0 s left")

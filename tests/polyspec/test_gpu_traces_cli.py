@@ -132,13 +132,21 @@ def test_fit_three_model_file_top_level_is_the_target_pair(capsys, tmp_path):
     assert d["mean_acceptance_length"] == d["pairs"][1]["mean_acceptance_length"] > 1.0
 
 
-def test_validate_specbench_costs_from(capsys):
-    rc, out, _ = _run(capsys, "validate", SB, "--costs-from", SB, "--json")
+def test_validate_specbench_costs_from(capsys, tmp_path):
+    # another folder of the same methods (here: the same runs 1.5 times slower)
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in os.listdir(SB):
+        rows = [json.loads(x) for x in open(os.path.join(SB, name)).read().splitlines()]
+        for r in rows:
+            r["choices"][0]["wall_time"] = [1.5 * t for t in r["choices"][0]["wall_time"]]
+        (other / name).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    rc, out, _ = _run(capsys, "validate", SB, "--costs-from", other, "--json")
     assert rc == 0
     d = _strict(out)
     assert d["headline"] == "costs-held-out (costs-from)"
     assert all(v.startswith("costs-from") for v in d["held_out"].values())
-    rc, out, err = _run(capsys, "validate", SB, "--costs-from", SB)
+    rc, out, err = _run(capsys, "validate", SB, "--costs-from", other)
     assert rc == 0 and "costs held out by costs-from" in out
     for bad in (PS, os.path.join(FIX, "nope")):
         rc, out, err = _run(capsys, "validate", SB, "--costs-from", bad)

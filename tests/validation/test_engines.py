@@ -351,14 +351,16 @@ def _sg_decode(token, al="2.00", running=1):
             "gen throughput (token/s): 100.0,")
 
 
-def test_sglang_log_counts_cached_prompt_tokens():
-    # the prompt enters the token count whole: 20 new + 100 cached; 40 rounds at accept len
-    # 2.50 emit 100 tokens -> #token 220 (the new tokens alone would make it 80 rounds)
+def test_sglang_log_interval_after_a_cached_prefix_is_not_counted():
+    # 20 new + 100 cached prompt tokens: whether #token holds the cached prefix is not printed
+    # (220 would be 40 rounds at 2.50 if it does, 80 if it does not): that interval is skipped,
+    # the next one (from the previous decode line) is 40 rounds (issue 39: 2.25 vs 2.5)
     lines = ["[TP0] Prefill batch. #new-seq: 1, #new-token: 20, #cached-token: 100, "
              "#running-req: 0,", _sg_decode(220, "2.50"), _sg_decode(320, "2.50")]
     out = formats.parse("\n".join(lines), gamma=3).data
-    assert [s.rounds for s in out.snapshots] == [40, 40]
-    assert out.pooled.accepted == 60 + 60
+    assert [s.rounds for s in out.snapshots] == [40]
+    assert out.pooled.accepted == 60
+    assert any("100 cached tokens" in x for x in out.skipped)
 
 
 def test_sglang_log_prefill_between_decodes_is_a_request_switch():

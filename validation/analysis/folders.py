@@ -13,16 +13,21 @@ from validation import formats
 
 
 def _pipespec(directory, costs_from=None) -> dict:
-    from validation.analysis.pipespec_forecast import leave_one_out
+    from validation.analysis.pipespec_forecast import leave_one_out, require_baselines
     from validation.formats.pipespec import read_pipespec_dir
 
-    configs = leave_one_out(read_pipespec_dir(directory))
+    runs = read_pipespec_dir(directory)
+    missing = require_baselines(runs, directory)
+    configs = leave_one_out(runs)
     if not configs:
+        why = "".join(f"; chains into {m} have no greedy baseline" for m in missing)
         raise PolyspecInputError(str(directory), "no synchronous cascade run whose pairs "
-                                 "appear in other runs: nothing to forecast")
+                                 f"appear in other runs: nothing to forecast{why}")
     e = np.abs([c["error"] for c in configs])
     return {"format": "pipespec", "configs": configs, "median_abs_error": float(np.median(e)),
-            "max_abs_error": float(e.max()), "headline": "leave-one-out"}
+            "max_abs_error": float(e.max()), "headline": "leave-one-out",
+            "notes": [f"chains into {m} not forecast: no greedy baseline of {m} "
+                      "(greedy_<model>.json)" for m in missing]}
 
 
 def _specbench(directory, costs_from=None) -> dict:

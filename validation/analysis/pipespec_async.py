@@ -134,6 +134,7 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
         "precisions": {m.name: m.precision for m in specs},
         "lookahead": int(lookahead),
         "mode": "async",
+        "warnings": [],
         "speedup": sp,
         "interval95": widened_interval(min(sp, sp_fast, sp_slow), max(sp, sp_fast, sp_slow),
                                        rel),
@@ -167,9 +168,17 @@ def forecast_async_dir(directory, names, lookahead, precisions=None) -> dict:
                 m.precision == want.get(m.name, m.precision) for m in r.models):
             raise PolyspecInputError("--models", f"this asynchronous configuration is already "
                                      f"measured in {r.path}: nothing to forecast")
-    out = forecast_async(runs, tuple(names), lookahead, precisions,
-                         model_error=model_error(runs))
+    err = model_error(runs)
+    out = forecast_async(runs, tuple(names), lookahead, precisions, model_error=err)
     out["models_resolved"] = list(names)
+    if err is None:  # nothing measured of an async pipeline: no 95 % interval to state
+        n = len(async_runs(runs))
+        out["interval95"] = None
+        out["warnings"] = [
+            f"{n} asynchronous run(s) in the folder (a 95 % interval needs >= 2, each "
+            "forecast from the others): the pipeline's own error and its sync hand-off "
+            "(0 s assumed) are not measured, so no 95 % interval is given; the cost range "
+            f"is [{out['cost_interval'][0]:.3f}, {out['cost_interval'][1]:.3f}]"]
     return out
 
 

@@ -118,11 +118,14 @@ def draft_step(runs, name: str, precision: str) -> float:
 
 
 def reject_cost(runs, name: str, precision: str) -> float:
-    """Extra seconds of a target verify call that rejects a draft token (mean of the rejecting
-    minus the fully accepting calls that certainly fed K tokens; two-model chains; >= 0)."""
-    rej, full = [], []
+    """Extra seconds of a target verify call that rejects a draft token: per run (one
+    lookahead K), the mean of the rejecting minus the fully accepting calls that certainly
+    fed K tokens, averaged over the runs weighted by their rejecting calls (calls of
+    different lengths are never compared: T(K) grows with K); two-model chains; >= 0."""
+    diffs, weights = [], []
     for r in pair_runs(runs):
         if r.target.name == name and r.target.precision == precision:
+            rej, full = [], []
             for s in r.samples:
                 a, t = s.accepted[0], s.model_times[1]
                 after_full = np.zeros(len(a), dtype=bool)
@@ -130,12 +133,13 @@ def reject_cost(runs, name: str, precision: str) -> float:
                 ok = ~(after_full & (a == 1))
                 rej.append(t[ok & (a < r.lookahead)])
                 full.append(t[ok & (a >= r.lookahead)])
-    if not rej:
+            rej, full = np.concatenate(rej), np.concatenate(full)
+            if rej.size and full.size:
+                diffs.append(float(rej.mean() - full.mean()))
+                weights.append(rej.size)
+    if not diffs:
         return 0.0
-    rej, full = np.concatenate(rej), np.concatenate(full)
-    if rej.size == 0 or full.size == 0:
-        return 0.0
-    return max(0.0, float(rej.mean() - full.mean()))
+    return max(0.0, float(np.average(diffs, weights=weights)))
 
 
 def _certain_calls(run):
@@ -278,8 +282,10 @@ def draft_costs(runs, name: str, precision: str, verifier=None):
     sd = float(np.std(plain_by_run, ddof=1)) if len(plain_by_run) > 1 else 0.0
     first = np.concatenate(first) if first else np.zeros(0)
     extra = max(0.0, float(first.mean()) - step) if first.size else 0.0
+    spread = (f"run-to-run sd {sd:.5f} s" if len(plain_by_run) > 1 else
+              "one run: no run-to-run spread measured")
     return step, sd, extra, (f"{name}@{precision}: draft step {step:.5f} s (mean of "
-                             f"{len(cand)} runs' single-token steps, run-to-run sd {sd:.5f} s"
+                             f"{len(cand)} runs' single-token steps, {spread}"
                              f"), +{extra:.5f} s for the first step after a rejection")
 
 
@@ -443,10 +449,22 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
     sp_fast = _speedup(base, laws, lo, k, idx, n_tok, max(2, seeds // 2), known)[0]
     sp_slow = _speedup(base, laws, hi, k, idx, n_tok, max(2, seeds // 2), known)[0]
     rel = math.hypot(model_error or 0.0, se / sp)
+    warnings = []
+    if model_error is None:
+        warnings.append("the forecasts' own error is not measured here (no synchronous run "
+                        "can be forecast from the others: leave-one-out needs each run's pairs "
+                        "in other runs): interval95 holds the cost and seed spread only")
+    if k == 1:
+        warnings.append("lookahead 1 drafts nothing: PipeSpec's drafter only catches up with "
+                        "its verifier (K - 1 = 0 drafts ahead) and every verify call feeds 1 "
+                        "token, so each round is a drafter step plus a 1-token verify -- "
+                        "slower than greedy decoding by construction (no acceptance is "
+                        "measured at this lookahead; the forecast replays that policy)")
     return {
         "models": list(names),
         "precisions": {m.name: m.precision for m in models},
         "lookahead": k,
+        "warnings": warnings,
         "speedup": sp,
         "interval95": widened_interval(min(sp, sp_fast, sp_slow), max(sp, sp_fast, sp_slow),
                                        rel),
@@ -462,11 +480,16 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
            f"{sum(len(m) for m in known)} output positions revealed by {n_known} two-model "
            "synchronous run(s) of the pair (R1; the law elsewhere)"],
         "cost_source": notes + [f"draft steps (s): {', '.join(f'{d:.5f}' for d in drafts)} "
-                                f"(interval +-{', '.join(f'{w:.5f}' for w in spread)}, the "
-                                "run-to-run spread); rejecting verify calls "
+                                f"(interval +-{', '.join(map(_spread, spread, dc))}"
+                                ", the run-to-run spread); rejecting verify calls "
                                 f"+{', '.join(f'{x:.5f}' for x in rej)} s; overhead per "
                                 f"prompt {o:.4f} s + {pr * 1e3:.3f} ms per round"],
     }
+
+
+def _spread(width, draft_cost) -> str:
+    """A draft step's interval half-width, or why there is none (one run: not measured)."""
+    return f"{width:.5f}" if "one run" not in draft_cost[3] else "0 (one run: unmeasured)"
 
 
 def sweeps(runs) -> dict[tuple[str, str], list[PipeSpecRun]]:
@@ -551,11 +574,26 @@ def forecast_dir(directory, names, lookahead, precisions=None) -> dict:
     return out
 
 
+def require_baselines(runs, directory) -> list[str]:
+    """A PipeSpec folder's speedups are over each target's greedy run: the targets of its
+    synchronous chains that have none (their chains still give laws and costs, but no speedup
+    of theirs can be forecast); a folder where no target has one is refused, naming the files
+    missing."""
+    targets = {r.target.name for r in chain_runs(runs)}
+    missing = sorted(targets - {r.target.name for r in runs if r.is_baseline})
+    if targets and len(missing) == len(targets):
+        raise PolyspecInputError(str(directory), f"no greedy baseline of {', '.join(missing)} "
+                                 f"(greedy_<model>.json): every speedup is over the target's "
+                                 "greedy run")
+    return missing
+
+
 def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
     """Every synchronous chain of the seen models, per target, at every lookahead up to the
     largest the target was seen verifying (no extrapolation of its verify cost): the best per
     chain and whether a third model pays (its interval above the best two-model chain's)."""
     runs = read_pipespec_dir(directory)
+    require_baselines(runs, directory)
     err = model_error(runs)
     targets = {r.target.name for r in chain_runs(runs)}
     rows = []
@@ -577,7 +615,9 @@ def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
                     break
                 if best is None or f["speedup"] > best["speedup"]:
                     best = f
-            if best is not None:
+            if best is not None:  # ranked on 2 seeds; shown as `forecast` prints it (one
+                # number per configuration: the same call, the same seeds)
+                best = forecast_chain(runs, ch, best["lookahead"], model_error=err)
                 rows.append({"target": tgt, "models": list(ch), "lookahead": best["lookahead"],
                              "speedup": best["speedup"], "interval95": best["interval95"],
                              "precisions": best["precisions"]})
@@ -595,4 +635,5 @@ def plan_dir(directory, lookaheads=range(1, 21)) -> dict:
                                      if pays else "its interval overlaps or lies below the "
                                      "best two-model chain's")})
     return {"chains": sorted(rows, key=lambda r: -r["speedup"]), "third_model": verdicts,
-            "model_error_rel_sd": err}
+            "model_error_rel_sd": err,
+            "missing_baselines": require_baselines(runs, directory)}

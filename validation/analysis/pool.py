@@ -98,7 +98,8 @@ def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
         horizon = capture_horizon(caps) if horizon is None else horizon
         horizon = as_int(horizon, "--horizon", low=1, high=MAX_HORIZON)
     pairs, rounds = _pool_laws(caps, law, horizon if use_regimes else None)
-    pool = Pool(tuple(models), pairs, max_threshold, policies[0], name)
+    pool = Pool(tuple(models), pairs, max_threshold, policies[0], name,
+                engine="polyspec")  # our own decoder: it runs both modes
     info = {
         "source": "traces",
         "captures": [c.name for c in caps],

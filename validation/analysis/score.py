@@ -102,6 +102,10 @@ def score_forecasts(path) -> dict:
         if "batch" in f and (isinstance(f["batch"], bool) or not isinstance(f["batch"], int)
                              or f["batch"] < 1):
             raise PolyspecInputError("--score", f"{p}:{ln}: batch must be a positive integer")
+        lv = f["levels"]
+        if isinstance(lv, bool) or not isinstance(lv, int) or lv < 2:
+            raise PolyspecInputError("--score", f"{p}:{ln}: levels must be the number of "
+                                     f"models (an integer >= 2), got {lv!r}"[:200])
         if f["kind"] not in FORECAST_KINDS:
             raise PolyspecInputError("--score", f"{p}:{ln}: kind {f['kind']!r} is not one of "
                                      f"{', '.join(FORECAST_KINDS)}")
@@ -127,11 +131,23 @@ def score_forecasts(path) -> dict:
             except PolyspecInputError as e:  # e.g. a capture still running
                 row["note"] = f"{hit}: not readable yet ({e})"
         if cap is not None:
+            n_models = len(getattr(cap, "models", ()) or ())
+            if n_models and n_models != lv:
+                raise PolyspecInputError("--score", f"{p}:{ln}: levels {lv}, but the capture "
+                                         f"{hit} has {n_models} models: not the configuration "
+                                         "forecast")
+            b = getattr(cap, "batch", None)
+            if f["kind"] == "batch" and isinstance(b, int) and b != row["batch"]:
+                raise PolyspecInputError("--score", f"{p}:{ln}: batch {row['batch']}, but the "
+                                         f"capture {hit} has batch {b}")
             m = cap.measured_speedup
             row.update(trace=str(hit), measured=m, measured_ci95=list(_measured_ci(cap,
                                                                                 f["kind"])),
                        inside=bool(iv[0] <= m <= iv[1]), error=relative_error(float(sp), m))
         rows.append(row)
+    if not rows:
+        raise PolyspecInputError("--score", f"{p}: no forecast in it (one JSON object per "
+                                 "line: name, kind, levels, batch, speedup, interval95)")
     done = [r for r in rows if r["measured"] is not None]
     a = np.abs([r["error"] for r in done]) if done else np.array([])
     return {"forecasts": str(p), "configs": rows, "captured": len(done),

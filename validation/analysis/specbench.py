@@ -28,11 +28,18 @@ def _agg(f: AnswerFile, cat: str, qids=None):
 
 
 def _speed(base, f, cat, qids=None):
-    q = {a.question_id for a in f.answers if a.category == cat}
-    if qids is not None:
-        q &= set(qids)
-    _, _, bn, bw = _agg(base, cat, q)
-    _, _, n, w = _agg(f, cat, q)
+    """Measured speedup of ``f`` over ``base`` on the category's questions; ``qids``: a
+    bootstrap draw, with repeats (a question drawn k times weighs k)."""
+    from collections import Counter
+
+    mine = {a.question_id: a for a in f.answers if a.category == cat}
+    weight = (dict.fromkeys(mine, 1) if qids is None else
+              {q: k for q, k in Counter(int(x) for x in qids).items() if q in mine})
+    ref = {a.question_id: a for a in base.answers if a.question_id in weight}
+    bn = sum(k * sum(ref[q].tokens) for q, k in weight.items())
+    bw = sum(k * sum(ref[q].wall) for q, k in weight.items())
+    n = sum(k * sum(mine[q].tokens) for q, k in weight.items())
+    w = sum(k * sum(mine[q].wall) for q, k in weight.items())
     return (bw / bn) / (w / n)
 
 
@@ -93,7 +100,9 @@ def _costs_from(other_dir, f, proportional, scale_to):
     coef = _fit(X, y)
     ratio = scale_to / ar_step(obase)
     scale = np.array([1.0 if j == 2 else ratio for j in cols])
-    return coef * scale, ratio
+    mine = {(a.tokens, a.wall) for a in f.answers}  # a measurement, whatever its label
+    same = sum((a.tokens, a.wall) in mine for a in g.answers)
+    return coef * scale, ratio, same
 
 
 def validate_specbench(directory, *, proportional: bool = False, n_boot: int = 400,
@@ -118,9 +127,12 @@ def validate_specbench(directory, *, proportional: bool = False, n_boot: int = 4
         feats = {c: _features(base, f, c) for c in cats}
         pred_wall = {}
         if costs_from is not None:
-            coef, ratio = _costs_from(costs_from, f, proportional, ar_step(base))
+            coef, ratio, same = _costs_from(costs_from, f, proportional, ar_step(base))
             held[f.method] = (f"costs-from {costs_from} (its fit scaled by the AR-step ratio "
                               f"{ratio:.4f})")
+            if same:  # the costs were fitted on the very answers predicted
+                held[f.method] = (f"in-sample: {costs_from} holds {same} of these answers "
+                                  "(a diagnostic, not held out)")
             for c in cats:
                 pred_wall[c] = float(feats[c][0][cols] @ coef)
         elif len(cats) >= MIN_CATEGORIES:
@@ -155,7 +167,7 @@ def validate_specbench(directory, *, proportional: bool = False, n_boot: int = 4
             qs = np.array(sorted(a.question_id for a in f.answers if a.category == c))
             boots = [_speed(base, f, c, rng.choice(qs, size=qs.size)) for _ in range(n_boot)]
             row = {"name": f"{f.method}/{c}", "method": f.method, "category": c,
-                   "held_out": held[f.method].split(" ")[0],
+                   "held_out": held[f.method].split(" ")[0].rstrip(":"),
                    "predicted_speedup": pred, "measured_speedup": meas,
                    "error": pred / meas - 1,
                    "measured_ci95": [float(np.quantile(boots, 0.025)),
@@ -169,12 +181,13 @@ def validate_specbench(directory, *, proportional: bool = False, n_boot: int = 4
         per[m] = {"median_abs_error": float(np.median(e)), "max_abs_error": float(e.max()),
                   "held_out": held[m]}
     e = np.abs([c["error"] for c in configs])
-    kinds = sorted({v.split(" ")[0] for v in held.values()})
+    kinds = sorted({v.split(" ")[0].rstrip(":") for v in held.values()})
     return {"format": "specbench", "baseline": base.path,
             "cost_model": ("time per round proportional to the category's AR step" if
                            proportional else "f*turns + rounds*(u + w*t_c) + v*tokens"),
             "held_out": held,
             "configs": configs, "per_method": per, "median_abs_error": float(np.median(e)),
             "max_abs_error": float(e.max()),
-            "headline": "costs-held-out" if kinds == ["category"] else
+            "headline": "in-sample (diagnostic: --costs-from holds the same answers)"
+            if "in-sample" in kinds else "costs-held-out" if kinds == ["category"] else
             f"costs-held-out ({', '.join(kinds)})"}

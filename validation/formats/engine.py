@@ -35,7 +35,9 @@ def engine_format(name: str, description: str, parser, detect, *, order: int,
             gamma = as_int(gamma, "--gamma", low=1, high=4096)
         out = parser(src.body, gamma)
         if not out.snapshots:
-            raise PolyspecInputError("rounds", f"no usable {description} snapshot found")
+            why = f": every one skipped ({'; '.join(out.skipped)})" if out.skipped else ""
+            raise PolyspecInputError("rounds",
+                                     f"no usable {description} snapshot found{why}"[:600])
         for s in out.snapshots:
             check_counts(s)
         out = replace(out, source=src.source)
@@ -166,6 +168,10 @@ def variable_length_model(snap: Snapshot, cap: int, eta: float | None = None) ->
     }
 
 
+MAX_LISTED_SNAPSHOTS = 1000  # per-snapshot detail listed (every snapshot enters the fit)
+MAX_LISTED_NOTES = 20
+
+
 def acceptance_report(out: EngineOutput, eta: float | None = None) -> dict:
     """Fitted laws for the pooled snapshot of ``out`` (and a summary per snapshot).
 
@@ -188,10 +194,11 @@ def acceptance_report(out: EngineOutput, eta: float | None = None) -> dict:
     laws, best, method = [], None, None
     short = sum(s.short_slots for s in out.snapshots)
     slots = sum((s.cap or 0) * s.rounds for s in out.snapshots)
-    for s in out.snapshots:
-        note = short_draft_note(s)
-        if note:
-            warnings.append(note)
+    notes = [n for n in map(short_draft_note, out.snapshots) if n]
+    warnings += notes[:MAX_LISTED_NOTES]
+    if len(notes) > MAX_LISTED_NOTES:
+        warnings.append(f"... and {len(notes) - MAX_LISTED_NOTES} more snapshots with short "
+                        "drafts")
     variable = None
     if pooled.cap is None and not mixed:
         if not any("varies" in w or "differ in draft length" in w for w in warnings):
@@ -221,7 +228,7 @@ def acceptance_report(out: EngineOutput, eta: float | None = None) -> dict:
         method = ("method of moments: the iid alpha whose capped mean E[A | gamma] equals the "
                   "observed mean (the output has totals only, no histogram: no likelihood)")
     snaps = []
-    for s in out.snapshots:
+    for s in out.snapshots[:MAX_LISTED_SNAPSHOTS]:  # a long log: the pooled fit uses all
         d = s.to_dict()
         if s.cap is not None:
             d["iid_alpha_moments"] = IIDGeometric.from_mean(min(s.mean_accepted, s.cap),
@@ -255,7 +262,10 @@ def acceptance_report(out: EngineOutput, eta: float | None = None) -> dict:
         "laws": laws,
         "best": best,
         "snapshots": snaps,
-        "checks": list(out.checks),
+        "snapshots_total": len(out.snapshots),
+        "checks": list(out.checks)[:MAX_LISTED_SNAPSHOTS],
+        "checks_total": len(out.checks),
+        "checks_agree": sum(bool(c["agree"]) for c in out.checks),
         "concurrency": out.concurrency,
         "timing": out.timing,
         "variable_length": variable,

@@ -100,9 +100,15 @@ def pool_snapshots(snaps, label: str = "pooled") -> Snapshot:
     drafted = None if any(s.drafted is None for s in snaps) else sum(s.drafted for s in snaps)
     counts = None
     if all(s.counts is not None for s in snaps):
-        counts = snaps[0].counts
-        for s in snaps[1:]:
-            counts = counts.merge(s.counts)
+        # one merge of every cell (pairwise merges are quadratic in the snapshots: a long
+        # log has hundreds of thousands)
+        first = snaps[0].counts
+        notes = tuple(dict.fromkeys(n for s in snaps for n in s.counts.notes))
+        counts = AcceptanceCounts(np.concatenate([s.counts.accepted for s in snaps]),
+                                  np.concatenate([s.counts.caps for s in snaps]),
+                                  np.concatenate([s.counts.counts for s in snaps]),
+                                  first.source or next((s.counts.source for s in snaps
+                                                        if s.counts.source), ""), notes)
     srcs = {s.histogram_source for s in snaps}
     return Snapshot(
         label=label,
@@ -140,7 +146,12 @@ class EngineOutput:
 
     @property
     def pooled(self) -> Snapshot:
-        return pool_snapshots(self.snapshots)
+        """All snapshots pooled (computed once: a long log has many)."""
+        cached = self.__dict__.get("_pooled")
+        if cached is None:
+            cached = pool_snapshots(self.snapshots)
+            object.__setattr__(self, "_pooled", cached)
+        return cached
 
     def select(self, index: int) -> EngineOutput:
         """Only snapshot ``index`` (1-based)."""
@@ -336,6 +347,11 @@ def survival_from_rates(rates, rounds: int, accepted: int | None = None,
          else as_real_array(half_units, "half_units", low=0.0))
     if h.shape != r.shape:
         raise PolyspecInputError("half_units", f"must have one value per rate ({r.size})")
+    return _survival(r, h, n, accepted, field)
+
+
+def _survival(r, h, n: int, accepted, field) -> np.ndarray:
+    """:func:`survival_from_rates` on checked arrays (``0 <= r <= 1``, ``h >= 0``)."""
     t = r * n
     lo = np.maximum(np.ceil((r - h) * n - 1e-9), 0).astype(np.int64)
     hi = np.minimum(np.floor((r + h) * n + 1e-9), n).astype(np.int64)
@@ -374,8 +390,12 @@ def survival_from_rates(rates, rounds: int, accepted: int | None = None,
 def survival_from_printed(texts, rounds: int, accepted: int | None, field: str) -> list[int]:
     """:func:`survival_from_rates` of per-position rates as printed (strings), each known to
     within half a unit of its last printed digit."""
-    return survival_from_rates([float(x) for x in texts], rounds, accepted,
-                               [half_unit(x) for x in texts], field)
+    r = np.array([float(x) for x in texts], dtype=np.float64)
+    if r.size and np.isfinite(r).all() and (r >= 0).all() and (r <= 1).all() and \
+            isinstance(rounds, int) and rounds >= 1:  # the common case of a long log: fast
+        return _survival(r, np.array([half_unit(x) for x in texts]), rounds, accepted, field)
+    return survival_from_rates(r.tolist(), rounds, accepted, [half_unit(x) for x in texts],
+                               field)
 
 
 def histogram_counts(hist, cap: int, label: str, rounds: int, field: str,
@@ -392,6 +412,14 @@ def histogram_counts(hist, cap: int, label: str, rounds: int, field: str,
 
 
 def counts_from_survival(n: int, surv, cap: int, label: str, notes=()) -> AcceptanceCounts:
+    c = np.asarray(surv)
+    if (isinstance(surv, np.ndarray) and c.dtype.kind == "i" and c.ndim == 1 and c.size
+            and isinstance(n, int) and isinstance(cap, int) and cap >= c.size
+            and 0 <= c[-1] and c[0] <= n and not (np.diff(c) > 0).any()):
+        # counts already checked (:func:`_survival`): the histogram directly (a long log)
+        full = np.concatenate([[n], c, np.zeros(cap - c.size + 1, dtype=np.int64)])
+        return AcceptanceCounts.from_checked_histogram(full[:-1] - full[1:], cap, label,
+                                                       notes)
     return AcceptanceCounts.from_survival_counts(n, surv, cap, label, notes)
 
 

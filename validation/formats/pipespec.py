@@ -345,7 +345,9 @@ def read_pipespec(path) -> PipeSpecRun:
 
 
 def read_pipespec_dir(directory) -> list[PipeSpecRun]:
-    """Every PipeSpec file in ``directory`` (other JSON files are skipped), sorted by name."""
+    """Every PipeSpec file in ``directory``, sorted by name. A folder of runs holds runs only:
+    any other ``.json`` file (a run wrapped in a list, a note, an output written there) is
+    refused, naming it -- never dropped while the rest is used."""
     if not os.path.isdir(directory):
         raise PolyspecInputError(str(directory), "not a directory")
     runs = []
@@ -356,6 +358,13 @@ def read_pipespec_dir(directory) -> list[PipeSpecRun]:
         obj = load_json_file(p)
         if looks_like_pipespec(obj):
             runs.append(parse_pipespec(obj, p))
+        elif isinstance(obj, list) and any(looks_like_pipespec(x) for x in obj):
+            raise PolyspecInputError(p, "a list holding PipeSpec run(s): a run file is one "
+                                     "object {metadata, results} (unwrap it)")
+        else:
+            raise PolyspecInputError(p, "not a PipeSpec run (needs metadata.model_configs and "
+                                     "results): a folder of runs holds run files only; move "
+                                     "it out")
     if not runs:
         raise PolyspecInputError(str(directory), "no PipeSpec benchmark JSON file in it")
     check_folder(runs, directory)

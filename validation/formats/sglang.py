@@ -104,12 +104,23 @@ def parse_sglang_meta(text: str, gamma) -> EngineOutput:
 
 
 def parse_sglang_log(text: str, gamma) -> EngineOutput:
+    """Per-interval acceptance from ``Decode batch.`` lines: an interval is counted when its
+    rounds follow from the token count -- one running request, the previous line of the same
+    request (a ``Prefill batch.`` line between them marks a switch; after a prefill only an
+    uncached prompt: how much of a cached prefix ``#token`` holds is not printed) -- and they
+    make one logging interval (SGLang prints every ``decode_log_interval`` steps: an
+    interval of another length spans a request's end or start, e.g. lines grep'd without
+    their prefill lines)."""
     rows = _log_rows(text)
     decodes = [r[1] for r in rows if r[0] == "decode"]
     if not decodes:
         raise PolyspecInputError("accept len", "no 'Decode batch.' line with accept len")
     warnings = []
     conc = max(d["running"] for d in decodes)
+    if all(d["running"] != 1 for d in decodes):  # said first: no --gamma would help
+        raise PolyspecInputError("#running-req", f"every 'Decode batch.' line has more than "
+                                 f"one running request (up to {conc}): the token count gives "
+                                 "no request's rounds; log one request at a time")
     k = _draft_length(decodes, gamma, warnings)
     snaps, checks, skipped = _intervals(rows, k)
     if skipped:
@@ -126,19 +137,22 @@ def parse_sglang_log(text: str, gamma) -> EngineOutput:
 def _log_rows(text: str) -> list:
     """``(kind, fields, line)`` of every prefill and decode log line, in order."""
     rows = []
-    for line in text.splitlines():
+    for lineno, line in enumerate(text.splitlines(), 1):
         if "Prefill batch." in line:
-            # the prompt's tokens enter the token count: new ones and those from the cache
+            # the prompt's new tokens enter the token count; a cached prefix's share of it
+            # is not printed (the interval after such a prefill is not counted)
             new = line_field(r"#new-token:\s*(\d+)", line, "#new-token", required=False)
             cached = line_field(r"#cached-token:\s*(\d+)", line, "#cached-token",
                                 required=False)
             before = line_field(r"#running-req:\s*(\d+)", line, "#running-req", required=False)
-            rows.append(("prefill", {"tokens": None if new is None else int(new) + int(cached or 0),
+            rows.append(("prefill", {"tokens": None if new is None else int(new),
+                                     "cached": int(cached or 0),
                                      "running": None if before is None else int(before)}, line))
             continue
         if "Decode batch." not in line or "accept len" not in line:
             continue
         d = {
+            "lineno": lineno,
             "running": int(line_field(r"#running-req:\s*(\d+)", line, "#running-req")),
             "token": int(line_field(r"#token:\s*(\d+)", line, "#token")),
             "al": line_field(r"accept len:\s*(" + NUM + ")", line, "accept len"),
@@ -147,6 +161,10 @@ def _log_rows(text: str) -> list:
             "tps": line_field(r"gen throughput \(token/s\):\s*(" + NUM + ")", line, "gen",
                           required=False),
         }
+        if float(d["al"]) < 1.0 - half_unit(d["al"]):
+            raise PolyspecInputError("accept len", f"line {lineno}: {d['al']} is not a mean "
+                                     "acceptance length (>= 1: every round emits the bonus "
+                                     "or correction token)")
         rows.append(("decode", d, line))
     return rows
 
@@ -206,6 +224,8 @@ def _intervals(rows, k) -> tuple[list, list, list]:
             continue
         j += 1
         label = f"interval {j}"
+        prefills = list(pending)
+        prev_running_token = None if prev is None else prev["token"]
         pre = sum(p["tokens"] or 0 for p in pending)
         # a prefill after a decode line with nothing else running: that request ended inside
         # this interval (its last tokens left the count) and the next one started
@@ -227,6 +247,15 @@ def _intervals(rows, k) -> tuple[list, list, list]:
             continue
         if base is None or unknown:
             skipped.append(f"{label}: no earlier line to count the tokens from")
+            continue
+        cached = sum(p["cached"] for p in prefills)
+        if prev_running is None and cached:
+            skipped.append(f"{label}: the prompt had {cached} cached tokens (how many of them "
+                           "#token holds is not printed)")
+            continue
+        if prev_running is not None and d["token"] < prev_running_token:
+            skipped.append(f"{label}: #token fell from {prev_running_token} to {d['token']}: "
+                           "another request (lines without their Prefill batch. line)")
             continue
         delta = d["token"] - base
         al, h = float(d["al"]), half_unit(d["al"])
@@ -254,6 +283,18 @@ def _intervals(rows, k) -> tuple[list, list, list]:
         snaps.append(s)
         checks.append(check(label, "mean acceptance length (accept len)",
                              s.mean_acceptance_length, d["al"]))
+    # one logging interval: the round count most intervals share; another count spans a
+    # request's end or start that no line shows
+    lengths = [s.rounds for s in snaps]
+    common = max(set(lengths), key=lengths.count) if lengths else None
+    if common is not None and lengths.count(common) >= 2:
+        keep = [i for i, s in enumerate(snaps) if s.rounds == common]
+        for s in snaps:
+            if s.rounds != common:
+                skipped.append(f"{s.label}: {s.rounds} rounds, not one logging interval of "
+                               f"{common} (a request ended or started inside it?)")
+        snaps = [snaps[i] for i in keep]
+        checks = [checks[i] for i in keep]
     return snaps, checks, skipped
 
 

@@ -170,8 +170,51 @@ def is_specbench_file(path) -> bool:
         return False
 
 
+_PRECISIONS = ("bfloat16", "float16", "float32", "bf16", "fp16", "fp32", "int8", "int4")
+
+
+def model_parts(model_id: str, method: str | None = None) -> dict:
+    """What a Spec-Bench ``model_id`` says of the run (``<target>-<method>-<dtype>-
+    temperature-<T>``): ``target`` (the text before the method, when the method is known),
+    ``precision`` and ``temperature`` (None where not written)."""
+    import re
+
+    low = model_id.lower()
+    prec = next((p for p in _PRECISIONS if re.search(rf"(^|-){p}(-|$)", low)), None)
+    m = re.search(r"temp(?:erature)?-([0-9]+(?:\.[0-9]+)?)", low)
+    target = None
+    if method:
+        i = low.find(f"-{method.lower()}")
+        target = low[:i] if i > 0 else None
+    return {"target": target, "precision": prec,
+            "temperature": float(m.group(1)) if m else None}
+
+
+def check_same_target(base: AnswerFile, files) -> None:
+    """Every method file of a folder is of the baseline's target model, precision and
+    temperature as their ``model_id`` write them: a baseline of another model or precision
+    (or a method file of another target) is refused, naming the file."""
+    b = model_parts(base.model_id, base.method)
+    for f in files:
+        if f is base:
+            continue
+        m = model_parts(f.model_id, f.method)
+        for key, what in (("target", "target model"), ("precision", "precision"),
+                          ("temperature", "temperature")):
+            if b[key] is not None and m[key] is not None and b[key] != m[key]:
+                raise PolyspecInputError(f"{f.path}: model_id", f"{f.model_id!r} is of "
+                                         f"{what} {m[key]!r}, the baseline {base.path} of "
+                                         f"{b[key]!r} ({base.model_id!r}): compare runs of one "
+                                         "target, precision and temperature")
+        if b["target"] is not None and m["target"] is None and \
+                not f.model_id.lower().startswith(b["target"] + "-"):
+            raise PolyspecInputError(f"{f.path}: model_id", f"{f.model_id!r} is not of the "
+                                     f"baseline's target model {b['target']!r} ({base.path})")
+
+
 def read_dir(directory) -> tuple[AnswerFile, list[AnswerFile]]:
-    """(baseline, method files) of a Spec-Bench answer folder; exactly one baseline."""
+    """(baseline, method files) of a Spec-Bench answer folder; exactly one baseline, at least
+    one method, all of one target model, precision and temperature (``model_id``)."""
     files = [read_answers(os.path.join(directory, n)) for n in sorted(os.listdir(directory))
              if n.endswith(".jsonl") and is_specbench_file(os.path.join(directory, n))]
     if not files:
@@ -181,6 +224,10 @@ def read_dir(directory) -> tuple[AnswerFile, list[AnswerFile]]:
         raise PolyspecInputError(str(directory), f"needs exactly one baseline (vanilla) file, "
                                  f"found {len(base)}")
     b = base[0]
+    if len(files) == 1:
+        raise PolyspecInputError(str(directory), f"holds only the baseline {b.path}: no "
+                                 "method answers to validate against it")
+    check_same_target(b, files)
     bq = {a.question_id: a.category for a in b.answers}
     for f in files:
         if f is b:

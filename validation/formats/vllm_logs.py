@@ -27,12 +27,28 @@ from validation.formats.engine_common import (
 # ------------------------------------------------------------------------------------------
 def _cumulative_to_intervals(rows, keys):
     """Per-interval differences of cumulative rows (dicts of ints); a decrease of any counter
-    is an engine restart: that row starts a new segment. Returns (intervals, n_restarts)."""
-    out, prev, restarts = [], None, 0
+    is an engine restart: that row starts a new segment. Returns (intervals, n_restarts).
+
+    A row that could continue more than one segment (a later row at or above the last row of
+    an earlier segment as well as of the current one) cannot be told apart: two engines'
+    lines interleaved, or a restarted engine grown past the old counts. Refused, naming the
+    line: differencing it against either would mix two engines' counts."""
+    def above(r, last):
+        return all(r[k] >= last[k] for k in keys)
+
+    out, prev, restarts, ended = [], None, 0, []
     for r in rows:
-        if prev is not None and any(r[k] < prev[k] for k in keys):
+        if prev is not None and not above(r, prev):
             restarts += 1
+            ended.append(prev)
             prev = None
+        if ended and any(above(r, last) for last in ended) and (prev is None
+                                                                or above(r, prev)):
+            raise PolyspecInputError(
+                "Speculative metrics", f"{r['label']}: the cumulative counters went down "
+                f"before and this line is at or above an earlier run's last counts: two "
+                "engines' lines interleaved (or a restarted engine grown past the old one), "
+                "whose rounds cannot be told apart; give one engine's lines")
         d = dict(r) if prev is None else {**r, **{k: r[k] - prev[k] for k in keys}}
         out.append(d)
         prev = r
@@ -181,6 +197,11 @@ def parse_vllm_v1(text: str, gamma) -> EngineOutput:
     if any(c["figure"].startswith("draft acceptance rate") for c in checks):
         warnings.append("the engine's 'Draft acceptance rate' is accepted / drafted tokens, "
                         "not the per-position alpha (see the fitted laws)")
+    ks = sorted({s.cap for s in snaps})
+    if len(ks) > 1:
+        warnings.append(f"the draft length differs between intervals ({', '.join(map(str, ks))}"
+                        " speculative tokens): the pooled law mixes them; fit each draft "
+                        "length on its own lines")
     conc = max(running) if running else None
     if conc is not None and conc > 1:
         warnings.append(f"up to {conc} concurrent requests: acceptance counts are usable, "

@@ -19,7 +19,7 @@ A trace is a JSON-lines file, one object per line, each with a ``type``:
     cpu_mhz: {mhz: [per CPU] | null, source: "cpufreq" | "/proc/cpuinfo" | reason}}``
     (:func:`validation.capture.machine.machine_state`); ``load_check`` — ``{max_load, allow_load,
     load_1min}`` of the refusal check the command ran (``allow_load`` true: started with
-    ``--allow-load`` above ``max_load``), null when none ran (a capture started from Python).
+    ``--allow-load``, whatever the load), null when none ran (a capture started from Python).
     Optional (structured captures): ``cascade.trees`` / ``cascade.schedules`` (one entry per
     pair, ``null`` = chain; the config format of docs/theory.md Part III-D), ``tree_sampling``
     ("distinct": a node's children are its drafter's top-k tokens at temperature 0, drawn

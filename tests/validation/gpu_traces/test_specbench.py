@@ -170,9 +170,12 @@ def test_costs_from_another_folder_scale_by_the_ar_step(tmp_path):
                                                                   rel=1e-9)
     # and a few categories with costs from elsewhere are not refused
     few = _subset(tmp_path, {"coding"}, name="few")
-    rep = validate_specbench(few, costs_from=FIX, n_boot=2)
+    rep = validate_specbench(few, costs_from=slow, n_boot=2)
     assert {c["category"] for c in rep["configs"]} == {"coding"}
     assert {c["held_out"] for c in rep["configs"]} == {"costs-from"}
+    # costs from a folder holding these very answers are in-sample (issue 39)
+    rep = validate_specbench(few, costs_from=FIX, n_boot=2)
+    assert {c["held_out"] for c in rep["configs"]} == {"in-sample"}
 
 
 def test_costs_from_a_folder_without_the_method(tmp_path):
