@@ -9,6 +9,7 @@ one ``cost_<model>.png`` per model (baseline timings and fitted ``T(m)``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -477,8 +478,8 @@ def validate_part(captures, ctx):
                      f"({', '.join(missing)}): no headline prediction for them")
     result = validate(captures, opts.families, laws=opts.laws, insertions=opts.insertions,
                       p5=P5(opts.confidence, opts.n_boot), profiles=profiles,
-                      progress=opts.progress(len(captures)) if opts.progress else None,
-                      left_out=left_out)
+                      progress=opts.progress(len(captures)) if opts.progress else None)
+    result = dataclasses.replace(result, left_out=tuple(left_out))
     paths = write_report(result, captures, opts.out, title=f"Validation: {ctx.folder}",
                          notes=notes, plots=opts.plots)
     obj = result.to_json()

@@ -421,14 +421,15 @@ class P5(NamedTuple):
 
 def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: bool = True,
              holdout: bool = True, p5: P5 | None = None, profiles=None,
-             progress=None, left_out=()) -> ValidationResult:
+             progress=None) -> ValidationResult:
     """Run the whole pipeline (module docstring) on a list of captures. ``profiles``: capture
     name -> composition profile of its cascade (anything with ``cost_curves()``, ``ar_s``,
     ``models`` and ``thresholds``, e.g.
     :class:`validation.capture.composition.CompositionProfile`); captures without one get no
     headline forecast. ``p5``: the insertion decisions' confidence. ``progress(done,
-    total)`` is called after each configuration is analysed; ``left_out``: names of captures
-    forecast and listed but left out of the headline (captures made under load)."""
+    total)`` is called after each configuration is analysed. Captures forecast and listed but
+    left out of the headline (made under load) are the result's ``left_out``
+    (``dataclasses.replace(result, left_out=...)``)."""
     captures = check_captures(captures, empty="no captured configurations")
     names = [c.name for c in captures]
     families = tuple(families)
@@ -442,7 +443,7 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
                        if c.structured)
     captures = [c for c in captures if not c.structured]
     if not captures:
-        return ValidationResult((), {}, (), families, laws, structured, tuple(left_out))
+        return ValidationResult((), {}, (), families, laws, structured)
     pair_fits = fit_pairs(captures, families)
     own = {c.name: (fit_pairs([c], families) if laws == "config" else pair_fits)
            for c in captures}
@@ -457,5 +458,4 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     p5 = p5 or P5()
     ins = tuple(insertion_analysis(captures, pair_fits, method=p5.confidence, n_boot=p5.n_boot,
                                    seed=p5.seed, ratios=ratios)) if insertions else ()
-    return ValidationResult(results, pair_fits, ins, families, laws, structured,
-                            tuple(left_out))
+    return ValidationResult(results, pair_fits, ins, families, laws, structured)
