@@ -21,10 +21,21 @@ from validation.analysis.pool import pool_from_captures
 from validation.paths import traces_dir
 from validation.traces.records import read_traces
 
-# the module's fixtures (pools with hidden-regime laws fitted per sampling mode, the plans) are
-# its cost: its tests run on one xdist worker so that they are computed once per run
-# (``make test`` runs ``--dist loadgroup``), not once on each worker drawing one of its tests
-pytestmark = pytest.mark.xdist_group("plan_on_zoo_traces")
+# the module's cost is the pool of each sampling mode (hidden-regime laws fitted on its
+# captures) and its plan: each is computed once per process (``_PLANS``), and the tests of one
+# mode share an xdist group (``make test`` runs ``--dist loadgroup``), so each mode's pool is
+# built once per run and the two modes are built on two workers side by side
+TEMPERATURES = [0.0, 1.0]  # the committed sampling modes (test_committed_modes_are_these)
+
+
+def _group(t: float):
+    return pytest.mark.xdist_group(f"plan_on_zoo_traces_T{t:g}")
+
+
+def _by_mode():
+    """``parametrize`` over the sampling modes, each in its mode's xdist group."""
+    return pytest.mark.parametrize(
+        "temperature", [pytest.param(t, marks=_group(t)) for t in TEMPERATURES])
 
 ZOO_TRACES = traces_dir("cpu")
 TOLERANCE = 0.03  # "the measured best among the captured ones or within 3 % of it"
@@ -62,34 +73,49 @@ def paired_ratio(planned, best, seed=0):
 ORIGINAL = {"target", "mid", "small", "ngram"}
 
 
+_PLANS: dict = {}  # per process: "captures", and per temperature (pool, info, plan)
+
+
 @pytest.fixture(scope="module")
 def captures():
-    return [c for c in read_traces(ZOO_TRACES) if set(c.models) <= ORIGINAL]
+    if "captures" not in _PLANS:
+        _PLANS["captures"] = [c for c in read_traces(ZOO_TRACES) if set(c.models) <= ORIGINAL]
+    return _PLANS["captures"]
 
 
 @pytest.fixture(scope="module")
 def plans(captures):
-    """Per temperature: (pool, info, plan), the pool built as ``plan --traces`` builds it
-    (composition profiles of the captures included)."""
+    """``plans(t)``: (pool, info, plan) at temperature ``t``, the pool built as ``plan
+    --traces`` builds it (composition profiles of the captures included); computed once per
+    process (deterministic: the same captures, fixed starting points)."""
     from validation.capture.composition import load_profiles
 
-    profiles = load_profiles(ZOO_TRACES / "profiles", captures)
-    out = {}
-    for t in sorted({float(c.temperature) for c in captures}):
-        pool, info = pool_from_captures(captures, temperature=t, profiles=profiles)
-        out[t] = (pool, info, plan(pool, top=3))
-    return out
+    def get(t: float):
+        if t not in _PLANS:
+            profiles = load_profiles(ZOO_TRACES / "profiles", captures)
+            pool, info = pool_from_captures(captures, temperature=t, profiles=profiles)
+            _PLANS[t] = (pool, info, plan(pool, top=3))
+        return _PLANS[t]
+
+    return get
 
 
 def _label(chain, thresholds) -> str:
     return f"{' <- '.join(chain)} thresholds {list(thresholds)}"
 
 
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@_group(TEMPERATURES[0])  # with the captures that group reads
+def test_committed_modes_are_these(captures):
+    """The per-mode tests below cover every sampling mode of the committed captures."""
+    assert sorted({float(c.temperature) for c in captures}) == TEMPERATURES
+
+
+@_by_mode()
 def test_planned_cascade_is_the_measured_best_or_within_3_percent(captures, plans,
                                                                   temperature):
-    assert temperature in plans, f"no committed capture at temperature {temperature}"
-    _, _, res = plans[temperature]
+    assert any(float(c.temperature) == temperature for c in captures), (
+        f"no committed capture at temperature {temperature}")
+    _, _, res = plans(temperature)
     same_mode = [c for c in captures if float(c.temperature) == temperature]
     planned = [c for c in same_mode
                if tuple(c.models) == tuple(res.chain)
@@ -120,14 +146,16 @@ def test_planned_cascade_is_the_measured_best_or_within_3_percent(captures, plan
         f"(captured: {table})")
 
 
-def test_pool_law_reproduces_the_threshold_dependence(captures, plans):
+@_by_mode()
+def test_pool_law_reproduces_the_threshold_dependence(captures, plans, temperature):
     """The law the planner uses for the top pair of the chain it picks gives the measured
     tokens per round of every two-level capture of that pair (several thresholds) within
     10 %. Greedy rounds are strongly dependent (lag-1 correlation of A/G up to 0.8 on the
     zoo): an iid law fitted to the same rounds mispredicts large thresholds by tens of per
     cent and once made the planner pick theta = 16 (24 % below the best), which is why the
     pool uses hidden-regime laws."""
-    for t, (pool, info, res) in plans.items():
+    for t in (temperature,):
+        pool, info, res = plans(t)
         top = (res.chain[0], res.chain[1])
         law = pool.pairs[top]
         checked = []
@@ -142,10 +170,12 @@ def test_pool_law_reproduces_the_threshold_dependence(captures, plans):
         assert len(checked) >= 2, (t, top, checked)  # several thresholds per mode
 
 
-def test_plan_cli_uses_the_same_pool_and_horizon(captures, plans):
+@_by_mode()
+def test_plan_cli_uses_the_same_pool_and_horizon(captures, plans, temperature):
     """The pool the test plans from is the command's: one sampling mode per pool, the
     captures' 128-token horizon for the hidden-regime laws, every captured pair present."""
-    for t, (_pool, info, res) in plans.items():
+    for t in (temperature,):
+        _pool, info, res = plans(t)
         assert info["temperature"] == t and info["horizon"] == 128
         assert set(info["captures"]) == {c.name for c in captures
                                          if float(c.temperature) == t}
