@@ -13,14 +13,14 @@ HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llam
 
 
 def add_arguments(p):
-    # the format names live in validation.formats (not imported here: --help and the other
-    # commands stay fast); an unknown name is rejected with the list
-    p.add_argument("file", help="the engine output (log, metrics dump, JSON)")
+    # the format names come from the registry (validation.formats; the parser of a command
+    # is built only when that command runs); an unknown name is rejected with the list
+    from validation import formats
+
+    names = [n for n, f in formats.registry().items() if f.report is not None]
+    p.add_argument("file", help="the engine output (log, metrics dump, JSON, our traces)")
     p.add_argument("--format", default=None, metavar="F",
-                   help="override the detected format (vllm-v0-log, vllm-v1-log, "
-                        "vllm-offline-example, prometheus-text, prometheus-ui, vllm-json, "
-                        "vllm-per-request, sglang-log, sglang-meta, llamacpp-speculative, "
-                        "llamacpp-server, trtllm-bench, pipespec, specbench)")
+                   help=f"override the detected format ({', '.join(names)})")
     add_thresholds_argument(p, "the draft length θ (drafts per round; vLLM's "
                                "num_speculative_tokens) where the output does not state it")
     p.add_argument("--snapshot", type=int, default=None, metavar="N",

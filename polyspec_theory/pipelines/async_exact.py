@@ -23,9 +23,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.csgraph as csgraph
-import scipy.sparse.linalg as spla
 
 from ..errors import PolyspecInputError
 from .async_rules import (
@@ -378,6 +375,8 @@ def _keys(S) -> list:
 def _closed_class(P) -> np.ndarray:
     """States of the chain's closed communicating class (every state is reached from the
     start; more than one closed class is refused)."""
+    import scipy.sparse.csgraph as csgraph  # scipy loads where AS7 runs
+
     ncomp, lab = csgraph.connected_components(P, directed=True, connection="strong")
     # a class is closed iff no transition leaves it
     coo = P.tocoo()
@@ -400,6 +399,9 @@ def _stationary(P) -> np.ndarray:
     ``r``, ``b``: ``P(r, .)``), summed until its geometric tail is below 1e-14 of the sum; a
     sparse LU where it converges slowly. Small chains: an LU of ``(I - P^T)`` with one
     equation replaced by the normalisation."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
     N = P.shape[0]
     if N == 1:
         return np.ones(1)
@@ -534,6 +536,8 @@ def _explore(mach: _Machine, max_states: int, tick):
 
 def _solve(cascade, trans, total: int, tick: Fraction) -> AsyncExact:
     """Renewal-reward over the stationary law of the chain's closed class."""
+    import scipy.sparse as sp
+
     n = cascade.n
     src = np.concatenate([t[0] for t in trans])
     dst = np.concatenate([t[1] for t in trans])

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..core.config import check_async_cascade
 from ..errors import PolyspecInputError
+from .async_exact import ChainTooLarge, exact_async
 from .async_rules import (
     MAX_VERIFY_TOKENS,
     READY_WINDOW,
@@ -244,8 +245,6 @@ def predict_async(cascade) -> AsyncPrediction:
     t_ar = cascade.models[0].cost.t1
     bounds = async_bounds(cascade)
     if cascade.n != 2:  # AS7 where its chain is small enough, else the bounds alone
-        from .async_exact import ChainTooLarge, exact_async  # scipy.sparse: loaded here only
-
         try:
             ex = exact_async(cascade)
         except ChainTooLarge:

@@ -9,6 +9,7 @@ import dataclasses
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.pipelines.asynchronous import async_bounds
 from polyspec_theory.planning.advice import decide
+from polyspec_theory.planning.async_plan import plan_async
 from polyspec_theory.schemes import predict
 
 __all__ = ["ASYNC_ENGINES", "plan_modes", "modes_text"]
@@ -98,8 +99,6 @@ def _mode_row(pool, chain, cand) -> dict:
 
 
 def _async_row(pool, chain, cand, sync) -> dict:
-    from polyspec_theory.planning.async_plan import plan_async
-
     asy = plan_async(pool, chain)
     if asy is not None:
         return {"chain": list(chain), "sync": sync, "async": asy.to_dict(),
