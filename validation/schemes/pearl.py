@@ -764,8 +764,7 @@ def DRIVER(spec, *, out, name=None, resume=False, force=False, progress=True,  #
     if force and path.exists():
         path.unlink()
     _, loaded = load_models(spec.models, spec.device, spec.dtype, spec.zoo_dir)
-    n = spec.n_prompts if spec.n_prompts is not None else 12
-    prompts, _ = make_prompts(n, spec.prompt_len, spec.seed,
+    prompts, _ = make_prompts(spec.n_prompts, spec.prompt_len, spec.seed,
                               tokenizer_for(loaded, spec.models))
     prompts = [list(map(int, p)) for p in prompts]
     capture_pearl(loaded, prompts, gamma=spec.thresholds[0], batch=b,
