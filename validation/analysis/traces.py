@@ -88,19 +88,26 @@ class Context(NamedTuple):
 
 
 def _captures(folder: Path, options: ValidateOptions) -> tuple[dict, list]:
-    """The folder's captures by scheme (single-stream and batched traces) and its
-    single-stream ones."""
+    """The folder's captures by scheme (single-stream, batched, and those of schemes that
+    read their own traces: ``read_capture`` of the scheme's module) and its single-stream
+    ones."""
     from validation.traces.batch import read_batch_traces
-    from validation.traces.records import is_batched_file, read_traces
+    from validation.traces.records import is_batched_file, own_reader, read_traces
 
     if not folder.is_dir():
         read_traces(folder)  # the one-line error of a folder that is not one
-    single = [f for f in sorted(folder.glob("*.jsonl")) if not is_batched_file(f)]
+    files = sorted(folder.glob("*.jsonl"))
+    own = [(f, own_reader(f)) for f in files if not is_batched_file(f)]
+    own = [(f, mod) for f, mod in own if mod is not None]
+    single = [f for f in files if not is_batched_file(f) and f not in dict(own)]
     batched = list(read_batch_traces(folder, allow_truncated=options.allow_truncated))
     stream = []
-    if single or not batched:  # read_traces says what is wrong with a folder of no trace
+    if single or not (batched or own):  # read_traces says what is wrong with no trace
         stream = read_traces(folder, allow_truncated=options.allow_truncated)
     out: dict = {}
+    for f, mod in own:
+        c = mod.read_capture(f, allow_truncated=options.allow_truncated)
+        out.setdefault(c.scheme, []).append(c)
     for c in batched + stream:
         out.setdefault(c.scheme, []).append(c)
     return out, stream

@@ -30,7 +30,13 @@ left out where marked):
   :class:`~validation.traces.schema.FieldError` / :class:`~validation.traces.schema.RecordError`;
 * how its captures are predicted: ``VALIDATE`` (``"module:function"`` of the analysis that
   predicts and compares them, :mod:`validation.analysis.traces`; optional: without it
-  ``polyspec validate`` says it does not predict this scheme's captures).
+  ``polyspec validate`` says it does not predict this scheme's captures); a scheme whose
+  traces are not prompt by prompt also gives ``read_capture(path, allow_truncated=...)``
+  (an object with ``name``, ``scheme`` and ``notes``: what its ``VALIDATE`` reads; the
+  single-stream reader then skips its traces, :func:`validation.traces.records.own_reader`).
+
+The two-process decoders (``async_``, ``pearl``) share their process plumbing
+(:mod:`validation.schemes._two_process`, not a scheme: its name starts with ``_``).
 
 The scheme of a trace is decided once, by the theory's decision on the header's cascade
 (:func:`scheme_of_trace`); of a capture, by the theory's decision on its spec

@@ -38,19 +38,25 @@ Every drafter forward is recorded (positions scored, seconds).
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing as mp
-import os
-import pickle
 import time
-import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from polyspec_theory import async_pair
-from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from polyspec_theory.errors import PolyspecInputError, as_int
 from validation.schemes import torch
+from validation.schemes._two_process import (
+    FIRST_SLOT,
+    POLL_S,
+    STOP,
+    Aborted,
+    TwoProcessDecoder,
+    barrier,
+    check_pair,
+    pick_cores,
+    views,
+)
 from validation.schemes.chain import check_prompt
 from validation.traces.schema import (
     STREAM_RECORD_TYPES,
@@ -70,12 +76,13 @@ __all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args"
            "pick_cores", "ROLLBACK", "RollbackError"]
 
 ROLLBACK = "pipespec"  # the rollback / sync rule above, recorded in trace headers
-POLL_S = 2e-5  # polling period of a waiting process (timer slack lowered to 1 µs)
-DLEN, VLEN, REQ, RESP, STOP, READY = range(6)
+DLEN, VLEN, REQ, RESP = range(FIRST_SLOT, FIRST_SLOT + 4)  # control slots (_two_process)
 
 
 class RollbackError(RuntimeError):
     """The drafter's text does not extend the verified text after a sync."""
+
+    answer = "rollback"  # what the worker answers (_two_process)
 
 
 def first_divergence(a, b) -> int:
@@ -85,41 +92,10 @@ def first_divergence(a, b) -> int:
     return int(x.argmax()) if x.any() else n
 
 
-def pick_cores(n_levels: int, cores=None) -> list[int]:
-    """One distinct core per level: ``cores`` (checked against the cores this process may
-    use) or the first ``n_levels`` of them."""
-    avail = sorted(os.sched_getaffinity(0))
-    if cores is None:
-        if len(avail) < n_levels:
-            raise PolyspecInputError(
-                "cores", f"the async decoder runs each level on its own core: {n_levels} "
-                f"levels need {n_levels} cores, this process may use {len(avail)} ({avail})")
-        return avail[:n_levels]
-    cores = [as_int(c, f"cores[{i}]", low=0) for i, c in enumerate(cores)]
-    if len(cores) != n_levels or len(set(cores)) != n_levels:
-        raise PolyspecInputError("cores", f"need {n_levels} distinct cores (one per level), "
-                                 f"got {cores}")
-    bad = [c for c in cores if c not in avail]
-    if bad:
-        raise PolyspecInputError("cores", f"core(s) {bad} not available to this process "
-                                 f"(available: {avail})")
-    return cores
-
-
 def check_async_args(models, threshold, queue, temperature=0.0):
     """The async decoder's settings, checked; returns ``(threshold, queue, window)``
     (``window`` = the most drafts one verify checks, docs/theory.md AS0)."""
-    n = len(models)
-    if n != 2:
-        raise PolyspecInputError("models", f"the async decoder pipelines two levels (target + "
-                                 f"one drafter, one process and one core each), got {n} models")
-    if len({lv.vocab_size for lv in models}) != 1:
-        raise PolyspecInputError("models", "models must share one vocabulary, got sizes "
-                                 f"{[lv.vocab_size for lv in models]}")
-    t = as_real(temperature, "temperature", low=0.0, high=100.0)
-    if t != 0.0:
-        raise PolyspecInputError("temperature", f"the async decoder is greedy (temperature 0, "
-                                 f"as PipeSpec's), got {t:g}")
+    check_pair(models, temperature, "the async decoder", "PipeSpec's")
     threshold = as_int(threshold, "threshold", low=0, high=4096)
     if queue is not None:
         queue = as_int(queue, "queue", low=max(1, threshold), high=4096)
@@ -154,32 +130,6 @@ class AsyncResult:
         return self.wall_s - self.forward_s[0]
 
 
-def _low_timer_slack():
-    try:
-        ctypes.CDLL(None).prctl(29, 1000)  # PR_SET_TIMERSLACK, 1 µs
-    except (OSError, AttributeError):  # pragma: no cover
-        pass
-
-
-def _views(shared):
-    ctrl, dtok, vtok = shared
-    return (np.frombuffer(ctrl, dtype=np.int64), np.frombuffer(dtok, dtype=np.int64),
-            np.frombuffer(vtok, dtype=np.int64))
-
-
-def _barrier(ctrl, lock, n):
-    with lock:
-        ctrl[READY] += 1
-    while ctrl[READY] < n:
-        if ctrl[STOP]:
-            raise _Aborted
-        time.sleep(POLL_S)
-
-
-class _Aborted(Exception):
-    """The other process failed: stop quietly (it reports the error)."""
-
-
 def _prefill(model, seq):
     t0 = time.perf_counter()
     model.reset()
@@ -189,18 +139,18 @@ def _prefill(model, seq):
 
 
 def _verify_loop(model, shared, lock, job):
-    ctrl, dtok, vtok = _views(shared)
+    ctrl, dtok, vtok = views(shared)
     plen, max_new, need, maxv = job["plen"], job["max_new"], job["threshold"], job["window"]
     seq = vtok[:plen].tolist()
     prefill_s = _prefill(model, seq)
-    _barrier(ctrl, lock, 2)
+    barrier(ctrl, lock, 2)
     rounds, blocks, fwd_s = [], [], 0.0
     t_start = t_prev = time.perf_counter()
     while len(seq) - plen < max_new:
         vlen = len(seq)
         while ctrl[RESP] != ctrl[REQ] or ctrl[DLEN] - vlen < need:
             if ctrl[STOP]:
-                raise _Aborted
+                raise Aborted
             time.sleep(POLL_S)
         with lock:
             d = int(ctrl[DLEN])
@@ -240,11 +190,11 @@ def _verify_loop(model, shared, lock, job):
 
 
 def _draft_loop(model, shared, lock, job):
-    ctrl, dtok, vtok = _views(shared)
+    ctrl, dtok, vtok = views(shared)
     plen, max_new, queue = job["plen"], job["max_new"], job["queue"]
     seq = dtok[:plen].tolist()
     prefill_s = _prefill(model, seq)
-    _barrier(ctrl, lock, 2)
+    barrier(ctrl, lock, 2)
     cap = plen + max_new + job["window"] - 1  # the verifier never checks a token beyond
     queue = cap if queue is None else queue
     fm, fs = [], []
@@ -286,115 +236,34 @@ def _draft_loop(model, shared, lock, job):
             "draft_m": fm, "draft_fwd_s": fs, "discarded": discarded, "rollbacks": rollbacks}
 
 
-def _worker(role, blob, shared, lock, conn, core, threads):
-    """One level's process: pin to ``core``, load the pickled model, serve ``run`` jobs."""
-    try:
-        os.sched_setaffinity(0, {core})
-        torch.set_num_threads(threads)
-        _low_timer_slack()
-        model = pickle.loads(blob)
-        del blob
-        conn.send(("ready", os.getpid(), sorted(os.sched_getaffinity(0))))
-    except BaseException:  # noqa: BLE001 - reported to the parent
-        conn.send(("error", traceback.format_exc()))
-        return
-    loop = _verify_loop if role == 0 else _draft_loop
-    while True:
-        msg = conn.recv()
-        if msg[0] == "close":
-            return
-        ctrl = _views(shared)[0]
-        try:
-            with torch.inference_mode():
-                conn.send(("ok", loop(model, shared, lock, msg[1])))
-        except _Aborted:
-            conn.send(("aborted", None))
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
-            ctrl[STOP] = 1
-            kind = "rollback" if isinstance(e, RollbackError) else "error"
-            conn.send((kind, traceback.format_exc()))
-
-
-class AsyncDecoder:
+class AsyncDecoder(TwoProcessDecoder):
     """The two-process pipeline over ``models`` (target first) — see the module docstring.
     Start it with ``with AsyncDecoder(...) as dec:`` (or :meth:`start` / :meth:`close`);
     the worker processes live until closed and decode one prompt per :meth:`generate`."""
+
+    NAME, ROLE, LOOPS = "async", "async level", (_verify_loop, _draft_loop)
 
     def __init__(self, models, *, threshold=0, queue=None, cores=None, temperature=0.0,
                  threads=1, capacity=None, timeout_s=600.0):
         self.threshold, self.queue, self.window = check_async_args(models, threshold, queue,
                                                                    temperature)
-        self.models = list(models)
-        self.vocab = models[0].vocab_size
-        self.cores = pick_cores(2, cores)
-        self.threads = as_int(threads, "threads", low=1, high=1024)
-        self.timeout_s = as_real(timeout_s, "timeout_s", low=1.0)
+        self._setup(models, cores, threads, timeout_s)
         lens = [lv.max_len for lv in models if lv.max_len is not None]
         self.capacity = as_int(capacity if capacity is not None else min(lens, default=8192),
                                "capacity", low=2)
-        self._procs = []
 
     def headroom(self) -> int:
         """Positions beyond prompt + tokens the last verify may check (the window)."""
         return self.window
 
-    def start(self) -> AsyncDecoder:
-        if self._procs:
-            return self
-        ctx = mp.get_context("spawn")
-        self._shared = (ctx.RawArray("q", 8), ctx.RawArray("q", self.capacity),
-                        ctx.RawArray("q", self.capacity))
-        self._lock = ctx.Lock()
-        self._conns, self.pids = [], []
-        for role, (lv, core) in enumerate(zip(self.models, self.cores, strict=True)):
-            mine, theirs = ctx.Pipe()
-            p = ctx.Process(target=_worker, name=f"polyspec-async-{role}", daemon=True,
-                            args=(role, pickle.dumps(lv), self._shared, self._lock, theirs,
-                                  core, self.threads))
-            p.start()
-            theirs.close()
-            self._procs.append(p)
-            self._conns.append(mine)
-        for role in range(2):
-            kind, *rest = self._recv(role)
-            if kind != "ready":
-                self.close()
-                raise RuntimeError(f"async level {role} failed to start:\n{rest[0]}")
-            self.pids.append(rest[0])
-            if rest[1] != [self.cores[role]]:
-                self.close()
-                raise RuntimeError(f"async level {role} is not pinned to core "
-                                   f"{self.cores[role]} (affinity {rest[1]})")
-        return self
+    def _arrays(self, ctx) -> tuple:
+        return (ctx.RawArray("q", FIRST_SLOT + 4), ctx.RawArray("q", self.capacity),
+                ctx.RawArray("q", self.capacity))
 
-    def _recv(self, role):
-        conn, proc = self._conns[role], self._procs[role]
-        deadline = time.monotonic() + self.timeout_s
-        while not conn.poll(0.2):
-            if not proc.is_alive():
-                raise RuntimeError(f"async level {role} (pid {proc.pid}) died (exit code "
-                                   f"{proc.exitcode})")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"async level {role} gave no answer in {self.timeout_s:g} s")
-        return conn.recv()
-
-    def close(self) -> None:
-        for conn, p in zip(getattr(self, "_conns", []), self._procs, strict=False):
-            try:
-                conn.send(("close",))
-            except (OSError, BrokenPipeError):
-                pass
-            p.join(5)
-            if p.is_alive():
-                p.terminate()
-                p.join(5)
-        self._procs = []
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
+    def _failed(self, role: int, kind: str, body: str):
+        if kind == "rollback":
+            raise RollbackError(f"async level {role}: {body.strip().splitlines()[-1]}")
+        super()._failed(role, kind, body)
 
     def generate(self, prompt, max_new_tokens, prompt_index=0, *,
                  record_blocks=False) -> AsyncResult:
@@ -411,7 +280,7 @@ class AsyncDecoder:
                     "fewer tokens or a queue bound (the window is min(99, queue))")
         if not self._procs:
             raise RuntimeError("AsyncDecoder not started (use it in a with block)")
-        ctrl, dtok, vtok = _views(self._shared)
+        ctrl, dtok, vtok = views(self._shared)
         ctrl[:] = 0
         plen = len(prompt)
         dtok[:plen] = prompt
@@ -420,17 +289,7 @@ class AsyncDecoder:
         job = {"plen": plen, "max_new": max_new, "threshold": self.threshold,
                "window": self.window, "queue": self.queue, "record_blocks": bool(record_blocks),
                "prompt_index": as_int(prompt_index, "prompt_index", low=0)}
-        for conn in self._conns:
-            conn.send(("run", job))
-        answers = [self._recv(0), self._recv(1)]
-        for role, (kind, body) in enumerate(answers):
-            if kind == "rollback":
-                raise RollbackError(f"async level {role}: {body.strip().splitlines()[-1]}")
-            if kind == "error":
-                raise RuntimeError(f"async level {role} failed:\n{body}")
-        if any(kind != "ok" for kind, _ in answers):
-            raise RuntimeError("async decode aborted")
-        v, d = answers[0][1], answers[1][1]
+        v, d = self._run(job)
         return AsyncResult(
             tokens=v["tokens"], n_generated=len(v["tokens"]), wall_s=v["wall_s"],
             prefill_s=max(v["prefill_s"], d["prefill_s"]),

@@ -27,16 +27,24 @@ included) and the drafter's ``gamma`` forwards (``draft_s``).
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
+import math
 import pickle
 import time
-import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+from polyspec_theory.errors import PolyspecInputError, as_int
+from validation.schemes import torch
+from validation.schemes._two_process import (
+    FIRST_SLOT,
+    STOP,
+    TwoProcessDecoder,
+    barrier,
+    check_pair,
+    views,
+    wait,
+)
 
 NAME = name = "pearl"  # the theory registry's scheme
 
@@ -45,16 +53,10 @@ __all__ = ["NAME", "PearlDecoder", "PearlResult", "PearlStep", "check_pearl_args
            "pearl_header", "trace_records", "check_header", "check_record", "check_trace",
            "check_pearl_records", "predict_capture", "padded_step_costs", "CAPTURE_REFUSES",
            "check_capture", "trace_header", "capture_pearl", "check_round", "DRIVER",
-           "describe", "name"]
+           "describe", "name", "PearlCapture", "read_capture", "validate_capture",
+           "validate_part", "VALIDATE", "check_counts", "measured_step_costs"]
 
-POLL_S = 2e-5
-DRAFTED, VERDICT, STOP, READY = range(4)
-
-
-def _torch():
-    import torch
-
-    return torch
+DRAFTED, VERDICT = FIRST_SLOT, FIRST_SLOT + 1  # control slots (_two_process)
 
 
 @dataclass(frozen=True)
@@ -153,40 +155,9 @@ class PearlResult:
 
 def check_pearl_args(models, gamma, temperature=0.0) -> int:
     """Two models sharing a vocabulary, greedy, ``gamma >= 1``; returns ``gamma``."""
-    if len(models) != 2:
-        raise PolyspecInputError("models", f"parallel draft-verify runs a target and one "
-                                 f"drafter (one process and one core each), got {len(models)} "
-                                 "models")
-    if len({lv.vocab_size for lv in models}) != 1:
-        raise PolyspecInputError("models", "models must share one vocabulary, got sizes "
-                                 f"{[lv.vocab_size for lv in models]}")
-    t = as_real(temperature, "temperature", low=0.0, high=100.0)
-    if t != 0.0:
-        raise PolyspecInputError("temperature", f"the parallel draft-verify decoder is greedy "
-                                 f"(temperature 0, as nano-PEARL's benchmark), got {t:g}")
+    check_pair(models, temperature, "the parallel draft-verify decoder",
+               "nano-PEARL's benchmark")
     return as_int(gamma, "gamma", low=1, high=4096)
-
-
-def _views(shared):
-    ctrl, blk, cut, corr = shared
-    return tuple(np.frombuffer(x, dtype=np.int64) for x in (ctrl, blk, cut, corr))
-
-
-class _Aborted(Exception):
-    """The other process failed: stop quietly (it reports the error)."""
-
-
-def _wait(ctrl, idx, value):
-    while ctrl[idx] < value:
-        if ctrl[STOP]:
-            raise _Aborted
-        time.sleep(POLL_S)
-
-
-def _barrier(ctrl, lock, n):
-    with lock:
-        ctrl[READY] += 1
-    _wait(ctrl, READY, n)
 
 
 def _prefill(level, seqs):
@@ -198,15 +169,14 @@ def _prefill(level, seqs):
 
 
 def _target_loop(level, shared, lock, job):
-    torch = _torch()
-    ctrl, blk_a, cut_a, corr_a = _views(shared)
+    ctrl, blk_a, cut_a, corr_a = views(shared)
     gamma, b = job["gamma"], len(job["prompts"])
     ver = [list(p) for p in job["prompts"]]
     pend = [[] for _ in range(b)]
     post = [False] * b
     level.reset(b, job["slack"])
     prefill_s = _prefill(level, ver)
-    _barrier(ctrl, lock, 2)
+    barrier(ctrl, lock, 2)
     steps, blocks = [], []
     t_start = t_prev = time.perf_counter()
     for s in range(job["steps"]):
@@ -215,7 +185,7 @@ def _target_loop(level, shared, lock, job):
         lg, _mj = level.logits(seqs, [len(x) for x in seqs])
         t1 = time.perf_counter()
         am = torch.argmax(lg, dim=-1).tolist()
-        _wait(ctrl, DRAFTED, s + 1)
+        wait(ctrl, DRAFTED, s + 1)
         t2 = time.perf_counter()
         with lock:
             blk = blk_a[:b * gamma].reshape(b, gamma).tolist()
@@ -257,13 +227,12 @@ def _target_loop(level, shared, lock, job):
 
 
 def _draft_loop(level, shared, lock, job):
-    torch = _torch()
-    ctrl, blk_a, cut_a, corr_a = _views(shared)
+    ctrl, blk_a, cut_a, corr_a = views(shared)
     gamma, b = job["gamma"], len(job["prompts"])
     seq = [list(p) for p in job["prompts"]]
     level.reset(b, job["slack"])
     prefill_s = _prefill(level, seq)
-    _barrier(ctrl, lock, 2)
+    barrier(ctrl, lock, 2)
     draft_s = []
     for s in range(job["steps"]):
         t0 = time.perf_counter()
@@ -275,7 +244,7 @@ def _draft_loop(level, shared, lock, job):
         with lock:
             blk_a[:b * gamma] = np.array([x[-gamma:] for x in seq], dtype=np.int64).ravel()
             ctrl[DRAFTED] = s + 1
-        _wait(ctrl, VERDICT, s + 1)
+        wait(ctrl, VERDICT, s + 1)
         with lock:
             cut, corr = cut_a[:b].tolist(), corr_a[:b].tolist()
         for j in range(b):
@@ -286,109 +255,31 @@ def _draft_loop(level, shared, lock, job):
     return {"draft_s": draft_s, "prefill_s": prefill_s, "forwards": gamma * job["steps"]}
 
 
-def _worker(role, blob, shared, lock, conn, core, threads):
-    """One model's process: pin to ``core``, load the pickled model, serve ``run`` jobs."""
-    try:
-        from validation.capture.batch_models import batch_level
+def _load(blob):
+    """A worker's model: the pickled level as a batch level."""
+    from validation.capture.batch_models import batch_level
 
-        torch = _torch()
-        os.sched_setaffinity(0, {core})
-        torch.set_num_threads(threads)
-        level = batch_level(pickle.loads(blob))
-        del blob
-        conn.send(("ready", os.getpid(), sorted(os.sched_getaffinity(0))))
-    except BaseException:  # noqa: BLE001 - reported to the parent
-        conn.send(("error", traceback.format_exc()))
-        return
-    loop = _target_loop if role == 0 else _draft_loop
-    while True:
-        msg = conn.recv()
-        if msg[0] == "close":
-            return
-        ctrl = _views(shared)[0]
-        try:
-            with torch.inference_mode():
-                conn.send(("ok", loop(level, shared, lock, msg[1])))
-        except _Aborted:
-            conn.send(("aborted", None))
-        except BaseException:  # noqa: BLE001 - reported to the parent
-            ctrl[STOP] = 1
-            conn.send(("error", traceback.format_exc()))
+    return batch_level(pickle.loads(blob))
 
 
-class PearlDecoder:
+class PearlDecoder(TwoProcessDecoder):
     """The two-process parallel draft-verify decoder over ``models`` (target first) with
     draft length ``gamma`` (module docstring). Use it as ``with PearlDecoder(...) as dec:``;
     the worker processes live until closed and decode one batch per :meth:`generate`."""
 
+    NAME, ROLE, LOOPS = "pearl", "pearl process", (_target_loop, _draft_loop)
+    LOAD = staticmethod(_load)
+
     def __init__(self, models, *, gamma, cores=None, temperature=0.0, threads=1,
                  max_batch=64, timeout_s=600.0):
-        from validation.schemes.async_ import pick_cores
-
         self.gamma = check_pearl_args(models, gamma, temperature)
-        self.models = list(models)
-        self.vocab = models[0].vocab_size
-        self.cores = pick_cores(2, cores)
-        self.threads = as_int(threads, "threads", low=1, high=1024)
+        self._setup(models, cores, threads, timeout_s)
         self.max_batch = as_int(max_batch, "max_batch", low=1, high=4096)
-        self.timeout_s = as_real(timeout_s, "timeout_s", low=1.0)
-        self._procs = []
 
-    def start(self) -> PearlDecoder:
-        if self._procs:
-            return self
-        ctx = mp.get_context("spawn")
+    def _arrays(self, ctx) -> tuple:
         b, g = self.max_batch, self.gamma
-        self._shared = (ctx.RawArray("q", 4), ctx.RawArray("q", b * g), ctx.RawArray("q", b),
-                        ctx.RawArray("q", b))
-        self._lock = ctx.Lock()
-        self._conns, self.pids = [], []
-        for role, (lv, core) in enumerate(zip(self.models, self.cores, strict=True)):
-            mine, theirs = ctx.Pipe()
-            p = ctx.Process(target=_worker, name=f"polyspec-pearl-{role}", daemon=True,
-                            args=(role, pickle.dumps(lv), self._shared, self._lock, theirs,
-                                  core, self.threads))
-            p.start()
-            theirs.close()
-            self._procs.append(p)
-            self._conns.append(mine)
-        for role in range(2):
-            kind, *rest = self._recv(role)
-            if kind != "ready":
-                self.close()
-                raise RuntimeError(f"pearl process {role} failed to start:\n{rest[0]}")
-            self.pids.append(rest[0])
-        return self
-
-    def _recv(self, role):
-        conn, proc = self._conns[role], self._procs[role]
-        deadline = time.monotonic() + self.timeout_s
-        while not conn.poll(0.2):
-            if not proc.is_alive():
-                raise RuntimeError(f"pearl process {role} (pid {proc.pid}) died (exit code "
-                                   f"{proc.exitcode})")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"pearl process {role} gave no answer in "
-                                   f"{self.timeout_s:g} s")
-        return conn.recv()
-
-    def close(self) -> None:
-        for conn, p in zip(getattr(self, "_conns", []), self._procs, strict=False):
-            try:
-                conn.send(("close",))
-            except (OSError, BrokenPipeError):
-                pass
-            p.join(5)
-            if p.is_alive():
-                p.terminate()
-                p.join(5)
-        self._procs = []
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
+        return (ctx.RawArray("q", FIRST_SLOT + 2), ctx.RawArray("q", b * g),
+                ctx.RawArray("q", b), ctx.RawArray("q", b))
 
     def _check_prompts(self, prompts, steps):
         if not isinstance(prompts, list | tuple) or not prompts:
@@ -416,19 +307,10 @@ class PearlDecoder:
         prompts, steps = self._check_prompts(prompts, steps)
         if not self._procs:
             raise RuntimeError("PearlDecoder not started (use it in a with block)")
-        ctrl = _views(self._shared)[0]
-        ctrl[:] = 0
+        views(self._shared)[0][:] = 0
         job = {"prompts": prompts, "steps": steps, "gamma": self.gamma,
                "slack": self.gamma + 1, "record_blocks": bool(record_blocks)}
-        for conn in self._conns:
-            conn.send(("run", job))
-        answers = [self._recv(0), self._recv(1)]
-        for role, (kind, body) in enumerate(answers):
-            if kind == "error":
-                raise RuntimeError(f"pearl process {role} failed:\n{body}")
-        if any(kind != "ok" for kind, _ in answers):
-            raise RuntimeError("pearl decode aborted")
-        t, d = answers[0][1], answers[1][1]
+        t, d = self._run(job)
         recs = [PearlStep(*s[:7], step_s=s[7], draft_s=d["draft_s"][s[0]])
                 for s in t["steps"]]
         return PearlResult(prompts=prompts, tokens=t["tokens"], pending=t["pending"],
@@ -655,13 +537,44 @@ def check_pearl_records(records, pearl: dict):
 # ------------------------------------------------------------------------------------------
 # how a capture is predicted (PL3: each decode is a finite run from all-pre-verify)
 # ------------------------------------------------------------------------------------------
+def check_counts(steps, gamma: int) -> tuple[int, int]:
+    """(accepted, rejected) checks of ``pstep`` records: the iid law's maximum-likelihood
+    ``alpha`` is ``accepted / (accepted + rejected)`` (a check after a rejection is never
+    made, so every check is one Bernoulli trial of the law)."""
+    acc = sum(sum(r["accepted"]) for r in steps)
+    rej = sum(sum(int(a < (gamma if p else 1)) for a, p in zip(r["accepted"], r["post"],
+                                                              strict=True)) for r in steps)
+    return acc, rej
+
+
+def measured_step_costs(steps, pearl: dict) -> list[float]:
+    """``c(k)``, ``k = 0..batch``, from the step times of ``pstep`` records: a padded forward
+    costs alike for every ``k >= 1`` (PL5), so ``c(0)`` is the mean step time with no
+    sequence in post-verify and ``c(k >= 1)`` the mean of the others; a packed forward, the
+    mean at each ``k``, a ``k`` never seen interpolated linearly between the nearest seen
+    (held constant beyond them)."""
+    b = pearl["batch"]
+    by_k: dict[int, list] = {}
+    for r in steps:
+        by_k.setdefault(sum(r["post"]), []).append(r["step_s"])
+    if pearl["forward"] == "padded":
+        pre = by_k.get(0, [])
+        post = [x for k, xs in by_k.items() if k > 0 for x in xs]
+        lo = float(np.mean(pre)) if pre else float(np.mean(post))
+        hi = float(np.mean(post)) if post else lo
+        return [lo] + [hi] * b
+    ks = sorted(by_k)
+    return [float(x) for x in np.interp(np.arange(b + 1), ks,
+                                        [float(np.mean(by_k[k])) for k in ks])]
+
+
 def predict_capture(pearl: dict, records, *, law=None, step_costs=None) -> dict:
     """PL3's prediction of a capture (``pearl``: the header block; ``records``: its ``pstep``
     records) next to what it measured: tokens per step per sequence, time per verified token,
     MAT. ``law`` (an acceptance law) and ``step_costs`` (``c(k)``, ``k = 0..batch``, in
     seconds) that come from elsewhere make a *prediction*; left ``None`` they are fitted on
-    this capture (the iid law by maximum likelihood over its checks; the mean step time of
-    the steps with ``k`` sequences in post-verify) and the result is a *diagnostic*."""
+    this capture (the iid law by maximum likelihood over its checks, :func:`check_counts`;
+    :func:`measured_step_costs`) and the result is a *diagnostic*."""
     from polyspec_theory.core.laws import IIDGeometric
     from polyspec_theory.schemes.pearl import pearl_horizon
 
@@ -669,18 +582,13 @@ def predict_capture(pearl: dict, records, *, law=None, step_costs=None) -> dict:
     if not steps:
         raise PolyspecInputError("records", "no pstep records: nothing to predict")
     g, b, n = pearl["gamma"], pearl["batch"], pearl["steps"]
-    acc = sum(sum(r["accepted"]) for r in steps)
-    rej = sum(sum(int(a < (g if p else 1)) for a, p in zip(r["accepted"], r["post"],
-                                                          strict=True)) for r in steps)
+    acc, rej = check_counts(steps, g)
     fitted = []
     if law is None:
         law = IIDGeometric(acc / (acc + rej))
         fitted.append("law")
-    by_k: dict[int, list] = {}
-    for r in steps:
-        by_k.setdefault(sum(r["post"]), []).append(r["step_s"])
     if step_costs is None:
-        step_costs = [float(np.mean(by_k[k])) if k in by_k else 0.0 for k in range(b + 1)]
+        step_costs = measured_step_costs(steps, pearl)
         fitted.append("step costs")
     h = pearl_horizon(law, g, step_costs, n)
     ver = sum(sum(r["verified"]) for r in steps)
@@ -784,3 +692,155 @@ def describe(path) -> str:
                 steps += 1
                 acc += sum(r["accepted"]) if isinstance(r["accepted"], list) else r["accepted"]
     return f"{path}: {steps} parallel draft-verify steps, {acc} drafts accepted"
+
+
+# ------------------------------------------------------------------------------------------
+# how ``polyspec validate`` predicts its captures (PL3 per decode, nothing of the decode in
+# its own prediction)
+# ------------------------------------------------------------------------------------------
+VALIDATE = "validation.schemes.pearl:validate_part"
+
+
+@dataclass(frozen=True)
+class PearlCapture:
+    """One parallel draft-verify capture as ``polyspec validate`` reads it: its ``name``
+    (the cascade's), the header's ``pearl`` block, the model names (target first) and its
+    ``pstep`` records (checked against PL0 by the trace reader)."""
+
+    name: str
+    path: str
+    pearl: dict
+    models: tuple
+    steps: list
+    notes: tuple = ()
+    scheme: str = NAME
+
+    def decodes(self) -> list[list[dict]]:
+        """The ``pstep`` records of each decode (``run``), in run order."""
+        runs = sorted({r["run"] for r in self.steps})
+        return [[r for r in self.steps if r["run"] == k] for k in runs]
+
+    def setting(self) -> tuple:
+        """What the step costs depend on: models, ``gamma``, batch, forward layout."""
+        p = self.pearl
+        return self.models, p["gamma"], p["batch"], p["forward"]
+
+
+def read_capture(path, *, allow_truncated: bool = False) -> PearlCapture:
+    """The :class:`PearlCapture` of the trace file ``path`` (read and checked by
+    :func:`validation.traces.records.read_records`)."""
+    from validation.traces.records import read_records
+
+    tr = read_records(path, allow_truncated=allow_truncated)
+    if not tr.complete:
+        raise PolyspecInputError("traces", f"{path}: no end record (a parallel draft-verify "
+                                 "trace is written whole: capture it again)")
+    h = tr.header
+    return PearlCapture(name=h["cascade"]["name"], path=str(path), pearl=h["pearl"],
+                        models=tuple(m["name"] for m in h["cascade"]["models"]),
+                        steps=tr.of_type("pstep"), notes=tuple(tr.skipped_notes()))
+
+
+def validate_capture(cap: PearlCapture, others=()) -> dict:
+    """Predicted vs measured time per verified token and tokens per step of ``cap`` (PL3).
+    Each decode is predicted with the iid law fitted on every OTHER check of the model pair
+    (the capture's other decodes and the ``others`` captures of the same models) and the
+    step costs :func:`measured_step_costs` of the other steps of the same setting (same
+    models, ``gamma``, batch, forward); the capture's prediction sums the decodes'
+    predicted time and tokens. A capture with no other decode of its pair or setting has no
+    prediction (``predicted: None``). ``in_sample``: the whole capture fitted on itself."""
+    from polyspec_theory.core.laws import IIDGeometric
+
+    g = cap.pearl["gamma"]
+    decodes = cap.decodes()
+    pair = [o for o in others if o.models == cap.models and o.name != cap.name]
+    same = [o for o in pair if o.setting() == cap.setting()]
+    time = tokens = 0.0
+    predicted = None
+    for k, recs in enumerate(decodes):
+        rest = [r for j, d in enumerate(decodes) if j != k for r in d]
+        law_recs = rest + [r for o in pair for r in o.steps]
+        cost_recs = rest + [r for o in same for r in o.steps]
+        if not law_recs or not cost_recs:
+            break
+        acc, rej = check_counts(law_recs, g)
+        out = predict_capture(cap.pearl, recs, law=IIDGeometric(acc / (acc + rej)),
+                              step_costs=measured_step_costs(cost_recs, cap.pearl))
+        tps = out["predicted"]["tokens_per_step"]
+        tokens += tps
+        time += tps * out["predicted"]["time_per_token"]
+    else:
+        predicted = {"tokens_per_step": tokens / len(decodes), "time_per_token": time / tokens}
+    diag = predict_capture(cap.pearl, cap.steps)
+    meas = diag["measured"]
+    tpt = []  # per decode, for the measured interval
+    for recs in decodes:
+        ver = sum(sum(r["verified"]) for r in recs)
+        tpt.append(sum(r["step_s"] for r in recs) * cap.pearl["batch"] / ver)
+    half = float("nan")
+    if len(tpt) > 1:  # Student's t over the decodes (a capture has a few)
+        from scipy.stats import t as student
+
+        half = (float(student.ppf(0.975, len(tpt) - 1)) * float(np.std(tpt, ddof=1))
+                / np.sqrt(len(tpt)))
+    ci = [meas["time_per_token"] - half, meas["time_per_token"] + half]
+    err = (None if predicted is None
+           else predicted["time_per_token"] / meas["time_per_token"] - 1.0)
+    return {"name": cap.name, "gamma": g, "batch": cap.pearl["batch"],
+            "steps": cap.pearl["steps"], "decodes": len(decodes),
+            "measured": {"time_per_token": meas["time_per_token"], "time_per_token_ci95": ci,
+                         "tokens_per_step": meas["tokens_per_step"],
+                         "alpha_checks": meas["alpha_checks"]},
+            "predicted": predicted, "error": err,
+            "inside_ci": None if predicted is None or math.isnan(half)
+            else bool(ci[0] <= predicted["time_per_token"] <= ci[1]),
+            "in_sample": {"time_per_token": diag["predicted"]["time_per_token"],
+                          "tokens_per_step": diag["predicted"]["tokens_per_step"],
+                          "error": diag["predicted"]["time_per_token"]
+                          / meas["time_per_token"] - 1.0}}
+
+
+def validate_text(rows) -> str:
+    """The table ``polyspec validate`` prints for parallel draft-verify captures."""
+    w = max(len(r["name"]) for r in rows)
+    lines = [f"{len(rows)} parallel draft-verify capture(s) (target and drafter in two "
+             "processes; time per verified token, ms, 95 % CI over the decodes (Student's t); "
+             "docs/theory.md PL3: law and step costs from the other decodes)",
+             f"{'config':<{w}}  decodes  tok/step  measured [95 % CI]           predicted   "
+             "error  inside  in-sample   error"]
+    ms = 1e3
+    for r in rows:
+        m = r["measured"]
+        lo, hi = m["time_per_token_ci95"]
+        pred = "        —       —      —" if r["predicted"] is None else (
+            f"{ms * r['predicted']['time_per_token']:9.3f} {100 * r['error']:+6.2f}%  "
+            f"{'—' if r['inside_ci'] is None else 'yes' if r['inside_ci'] else 'no':>5}")
+        lines.append(f"{r['name']:<{w}}  {r['decodes']:7d}  {m['tokens_per_step']:8.3f}  "
+                     f"{ms * m['time_per_token']:8.3f} [{ms * lo:.3f}, {ms * hi:.3f}]  {pred}  "
+                     f"{ms * r['in_sample']['time_per_token']:9.3f} "
+                     f"{100 * r['in_sample']['error']:+6.2f}%")
+    errs = [abs(r["error"]) for r in rows if r["error"] is not None]
+    if errs:
+        lines.append(f"pearl headline (law and step costs from the other decodes): median "
+                     f"|error| {100 * float(np.median(errs)):.2f} %, max "
+                     f"{100 * max(errs):.2f} %")
+    else:
+        lines.append("pearl: no headline prediction (each capture has one decode and no other "
+                     "capture of its models and setting: capture more prompts than --batch)")
+    return "\n".join(lines)
+
+
+def validate_part(captures, ctx):
+    """``polyspec validate``'s part for the parallel draft-verify captures
+    (:mod:`validation.analysis.traces`): :func:`validate_capture` of each against the
+    others."""
+    from validation.analysis.traces import Part
+
+    if not captures:
+        return None
+    rows = [validate_capture(c, captures) for c in captures]
+    notes = tuple(n for c in captures for n in c.notes)
+    ctx.notes.extend(notes)
+    text = validate_text(rows)
+    return Part("pearl", rows, {"pearl": rows, "notes": list(ctx.notes)}, text, notes,
+                order=3, joined=f"\n{text}")

@@ -33,7 +33,7 @@ from validation.traces.schema import (
 )
 
 __all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces",
-           "is_batched_file", "capture_of"]
+           "is_batched_file", "capture_of", "own_reader"]
 
 
 class TraceWriter:
@@ -290,6 +290,10 @@ def capture_of(tr: TraceRecords) -> Capture:
     if is_batch_header(tr.header):
         raise TraceError(f"{tr.path}: a batched trace (header 'batch'): read it with "
                          "validation.traces.batch.read_batch_trace (polyspec validate does)")
+    own = _reader_of_header(tr.header)
+    if own is not None:
+        raise TraceError(f"{tr.path}: a {own.TRACE_KIND} trace (scheme {own.name!r}): read it "
+                         f"with {own.__name__}.read_capture (polyspec validate does)")
     return Capture.from_records(tr.header, tr.records, path=tr.path, complete=tr.complete,
                                 notes=tr.skipped_notes())
 
@@ -314,10 +318,13 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
         raise TraceError(f"{odd[0]}: not a regular file (a directory, device, FIFO or "
                          "socket named *.jsonl); move it out of the traces folder")
     batched = [f for f in files if is_batched_file(f)]
-    files = [f for f in files if f not in batched]
+    own = [f for f in files if f not in batched and own_reader(f) is not None]
+    files = [f for f in files if f not in batched and f not in own]
     if not files:
         raise TraceError(f"{d}: no single-stream traces ({len(batched)} batched trace(s): "
-                         "polyspec validate reads those per batch size)")
+                         "polyspec validate reads those per batch size"
+                         + (f"; {len(own)} read by their scheme's own reader" if own else "")
+                         + ")")
     caps, seen, digests = [], set(), {}
     for f in files:
         tr = read_records(f, allow_truncated=allow_truncated)
@@ -334,17 +341,46 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     return caps
 
 
-def is_batched_file(path) -> bool:
-    """Whether a trace file is a batched capture (its first line has a ``batch`` object);
-    ``False`` for anything unreadable (the full reader reports those)."""
-    if not Path(path).is_file():  # never open a FIFO (it blocks) or a device
-        return False
+def _first_record(path):
+    """The first line of ``path`` parsed (a header if it is a trace); ``None`` for anything
+    unreadable, and never opening a FIFO (it blocks) or a device."""
+    if not Path(path).is_file():
+        return None
     try:
         with open(path, encoding="utf-8") as f:
             head = json.loads(f.readline())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return False
-    return isinstance(head, dict) and is_batch_header(head)
+        return None
+    return head if isinstance(head, dict) else None
+
+
+def is_batched_file(path) -> bool:
+    """Whether a trace file is a batched capture (its first line has a ``batch`` object);
+    ``False`` for anything unreadable (the full reader reports those)."""
+    head = _first_record(path)
+    return head is not None and is_batch_header(head)
+
+
+def _reader_of_header(header):
+    """The module of the header's scheme if that scheme reads its own captures (it has
+    ``read_capture``: its traces are not prompt by prompt); else ``None``."""
+    from validation.schemes import get, scheme_of_trace
+
+    try:
+        mod = get(scheme_of_trace(header))
+    except (PolyspecInputError, KeyError, TypeError, AttributeError):
+        return None  # the full reader reports what is wrong with the header
+    return mod if hasattr(mod, "read_capture") else None
+
+
+def own_reader(path):
+    """The scheme module whose ``read_capture`` reads the trace file ``path`` (a scheme whose
+    traces are not prompt by prompt: parallel draft-verify); ``None`` for single-stream and
+    batched traces and for anything unreadable (the full reader reports those)."""
+    head = _first_record(path)
+    if head is None or head.get("type") != "header" or is_batch_header(head):
+        return None
+    return _reader_of_header(head)
 
 
 def _check_fields(p, i, rec, fields):
