@@ -4,7 +4,7 @@ a prediction interval calibrated on the leave-one-out errors of the committed ca
 
 from __future__ import annotations
 
-from .common import add_mode_argument, add_thresholds_argument, thresholds_of
+from .common import add_mode_argument, add_thresholds_argument, parse_models, thresholds_of
 
 HELP = ("Predict the measured speedup of a configuration before capturing it: acceptance per "
         "prompt from the captures in --traces, in-cascade costs from a composition profile "
@@ -56,6 +56,7 @@ def _run(args) -> int:
 
     from polyspec.configs import read_config
     from polyspec_theory.errors import PolyspecInputError, as_real
+    from polyspec_theory.schemes import scheme_named
     from validation.analysis.forecast import (
         Config,
         count_factors,
@@ -69,7 +70,7 @@ def _run(args) -> int:
     from validation.formats import detect_dir
     from validation.traces.records import read_traces
 
-    from .common import refuse_options
+    from .common import refuse_options, require_options
     from .forecast_kinds import run_kind
 
     thresholds_of(args, low=0)  # the retired spellings refused with the conversion
@@ -82,24 +83,18 @@ def _run(args) -> int:
                         ("--temperature", args.temperature != 0.0 or None)),
                        "does not apply to a folder of GPU runs (a forecast of a greedy "
                        "decoder of the measured models at one θ)")
-        if args.models is None or args.thresholds is None:
-            raise PolyspecInputError("--models" if args.models is None else "--thresholds",
-                                     "required")
+        require_options((("--models", args.models), ("--thresholds", args.thresholds)))
         return _run_gpu(args.traces, args.models, thresholds_of(args, low=0), (args.dtype,
                         args.mode), args.json)
     refuse_options((("--mode", args.mode), ("--dtype", args.dtype)),
                    "only applies to a folder of GPU runs (PipeSpec)")
     if args.score or args.tree or args.schedule or args.batch:
         return run_kind(args)
-    for opt in ("traces", "models", "thresholds", "profile"):
-        if getattr(args, opt) is None:
-            raise PolyspecInputError(f"--{opt}", "required (or --score FILE)")
-    models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
-    try:
-        th = [int(x) for x in args.thresholds.split(",") if x.strip()]
-    except ValueError:
-        raise PolyspecInputError("--thresholds", f"expected comma-separated integers, got "
-                                 f"{args.thresholds!r}") from None
+    require_options([(f"--{o}", getattr(args, o)) for o in ("traces", "models", "thresholds",
+                                                             "profile")],
+                    "required (or --score FILE)")
+    models = [model_name(m) for m in parse_models(args.models)]
+    th = thresholds_of(args)
     temp = as_real(args.temperature, "--temperature", low=0.0)
     prof = CompositionProfile.from_dict(read_config(Path(args.profile)),
                                        f"--profile: {args.profile}")
@@ -119,7 +114,7 @@ def _run(args) -> int:
     out = {**fc.to_dict(),
            **prediction_interval(fc.speedup, errs.values(), "the captures at this temperature"),
            "profile": str(args.profile), "traces": str(args.traces),
-           "kind": "chain", "levels": len(models), "batch": 1}
+           "kind": scheme_named(), "levels": len(models), "batch": 1}
     if args.name:
         out["name"] = args.name
     if args.json:
@@ -169,7 +164,7 @@ def _run_gpu(traces, models_target_first: str, thresholds, options, as_json) -> 
     if len(set(thresholds)) != 1:
         raise PolyspecInputError("--thresholds", f"a PipeSpec decoder drafts one θ at every "
                                  f"level, got {thresholds}")
-    names = [m.strip() for m in models_target_first.split(",") if m.strip()]
+    names = parse_models(models_target_first)
     if len(names) < 2:
         raise PolyspecInputError("--models", "needs at least two models, target first")
     unknown = sorted(set(parse_dtypes(dtypes)) - set(names))

@@ -54,59 +54,31 @@ def run_kind(args) -> int:
     from validation.analysis import forecast_kinds as fk
     from validation.analysis.score import prediction_interval
     from validation.capture.models import model_name
-    from validation.capture.setup import CaptureSpec
     from validation.files import dump_json
-    from validation.traces.records import read_traces
 
     from .capture import parse_ints, parse_schedules
+    from .common import parse_models, require_options, thresholds_of
 
     if args.score:
         return _score(args)
-    for opt in ("traces", "models", "thresholds"):
-        if getattr(args, opt) is None:
-            raise PolyspecInputError(f"--{opt}", "required")
+    require_options([(f"--{o}", getattr(args, o)) for o in ("traces", "models", "thresholds")])
     if args.batch is not None and (args.tree or args.schedule):
         raise PolyspecInputError("--batch", "batched trees or schedules are not forecast")
-    models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
-    th = parse_ints(args.thresholds, "--thresholds")
+    models = [model_name(m) for m in parse_models(args.models)]
+    th = thresholds_of(args)
     temp = as_real(args.temperature, "--temperature", low=0.0)
     name = args.name or "forecast"
-    if args.batch is not None:
-        from validation.analysis.batch_validate import load_profile
-        from validation.traces.batch import read_batch_traces
+    sched = parse_schedules(args.schedule, len(models) - 1)
+    if sched is not None:
+        from validation.schemes.structured import parse_schedule
 
-        if args.batch_profile is None or args.laws_from is None:
-            raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
-        spec = fk.spec_config(CaptureSpec(models, th, temp, batches=(args.batch,)), name)
-        bcaps = read_batch_traces(args.traces)
-        if any(c.config_key == spec.config_key and c.batch == spec.batch for c in bcaps):
-            raise PolyspecInputError("--batch", "this configuration is already captured")
-        laws = read_traces(args.laws_from)
-        prof = load_profile(args.batch_profile)
-        fc = fk.forecast_batch(spec, bcaps, laws, prof)
-        errs = fk.batch_loo_errors(bcaps, laws, prof)
-        kind = "batch"
-    else:
-        sched = parse_schedules(args.schedule, len(models) - 1)
-        if sched is not None:
-            from validation.schemes.structured import parse_schedule
-
-            sched = [None if s is None else parse_schedule(s, "--schedule").to_config()
-                     for s in sched]
-        tree = parse_ints(args.tree, "--tree") if args.tree else None
-        spec = fk.spec_config(CaptureSpec(models, th, temp, tree=tree, schedules=sched,
-                                          tree_sampling=args.tree_sampling), name)
-        caps = read_traces(args.traces)
-        if args.laws_from:
-            caps += read_traces(args.laws_from)
-        fc = fk.forecast_structured(spec, caps)
-        kind = "tree" if tree else "schedule"
-        errs = fk.structured_loo_errors(caps, temperature=temp, kind="tree" if tree else "hf",
-                                        nodes=len(tree) - 1 if tree else None)
-        if not errs:  # no capture of this kind yet: the chain forecasts' errors
-            errs = fk.chain_loo_errors(caps, temperature=temp, models=models)
-            fc["notes"] = ["no captured schedule: interval from the leave-one-out errors of "
-                           "the chain captures of these models"]
+        sched = [None if s is None else parse_schedule(s, "--schedule").to_config()
+                 for s in sched]
+    fc, errs, kind = fk.forecast_request(fk.KindRequest(
+        tuple(models), tuple(th), temp, args.traces, name,
+        tree=tuple(parse_ints(args.tree, "--tree")) if args.tree else None,
+        schedules=sched, tree_sampling=args.tree_sampling, batch=args.batch,
+        batch_profile=args.batch_profile, laws_from=args.laws_from))
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
            **prediction_interval(fc["speedup"], errs.values(), "the captures of this kind"),
            "traces": str(Path(args.traces)),

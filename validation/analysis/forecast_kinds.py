@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from validation.traces.dataset import Capture, CaptureConfig
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
-           "batch_loo_errors"]
+           "batch_loo_errors", "KindRequest", "KIND_FORECASTS", "forecast_request"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,3 +273,79 @@ def chain_loo_errors(captures, *, temperature: float, models) -> dict[str, float
             / c.measured_speedup - 1.0
             for c in captures if c.scheme == "chain" and c.temperature == temperature
             and set(c.models) == set(models)}
+
+
+class KindRequest(NamedTuple):
+    """What ``polyspec forecast --tree / --schedule / --batch`` asks for: the configuration
+    (``models``, target first, ``thresholds``, ``temperature``, at most one of ``tree``
+    (parent indices) / ``schedules`` (configs per pair) and ``batch``), its ``name``, the
+    committed captures (``traces``) and the extra sources (``batch_profile``, ``laws_from``)."""
+
+    models: tuple
+    thresholds: tuple
+    temperature: float
+    traces: str
+    name: str = "forecast"
+    tree: tuple | None = None
+    schedules: tuple | None = None
+    tree_sampling: str = "distinct"
+    batch: int | None = None
+    batch_profile: str | None = None
+    laws_from: str | None = None
+
+
+def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
+    from validation.analysis.batch_validate import load_profile
+    from validation.capture.setup import CaptureSpec
+    from validation.traces.batch import read_batch_traces
+    from validation.traces.records import read_traces
+
+    if req.batch_profile is None or req.laws_from is None:
+        raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
+    spec = spec_config(CaptureSpec(list(req.models), list(req.thresholds), req.temperature,
+                                   batches=(req.batch,)), req.name)
+    bcaps = read_batch_traces(req.traces)
+    if any(c.config_key == spec.config_key and c.batch == spec.batch for c in bcaps):
+        raise PolyspecInputError("--batch", "this configuration is already captured")
+    laws = read_traces(req.laws_from)
+    prof = load_profile(req.batch_profile)
+    return (forecast_batch(spec, bcaps, laws, prof), batch_loo_errors(bcaps, laws, prof),
+            "batch")
+
+
+def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
+    from validation.capture.setup import CaptureSpec
+    from validation.traces.records import read_traces
+
+    tree = list(req.tree) if req.tree else None
+    spec = spec_config(CaptureSpec(list(req.models), list(req.thresholds), req.temperature,
+                                   tree=tree, schedules=req.schedules,
+                                   tree_sampling=req.tree_sampling), req.name)
+    caps = read_traces(req.traces)
+    if req.laws_from:
+        caps += read_traces(req.laws_from)
+    fc = forecast_structured(spec, caps)
+    errs = structured_loo_errors(caps, temperature=req.temperature,
+                                 kind="tree" if tree else "hf",
+                                 nodes=len(tree) - 1 if tree else None)
+    if not errs:  # no capture of this kind yet: the chain forecasts' errors
+        errs = chain_loo_errors(caps, temperature=req.temperature, models=list(req.models))
+        fc["notes"] = ["no captured schedule: interval from the leave-one-out errors of the "
+                       "chain captures of these models"]
+    return fc, errs, "tree" if tree else "schedule"
+
+
+# the forecast of each scheme ``polyspec forecast`` serves with --tree / --schedule / --batch
+# (the chain scheme's: validation.analysis.forecast); the kind it writes (score.FORECAST_KINDS)
+KIND_FORECASTS = {"batch": _batch_request, "structured": _structured_request}
+
+
+def forecast_request(req: KindRequest) -> tuple[dict, dict, str]:
+    """``(forecast, leave-one-out errors by capture, kind)`` of ``req``: the scheme decided
+    once by the theory's registry (:func:`polyspec_theory.schemes.scheme_named` on the
+    request's features), then that scheme's forecast; a scheme with none is refused."""
+    from polyspec_theory.schemes import handler, scheme_named
+
+    scheme = scheme_named(structured=bool(req.tree or req.schedules), batch=req.batch)
+    return handler(KIND_FORECASTS, scheme, "polyspec forecast --tree / --schedule / --batch",
+                   "--batch")(req)
