@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_mode_argument
+from .common import add_mode_argument, parse_models
 
 HELP = "capture a decoding trace (rounds, AR baselines, cost curves) of a real cascade"
 
@@ -145,7 +145,7 @@ def run(args) -> int:
 
     check_output_dir(args.out, "--out")  # before loading models
     check_device(args.device)
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    models = parse_models(args.models)
     scheme = schemes.get(_spec_scheme(args, models))
     for flag, why in scheme.CAPTURE_REFUSES.items():  # the options its captures do not take
         if getattr(args, flag[2:].replace("-", "_")) not in (None, 0):

@@ -45,6 +45,16 @@ def refuse_options(given, why: str) -> None:
             raise PolyspecInputError(option, why)
 
 
+def require_options(given, why: str = "required") -> None:
+    """Refuse the first option of ``given`` (``(option, value)`` pairs) whose value is
+    ``None`` or empty with ``option: why``: the one loop behind every "required"."""
+    from polyspec_theory.errors import PolyspecInputError
+
+    for option, value in given:
+        if value is None or value == [] or value == "":
+            raise PolyspecInputError(option, why)
+
+
 @contextmanager
 def options_named(names: dict):
     """Errors of the fields in ``names`` (``{"batch": "--batch"}``) name the option instead."""
@@ -95,10 +105,16 @@ def parse_batches(text, field: str = "--batch") -> list[int]:
 # ``--thresholds``: per adjacent pair, the drafts a verifier waits for (θ); the search bound of
 # an optimum is ``--max-threshold``. Other spellings are refused with the conversion (an
 # engine's own word appears only in the help of the option that reads its output).
+def _from_lookahead(k) -> int:
+    from polyspec_theory import lookahead_threshold  # AS0's rule, the one place
+
+    return lookahead_threshold(k)
+
+
 RETIRED_DRAFT_LENGTH = {
     "--gamma": ("θ = γ (the drafts per round)", lambda v: v),
     "--lookahead": ("θ = K - 1 (PipeSpec's lookahead K counts the bonus position)",
-                    lambda v: max(v - 1, 0)),
+                    _from_lookahead),
 }
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from polyspec_theory.errors import PolyspecInputError
 
-from .common import refuse_options
+from .common import refuse_options, require_options
 
 __all__ = ["add_profile_arguments", "run_profile", "add_forecast_arguments", "run_forecast",
            "add_plan_arguments", "run_plan", "profile_report", "GpuProfile"]
@@ -136,10 +136,7 @@ def run_profile(args) -> int:
     if args.models:
         raise PolyspecInputError("models", "with --gpu give the models as --model ID (the "
                                  "positional models are timed on this machine)")
-    if not args.model:
-        raise PolyspecInputError("--model", "required with --gpu")
-    if args.engine is None:
-        raise PolyspecInputError("--engine", "required with --gpu")
+    require_options((("--model", args.model), ("--engine", args.engine)), "required with --gpu")
     engine_named(args.engine, "--engine")
     refuse_options((("--cascade", args.cascade), ("--device", args.device != "cpu"),
                     ("--threads", args.threads), ("--dtype", args.dtype != "float32"),
@@ -273,9 +270,7 @@ def run_plan(args) -> int:
     from validation.hardware.plan import plan_gpu, read_pool
 
     require_database("--gpu")
-    for opt, val in (("--engine", args.engine), ("--pool", args.gpu_pool)):
-        if val is None:
-            raise PolyspecInputError(opt, "required with --gpu")
+    require_options((("--engine", args.engine), ("--pool", args.gpu_pool)), "required with --gpu")
     refuse_options((("pool", args.pool), ("--traces", args.traces),
                     ("--write-config", args.write_config), ("--write-pool", args.write_pool),
                     ("--law", args.law != "best"), ("--horizon", args.horizon),

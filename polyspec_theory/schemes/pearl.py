@@ -38,6 +38,7 @@ from ..core.explain import law_text
 from ..core.laws import IIDGeometric, Positional
 from ..core.runs import RunLaw
 from ..errors import PolyspecInputError, as_int, as_real
+from ..serving.batch import as_batch
 from . import get
 
 __all__ = ["name", "description", "mode", "threshold_floor", "fields", "claims", "check",
@@ -174,7 +175,7 @@ def pearl_step_costs(draft_step: float, target_cost: Callable[[int], float], gam
     ``k = 0..b`` sequences in post-verify (PL0): the target's forward carries one token per
     pre-verify sequence and ``gamma`` per post-verify one."""
     gamma = _gamma(gamma)
-    b = as_int(batch, "batch", low=1, high=1 << 20)
+    b = as_batch(batch)
     d = as_real(draft_step, "draft_step", low=0.0)
     o = as_real(overhead, "overhead", low=0.0)
     tokens = b + (gamma - 1) * np.arange(b + 1)
@@ -369,7 +370,7 @@ def pearl_costs(cascade: Cascade, batch=None):
     ``T_2(b, 1)``; a plain curve ``T(m)`` prices a forward over ``N`` tokens as ``T(N)`` and is
     taken as batch-independent for the drafter; a plain target at ``b >= 2`` is refused (it
     does not say what ``b`` sequences cost)."""
-    b = 1 if batch is None else as_int(batch, "batch", low=1, high=1 << 20)
+    b = 1 if batch is None else as_batch(batch)
     target, drafter = cascade.models[0].cost, cascade.models[1].cost
     if isinstance(target, BatchCostCurve):
         def target_cost(n: int) -> float:
@@ -405,7 +406,7 @@ def predict_pearl_cascade(cascade, batch=None) -> PearlPrediction:
     target's ``overhead``) at ``batch`` (``None``: 1)."""
     cascade = pearl_pair(cascade)
     gamma = cascade.thresholds[0]
-    b = 1 if batch is None else as_int(batch, "batch", low=1, high=1 << 20)
+    b = 1 if batch is None else as_batch(batch)
     draft, target_cost, ar = pearl_costs(cascade, b)
     law = run_acceptance(cascade.laws[0])
     costs = pearl_step_costs(draft, target_cost, gamma, b, cascade.models[0].overhead)
@@ -417,7 +418,7 @@ def pearl_horizon_cascade(cascade, batch=None, steps: int = 100) -> PearlHorizon
     """PL3 for a two-model ``cascade`` at ``batch`` over ``steps`` steps."""
     cascade = pearl_pair(cascade)
     gamma = cascade.thresholds[0]
-    b = 1 if batch is None else as_int(batch, "batch", low=1, high=1 << 20)
+    b = 1 if batch is None else as_batch(batch)
     draft, target_cost, _ = pearl_costs(cascade, b)
     costs = pearl_step_costs(draft, target_cost, gamma, b, cascade.models[0].overhead)
     return pearl_horizon(run_acceptance(cascade.laws[0]), gamma, costs, steps)
@@ -455,7 +456,7 @@ def check(cascade) -> dict:
             raise PolyspecInputError(key, "parallel draft-verify (PEARL) drafts chains: no "
                                      "token trees or draft-length schedules")
     run_acceptance(cascade.laws[0])
-    b = None if cascade.batch is None else as_int(cascade.batch, "batch", low=1, high=1 << 20)
+    b = None if cascade.batch is None else as_batch(cascade.batch)
     _, target_cost, _ = pearl_costs(cascade, b)
     target_cost((b or 1) * cascade.thresholds[0])  # the largest forward a step can run
     return {"batch": b}

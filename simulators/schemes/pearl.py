@@ -52,6 +52,7 @@ from polyspec_theory.schemes.pearl import (
 from simulators.checks import ci_row
 from simulators.runtime import (
     RatioEstimate,
+    as_chains,
     make_key,
     mean_estimate,
     ratio_estimate,
@@ -209,7 +210,7 @@ def simulate_pearl(cascade, batch=None, steps: int = 10_000, key=0, *,
     burn_in = default_burn_in(cascade) if burn_in is None else as_int(
         burn_in, "burn_in", low=0, high=10**9)
     seed = seed_of(key)
-    chains = as_int(chains, "chains", low=2, high=2**20)
+    chains = as_chains(chains)
     if chunk_len is None:
         chunk_len = max(1, min(256, BITS_PER_CHUNK // (chains * b * gamma)))
     chunk_len = as_int(chunk_len, "chunk_len", low=1, high=1 << 16)

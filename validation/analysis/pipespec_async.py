@@ -43,7 +43,6 @@ from validation.formats.pipespec import measured_speedup
 
 __all__ = ["lookahead_threshold", "forecast_async", "async_leave_one_out"]
 
-SIM_EVENTS = 20_000
 SIM_CHAINS = 32
 
 
@@ -71,8 +70,9 @@ def _tau(models, law_rows, theta, seed):
     if pred.exact:
         return pred.time_per_token
     from simulators.asynchronous import simulate_async
+    from simulators.schemes import DEFAULT_EVENTS
 
-    res = simulate_async(cas, SIM_EVENTS, seed, chains=SIM_CHAINS)
+    res = simulate_async(cas, DEFAULT_EVENTS, seed, chains=SIM_CHAINS)
     return cas.models[0].cost.t1 / res.speedup.value
 
 
