@@ -4,11 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.polyspec-installed
 # CPU-only torch. On Linux, PyPI's torch wheel is the CUDA build (GBs of CUDA libraries): take
-# the +cpu build from PyTorch's CPU index instead (where that index cannot be reached, pip says
-# so and takes the same +cpu wheel from a local --find-links / index if the machine has one).
-# Elsewhere (macOS) PyPI's wheel is CPU-only already.
+# the +cpu build. First from the sources pip is configured with (a local --find-links / index,
+# where the machine has one: no network wait), else from PyTorch's CPU index with one retry
+# and a short socket timeout (where that index cannot be reached, pip gives up in seconds
+# instead of retrying five times per request). Elsewhere (macOS) PyPI's wheel is CPU-only.
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
-TORCH := $(if $(filter Linux,$(shell uname -s)),"torch==2.13.0+cpu" --extra-index-url $(TORCH_CPU_INDEX),torch==2.13.0)
+TORCH := $(if $(filter Linux,$(shell uname -s)),torch==2.13.0+cpu,torch==2.13.0)
 
 .PHONY: demo test lint figures bench install clean mutation
 
@@ -17,7 +18,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q "$(TORCH)" 2>/dev/null || \
+	  $(PY) -m pip install -q --retries 1 --timeout 15 "$(TORCH)" \
+	    --extra-index-url $(TORCH_CPU_INDEX)
 	$(PY) -m pip install -q -e '.[all,dev]'  # all: jax, torch, hf, plot and gpu (the cost database)
 	touch $(STAMP)
 
