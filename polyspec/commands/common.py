@@ -45,6 +45,19 @@ def refuse_options(given, why: str) -> None:
             raise PolyspecInputError(option, why)
 
 
+def write_and_print_json(obj, args) -> bool:
+    """``obj`` as JSON: written to ``args.out`` when given, printed when ``args.json``;
+    whether it was printed (the command is then done)."""
+    from validation.files import dump_json, write_output
+
+    text = dump_json(obj)
+    if args.out:
+        write_output(args.out, text + "\n", "--out")
+    if args.json:
+        print(text)
+    return bool(args.json)
+
+
 def require_options(given, why: str = "required") -> None:
     """Refuse the first option of ``given`` (``(option, value)`` pairs) whose value is
     ``None`` or empty with ``option: why``: the one loop behind every "required"."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from polyspec_theory.errors import PolyspecInputError
 
-from .common import refuse_options, require_options
+from .common import refuse_options, require_options, write_and_print_json
 
 __all__ = ["add_profile_arguments", "run_profile", "add_forecast_arguments", "run_forecast",
            "add_plan_arguments", "run_plan", "profile_report", "GpuProfile"]
@@ -128,7 +128,7 @@ def profile_report(models, tps, spec: GpuProfile, corrections=None) -> dict:
 
 
 def run_profile(args) -> int:
-    from validation.files import check_output, dump_json, write_output
+    from validation.files import check_output
     from validation.hardware.database import require_database
     from validation.hardware.names import engine_named
 
@@ -170,11 +170,7 @@ def run_profile(args) -> int:
     spec = GpuProfile(args.gpu, args.engine, tuple(batches), max_m, context, head,
                       args.attention)
     rep = profile_report(args.model, _tp_list(args.tp, len(args.model)), spec, c)
-    text = dump_json(rep)
-    if args.out:
-        write_output(args.out, text + "\n", "--out")
-    if args.json:
-        print(text)
+    if write_and_print_json(rep, args):
         return 0
     print(f"T(b, m) on {rep['device']}, KV length {context}, {args.attention} attention"
           + (", engine-corrected" if c else ", database kernels only") + ", ms:")

@@ -6,6 +6,8 @@ they form (:mod:`validation.capture.composition`): the in-cascade costs a foreca
 
 from __future__ import annotations
 
+from .common import write_and_print_json
+
 HELP = ("Measure T(m), the time of one forward scoring m positions, for each model (zoo level, "
         "zoo .safetensors or Hugging Face checkpoint dir) on this device; print or write cost "
         "tables in config syntax.")
@@ -69,13 +71,12 @@ def _run_cascade(args) -> int:
     from validation.capture.machine import check_load, machine_state
     from validation.capture.models import load_model
     from validation.capture.setup import make_prompts
-    from validation.files import check_output, write_output
+    from validation.files import check_output
     from validation.traces.records import read_traces
 
     if args.out:  # before loading anything: never over the traces or the weights read
         check_output(args.out, "--out", inputs=[args.traces, *_model_paths(args.models)])
 
-    from validation.files import dump_json
 
     if args.thresholds is None or args.traces is None:
         raise PolyspecInputError("--cascade", "needs --thresholds and --traces")
@@ -115,11 +116,7 @@ def _run_cascade(args) -> int:
     prof.settings.update({"traces": str(args.traces), "excluded": args.exclude,
                           "temperature": temp, "load_check": load_check,
                           "machine": machine, "machine_end": machine_state()})
-    text = dump_json(prof.to_dict())
-    if args.out:
-        write_output(args.out, text + "\n", "--out")
-    if args.json:
-        print(text)
+    if write_and_print_json(prof.to_dict(), args):
         return 0
     print(f"composition profile of {' <- '.join(prof.models)} θ={th} "
           f"({n_prompts} prompts x {tokens} tokens, {prof.settings['elapsed_s']:.1f} s):",
@@ -162,7 +159,7 @@ def run(args) -> int:
 
     from validation.capture.machine import check_load, machine_state
     from validation.capture.profile import ProfileSpec, profile_models
-    from validation.files import check_output, dump_json, write_output
+    from validation.files import check_output
 
     if args.out:  # before loading anything: never over the weights read
         check_output(args.out, "--out", inputs=_model_paths(args.models))
@@ -183,11 +180,7 @@ def run(args) -> int:
         device=args.device, dtype=args.dtype, threads=args.threads, unit=args.unit,
         zoo_dir=args.zoo_dir, batches=batches), progress=progress)
     rep.update({"load_check": load_check, "machine": machine, "machine_end": machine_state()})
-    text = dump_json(rep)
-    if args.out:
-        write_output(args.out, text + "\n", "--out")
-    if args.json:
-        print(text)
+    if write_and_print_json(rep, args):
         return 0
     if batches is not None:
         u = rep["time_unit"]

@@ -26,7 +26,7 @@ from polyspec_theory.core.costs import CostCurve, fit_cost_curve
 from polyspec_theory.errors import PolyspecInputError
 from validation.analysis.fits import fit_costs, fit_pairs
 from validation.analysis.forecast import measured_ci95
-from validation.analysis.relative import inside_ci, relative_error
+from validation.analysis.relative import error_headline, inside_ci, relative_error
 
 __all__ = ["AsyncConfigResult", "validate_async", "earlier_window", "async_cascade",
            "sync_cost_curves", "drafter_forward_s", "async_text"]
@@ -263,14 +263,10 @@ def async_text(results) -> str:
         lines.append(f"{r.name:<{w}}  {r.measured_speedup:8.3f} [{lo:.3f}, {hi:.3f}]  {pred}  "
                      f"{own}  {r.in_sample_speedup:9.3f} {100 * r.in_sample_error:+6.2f}%  "
                      f"{'yes' if r.lossless else 'NO'}")
-    errs = [abs(r.error) for r in results if r.error is not None]
-    if errs:
-        lines.append(f"async headline (laws from the other captures, costs from the "
-                     f"synchronous captures): median |error| {100 * np.median(errs):.2f} %, "
-                     f"max {100 * max(errs):.2f} %")
-    else:
-        lines.append("async: no headline prediction (no other capture of the pair or no "
-                     "synchronous capture of both models: pass --laws-from DIR)")
+    lines.append(error_headline(
+        [r.error for r in results], "async headline (laws from the other captures, costs from "
+        "the synchronous captures)", "async: no headline prediction (no other capture of the "
+        "pair or no synchronous capture of both models: pass --laws-from DIR)"))
     return "\n".join(lines)
 
 

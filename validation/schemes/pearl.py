@@ -27,7 +27,6 @@ included) and the drafter's ``gamma`` forwards (``draft_s``).
 
 from __future__ import annotations
 
-import math
 import pickle
 import time
 from dataclasses import dataclass, field
@@ -750,6 +749,7 @@ def validate_capture(cap: PearlCapture, others=()) -> dict:
     predicted time and tokens. A capture with no other decode of its pair or setting has no
     prediction (``predicted: None``). ``in_sample``: the whole capture fitted on itself."""
     from polyspec_theory.core.laws import IIDGeometric
+    from validation.analysis.relative import inside_ci, relative_error
 
     g = cap.pearl["gamma"]
     decodes = cap.decodes()
@@ -784,24 +784,24 @@ def validate_capture(cap: PearlCapture, others=()) -> dict:
         half = (float(student.ppf(0.975, len(tpt) - 1)) * float(np.std(tpt, ddof=1))
                 / np.sqrt(len(tpt)))
     ci = [meas["time_per_token"] - half, meas["time_per_token"] + half]
-    err = (None if predicted is None
-           else predicted["time_per_token"] / meas["time_per_token"] - 1.0)
+    value = None if predicted is None else predicted["time_per_token"]
     return {"name": cap.name, "gamma": g, "batch": cap.pearl["batch"],
             "steps": cap.pearl["steps"], "decodes": len(decodes),
             "measured": {"time_per_token": meas["time_per_token"], "time_per_token_ci95": ci,
                          "tokens_per_step": meas["tokens_per_step"],
                          "alpha_checks": meas["alpha_checks"]},
-            "predicted": predicted, "error": err,
-            "inside_ci": None if predicted is None or math.isnan(half)
-            else bool(ci[0] <= predicted["time_per_token"] <= ci[1]),
+            "predicted": predicted, "error": relative_error(value, meas["time_per_token"]),
+            "inside_ci": inside_ci(value, ci),
             "in_sample": {"time_per_token": diag["predicted"]["time_per_token"],
                           "tokens_per_step": diag["predicted"]["tokens_per_step"],
-                          "error": diag["predicted"]["time_per_token"]
-                          / meas["time_per_token"] - 1.0}}
+                          "error": relative_error(diag["predicted"]["time_per_token"],
+                                                  meas["time_per_token"])}}
 
 
 def validate_text(rows) -> str:
     """The table ``polyspec validate`` prints for parallel draft-verify captures."""
+    from validation.analysis.relative import error_headline
+
     w = max(len(r["name"]) for r in rows)
     lines = [f"{len(rows)} parallel draft-verify capture(s) (target and drafter in two "
              "processes; time per verified token, ms, 95 % CI over the decodes (Student's t); "
@@ -819,14 +819,10 @@ def validate_text(rows) -> str:
                      f"{ms * m['time_per_token']:8.3f} [{ms * lo:.3f}, {ms * hi:.3f}]  {pred}  "
                      f"{ms * r['in_sample']['time_per_token']:9.3f} "
                      f"{100 * r['in_sample']['error']:+6.2f}%")
-    errs = [abs(r["error"]) for r in rows if r["error"] is not None]
-    if errs:
-        lines.append(f"pearl headline (law and step costs from the other decodes): median "
-                     f"|error| {100 * float(np.median(errs)):.2f} %, max "
-                     f"{100 * max(errs):.2f} %")
-    else:
-        lines.append("pearl: no headline prediction (each capture has one decode and no other "
-                     "capture of its models and setting: capture more prompts than --batch)")
+    lines.append(error_headline(
+        [r["error"] for r in rows], "pearl headline (law and step costs from the other "
+        "decodes)", "pearl: no headline prediction (each capture has one decode and no other "
+        "capture of its models and setting: capture more prompts than --batch)"))
     return "\n".join(lines)
 
 
