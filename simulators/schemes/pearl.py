@@ -112,8 +112,11 @@ def pearl_step(accept, costs, gamma: int, u, counted, state: PearlState) -> Pear
 
 
 @partial(jax.jit, static_argnames=("gamma", "chunk_len"))
-def _run_chunk(accept, costs, gamma: int, chunk_len: int, key, chunk_index, first_step,
-               first_counted, state: PearlState) -> PearlState:
+def _run_chunk(accept, costs, gamma: int, chunk_len: int, key, chunk_index, steps,
+               state: PearlState) -> PearlState:
+    """``chunk_len`` steps of every chain; ``steps = (first step of the chunk, first
+    counted step)``."""
+    first_step, first_counted = steps
     chains, b = state.post.shape
     bits = jax.random.bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains, b, gamma),
                            jnp.uint32)
@@ -223,7 +226,7 @@ def simulate_pearl(cascade, batch=None, steps: int = 10_000, key=0, *,
         # the last chunk is cut to end exactly at the last counted step
         length = min(chunk_len, total - k * chunk_len)
         state = _run_chunk(acc_j, cost_j, gamma, length, key, jnp.int64(k),
-                           jnp.int64(k * chunk_len), jnp.int64(burn_in), state)
+                           (jnp.int64(k * chunk_len), jnp.int64(burn_in)), state)
     host = {f: to_host(getattr(state, f)) for f in PearlState._fields}
     return _summarize(host, b, gamma, ar, steps, burn_in, chains, seed)
 
