@@ -43,7 +43,9 @@ def _score(args) -> int:
               f"({100 * r['error']:+.1f} %, {'inside' if r['inside'] else 'OUTSIDE'})")
     if out["captured"]:
         print(f"{out['captured']} captured: median |error| {100 * out['median_abs_error']:.2f} "
-              f"%, max {100 * out['max_abs_error']:.2f} %, inside {out['inside_fraction']:.0%}")
+              f"%, max {100 * out['max_abs_error']:.2f} %, inside {out['inside_fraction']:.0%} "
+              f"({out['inside']}/{out['captured']}), median interval half-width "
+              f"{100 * out['median_half_width']:.2f} %")
     return 0
 
 
@@ -105,8 +107,9 @@ def run_kind(args) -> int:
                                         nodes=len(tree) - 1 if tree else None)
         if not errs:  # no capture of this kind yet: the chain forecasts' errors
             errs = fk.chain_loo_errors(caps, temperature=temp, models=models)
-            fc["notes"] = ["no captured schedule: interval from the leave-one-out errors of "
-                           "the chain captures of these models"]
+            fc["notes"] = list(fc.get("notes", [])) + [
+                "no captured schedule: interval from the leave-one-out errors of the chain "
+                "captures of these models"]
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
            **prediction_interval(fc["speedup"], errs.values(), "the captures of this kind"),
            "traces": str(Path(args.traces)),

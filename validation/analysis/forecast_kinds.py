@@ -164,10 +164,24 @@ def forecast_structured(spec, captures, cost_captures=None, law_captures=None) -
     pool = others if cost_captures is None else [c for c in cost_captures
                                                  if c.name != spec.name]
     costs, ar_ratio, used = structured_costs(spec, pool)
-    pred = predict_structured(structured_cascade(spec, laws, costs)).prediction
     ov = overhead_model(others, like=spec)
     unit = float(np.median([c.baselines[spec.models[0]].ar_forward_per_token for c in pool
                             if c.name in used]))
+    src = others if law_captures is None else list(law_captures)
+    out = {"acceptance_from": sorted({c.name for c in src for j in range(c.n - 1)
+                                      for i in range(spec.n - 1)
+                                      if c.pair_key(j) == spec.pair_key(i)}),
+           "cost_source": "verify-path cost tables of " + ", ".join(used),
+           "laws": [x["law"] for x in info]}
+    runs = _hf_run_law(spec, src, costs, ov, unit)
+    if runs is not None:
+        tau_f, ov_tok, fwd, lt, extra = runs
+        tau = tau_f + ov_tok
+        return {"speedup": ar_ratio / tau, "time_per_token": tau * unit,
+                "forward_time_per_token": tau_f * unit, "overhead_per_token": ov_tok * unit,
+                "ar_time_per_token": ar_ratio * unit, "forwards_per_token": fwd,
+                "level_time_per_token": [x * unit for x in lt], **out, **extra}
+    pred = predict_structured(structured_cascade(spec, laws, costs)).prediction
     ov_tok = ov.per_token(pred) / unit
     tau = 1.0 / pred.speedup + ov_tok
     return {"speedup": ar_ratio / tau, "time_per_token": tau * unit,
@@ -176,11 +190,48 @@ def forecast_structured(spec, captures, cost_captures=None, law_captures=None) -
             "forwards_per_token": [lv.forwards_per_token for lv in pred.levels],
             "level_time_per_token": [lv.forwards_per_token * lv.forward_cost * unit
                                      for lv in pred.levels],
-            "acceptance_from": sorted({c.name for c in others for j in range(c.n - 1)
-                                       for i in range(spec.n - 1)
-                                       if c.pair_key(j) == spec.pair_key(i)}),
-            "cost_source": "verify-path cost tables of " + ", ".join(used),
-            "laws": [x["law"] for x in info]}
+            **out, "acceptance_model": "per-round"}
+
+
+def _hf_run_law(spec, sources, costs, ov, unit):
+    """A1 under R1 (docs/theory.md A1-R) for a two-model HF schedule at ``T = 0`` where R3
+    rejects independent rounds on the target pair's rounds of ``sources``: per prompt the
+    run law fitted by R2 (:func:`validation.analysis.run_forecast.prompt_run_laws`) and
+    :func:`hf_two_model_runs` with the verify-path costs (units of the target's AR forward)
+    over one prompt's rounds from the schedule's start (the decoder restarts it every
+    prompt: the horizon is the tokens asked); the prompts weighed equally, as the chain
+    forecast does. ``None`` where it does not
+    apply (other structures, T > 0, R3 accepting independence): the per-round law stays.
+    Returns (forward time per token, overhead per token, forwards per token per model, time
+    per token per model, extra fields)."""
+    from polyspec_theory.structures.schedule_models import hf_two_model_runs
+    from validation.analysis.run_forecast import prompt_run_laws, run_law_decision
+
+    if (spec.n != 2 or spec.temperature != 0 or spec.pair_kind(0) != "hf"
+            or spec.trees is not None):
+        return None
+    key = spec.pair_key(0)
+    decision = run_law_decision(sources, key)
+    if decision is None or decision["independent"]:
+        return None
+    prompts = sorted({int(p) for c in sources if not c.structured and c.n >= 2
+                      and c.pair_key(0) == key for p in np.unique(c.rounds[0].prompt)})
+    laws, notes = prompt_run_laws(sources, key, prompts)
+    # the decoder restarts the schedule every prompt (schedule_restart): A1's transient
+    horizon = spec.header["prompts"]["max_new_tokens"]
+    tgt, dr = costs[spec.models[0]], costs[spec.models[1]]
+    rows = []
+    for p in prompts:
+        r = hf_two_model_runs(laws[p], spec.schedules[0], dr.t1, lambda m: float(tgt(m)),
+                              horizon=horizon)
+        tpr = r["tokens_per_round"]
+        rows.append((r["time_per_round"] / tpr, 1.0 / tpr, r["drafts_per_round"] / tpr,
+                     r["verify_per_round"] / tpr, r["drafts_per_round"] * dr.t1 / tpr))
+    tau_f, f1, f2, t1, t2 = (float(x) for x in np.mean(np.asarray(rows), axis=0))
+    ov_tok = ov.per_token_from_forwards(np.array([f1, f2])) / unit
+    return tau_f, ov_tok, [f1, f2], [t1, t2], {
+        "acceptance_model": "run law (A1 under R1, R2 per prompt, restarted every prompt)",
+        "independence": decision, "run_law_prompts": len(prompts), "notes": notes}
 
 
 def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None) -> dict:

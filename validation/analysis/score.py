@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError, as_real
 from validation.analysis.forecast import error_quantile, measured_ci95
 from validation.analysis.relative import relative_error
 
 __all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS",
-           "prediction_interval", "widened_interval"]
+           "prediction_interval", "widened_interval", "half_width"]
 
 FORECAST_KINDS = ("chain", "tree", "schedule", "batch")
 
@@ -67,7 +67,8 @@ def score_forecasts(path) -> dict:
     ``speedup``, ``interval95``) against its capture (found by ``name``,
     :func:`find_capture`): ``configs`` (``measured``, its 95 % CI, ``inside`` the forecast's
     interval, ``error`` = forecast / measured - 1; ``measured`` None when not captured yet),
-    ``median_abs_error``, ``max_abs_error``, ``inside_fraction`` over the captured ones."""
+    ``median_abs_error``, ``max_abs_error``, ``inside`` (how many) and ``inside_fraction``
+    (the coverage), ``median_half_width`` (:func:`half_width`) over the captured ones."""
     from validation.files import decode_utf8, read_regular_bytes
 
     p = Path(path)
@@ -153,8 +154,21 @@ def score_forecasts(path) -> dict:
     return {"forecasts": str(p), "configs": rows, "captured": len(done),
             "median_abs_error": float(np.median(a)) if done else None,
             "max_abs_error": float(a.max()) if done else None,
+            "inside": sum(bool(r["inside"]) for r in done),
             "inside_fraction": (float(np.mean([r["inside"] for r in done])) if done
-                                else None)}
+                                else None),
+            "median_half_width": (float(np.median([half_width(r["forecast"], r["interval95"])
+                                                   for r in done])) if done else None)}
+
+
+def half_width(speedup: float, interval) -> float:
+    """An interval's relative half-width ``(high - low) / (2 speedup)`` (the ``q`` of
+    ``speedup * (1 ± q)`` when the lower end is not clamped at 0)."""
+    lo, hi = (as_real(x, f"interval95[{i}]") for i, x in enumerate(interval))
+    sp = as_real(speedup, "speedup", low=0.0, low_open=True)
+    if hi < lo:
+        raise PolyspecInputError("interval95", f"low {lo:g} above high {hi:g}")
+    return (hi - lo) / (2.0 * sp)
 
 
 def prediction_interval(speedup: float, errors, of: str) -> dict:
