@@ -19,6 +19,11 @@ def add_kind_arguments(p) -> None:
     p.add_argument("--laws-from", default=None, metavar="DIR",
                    help="single-stream captures that also give acceptance (batched)")
     p.add_argument("--name", default=None, help="name of the capture the forecast is for")
+    p.add_argument("--interval-from", default=None, metavar="FILE",
+                   help="calibrate the 95 %% interval on a scored pre-registered round (its "
+                        "forecasts file beside its captures and aa/): its errors pooled over "
+                        "kinds, at least 1.96 x its A/A floor (default: the leave-one-out "
+                        "errors of --traces)")
     p.add_argument("--score", default=None, metavar="FILE",
                    help="score a pre-registered forecasts file (one JSON per line with name, "
                         "kind, levels, batch, speedup, interval95) against the captures found "
@@ -26,10 +31,12 @@ def add_kind_arguments(p) -> None:
 
 
 def _score(args) -> int:
-    from validation.analysis.score import score_forecasts
+    from validation.analysis.score import calibration, score_forecasts
     from validation.files import dump_json
 
     out = score_forecasts(args.score)
+    if out["captured"]:
+        out["calibration"] = calibration(args.score, out)
     if args.json:
         print(dump_json(out))
         return 0
@@ -46,7 +53,36 @@ def _score(args) -> int:
               f"%, max {100 * out['max_abs_error']:.2f} %, inside {out['inside_fraction']:.0%} "
               f"({out['inside']}/{out['captured']}), median interval half-width "
               f"{100 * out['median_half_width']:.2f} %")
+        c = out["calibration"]
+        print(f"calibrated on these errors (forecast --interval-from; in-sample here): "
+              f"half-width {100 * c['quantile']:.2f} % (A/A floor {100 * c['floor']:.2f} %), "
+              f"inside {c['in_sample_coverage']:.0%}, conformal coverage >= "
+              f"{c['guarantee']:.1%}")
     return 0
+
+
+def interval_errors(args, loo: dict, of: str) -> tuple[dict, float, str]:
+    """The calibration errors, A/A floor and their description for a forecast's interval:
+    ``--interval-from``'s scored round (:func:`validation.analysis.score.calibration`) if
+    given, else the leave-one-out errors ``loo`` (floor 0)."""
+    if not getattr(args, "interval_from", None):
+        return loo, 0.0, of
+    from validation.analysis.score import calibration
+
+    c = calibration(args.interval_from)
+    return ({f"#{i}": e for i, e in enumerate(c["errors"])}, c["floor"],
+            f"the scored forecasts {args.interval_from} (pooled over kinds)")
+
+
+def _profile_device(path) -> str | None:
+    """The ``device`` a batched profile records (``None`` if it records none)."""
+    from pathlib import Path
+
+    from polyspec.configs import read_config
+
+    d = read_config(Path(path))
+    dev = d.get("device") if isinstance(d, dict) else None
+    return dev if isinstance(dev, str) and dev else None
 
 
 def run_kind(args) -> int:
@@ -56,6 +92,7 @@ def run_kind(args) -> int:
     from validation.analysis import forecast_kinds as fk
     from validation.analysis.score import prediction_interval
     from validation.capture.models import model_name
+    from validation.capture.profile import cpu_name
     from validation.capture.setup import CaptureSpec
     from validation.files import dump_json
     from validation.traces.records import read_traces
@@ -85,7 +122,14 @@ def run_kind(args) -> int:
             raise PolyspecInputError("--batch", "this configuration is already captured")
         laws = read_traces(args.laws_from)
         prof = load_profile(args.batch_profile)
-        fc = fk.forecast_batch(spec, bcaps, laws, prof)
+        device = _profile_device(args.batch_profile)
+        fc = fk.forecast_batch(spec, bcaps, laws, prof, device=device)
+        here = cpu_name()
+        if device is not None and device != here:  # the capture will run on this machine
+            fc["notes"] = [f"the batched profile was taken on {device!r}, this machine is "
+                           f"{here!r}: costs from another machine (a speedup is a ratio of "
+                           "two costs of one machine); profile this machine idle first "
+                           "(polyspec profile ... --batch, docs/validation.md)"]
         errs = fk.batch_loo_errors(bcaps, laws, prof)
         kind = "batch"
     else:
@@ -110,8 +154,9 @@ def run_kind(args) -> int:
             fc["notes"] = list(fc.get("notes", [])) + [
                 "no captured schedule: interval from the leave-one-out errors of the chain "
                 "captures of these models"]
+    errs, floor, of = interval_errors(args, errs, "the captures of this kind")
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
-           **prediction_interval(fc["speedup"], errs.values(), "the captures of this kind"),
+           **prediction_interval(fc["speedup"], errs.values(), of, floor),
            "traces": str(Path(args.traces)),
            "kind": kind, "levels": len(models), "batch": args.batch or 1, "name": name}
     if args.json:

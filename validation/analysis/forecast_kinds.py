@@ -36,7 +36,7 @@ from validation.traces.dataset import Capture, CaptureConfig
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
-           "batch_loo_errors"]
+           "batch_loo_errors", "same_device"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,10 +234,22 @@ def _hf_run_law(spec, sources, costs, ov, unit):
         "independence": decision, "run_law_prompts": len(prompts), "notes": notes}
 
 
-def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None) -> dict:
+def same_device(captures, device: str | None) -> list:
+    """The captures whose header ``device_name`` is ``device`` (all of them when ``device`` is
+    ``None``): in-cascade factors and orchestration times are properties of the machine, so
+    a profile's are learned only on captures from the machine it was taken on."""
+    if device is None:
+        return list(captures)
+    return [c for c in captures if c.header.get("device_name") == device]
+
+
+def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None,
+                   device: str | None = None) -> dict:
     """Predicted speedup (and throughput) of the batched configuration ``spec`` at
     ``spec.batch`` (module docstring; ``law_sources``: the captures the laws come from
-    instead, e.g. the capture itself for the bias decomposition)."""
+    instead, e.g. the capture itself for the bias decomposition; ``device``: the profile's
+    machine, whose batched captures alone give the in-cascade factors and the
+    orchestration, :func:`same_device`)."""
     if not isinstance(spec, SpecConfig):
         raise PolyspecInputError("spec", "must be a SpecConfig")
     others = [c for c in batch_captures if c.name != spec.name]
@@ -245,7 +257,7 @@ def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None
     laws, missing = capture_laws(spec, LawFits(FAMILIES)(spec, sources))
     if laws is None:
         raise PolyspecInputError("acceptance", f"no captured rounds of pair(s) {missing}")
-    cs = predictive_costs(spec, others, profile, True)
+    cs = predictive_costs(spec, same_device(others, device), profile, True)
     pr = predict_batch(cs.cascade(spec, laws), spec.batch)
     t_ar = cs.t_ar + cs.a
     s = t_ar / pr.time_per_token
