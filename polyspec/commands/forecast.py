@@ -131,7 +131,7 @@ def _run(args) -> int:
     iv = out["interval95"]
     print(f"{' <- '.join(models)} θ={th} T={temp:g}: forecast speedup {fc.speedup:.3f}"
           + ("" if iv is None else f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}] "
-             f"(from {len(errs)} leave-one-out errors; leave-one-out coverage "
+             f"(from {len(errs)} errors of {of}; leave-one-out coverage "
              f"{out['interval_from']['loo_coverage']['coverage']:.0%})"))
     print(f"  time per token {1e3 * fc.time_per_token:.4f} ms (forwards "
           f"{1e3 * fc.forward_time_per_token:.4f} + overhead "

@@ -167,5 +167,5 @@ def run_kind(args) -> int:
           + (f", b={args.batch}" if args.batch else "") + f"): forecast speedup "
           f"{fc['speedup']:.3f}" + ("" if iv is None else
                                     f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}]"
-                                    f" (from {len(errs)} leave-one-out errors)"))
+                                    f" (from {len(errs)} errors of {of})"))
     return 0
