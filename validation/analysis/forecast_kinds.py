@@ -10,11 +10,14 @@
   models, each in units of its target's AR forward, element-wise median; for trees, each
   model's table times its tree-decoder factor (:func:`tree_factors`: measured time per
   forward / cost-curve timing, median over the other tree captures); decoder overhead per
-  forward and per round fitted on the other captures of the same sampling mode.
+  forward and per round fitted on the other captures of the same sampling mode. A two-model
+  HF schedule at ``T = 0`` where R3 rejects independent rounds takes A1 under R1 instead
+  (docs/theory.md, after A1): the per-prompt run law (R2), restarted every prompt.
 - **Batched** (:func:`forecast_batch`): the ``predictive`` variant of
   :mod:`validation.analysis.batch_validate` (laws pooled over the batched and single-stream
   captures of the same pairs, the batched profile's ``T(b, m)`` times in-cascade factors
-  learned on the other batched captures, orchestration from the captures at the same ``b``).
+  learned on the other batched captures of the profile's machine, orchestration from the
+  captures at the same ``b`` on that machine: :func:`same_device`).
 """
 
 from __future__ import annotations
