@@ -71,7 +71,7 @@ def _run(args) -> int:
     from validation.traces.records import read_traces
 
     from .common import refuse_options, require_options
-    from .forecast_kinds import run_kind
+    from .forecast_kinds import interval_errors, run_kind
 
     thresholds_of(args, low=0)  # the retired spellings refused with the conversion
     if args.traces is not None and detect_dir(args.traces) is not None:  # PipeSpec runs
@@ -80,6 +80,7 @@ def _run(args) -> int:
                         ("--profile", args.profile), ("--profiles", args.profiles),
                         ("--name", args.name), ("--batch-profile", args.batch_profile),
                         ("--laws-from", args.laws_from),
+                        ("--interval-from", args.interval_from),
                         ("--temperature", args.temperature != 0.0 or None)),
                        "does not apply to a folder of GPU runs (a forecast of a greedy "
                        "decoder of the measured models at one θ)")
@@ -110,9 +111,11 @@ def _run(args) -> int:
     fc = forecast(Config(models, th, temp), caps, prof.cost_curves(), prof.ar_s,
                   count_factor=count_factors(len(models), temp, caps))
     pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
-    errs = loo_errors(caps, load_profiles(pdir, caps), temperature=temp)
+    errs = {} if args.interval_from else loo_errors(caps, load_profiles(pdir, caps),
+                                                   temperature=temp)
+    errs, floor, of = interval_errors(args, errs, "the captures at this temperature")
     out = {**fc.to_dict(),
-           **prediction_interval(fc.speedup, errs.values(), "the captures at this temperature"),
+           **prediction_interval(fc.speedup, errs.values(), of, floor),
            "profile": str(args.profile), "traces": str(args.traces),
            "kind": scheme_named(), "levels": len(models), "batch": 1}
     if args.name:
@@ -123,7 +126,7 @@ def _run(args) -> int:
     iv = out["interval95"]
     print(f"{' <- '.join(models)} θ={th} T={temp:g}: forecast speedup {fc.speedup:.3f}"
           + ("" if iv is None else f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}] "
-             f"(from {len(errs)} leave-one-out errors; leave-one-out coverage "
+             f"(from {len(errs)} errors of {of}; leave-one-out coverage "
              f"{out['interval_from']['loo_coverage']['coverage']:.0%})"))
     print(f"  time per token {1e3 * fc.time_per_token:.4f} ms (forwards "
           f"{1e3 * fc.forward_time_per_token:.4f} + overhead "

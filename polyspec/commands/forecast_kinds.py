@@ -19,6 +19,11 @@ def add_kind_arguments(p) -> None:
     p.add_argument("--laws-from", default=None, metavar="DIR",
                    help="single-stream captures that also give acceptance (batched)")
     p.add_argument("--name", default=None, help="name of the capture the forecast is for")
+    p.add_argument("--interval-from", default=None, metavar="FILE",
+                   help="calibrate the 95 %% interval on a scored pre-registered round (its "
+                        "forecasts file beside its captures and aa/): its errors pooled over "
+                        "kinds, at least 1.96 x its A/A floor (default: the leave-one-out "
+                        "errors of --traces)")
     p.add_argument("--score", default=None, metavar="FILE",
                    help="score a pre-registered forecasts file (one JSON per line with name, "
                         "kind, levels, batch, speedup, interval95) against the captures found "
@@ -26,10 +31,12 @@ def add_kind_arguments(p) -> None:
 
 
 def _score(args) -> int:
-    from validation.analysis.score import score_forecasts
+    from validation.analysis.score import calibration, score_forecasts
     from validation.files import dump_json
 
     out = score_forecasts(args.score)
+    if out["captured"]:
+        out["calibration"] = calibration(args.score, out)
     if args.json:
         print(dump_json(out))
         return 0
@@ -43,8 +50,28 @@ def _score(args) -> int:
               f"({100 * r['error']:+.1f} %, {'inside' if r['inside'] else 'OUTSIDE'})")
     if out["captured"]:
         print(f"{out['captured']} captured: median |error| {100 * out['median_abs_error']:.2f} "
-              f"%, max {100 * out['max_abs_error']:.2f} %, inside {out['inside_fraction']:.0%}")
+              f"%, max {100 * out['max_abs_error']:.2f} %, inside {out['inside_fraction']:.0%} "
+              f"({out['inside']}/{out['captured']}), median interval half-width "
+              f"{100 * out['median_half_width']:.2f} %")
+        c = out["calibration"]
+        print(f"calibrated on these errors (forecast --interval-from; in-sample here): "
+              f"half-width {100 * c['quantile']:.2f} % (A/A floor {100 * c['floor']:.2f} %), "
+              f"inside {c['in_sample_coverage']:.0%}, conformal coverage >= "
+              f"{c['guarantee']:.1%}")
     return 0
+
+
+def interval_errors(args, loo: dict, of: str) -> tuple[dict, float, str]:
+    """The calibration errors, A/A floor and their description for a forecast's interval:
+    ``--interval-from``'s scored round (:func:`validation.analysis.score.calibration`) if
+    given, else the leave-one-out errors ``loo`` (floor 0)."""
+    if not getattr(args, "interval_from", None):
+        return loo, 0.0, of
+    from validation.analysis.score import calibration
+
+    c = calibration(args.interval_from)
+    return ({f"#{i}": e for i, e in enumerate(c["errors"])}, c["floor"],
+            f"the scored forecasts {args.interval_from} (pooled over kinds)")
 
 
 def run_kind(args) -> int:
@@ -79,8 +106,9 @@ def run_kind(args) -> int:
         tree=tuple(parse_ints(args.tree, "--tree")) if args.tree else None,
         schedules=sched, tree_sampling=args.tree_sampling, batch=args.batch,
         batch_profile=args.batch_profile, laws_from=args.laws_from))
+    errs, floor, of = interval_errors(args, errs, "the captures of this kind")
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
-           **prediction_interval(fc["speedup"], errs.values(), "the captures of this kind"),
+           **prediction_interval(fc["speedup"], errs.values(), of, floor),
            "traces": str(Path(args.traces)),
            "kind": kind, "levels": len(models), "batch": args.batch or 1, "name": name}
     if args.json:
@@ -91,5 +119,5 @@ def run_kind(args) -> int:
           + (f", b={args.batch}" if args.batch else "") + f"): forecast speedup "
           f"{fc['speedup']:.3f}" + ("" if iv is None else
                                     f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}]"
-                                    f" (from {len(errs)} leave-one-out errors)"))
+                                    f" (from {len(errs)} errors of {of})"))
     return 0

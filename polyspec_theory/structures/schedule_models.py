@@ -12,6 +12,7 @@ import numpy as np
 from polyspec_theory.core.config import law_from_config
 from polyspec_theory.core.costs import cost_from_config
 from polyspec_theory.core.laws import AcceptanceLaw
+from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import (
     PolyspecInputError,
     as_int,
@@ -27,6 +28,7 @@ from polyspec_theory.structures.schedule import (
 __all__ = [
     "HFPrediction",
     "hf_two_model",
+    "hf_two_model_runs",
     "ConfidenceRound",
     "confidence_round",
     "confidence_two_model",
@@ -94,6 +96,90 @@ def hf_two_model(law, schedule, target_cost, draft_cost) -> HFPrediction:
     cost = g * t2.t1 + t1(g + 1)
     speed = t1.t1 * float(pi @ el) / float(pi @ cost)
     return HFPrediction(g, P, pi, full, el, cost, speed, float(pi @ g))
+
+
+def _nonneg(x, field: str) -> float:
+    v = float(x)
+    if not np.isfinite(v) or v < 0:
+        raise PolyspecInputError(field, f"must be a finite cost >= 0, got {x!r}")
+    return v
+
+
+def hf_two_model_runs(law, schedule, draft_cost: float, verify_cost, overhead: float = 0.0,
+                      horizon: int | None = None) -> dict:
+    """A1 under R1 (greedy decoding, docs/theory.md A1-R): the exact long-run accounting of a
+    two-model chain with HF's length schedule when agreement runs over output positions with
+    the run law ``law`` (:class:`~polyspec_theory.core.runs.RunLaw`; P1's round, the bonus
+    position after a fully accepted round never checked).
+
+    The carried state is ``(age, g)``: the run's age at the first checked position (capped
+    at ``len(law.hazard)``) and the current length. From ``(a, g)`` the round accepts
+    ``j < g`` with probability ``S(a, j) q(a + j)`` (``j + 1`` tokens, next
+    ``(0, max(g - 1, min))``) or all ``g`` with ``S(a, g)`` (``g + 1`` tokens, next length
+    ``min(g + 2, max)``, next age ``a + g + 1`` with probability ``1 - q(a + g)``, else 0); it
+    costs ``g draft_cost + verify_cost(g + 1) + overhead``. Returns ``time_per_token``,
+    ``tokens_per_round``, ``time_per_round``, ``drafts_per_round``, ``verify_per_round``
+    (expected ``verify_cost(g + 1)``), ``length_distribution`` (over ``schedule.states``),
+    ``stationary`` (over ``(age, g)``, age-major) -- the stationary law of the closed class
+    reached from ``(0, start)``. A geometric law gives :func:`hf_two_model` exactly.
+
+    ``horizon`` (tokens): a decoder that restarts the schedule at ``(0, start)`` for every
+    prompt of ``horizon`` tokens (A1's transient): ``tokens_per_round``, ``time_per_round``,
+    ``drafts_per_round``, ``verify_per_round`` and ``time_per_token`` are then the exact
+    expectations over the first ``K`` rounds from the start, ``K`` the first round count
+    whose expected tokens reach ``horizon`` (``rounds``); the stationary law stays in
+    ``stationary`` / ``length_distribution``."""
+    if not isinstance(law, RunLaw):
+        raise PolyspecInputError("law", "must be a RunLaw")
+    sch = schedule_from_config(schedule)
+    if not isinstance(sch, HFSchedule):
+        raise PolyspecInputError("schedule", "must be an 'hf' schedule")
+    d = _nonneg(draft_cost, "draft_cost")
+    o = _nonneg(overhead, "overhead")
+    big = len(law.hazard)
+    n_age = big + 1
+    gs = [int(g) for g in sch.states]
+    ng = len(gs)
+    P = np.zeros((n_age * ng, n_age * ng))
+    tok = np.zeros(n_age * ng)
+    ver = np.zeros(n_age * ng)
+    for a in range(n_age):
+        for gi, g in enumerate(gs):
+            s = a * ng + gi
+            up = gs.index(sch.next_length(g, True))
+            dn = gs.index(sch.next_length(g, False))
+            surv = 1.0
+            for j in range(g):  # j drafts accepted, then a disagreement
+                pj = surv * law.q(a + j)
+                P[s, dn] += pj  # age 0, one shorter
+                tok[s] += pj * (j + 1)
+                surv *= 1.0 - law.q(a + j)
+            tok[s] += surv * (g + 1)
+            qb = law.q(a + g)  # the bonus position, never checked
+            P[s, up] += surv * qb
+            P[s, min(a + g + 1, big) * ng + up] += surv * (1.0 - qb)
+            ver[s] = _nonneg(verify_cost(g + 1), f"verify_cost({g + 1})")
+    pi = stationary_distribution(P, gs.index(sch.start), "schedule")
+    lengths = pi.reshape(n_age, ng).sum(axis=0)
+    glen = np.tile(np.asarray(gs, dtype=np.float64), n_age)
+    w, rounds = pi, None
+    if horizon is not None:
+        h = as_int(horizon, "horizon", low=1)
+        mu = np.zeros(n_age * ng)
+        mu[gs.index(sch.start)] = 1.0
+        w = np.zeros(n_age * ng)
+        rounds = 0
+        while float(w @ tok) < h:  # every round emits >= 1 token: at most h rounds
+            w = w + mu
+            mu = mu @ P
+            rounds += 1
+        w = w / rounds
+    drafts = float(w @ glen)
+    tpr = float(w @ tok)
+    cpr = drafts * d + float(w @ ver) + o
+    return {"time_per_token": cpr / tpr, "tokens_per_round": tpr, "time_per_round": cpr,
+            "drafts_per_round": drafts, "verify_per_round": float(w @ ver),
+            "length_distribution": lengths, "stationary": pi, "rounds": rounds}
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,8 @@ GPU = ["forecast", "--traces", PIPESPEC, "--models", f"{M},{S}", "--thresholds",
 
 @pytest.mark.parametrize("option,value", [("--tree", "-1,0,0"), ("--batch", "2"),
                                           ("--schedule", "fixed:3"), ("--temperature", "0.7"),
-                                          ("--profile", "p.json"), ("--score", "f.jsonl")])
+                                          ("--profile", "p.json"), ("--score", "f.jsonl"),
+                                          ("--interval-from", "f.jsonl")])
 def test_forecast_lookahead_refuses_what_it_would_ignore(capsys, option, value):
     arg = [f"{option}={value}"] if value.startswith("-") else [option, value]
     _refused(capsys, [*GPU, *arg], option)

@@ -169,10 +169,32 @@ def test_score_finds_captures_by_name_and_scores_them(tmp_path, capsys):
     assert c3["measured"] is None and c3["inside"] is None
     assert s["median_abs_error"] == pytest.approx(0.1)
     assert s["max_abs_error"] == pytest.approx(0.1)
-    assert s["inside_fraction"] == 0.5
+    assert s["inside_fraction"] == 0.5 and s["inside"] == 1
+    # relative half-widths 0.1 / 1.1 and 0.075 / 0.9: the median of two is their mean
+    assert s["median_half_width"] == pytest.approx((0.1 / 1.1 + 0.075 / 0.9) / 2)
     rc = main(["forecast", "--score", str(f), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["inside_fraction"] == 0.5
+    # the calibration these errors give: |errors| 0.1, 0.1 -> the 2nd of 2 (conformal k =
+    # min(ceil(0.95 * 3), 2)); no aa/ beside the file: floor 0; guarantee 2/3
+    cal = out["calibration"]
+    assert cal["quantile"] == pytest.approx(0.1) and cal["floor"] == 0.0
+    assert cal["in_sample_coverage"] == 1.0 and cal["guarantee"] == pytest.approx(2 / 3)
+    main(["forecast", "--score", str(f)])
+    text = capsys.readouterr().out
+    assert "inside 50% (1/2), median interval half-width " \
+        f"{100 * (0.1 / 1.1 + 0.075 / 0.9) / 2:.2f} %" in text
+    assert "half-width 10.00 % (A/A floor 0.00 %), inside 100%" in text
+    # --interval-from takes that calibration: errors and floor of the scored round
+    from types import SimpleNamespace
+
+    from polyspec.commands.forecast_kinds import interval_errors
+
+    errs, floor, of = interval_errors(SimpleNamespace(interval_from=str(f)), {"x": 0.5}, "o")
+    assert sorted(errs.values()) == pytest.approx([-0.1, 0.1]) and floor == 0.0
+    assert str(f) in of
+    assert interval_errors(SimpleNamespace(interval_from=None), {"x": 0.5}, "o") == (
+        {"x": 0.5}, 0.0, "o")
     assert {"name", "kind", "levels", "batch", "trace", "forecast", "interval95", "measured",
             "measured_ci95", "inside"} <= set(out["configs"][0])
     # malformed files: one line naming the file, the line and the field

@@ -10,11 +10,14 @@
   models, each in units of its target's AR forward, element-wise median; for trees, each
   model's table times its tree-decoder factor (:func:`tree_factors`: measured time per
   forward / cost-curve timing, median over the other tree captures); decoder overhead per
-  forward and per round fitted on the other captures of the same sampling mode.
+  forward and per round fitted on the other captures of the same sampling mode. A two-model
+  HF schedule at ``T = 0`` where R3 rejects independent rounds takes A1 under R1 instead
+  (docs/theory.md, after A1): the per-prompt run law (R2), restarted every prompt.
 - **Batched** (:func:`forecast_batch`): the ``predictive`` variant of
   :mod:`validation.analysis.batch_validate` (laws pooled over the batched and single-stream
   captures of the same pairs, the batched profile's ``T(b, m)`` times in-cascade factors
-  learned on the other batched captures, orchestration from the captures at the same ``b``).
+  learned on the other batched captures of the profile's machine, orchestration from the
+  captures at the same ``b`` on that machine: :func:`same_device`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from validation.traces.dataset import Capture, CaptureConfig
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
-           "batch_loo_errors", "KindRequest", "KIND_FORECASTS", "forecast_request"]
+           "batch_loo_errors", "same_device", "KindRequest", "KIND_FORECASTS",
+           "forecast_request"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,10 +169,24 @@ def forecast_structured(spec, captures, cost_captures=None, law_captures=None) -
     pool = others if cost_captures is None else [c for c in cost_captures
                                                  if c.name != spec.name]
     costs, ar_ratio, used = structured_costs(spec, pool)
-    pred = predict_structured(structured_cascade(spec, laws, costs)).prediction
     ov = overhead_model(others, like=spec)
     unit = float(np.median([c.baselines[spec.models[0]].ar_forward_per_token for c in pool
                             if c.name in used]))
+    src = others if law_captures is None else list(law_captures)
+    out = {"acceptance_from": sorted({c.name for c in src for j in range(c.n - 1)
+                                      for i in range(spec.n - 1)
+                                      if c.pair_key(j) == spec.pair_key(i)}),
+           "cost_source": "verify-path cost tables of " + ", ".join(used),
+           "laws": [x["law"] for x in info]}
+    runs = _hf_run_law(spec, src, costs, ov, unit)
+    if runs is not None:
+        tau_f, ov_tok, fwd, lt, extra = runs
+        tau = tau_f + ov_tok
+        return {"speedup": ar_ratio / tau, "time_per_token": tau * unit,
+                "forward_time_per_token": tau_f * unit, "overhead_per_token": ov_tok * unit,
+                "ar_time_per_token": ar_ratio * unit, "forwards_per_token": fwd,
+                "level_time_per_token": [x * unit for x in lt], **out, **extra}
+    pred = predict_structured(structured_cascade(spec, laws, costs)).prediction
     ov_tok = ov.per_token(pred) / unit
     tau = 1.0 / pred.speedup + ov_tok
     return {"speedup": ar_ratio / tau, "time_per_token": tau * unit,
@@ -177,17 +195,66 @@ def forecast_structured(spec, captures, cost_captures=None, law_captures=None) -
             "forwards_per_token": [lv.forwards_per_token for lv in pred.levels],
             "level_time_per_token": [lv.forwards_per_token * lv.forward_cost * unit
                                      for lv in pred.levels],
-            "acceptance_from": sorted({c.name for c in others for j in range(c.n - 1)
-                                       for i in range(spec.n - 1)
-                                       if c.pair_key(j) == spec.pair_key(i)}),
-            "cost_source": "verify-path cost tables of " + ", ".join(used),
-            "laws": [x["law"] for x in info]}
+            **out, "acceptance_model": "per-round"}
 
 
-def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None) -> dict:
+def _hf_run_law(spec, sources, costs, ov, unit):
+    """A1 under R1 (docs/theory.md A1-R) for a two-model HF schedule at ``T = 0`` where R3
+    rejects independent rounds on the target pair's rounds of ``sources``: per prompt the
+    run law fitted by R2 (:func:`validation.analysis.run_forecast.prompt_run_laws`) and
+    :func:`hf_two_model_runs` with the verify-path costs (units of the target's AR forward)
+    over one prompt's rounds from the schedule's start (the decoder restarts it every
+    prompt: the horizon is the tokens asked); the prompts weighed equally, as the chain
+    forecast does. ``None`` where it does not
+    apply (other structures, T > 0, R3 accepting independence): the per-round law stays.
+    Returns (forward time per token, overhead per token, forwards per token per model, time
+    per token per model, extra fields)."""
+    from polyspec_theory.structures.schedule_models import hf_two_model_runs
+    from validation.analysis.run_forecast import prompt_run_laws, run_law_decision
+
+    if (spec.n != 2 or spec.temperature != 0 or spec.pair_kind(0) != "hf"
+            or spec.trees is not None):
+        return None
+    key = spec.pair_key(0)
+    decision = run_law_decision(sources, key)
+    if decision is None or decision["independent"]:
+        return None
+    prompts = sorted({int(p) for c in sources if not c.structured and c.n >= 2
+                      and c.pair_key(0) == key for p in np.unique(c.rounds[0].prompt)})
+    laws, notes = prompt_run_laws(sources, key, prompts)
+    # the decoder restarts the schedule every prompt (schedule_restart): A1's transient
+    horizon = spec.header["prompts"]["max_new_tokens"]
+    tgt, dr = costs[spec.models[0]], costs[spec.models[1]]
+    rows = []
+    for p in prompts:
+        r = hf_two_model_runs(laws[p], spec.schedules[0], dr.t1, lambda m: float(tgt(m)),
+                              horizon=horizon)
+        tpr = r["tokens_per_round"]
+        rows.append((r["time_per_round"] / tpr, 1.0 / tpr, r["drafts_per_round"] / tpr,
+                     r["verify_per_round"] / tpr, r["drafts_per_round"] * dr.t1 / tpr))
+    tau_f, f1, f2, t1, t2 = (float(x) for x in np.mean(np.asarray(rows), axis=0))
+    ov_tok = ov.per_token_from_forwards(np.array([f1, f2])) / unit
+    return tau_f, ov_tok, [f1, f2], [t1, t2], {
+        "acceptance_model": "run law (A1 under R1, R2 per prompt, restarted every prompt)",
+        "independence": decision, "run_law_prompts": len(prompts), "notes": notes}
+
+
+def same_device(captures, device: str | None) -> list:
+    """The captures whose header ``device_name`` is ``device`` (all of them when ``device`` is
+    ``None``): in-cascade factors and orchestration times are properties of the machine, so
+    a profile's are learned only on captures from the machine it was taken on."""
+    if device is None:
+        return list(captures)
+    return [c for c in captures if c.header.get("device_name") == device]
+
+
+def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None,
+                   device: str | None = None) -> dict:
     """Predicted speedup (and throughput) of the batched configuration ``spec`` at
     ``spec.batch`` (module docstring; ``law_sources``: the captures the laws come from
-    instead, e.g. the capture itself for the bias decomposition)."""
+    instead, e.g. the capture itself for the bias decomposition; ``device``: the profile's
+    machine, whose batched captures alone give the in-cascade factors and the
+    orchestration, :func:`same_device`)."""
     if not isinstance(spec, SpecConfig):
         raise PolyspecInputError("spec", "must be a SpecConfig")
     others = [c for c in batch_captures if c.name != spec.name]
@@ -195,7 +262,7 @@ def forecast_batch(spec, batch_captures, law_captures, profile, law_sources=None
     laws, missing = capture_laws(spec, LawFits(FAMILIES)(spec, sources))
     if laws is None:
         raise PolyspecInputError("acceptance", f"no captured rounds of pair(s) {missing}")
-    cs = predictive_costs(spec, others, profile, True)
+    cs = predictive_costs(spec, same_device(others, device), profile, True)
     pr = predict_batch(cs.cascade(spec, laws), spec.batch)
     t_ar = cs.t_ar + cs.a
     s = t_ar / pr.time_per_token
@@ -296,6 +363,7 @@ class KindRequest(NamedTuple):
 
 def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
     from validation.analysis.batch_validate import load_profile
+    from validation.capture.profile import cpu_name
     from validation.capture.setup import CaptureSpec
     from validation.traces.batch import read_batch_traces
     from validation.traces.records import read_traces
@@ -309,8 +377,25 @@ def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
         raise PolyspecInputError("--batch", "this configuration is already captured")
     laws = read_traces(req.laws_from)
     prof = load_profile(req.batch_profile)
-    return (forecast_batch(spec, bcaps, laws, prof), batch_loo_errors(bcaps, laws, prof),
-            "batch")
+    device = _profile_device(req.batch_profile)
+    fc = forecast_batch(spec, bcaps, laws, prof, device=device)
+    here = cpu_name()
+    if device is not None and device != here:  # the capture will run on this machine
+        fc["notes"] = [f"the batched profile was taken on {device!r}, this machine is "
+                       f"{here!r}: costs from another machine (a speedup is a ratio of "
+                       "two costs of one machine); profile this machine idle first "
+                       "(polyspec profile ... --batch, docs/validation.md)"]
+    return fc, batch_loo_errors(bcaps, laws, prof), "batch"
+
+
+def _profile_device(path) -> str | None:
+    """The ``device`` a batched profile records (``None`` if it records none)."""
+    import json
+    from pathlib import Path
+
+    d = json.loads(Path(path).read_text(encoding="utf-8"))
+    dev = d.get("device") if isinstance(d, dict) else None
+    return dev if isinstance(dev, str) and dev else None
 
 
 def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
@@ -330,8 +415,9 @@ def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
                                  nodes=len(tree) - 1 if tree else None)
     if not errs:  # no capture of this kind yet: the chain forecasts' errors
         errs = chain_loo_errors(caps, temperature=req.temperature, models=list(req.models))
-        fc["notes"] = ["no captured schedule: interval from the leave-one-out errors of the "
-                       "chain captures of these models"]
+        fc["notes"] = list(fc.get("notes", [])) + [
+            "no captured schedule: interval from the leave-one-out errors of the chain "
+            "captures of these models"]
     return fc, errs, "tree" if tree else "schedule"
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError, as_real
 from validation.analysis.forecast import error_quantile, measured_ci95
 from validation.analysis.relative import relative_error
 
 __all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS",
-           "prediction_interval", "widened_interval"]
+           "prediction_interval", "widened_interval", "half_width", "interval_quantile",
+           "calibration", "Z95"]
 
 FORECAST_KINDS = ("chain", "tree", "schedule", "batch")
 
@@ -67,7 +68,8 @@ def score_forecasts(path) -> dict:
     ``speedup``, ``interval95``) against its capture (found by ``name``,
     :func:`find_capture`): ``configs`` (``measured``, its 95 % CI, ``inside`` the forecast's
     interval, ``error`` = forecast / measured - 1; ``measured`` None when not captured yet),
-    ``median_abs_error``, ``max_abs_error``, ``inside_fraction`` over the captured ones."""
+    ``median_abs_error``, ``max_abs_error``, ``inside`` (how many) and ``inside_fraction``
+    (the coverage), ``median_half_width`` (:func:`half_width`) over the captured ones."""
     from validation.files import decode_utf8, read_regular_bytes
 
     p = Path(path)
@@ -153,23 +155,77 @@ def score_forecasts(path) -> dict:
     return {"forecasts": str(p), "configs": rows, "captured": len(done),
             "median_abs_error": float(np.median(a)) if done else None,
             "max_abs_error": float(a.max()) if done else None,
+            "inside": sum(bool(r["inside"]) for r in done),
             "inside_fraction": (float(np.mean([r["inside"] for r in done])) if done
-                                else None)}
+                                else None),
+            "median_half_width": (float(np.median([half_width(r["forecast"], r["interval95"])
+                                                   for r in done])) if done else None)}
 
 
-def prediction_interval(speedup: float, errors, of: str) -> dict:
-    """The one rule for a forecast's 95 % interval from leave-one-out errors:
-    ``speedup * (1 ± q)`` with ``q`` = :func:`error_quantile` of the errors (the lower end
-    at least 0: a speedup is positive), ``None`` without errors; and where it came from
-    (``of``: whose leave-one-out errors, e.g. "the captures at this temperature")."""
+def half_width(speedup: float, interval) -> float:
+    """An interval's relative half-width ``(high - low) / (2 speedup)`` (the ``q`` of
+    ``speedup * (1 ± q)`` when the lower end is not clamped at 0)."""
+    lo, hi = (as_real(x, f"interval95[{i}]") for i, x in enumerate(interval))
+    sp = as_real(speedup, "speedup", low=0.0, low_open=True)
+    if hi < lo:
+        raise PolyspecInputError("interval95", f"low {lo:g} above high {hi:g}")
+    return (hi - lo) / (2.0 * sp)
+
+
+Z95 = 1.959963984540054  # the normal 97.5 % quantile
+
+
+def interval_quantile(errors, floor: float = 0.0) -> float:
+    """The one rule for a forecast's relative 95 % half-width: the split-conformal order
+    statistic of the calibration errors (:func:`error_quantile`), at least ``Z95 * floor``
+    (``floor``: the A/A noise floor, the relative sd of one capture's measured speedup:
+    no forecast can be closer to a single capture than the machine lets it)."""
+    f = as_real(floor, "floor", low=0.0)
+    return max(error_quantile(errors), Z95 * f)
+
+
+def prediction_interval(speedup: float, errors, of: str, floor: float = 0.0) -> dict:
+    """The one rule for a forecast's 95 % interval: ``speedup * (1 ± q)`` with ``q`` =
+    :func:`interval_quantile` of the calibration errors (leave-one-out errors of the
+    committed captures, or a scored round's errors: :func:`calibration`) and the A/A
+    ``floor`` (the lower end at least 0: a speedup is positive), ``None`` without errors;
+    and where it came from (``of``: whose errors, e.g. "the captures at this
+    temperature")."""
     errs = list(errors)
-    q = error_quantile(errs) if errs else None
+    q = interval_quantile(errs, floor) if errs else None
     return {"interval95": None if q is None else [max(speedup * (1 - q), 0.0),
                                                   speedup * (1 + q)],
-            "interval_from": {"loo_errors": len(errs), "quantile": q,
+            "interval_from": {"loo_errors": len(errs), "quantile": q, "floor": floor,
                               "loo_coverage": loo_coverage(errs),
-                              "method": "split-conformal order statistic of the leave-one-out "
-                                        f"|relative errors| of {of}"}}
+                              "method": "split-conformal order statistic of the |relative "
+                                        f"errors| of {of}, at least 1.96 x the A/A floor"}}
+
+
+def calibration(path, scored: dict | None = None) -> dict:
+    """The interval calibration a scored forecasts file gives (``polyspec forecast
+    --interval-from``): its captured forecasts' relative errors, the A/A noise floor of the
+    ``aa/`` captures beside it (0 if none), ``quantile`` = :func:`interval_quantile` of the
+    errors pooled over kinds and that floor, and the coverage that half-width has on the
+    same forecasts (``in_sample_coverage``: in-sample, the errors it was taken from);
+    ``guarantee``: split-conformal's marginal coverage for a new forecast exchangeable with
+    them. ``scored``: :func:`score_forecasts` of ``path`` if already computed."""
+    from validation.analysis.plan_uncertainty import noise_floor
+    from validation.traces.records import read_traces
+
+    s = score_forecasts(path) if scored is None else scored
+    errs = [r["error"] for r in s["configs"] if r["error"] is not None]
+    if not errs:
+        raise PolyspecInputError("--interval-from", f"{path}: no forecast in it is captured yet")
+    aa = Path(path).parent / "aa"
+    nf = noise_floor(read_traces(aa)) if aa.is_dir() else None
+    floor = nf["relative_sd"] if nf else 0.0
+    q = interval_quantile(errs, floor)
+    return {"forecasts": str(path), "errors": errs, "floor": floor, "quantile": q,
+            "in_sample_coverage": float(np.mean(np.abs(errs) <= q)),
+            "guarantee": min(math.ceil(0.95 * (len(errs) + 1)), len(errs)) / (len(errs) + 1),
+            "method": "split-conformal order statistic of the scored round's |relative "
+                      "errors| pooled over kinds, at least 1.96 x its A/A floor (in-sample "
+                      "on that round when its forecasts were remade with the current model)"}
 
 
 def widened_interval(low: float, high: float, rel_sd: float) -> list[float]:

@@ -47,7 +47,9 @@ def _filler(vocab_size: int, n: int, seed: int = 0) -> list[int]:
     return [int(x) for x in rng.integers(0, vocab_size, size=n)]
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """This machine's CPU model name (``/proc/cpuinfo``), what profiles and captures record
+    as their device."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
@@ -125,7 +127,7 @@ def _device_name(device: str) -> str:
     import torch
 
     return (torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda")
-            else _cpu_name())
+            else cpu_name())
 
 
 def profile_models(specs, spec: ProfileSpec | None = None, progress=None) -> dict:

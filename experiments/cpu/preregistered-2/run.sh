@@ -27,6 +27,10 @@ BATCH_PROMPTS=${BATCH_PROMPTS:-16}
 TOKENS=${TOKENS:-128}
 PROFILE_PROMPTS=${PROFILE_PROMPTS:-6}
 OUT=${OUT:-$HERE/captures}  # OUT: another folder for a recapture (the forecasts stay as committed)
+# FC_DIR: where forecast writes .forecast/ and forecasts.jsonl (default $HERE); another folder
+# re-forecasts the round with the current model (an in-sample diagnostic once captured; the
+# committed profiles are reused, nothing is timed)
+FC_DIR=${FC_DIR:-$HERE}
 # wait for a load below polyspec's own limit (0.5): a capture's start-up (imports, model
 # loading) raises the 1-minute load by about 0.1 before it checks
 WAIT_LOAD=${WAIT_LOAD:-0.3}
@@ -83,10 +87,10 @@ capture_one() {  # kind name models thresholds temperature extra
 
 case $mode in
   forecast)
-    [ -s "$HERE/forecasts.jsonl" ] && { echo "$HERE/forecasts.jsonl exists: never rewritten" >&2; exit 2; }
-    mkdir -p "$HERE/.forecast"
+    [ -s "$FC_DIR/forecasts.jsonl" ] && { echo "$FC_DIR/forecasts.jsonl exists: never rewritten" >&2; exit 2; }
+    mkdir -p "$FC_DIR/.forecast"
     one() {  # the forecast of one config line, kept in .forecast/NAME.json (rerun: kept)
-      local f="$HERE/.forecast/$2.json"
+      local f="$FC_DIR/.forecast/$2.json"
       [ -s "$f" ] && return 0
       forecast_one "$@" | "$PY" -c "import json,sys; print(json.dumps(json.load(sys.stdin)))" \
         > "$f.tmp" && mv "$f.tmp" "$f" && echo "forecast $2" >&2
@@ -104,9 +108,9 @@ case $mode in
     done < "$HERE/configs.txt"
     while read -r kind name m t temp extra; do
       { [ -z "$kind" ] || [ "${kind:0:1}" = "#" ]; } && continue
-      cat "$HERE/.forecast/$name.json"
-    done < "$HERE/configs.txt" > "$HERE/forecasts.jsonl.tmp"
-    mv "$HERE/forecasts.jsonl.tmp" "$HERE/forecasts.jsonl" ;;
+      cat "$FC_DIR/.forecast/$name.json"
+    done < "$HERE/configs.txt" > "$FC_DIR/forecasts.jsonl.tmp"
+    mv "$FC_DIR/forecasts.jsonl.tmp" "$FC_DIR/forecasts.jsonl" ;;
   capture)
     # interleaved with the A/A captures (data/traces/cpu/aa): one before, one in the middle,
     # one after, so the noise floor is measured under the same machine load
