@@ -81,6 +81,7 @@ def _run(args) -> int:
                         ("--name", args.name), ("--batch-profile", args.batch_profile),
                         ("--laws-from", args.laws_from),
                         ("--interval-from", args.interval_from),
+                        ("--costs-from", args.costs_from),
                         ("--temperature", args.temperature != 0.0 or None)),
                        "does not apply to a folder of GPU runs (a forecast of a greedy "
                        "decoder of the measured models at one θ)")
@@ -91,6 +92,8 @@ def _run(args) -> int:
                    "only applies to a folder of GPU runs (PipeSpec)")
     if args.score or args.tree or args.schedule or args.batch:
         return run_kind(args)
+    refuse_options((("--costs-from", args.costs_from),), "only for --tree / --schedule (a "
+                   "chain's costs come from --profile)")
     require_options([(f"--{o}", getattr(args, o)) for o in ("traces", "models", "thresholds",
                                                              "profile")],
                     "required (or --score FILE)")

@@ -18,6 +18,11 @@ def add_kind_arguments(p) -> None:
                    help="batched cost profile (polyspec profile --batch)")
     p.add_argument("--laws-from", default=None, metavar="DIR",
                    help="single-stream captures that also give acceptance (batched)")
+    p.add_argument("--costs-from", default=None, metavar="DIR",
+                   help="trees and schedules: single-stream captures taken on the machine the "
+                        "forecast is for, whose verify-path cost tables (same models and "
+                        "temperature) replace those of --traces (a speedup is a ratio of one "
+                        "machine's costs)")
     p.add_argument("--name", default=None, help="name of the capture the forecast is for")
     p.add_argument("--interval-from", default=None, metavar="FILE",
                    help="calibrate the 95 %% interval on a scored pre-registered round (its "
@@ -91,6 +96,9 @@ def run_kind(args) -> int:
     require_options([(f"--{o}", getattr(args, o)) for o in ("traces", "models", "thresholds")])
     if args.batch is not None and (args.tree or args.schedule):
         raise PolyspecInputError("--batch", "batched trees or schedules are not forecast")
+    if args.costs_from is not None and not (args.tree or args.schedule):
+        raise PolyspecInputError("--costs-from", "only for --tree / --schedule (a chain's "
+                                 "costs come from --profile, a batch's from --batch-profile)")
     models = [model_name(m) for m in parse_models(args.models)]
     th = thresholds_of(args)
     temp = as_real(args.temperature, "--temperature", low=0.0)
@@ -105,7 +113,8 @@ def run_kind(args) -> int:
         tuple(models), tuple(th), temp, args.traces, name,
         tree=tuple(parse_ints(args.tree, "--tree")) if args.tree else None,
         schedules=sched, tree_sampling=args.tree_sampling, batch=args.batch,
-        batch_profile=args.batch_profile, laws_from=args.laws_from))
+        batch_profile=args.batch_profile, laws_from=args.laws_from,
+        costs_from=args.costs_from))
     errs, floor, of = interval_errors(args, errs, "the captures of this kind")
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
            **prediction_interval(fc["speedup"], errs.values(), of, floor),

@@ -40,7 +40,7 @@ from validation.traces.dataset import Capture, CaptureConfig
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
-           "batch_loo_errors", "same_device", "KindRequest", "KIND_FORECASTS",
+           "batch_loo_errors", "same_device", "machine_costs", "KindRequest", "KIND_FORECASTS",
            "forecast_request"]
 
 
@@ -346,7 +346,8 @@ class KindRequest(NamedTuple):
     """What ``polyspec forecast --tree / --schedule / --batch`` asks for: the configuration
     (``models``, target first, ``thresholds``, ``temperature``, at most one of ``tree``
     (parent indices) / ``schedules`` (configs per pair) and ``batch``), its ``name``, the
-    committed captures (``traces``) and the extra sources (``batch_profile``, ``laws_from``)."""
+    committed captures (``traces``) and the extra sources (``batch_profile``, ``laws_from``,
+    ``costs_from``: captures of the machine the forecast is for, :func:`machine_costs`)."""
 
     models: tuple
     thresholds: tuple
@@ -359,6 +360,7 @@ class KindRequest(NamedTuple):
     batch: int | None = None
     batch_profile: str | None = None
     laws_from: str | None = None
+    costs_from: str | None = None
 
 
 def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
@@ -398,6 +400,24 @@ def _profile_device(path) -> str | None:
     return dev if isinstance(dev, str) and dev else None
 
 
+def machine_costs(spec, captures) -> tuple[list | None, str | None]:
+    """The captures of the machine a tree / schedule forecast is for (``--costs-from``) as
+    its cost source, when they hold the spec's models at its temperature (and, for a tree,
+    tree captures of those models for :func:`tree_factors`): a speedup is a ratio of one
+    machine's costs, so tables from another CPU carry that CPU's ratios. Else ``None`` (the
+    costs stay with the law captures) and a note saying so."""
+    try:
+        structured_costs(spec, captures)
+        ok = spec.trees is None or bool(tree_factors(spec, captures))
+    except PolyspecInputError:
+        ok = False
+    if ok:
+        return list(captures), None
+    return None, ("--costs-from holds no capture of these models at this temperature"
+                  + (" with this structure" if spec.trees is not None else "")
+                  + ": cost tables from the law captures (another machine's, if they are)")
+
+
 def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
     from validation.capture.setup import CaptureSpec
     from validation.traces.records import read_traces
@@ -409,7 +429,11 @@ def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
     caps = read_traces(req.traces)
     if req.laws_from:
         caps += read_traces(req.laws_from)
-    fc = forecast_structured(spec, caps)
+    here, note = machine_costs(spec, read_traces(req.costs_from)) if req.costs_from else (
+        None, None)
+    fc = forecast_structured(spec, caps, cost_captures=here)
+    if note:
+        fc["notes"] = list(fc.get("notes", [])) + [note]
     errs = structured_loo_errors(caps, temperature=req.temperature,
                                  kind="tree" if tree else "hf",
                                  nodes=len(tree) - 1 if tree else None)
