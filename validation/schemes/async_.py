@@ -66,7 +66,7 @@ from validation.traces.schema import (
 
 name = "async"  # the theory registry's scheme (polyspec_theory.schemes)
 
-__all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args",
+__all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args", "accept_block",
            "pick_cores", "ROLLBACK", "RollbackError"]
 
 ROLLBACK = "pipespec"  # the rollback / sync rule above, recorded in trace headers
@@ -188,6 +188,18 @@ def _prefill(model, seq):
     return time.perf_counter() - t0
 
 
+def accept_block(lg, block) -> tuple[int, list[int]]:
+    """The verify's decision on the logits ``lg`` of its forward (the last ``len(block) + 1``
+    rows score the last verified token and the block): ``(A, argmaxes)``, ``A`` = the longest
+    prefix of ``block`` equal to the target's argmaxes."""
+    g = len(block)
+    am = torch.argmax(lg[-(g + 1):], dim=-1).tolist()
+    a = 0
+    while a < g and block[a] == am[a]:
+        a += 1
+    return a, am
+
+
 def _verify_loop(model, shared, lock, job):
     ctrl, dtok, vtok = _views(shared)
     plen, max_new, need, maxv = job["plen"], job["max_new"], job["threshold"], job["window"]
@@ -214,10 +226,7 @@ def _verify_loop(model, shared, lock, job):
         t1 = time.perf_counter()
         lg = model.logits(seq + block, vlen + g)
         t2 = time.perf_counter()
-        am = torch.argmax(lg[-(g + 1):], dim=-1).tolist()
-        a = 0
-        while a < g and block[a] == am[a]:
-            a += 1
+        a, am = accept_block(lg, block)
         model.rollback(vlen + a)
         new = block[:a] + [am[a]]
         seq.extend(new)
@@ -286,8 +295,9 @@ def _draft_loop(model, shared, lock, job):
             "draft_m": fm, "draft_fwd_s": fs, "discarded": discarded, "rollbacks": rollbacks}
 
 
-def _worker(role, blob, shared, lock, conn, core, threads):
-    """One level's process: pin to ``core``, load the pickled model, serve ``run`` jobs."""
+def _worker(role, blob, shared, lock, conn, core, threads, loops):
+    """One level's process: pin to ``core``, load the pickled model, serve ``run`` jobs with
+    ``loops[role]`` (module-level functions ``(model, shared, lock, job) -> dict``)."""
     try:
         os.sched_setaffinity(0, {core})
         torch.set_num_threads(threads)
@@ -298,7 +308,7 @@ def _worker(role, blob, shared, lock, conn, core, threads):
     except BaseException:  # noqa: BLE001 - reported to the parent
         conn.send(("error", traceback.format_exc()))
         return
-    loop = _verify_loop if role == 0 else _draft_loop
+    loop = loops[role]
     while True:
         msg = conn.recv()
         if msg[0] == "close":
@@ -318,7 +328,12 @@ def _worker(role, blob, shared, lock, conn, core, threads):
 class AsyncDecoder:
     """The two-process pipeline over ``models`` (target first) — see the module docstring.
     Start it with ``with AsyncDecoder(...) as dec:`` (or :meth:`start` / :meth:`close`);
-    the worker processes live until closed and decode one prompt per :meth:`generate`."""
+    the worker processes live until closed and decode one prompt per :meth:`generate`.
+    ``LOOPS``: what each process runs on a job (target, drafter); a subclass with other
+    loops runs other work on the same processes, pinning and threads
+    (:mod:`validation.capture.async_profile`)."""
+
+    LOOPS = (_verify_loop, _draft_loop)
 
     def __init__(self, models, *, threshold=0, queue=None, cores=None, temperature=0.0,
                  threads=1, capacity=None, timeout_s=600.0):
@@ -350,7 +365,7 @@ class AsyncDecoder:
             mine, theirs = ctx.Pipe()
             p = ctx.Process(target=_worker, name=f"polyspec-async-{role}", daemon=True,
                             args=(role, pickle.dumps(lv), self._shared, self._lock, theirs,
-                                  core, self.threads))
+                                  core, self.threads, self.LOOPS))
             p.start()
             theirs.close()
             self._procs.append(p)
@@ -396,6 +411,30 @@ class AsyncDecoder:
     def __exit__(self, *exc):
         self.close()
 
+    def run_job(self, job: dict, text=(), roles=(0, 1)) -> list[dict]:
+        """Reset the shared state (both texts = ``text``), send ``job`` to the processes of
+        ``roles`` (the others stay blocked, using no CPU) and return their answers in that
+        order; a failure in either is raised here."""
+        if not self._procs:
+            raise RuntimeError("AsyncDecoder not started (use it in a with block)")
+        ctrl, dtok, vtok = _views(self._shared)
+        ctrl[:] = 0
+        plen = len(text)
+        dtok[:plen] = text
+        vtok[:plen] = text
+        ctrl[DLEN] = ctrl[VLEN] = plen
+        for role in roles:
+            self._conns[role].send(("run", job))
+        answers = [self._recv(role) for role in roles]
+        for role, (kind, body) in zip(roles, answers, strict=True):
+            if kind == "rollback":
+                raise RollbackError(f"async level {role}: {body.strip().splitlines()[-1]}")
+            if kind == "error":
+                raise RuntimeError(f"async level {role} failed:\n{body}")
+        if any(kind != "ok" for kind, _ in answers):
+            raise RuntimeError("async decode aborted")
+        return [body for _, body in answers]
+
     def generate(self, prompt, max_new_tokens, prompt_index=0, *,
                  record_blocks=False) -> AsyncResult:
         """Decode ≥ ``max_new_tokens`` tokens after ``prompt`` (the last verify may overshoot;
@@ -409,28 +448,11 @@ class AsyncDecoder:
                     "max_new_tokens", f"prompt ({len(prompt)}) + tokens ({max_new}) + "
                     f"window ({self.window}) = {need} exceeds {lv.name}'s context {lim}; "
                     "fewer tokens or a queue bound (the window is min(99, queue))")
-        if not self._procs:
-            raise RuntimeError("AsyncDecoder not started (use it in a with block)")
-        ctrl, dtok, vtok = _views(self._shared)
-        ctrl[:] = 0
         plen = len(prompt)
-        dtok[:plen] = prompt
-        vtok[:plen] = prompt
-        ctrl[DLEN] = ctrl[VLEN] = plen
         job = {"plen": plen, "max_new": max_new, "threshold": self.threshold,
                "window": self.window, "queue": self.queue, "record_blocks": bool(record_blocks),
                "prompt_index": as_int(prompt_index, "prompt_index", low=0)}
-        for conn in self._conns:
-            conn.send(("run", job))
-        answers = [self._recv(0), self._recv(1)]
-        for role, (kind, body) in enumerate(answers):
-            if kind == "rollback":
-                raise RollbackError(f"async level {role}: {body.strip().splitlines()[-1]}")
-            if kind == "error":
-                raise RuntimeError(f"async level {role} failed:\n{body}")
-        if any(kind != "ok" for kind, _ in answers):
-            raise RuntimeError("async decode aborted")
-        v, d = answers[0][1], answers[1][1]
+        v, d = self.run_job(job, prompt)
         return AsyncResult(
             tokens=v["tokens"], n_generated=len(v["tokens"]), wall_s=v["wall_s"],
             prefill_s=max(v["prefill_s"], d["prefill_s"]),
