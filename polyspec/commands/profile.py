@@ -169,6 +169,12 @@ def _run_async(args) -> int:
                     ("--batch", args.batch)),
                    "does not apply with --mode async (the profile times forwards; the laws "
                    "come in at forecast time)")
+    refuse_options((("--max-m", args.max_m != 8 or None),
+                    ("--context", args.context != 64 or None),
+                    ("--unit", args.unit != "ms" or None),
+                    ("--dtype", args.dtype != "float32" or None)),
+                   "does not apply with --mode async (verify sizes 1 .. W + 1 at the "
+                   "decoder's contexts, in seconds, float32)")
     if args.device != "cpu":
         raise PolyspecInputError("--device", f"the async pipeline pins each level to a CPU "
                                  f"core: cpu only, got {args.device!r}")

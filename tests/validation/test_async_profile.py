@@ -179,7 +179,8 @@ def test_profile_command_writes_the_json_with_the_load(zoo_dir, tmp_path, capsys
     (["--thresholds", "1,2"], "--thresholds"), (["--queue", "0"], "--queue"),
     (["--traces", "data/traces/cpu"], "--traces"), (["--device", "cuda"], "--device"),
     (["--cores", "0,0"], "--cores"), (["--temperature", "1"], "--temperature"),
-    (["--tokens", "0"], "--tokens")])
+    (["--tokens", "0"], "--tokens"), (["--max-m", "4"], "--max-m"),
+    (["--dtype", "float16"], "--dtype")])
 def test_profile_command_refusals(zoo_dir, capsys, extra, field, load):
     argv = _profile_argv(zoo_dir)
     for i in range(0, len(extra), 2):  # replace an option given, or add it
@@ -189,6 +190,13 @@ def test_profile_command_refusals(zoo_dir, capsys, extra, field, load):
             argv += extra[i:i + 2]
     rc, _, err, _ = run_checked(capsys, argv)
     assert rc == 2 and f"error: {field}:" in err
+
+
+def test_profile_never_writes_over_the_weights(zoo_dir, capsys):
+    w = str(zoo_dir / "target.safetensors")
+    rc, _, err, _ = run_checked(capsys, ["profile", "--mode", "async", w,
+                                         str(zoo_dir / "small.safetensors"), "--out", w])
+    assert rc == 2 and "error: --out:" in err
 
 
 def test_queue_and_cores_need_mode_async(zoo_dir, capsys):
