@@ -138,7 +138,7 @@ _MODULES = {
     "pipelines.asynchronous": (
         "async_bounds", "async_pair", "async_rules", "async_tie_tolerance", "AsyncLevel",
         "AsyncPair", "AsyncPrediction", "lookahead_threshold", "MAX_VERIFY_TOKENS",
-        "predict_async", "READY_WINDOW", "sync_ratio_bounds", "TIE_RTOL",
+        "predict_async", "READY_WINDOW", "sync_ratio_bounds", "TIE_RTOL", "with_contention",
     ),
     "yin.theorems": (
         "batch_expected_rejections", "batch_improvement", "batch_lower_bound", "BATCH_MODES",

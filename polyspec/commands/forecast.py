@@ -21,7 +21,11 @@ def add_arguments(p):
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--profile", metavar="FILE.json",
                    help="composition profile of this cascade (polyspec profile --cascade; "
-                        "chains)")
+                        "chains), or with --mode async its contention profile (polyspec "
+                        "profile --cascade --mode async)")
+    p.add_argument("--queue", type=int, default=None,
+                   help="--mode async on captures: the drafter's queue bound (as capture "
+                        "--mode async)")
     from .forecast_kinds import add_kind_arguments
 
     add_kind_arguments(p)
@@ -33,7 +37,9 @@ def add_arguments(p):
                         "run's)")
     add_mode_argument(p, "a folder of PipeSpec runs: the decoder: synchronous chain (sync, "
                          "default) or the asynchronous pipeline (async: docs/theory.md Part "
-                         "VI-AS)")
+                         "VI-AS); on our own captures, async forecasts our two-process "
+                         "pipeline (docs/theory.md AS1c; --profile from profile --cascade "
+                         "--mode async)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     from .gpu import add_forecast_arguments
 
@@ -88,8 +94,13 @@ def _run(args) -> int:
         require_options((("--models", args.models), ("--thresholds", args.thresholds)))
         return _run_gpu(args.traces, args.models, thresholds_of(args, low=0), (args.dtype,
                         args.mode), args.json)
+    if args.mode == "async":  # our own async pipeline (validation/schemes/async_.py)
+        from .forecast_kinds import run_async
+
+        return run_async(args)
     refuse_options((("--mode", args.mode), ("--dtype", args.dtype)),
-                   "only applies to a folder of GPU runs (PipeSpec)")
+                   "only applies to a folder of GPU runs (PipeSpec), or async on captures")
+    refuse_options((("--queue", args.queue),), "only applies with --mode async")
     if args.score or args.tree or args.schedule or args.batch:
         return run_kind(args)
     refuse_options((("--costs-from", args.costs_from),), "only for --tree / --schedule (a "

@@ -34,7 +34,19 @@ def add_arguments(p):
     c.add_argument("--cascade", action="store_true",
                    help="profile the models as one cascade (target first), replaying its "
                         "calling pattern with acceptance drawn from laws fitted on --traces")
-    c.add_argument("--thresholds", default=None, help="comma-separated θ per adjacent pair")
+    c.add_argument("--thresholds", default=None, help="comma-separated θ per adjacent pair "
+                   "(--mode async: one θ >= 0, as capture --mode async)")
+    from .common import add_mode_argument
+
+    add_mode_argument(c, "sync (default): replay the cascade in one process; async: time the "
+                         "async pipeline's two processes (target + one drafter, each pinned to "
+                         "its own core) alone and together: solo costs and contention factors "
+                         "(docs/theory.md AS1c)")
+    c.add_argument("--queue", type=int, default=None,
+                   help="--mode async: the drafter's queue bound (as capture --mode async)")
+    c.add_argument("--cores", default=None,
+                   help="--mode async: comma-separated cores, target first (default: the "
+                        "first two this process may use)")
     c.add_argument("--traces", default=None, metavar="DIR",
                    help="captures whose rounds give each pair's acceptance law (pooled iid)")
     c.add_argument("--exclude", default=None, metavar="NAME",
@@ -133,6 +145,90 @@ def _run_cascade(args) -> int:
     return 0
 
 
+def _run_async(args) -> int:
+    """``profile --cascade --mode async``: :func:`validation.capture.async_profile.profile_async`
+    (every input checked, then the load, then the models loaded and timed)."""
+    import sys
+
+    import torch
+
+    from polyspec_theory.errors import PolyspecInputError, as_int
+    from validation.capture.async_profile import profile_async
+    from validation.capture.machine import check_load, machine_state
+    from validation.capture.models import load_model
+    from validation.capture.setup import make_prompts
+    from validation.files import check_output, dump_json, write_output
+    from validation.schemes.async_ import check_async_args, pick_cores
+
+    from .common import options_named, parse_ints, refuse_options
+
+    refuse_options((("--traces", args.traces), ("--exclude", args.exclude),
+                    ("--batch", args.batch)),
+                   "does not apply with --mode async (the profile times forwards; the laws "
+                   "come in at forecast time)")
+    refuse_options((("--max-m", args.max_m != 8 or None),
+                    ("--context", args.context != 64 or None),
+                    ("--unit", args.unit != "ms" or None),
+                    ("--dtype", args.dtype != "float32" or None)),
+                   "does not apply with --mode async (verify sizes 1 .. W + 1 at the "
+                   "decoder's contexts, in seconds, float32)")
+    if args.device != "cpu":
+        raise PolyspecInputError("--device", f"the async pipeline pins each level to a CPU "
+                                 f"core: cpu only, got {args.device!r}")
+    if len(args.models) != 2:
+        raise PolyspecInputError("models", f"--mode async profiles two models (target, one "
+                                 f"drafter), got {len(args.models)}")
+    th = parse_ints(args.thresholds if args.thresholds is not None else "0", "--thresholds",
+                    low=0, example="0")
+    if len(th) != 1:
+        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold (two "
+                                 f"levels), got {len(th)}")
+    with options_named({"cores": "--cores"}):
+        cores = pick_cores(2, None if args.cores is None else parse_ints(
+            args.cores, "--cores", low=0, example="0,1"))
+    n_prompts = as_int(args.prompts, "--prompts", low=1, high=1000)
+    tokens = as_int(args.tokens, "--tokens", low=1, high=100_000)
+    repeats = as_int(args.repeats, "--repeats", low=1, high=10_000)
+    warmup = as_int(args.warmup, "--warmup", low=0, high=100)
+    threads = 1 if args.threads is None else as_int(args.threads, "--threads", low=1,
+                                                     high=1024)
+    if args.out:  # before loading anything: never over the weights read
+        check_output(args.out, "--out", inputs=_model_paths(args.models))
+    torch.set_num_threads(threads)
+    loaded = [load_model(m, zoo_dir=args.zoo_dir) for m in args.models]
+    with options_named({"threshold": "--thresholds", "queue": "--queue",
+                   "temperature": "--temperature"}):
+        threshold, queue, _ = check_async_args(loaded, th[0], args.queue, args.temperature)
+    prompts, _ = make_prompts(n_prompts, args.prompt_len, args.seed)
+    load_check = check_load(args.allow_load, "a profile")  # every input checked first
+    machine = machine_state()
+    with options_named({"tokens": "--tokens"}):
+        prof = profile_async(loaded, threshold, queue, prompts, tokens, repeats=repeats,
+                             warmup=warmup, cores=cores, threads=threads)
+    prof.settings.update({"seed": args.seed, "load_check": load_check, "machine": machine,
+                          "machine_end": machine_state()})
+    text = dump_json(prof.to_dict())
+    if args.out:
+        write_output(args.out, text + "\n", "--out")
+    if args.json:
+        print(text)
+        return 0
+    k1, k2 = prof.contention
+    print(f"async contention profile of {' <- '.join(prof.models)} θ={threshold} queue="
+          f"{queue} (window {prof.window}; cores {prof.settings['cores']}; {repeats} repeats, "
+          f"{prof.settings['elapsed_s']:.1f} s):", file=sys.stdout)
+    print(f"  target autoregressive (single core): {1e3 * prof.ar_s:.4f} ms/token")
+    print(f"  {prof.models[0]:<10} verify T(m) solo, ms: " + ", ".join(
+        f"{m}: {1e3 * prof.target_table[m - 1]:.4f}" for m in prof.settings["verify_sizes"]))
+    print(f"  {prof.models[0]:<10} together / solo: 1 + κ_1 = {1 + k1:.4f}; per-verify "
+          f"overhead {1e3 * prof.overhead_s:.4f} ms")
+    print(f"  {prof.models[1]:<10} drafting forward solo {1e3 * prof.draft_s:.4f} ms; "
+          f"together / solo: 1 + κ_2 = {1 + k2:.4f}")
+    if args.out:
+        print(f"written to {args.out}")
+    return 0
+
+
 def _model_paths(models) -> list:
     """The models given as files or folders (weights, checkpoints), not zoo level names."""
     import os
@@ -154,6 +250,13 @@ def run(args) -> int:
     if not args.models:
         raise PolyspecInputError("models", "give the models to time here, or --gpu NAME "
                                  "--model ID to price them from the cost database")
+    if args.mode == "async":
+        return _run_async(args)
+    refuse_options((("--queue", args.queue), ("--cores", args.cores)),
+                   "only applies with --mode async")
+    if args.mode not in (None, "sync"):
+        raise PolyspecInputError("--mode", f"profile times sync or async cascades, got "
+                                 f"{args.mode!r}")
     if args.cascade:
         return _run_cascade(args)
 

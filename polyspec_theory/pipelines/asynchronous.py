@@ -21,12 +21,13 @@ draft a verify checks (as in P1).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from ..core.config import check_async_cascade
-from ..errors import PolyspecInputError
+from ..errors import PolyspecInputError, as_real
 from .async_exact import ChainTooLarge, exact_async
 from .async_rules import (
     MAX_VERIFY_TOKENS,
@@ -60,6 +61,7 @@ __all__ = [
     "check_async_cascade",
     "predict_async",
     "sync_ratio_bounds",
+    "with_contention",
 ]
 
 MAX_STATES = 4_000  # largest Markov chain AS1 builds
@@ -235,12 +237,47 @@ def sync_ratio_bounds(cascade) -> tuple[float, float] | None:
     return sync_cycle / (th * c + rounded), sync_cycle / rounded
 
 
-def predict_async(cascade) -> AsyncPrediction:
+def _contention(cascade, contention) -> tuple[float, ...]:
+    """The contention factors ``kappa_i`` (one per model, each finite and > -1), checked."""
+    if isinstance(contention, (str, bytes, dict)) or not hasattr(contention, "__len__"):
+        raise PolyspecInputError("contention", "must be one factor kappa_i per model")
+    if len(contention) != cascade.n:
+        raise PolyspecInputError("contention", f"need one factor per model ({cascade.n}), got "
+                                 f"{len(contention)}")
+    return tuple(as_real(k, f"contention[{i}]", low=-1.0, low_open=True)
+                 for i, k in enumerate(contention))
+
+
+def with_contention(cascade, contention):
+    """AS1c: ``cascade`` with every model's forward cost ``T_i(m)`` replaced by
+    ``T_i(m) (1 + kappa_i)`` (``contention`` = ``(kappa_1, ..., kappa_n)``, target first),
+    the overheads ``o_i`` kept: the costs of the forwards while all the pipeline's processes
+    run (docs/theory.md AS1c)."""
+    cascade = as_async_cascade(cascade)
+    kap = _contention(cascade, contention)
+    models = tuple(dataclasses.replace(m, cost=m.cost.scaled(1.0 + k))
+                   for m, k in zip(cascade.models, kap, strict=True))
+    return dataclasses.replace(cascade, models=models)
+
+
+def predict_async(cascade, contention=None) -> AsyncPrediction:
     """Speedup of ``cascade`` run as an asynchronous pipeline (whatever its ``mode``). Exact
     for two levels (AS1); ``n >= 3``: exact by AS7 where its chain is at most
     :data:`~polyspec_theory.pipelines.async_exact.MAX_EXACT_STATES` states, otherwise
-    ``speedup`` is ``None`` (``exact`` False) and ``bounds`` hold."""
+    ``speedup`` is ``None`` (``exact`` False) and ``bounds`` hold. ``contention``
+    (``kappa_i`` per model, AS1c): the pipeline runs on the costs ``T_i(m) (1 + kappa_i)``
+    (:func:`with_contention`) while the speedup stays against the target's solo ``T_1(1)``:
+    ``speedup = T_1(1) / tau`` with ``tau`` the contended pipeline's time per token."""
     cascade = as_async_cascade(cascade)
+    if contention is not None:
+        slow = with_contention(cascade, contention)
+        pred = predict_async(slow)
+        solo = cascade.models[0].cost.t1
+        f = solo / slow.models[0].cost.t1  # the bounds and speedup against the solo T_1(1)
+        return dataclasses.replace(
+            pred, speedup=None if pred.speedup is None else pred.speedup * f,
+            autoregressive_time_per_token=solo,
+            bounds=(pred.bounds[0] * f, pred.bounds[1] * f))
     rules = async_rules(cascade)
     t_ar = cascade.models[0].cost.t1
     bounds = async_bounds(cascade)

@@ -75,10 +75,13 @@ def test_forecast_lookahead_dtype_must_name_a_model(capsys):
     assert "Nope" in err
 
 
-@pytest.mark.parametrize("option,value", [("--mode", "async"), ("--dtype", f"{S}=float16")])
-def test_forecast_without_lookahead_refuses_gpu_options(capsys, option, value):
+@pytest.mark.parametrize("option,value,named", [
+    ("--mode", "sync", "--mode"), ("--dtype", f"{S}=float16", "--dtype"),
+    # our own async pipeline is forecast on captures (issue 40): from its contention profile
+    ("--mode", "async", "--profile")])
+def test_forecast_without_lookahead_refuses_gpu_options(capsys, option, value, named):
     _refused(capsys, ["forecast", "--traces", TRACES, "--models", "target,small",
-                      "--thresholds", "3", option, value], option)
+                      "--thresholds", "3", option, value], named)
 
 
 def test_calibrate_fit_on_with_a_run_that_is_not_an_object(capsys, tmp_path):

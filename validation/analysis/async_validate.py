@@ -29,7 +29,7 @@ from validation.analysis.forecast import measured_ci95
 from validation.analysis.relative import error_headline, inside_ci, relative_error
 
 __all__ = ["AsyncConfigResult", "validate_async", "earlier_window", "async_cascade",
-           "sync_cost_curves", "drafter_forward_s", "async_text"]
+           "sync_cost_curves", "drafter_forward_s", "async_text", "pair_law"]
 
 MAX_M = 128  # cost tables are extended (affinely, CostCurve) up to here
 
@@ -161,6 +161,18 @@ def _law_view(capture):
     return dataclasses.replace(capture, rounds=(r.select(np.asarray(r.G) > 0),))
 
 
+def pair_law(captures, key, families) -> tuple[object, tuple[str, ...]] | None:
+    """The per-round law of pair ``key`` an async prediction uses: fitted (the families'
+    best, :func:`validation.analysis.fits.fit_pairs`) on the rounds of ``captures`` that
+    have the pair, an async capture's verifies of no draft left out; with the captures it
+    came from; ``None`` when none has the pair."""
+    fits = fit_pairs([_law_view(c) for c in captures
+                      if key in {c.pair_key(i) for i in range(c.n - 1)}], families)
+    if key not in fits:
+        return None
+    return _law(fits[key]), tuple(fits[key].configs)
+
+
 def _law(pair_fit):
     try:
         law = pair_fit.law(None)
@@ -205,23 +217,21 @@ def validate_async(async_caps, law_caps=(), families=None, cost_caps=()
         if cap.mode != "async":
             raise PolyspecInputError("captures", f"{cap.name} is not an async capture")
         others = [c for c in allc if c.name != cap.name]
-        key = cap.pair_key(0)
-        fits = fit_pairs([_law_view(c) for c in others
-                          if key in {c.pair_key(i) for i in range(c.n - 1)}], families)
+        fitted = pair_law(others, cap.pair_key(0), families)
         costs = sync_cost_curves(cap, [c for c in cost_caps if c.name != cap.name])
         if costs is None:
             costs = sync_cost_curves(cap, others)
         pred = bounds = own = None
         law_from, costs_from = (), ()
-        if key in fits and costs is not None:
-            law_from, costs_from = fits[key].configs, costs[2]
-            p = predict_async(async_cascade(cap, _law(fits[key]), costs[0], costs[1]))
+        if fitted is not None and costs is not None:
+            law, law_from = fitted
+            costs_from = costs[2]
+            p = predict_async(async_cascade(cap, law, costs[0], costs[1]))
             pred, bounds = p, p.bounds
             mine = sync_cost_curves(cap, [dataclasses.replace(cap, header=dict(
                 cap.header, mode="sync"))])
             if mine is not None:
-                own = predict_async(async_cascade(cap, _law(fits[key]), mine[0],
-                                                  mine[1])).speedup
+                own = predict_async(async_cascade(cap, law, mine[0], mine[1])).speedup
         m1 = drafter_forward_s(cap)
         c_own = float(np.median(m1)) if m1 else None
         ins = _in_sample(cap, families, c_own)

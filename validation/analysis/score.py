@@ -17,7 +17,7 @@ __all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS",
            "prediction_interval", "widened_interval", "half_width", "interval_quantile",
            "calibration", "Z95"]
 
-FORECAST_KINDS = ("chain", "tree", "schedule", "batch")
+FORECAST_KINDS = ("chain", "tree", "schedule", "batch", "async")
 
 
 def loo_coverage(errors, level: float = 0.95) -> dict:
@@ -138,6 +138,11 @@ def score_forecasts(path) -> dict:
                 raise PolyspecInputError("--score", f"{p}:{ln}: levels {lv}, but the capture "
                                          f"{hit} has {n_models} models: not the configuration "
                                          "forecast")
+            is_async = getattr(cap, "mode", "sync") == "async"
+            if (f["kind"] == "async") != is_async:
+                raise PolyspecInputError("--score", f"{p}:{ln}: kind {f['kind']!r}, but the "
+                                         f"capture {hit} is {'' if is_async else 'not '}an "
+                                         "async capture: not the configuration forecast")
             b = getattr(cap, "batch", None)
             if f["kind"] == "batch" and isinstance(b, int) and b != row["batch"]:
                 raise PolyspecInputError("--score", f"{p}:{ln}: batch {row['batch']}, but the "

@@ -215,16 +215,17 @@ class TwoProcessDecoder:
         traceback)."""
         raise RuntimeError(f"{self.ROLE} {role} failed:\n{body}")
 
-    def _run(self, job: dict) -> tuple[dict, dict]:
-        """Send ``job`` to both processes; the target's and the drafter's answers."""
+    def _run(self, job: dict, roles=(0, 1)) -> list[dict]:
+        """Send ``job`` to the processes of ``roles`` (the others stay blocked, using no CPU);
+        their answers in that order (the target's and the drafter's by default)."""
         if not self._procs:
             raise RuntimeError(f"{type(self).__name__} not started (use it in a with block)")
-        for conn in self._conns:
-            conn.send(("run", job))
-        answers = [self._recv(0), self._recv(1)]
-        for role, (kind, body) in enumerate(answers):
+        for role in roles:
+            self._conns[role].send(("run", job))
+        answers = [self._recv(role) for role in roles]
+        for role, (kind, body) in zip(roles, answers, strict=True):
             if kind not in ("ok", "aborted"):
                 self._failed(role, kind, body)
         if any(kind != "ok" for kind, _ in answers):
             raise RuntimeError(f"{self.NAME} decode aborted")
-        return answers[0][1], answers[1][1]
+        return [body for _, body in answers]

@@ -72,7 +72,7 @@ from validation.traces.schema import (
 
 name = "async"  # the theory registry's scheme (polyspec_theory.schemes)
 
-__all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args",
+__all__ = ["AsyncDecoder", "AsyncResult", "first_divergence", "check_async_args", "accept_block",
            "pick_cores", "ROLLBACK", "RollbackError"]
 
 ROLLBACK = "pipespec"  # the rollback / sync rule above, recorded in trace headers
@@ -138,6 +138,18 @@ def _prefill(model, seq):
     return time.perf_counter() - t0
 
 
+def accept_block(lg, block) -> tuple[int, list[int]]:
+    """The verify's decision on the logits ``lg`` of its forward (the last ``len(block) + 1``
+    rows score the last verified token and the block): ``(A, argmaxes)``, ``A`` = the longest
+    prefix of ``block`` equal to the target's argmaxes."""
+    g = len(block)
+    am = torch.argmax(lg[-(g + 1):], dim=-1).tolist()
+    a = 0
+    while a < g and block[a] == am[a]:
+        a += 1
+    return a, am
+
+
 def _verify_loop(model, shared, lock, job):
     ctrl, dtok, vtok = views(shared)
     plen, max_new, need, maxv = job["plen"], job["max_new"], job["threshold"], job["window"]
@@ -164,10 +176,7 @@ def _verify_loop(model, shared, lock, job):
         t1 = time.perf_counter()
         lg = model.logits(seq + block, vlen + g)
         t2 = time.perf_counter()
-        am = torch.argmax(lg[-(g + 1):], dim=-1).tolist()
-        a = 0
-        while a < g and block[a] == am[a]:
-            a += 1
+        a, am = accept_block(lg, block)
         model.rollback(vlen + a)
         new = block[:a] + [am[a]]
         seq.extend(new)
@@ -239,7 +248,10 @@ def _draft_loop(model, shared, lock, job):
 class AsyncDecoder(TwoProcessDecoder):
     """The two-process pipeline over ``models`` (target first) — see the module docstring.
     Start it with ``with AsyncDecoder(...) as dec:`` (or :meth:`start` / :meth:`close`);
-    the worker processes live until closed and decode one prompt per :meth:`generate`."""
+    the worker processes live until closed and decode one prompt per :meth:`generate`.
+    ``LOOPS``: what each process runs on a job (target, drafter); a subclass with other
+    loops runs other work on the same processes, pinning and threads
+    (:mod:`validation.capture.async_profile`)."""
 
     NAME, ROLE, LOOPS = "async", "async level", (_verify_loop, _draft_loop)
 
@@ -265,6 +277,20 @@ class AsyncDecoder(TwoProcessDecoder):
             raise RollbackError(f"async level {role}: {body.strip().splitlines()[-1]}")
         super()._failed(role, kind, body)
 
+    def run_job(self, job: dict, text=(), roles=(0, 1)) -> list[dict]:
+        """Reset the shared state (both texts = ``text``), send ``job`` to the processes of
+        ``roles`` (the others stay blocked, using no CPU) and return their answers in that
+        order; a failure in either is raised here."""
+        if not self._procs:
+            raise RuntimeError("AsyncDecoder not started (use it in a with block)")
+        ctrl, dtok, vtok = views(self._shared)
+        ctrl[:] = 0
+        plen = len(text)
+        dtok[:plen] = text
+        vtok[:plen] = text
+        ctrl[DLEN] = ctrl[VLEN] = plen
+        return self._run(job, roles)
+
     def generate(self, prompt, max_new_tokens, prompt_index=0, *,
                  record_blocks=False) -> AsyncResult:
         """Decode ≥ ``max_new_tokens`` tokens after ``prompt`` (the last verify may overshoot;
@@ -278,18 +304,11 @@ class AsyncDecoder(TwoProcessDecoder):
                     "max_new_tokens", f"prompt ({len(prompt)}) + tokens ({max_new}) + "
                     f"window ({self.window}) = {need} exceeds {lv.name}'s context {lim}; "
                     "fewer tokens or a queue bound (the window is min(99, queue))")
-        if not self._procs:
-            raise RuntimeError("AsyncDecoder not started (use it in a with block)")
-        ctrl, dtok, vtok = views(self._shared)
-        ctrl[:] = 0
         plen = len(prompt)
-        dtok[:plen] = prompt
-        vtok[:plen] = prompt
-        ctrl[DLEN] = ctrl[VLEN] = plen
         job = {"plen": plen, "max_new": max_new, "threshold": self.threshold,
                "window": self.window, "queue": self.queue, "record_blocks": bool(record_blocks),
                "prompt_index": as_int(prompt_index, "prompt_index", low=0)}
-        v, d = self._run(job)
+        v, d = self.run_job(job, prompt)
         return AsyncResult(
             tokens=v["tokens"], n_generated=len(v["tokens"]), wall_s=v["wall_s"],
             prefill_s=max(v["prefill_s"], d["prefill_s"]),

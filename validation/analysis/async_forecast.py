@@ -1,0 +1,157 @@
+"""Forecast of our own asynchronous pipeline (``polyspec forecast --mode async``) before it is
+captured: AS1 with the contention term (docs/theory.md AS1c) on a contention profile
+(:class:`validation.capture.async_profile.AsyncProfile`) and the acceptance of the committed
+synchronous captures.
+
+- **Acceptance** of the pair (target, drafter) at ``T = 0`` from the synchronous captures
+  that have it, as ``validate --laws-from`` fits it for async captures
+  (:func:`validation.analysis.async_validate.pair_law`: pooled per-round law) -- unless R3
+  rejects independent rounds there (:func:`validation.analysis.run_forecast.run_law_decision`):
+  then each prompt's run law (R2, :func:`~validation.analysis.run_forecast.prompt_run_laws`)
+  enters AS1 as a positional law (``alpha_j = 1 - hazard_j``, the tail repeating), as the
+  forecast of PipeSpec's async runs does (docs/theory.md AS6), and the prompts' times per
+  token are averaged (every prompt decodes the same number of tokens).
+- **Costs**: the profile's solo costs ``T_1(m)``, ``c``, its per-verify overhead ``o_1`` and
+  its contention factors ``kappa_i``: AS1 runs on ``T_i (1 + kappa_i)``
+  (:func:`polyspec_theory.predict_async` with ``contention``).
+- **Speedup** against the profile's single-core autoregressive time per token (the baseline a
+  capture measures), as a capture's measured speedup is computed.
+
+:func:`profile_of_capture` builds the same inputs from an async capture's own records (its
+single-core cost curves, its pipeline's forwards, overhead and baseline): an in-sample
+profile, for diagnostics only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polyspec_theory import Cascade, Model, Positional, predict_async
+from polyspec_theory.errors import PolyspecInputError
+from validation.analysis.async_validate import drafter_forward_s, pair_law
+from validation.analysis.fits import fit_costs
+from validation.analysis.run_forecast import prompt_run_laws, run_law_decision
+
+__all__ = ["forecast_async_config", "profile_of_capture", "ACCEPTANCE"]
+
+ACCEPTANCE = ("run-law", "per-round")
+
+
+def _positional(law) -> Positional:
+    """A run law as AS1's positional law: ``alpha_j = 1 - hazard_j``, the tail repeating."""
+    return Positional([1.0 - h for h in law.hazard] + [1.0 - law.tail])
+
+
+def _cascade(models, profile, law, threshold, queue) -> Cascade:
+    tc, dc = profile.cost_curves()
+    return Cascade(models=(Model(models[0], tc, profile.overhead_s), Model(models[1], dc)),
+                   laws=(law,), thresholds=(threshold,), name="async-forecast",
+                   mode="async", queues=None if queue is None else (queue,))
+
+
+def forecast_async_config(models, threshold: int, queue, captures, profile, *,
+                          acceptance: str = "run-law", families=None) -> dict:
+    """The forecast of the async pipeline ``models`` (target, drafter) at ``threshold`` and
+    ``queue`` (module docstring; ``profile``: an
+    :class:`~validation.capture.async_profile.AsyncProfile`): ``speedup``,
+    ``time_per_token`` (s), the same without the contention term, the acceptance model used
+    and where everything came from.
+    ``captures``: the committed captures (the synchronous ones give the acceptance)."""
+    from polyspec_theory.core.laws import FAMILIES
+
+    if acceptance not in ACCEPTANCE:
+        raise PolyspecInputError("acceptance", f"must be one of {ACCEPTANCE}, got "
+                                 f"{acceptance!r}")
+    models = [str(m) for m in models]
+    if list(profile.models) != models:
+        raise PolyspecInputError("--profile", f"is of {profile.models}, not of {models}")
+    if (profile.threshold, profile.queue) != (threshold, queue):
+        raise PolyspecInputError("--profile", f"is of θ={profile.threshold} queue="
+                                 f"{profile.queue}, not θ={threshold} queue={queue}")
+    families = FAMILIES if families is None else families
+    key = (models[0], models[1], 0.0, 0)
+    sync = [c for c in captures if c.mode == "sync"]
+    used = sorted(c.name for c in sync if key in {c.pair_key(i) for i in range(c.n - 1)})
+    if not used:
+        raise PolyspecInputError("--traces", f"no synchronous capture has the pair "
+                                 f"{models[0]} <- {models[1]} at temperature 0")
+    decision = run_law_decision(sync, key) if acceptance == "run-law" else None
+    notes: list[str] = []
+
+    def rate(laws, contention):
+        preds = [predict_async(_cascade(models, profile, law, threshold, queue), contention)
+                 for law in laws]
+        return float(np.mean([p.time_per_token for p in preds])), preds
+
+    if decision is not None and not decision["independent"]:
+        prompts = sorted({int(s["prompt"]) for c in sync if c.name in used
+                          for s in c.summaries})
+        run_laws, rnotes = prompt_run_laws(sync, key, prompts)
+        notes += rnotes
+        laws = [_positional(run_laws[p]) for p in prompts]
+        model = "run law"
+        law_desc = (f"R2 run law per prompt ({len(prompts)} prompts) as a positional law; "
+                    f"R3 rejects independent rounds (p = {decision['p_value']:.3g})")
+    else:
+        law, _ = pair_law(sync, key, families)
+        laws = [law]
+        model = "per-round"
+        law_desc = "pooled per-round law (validate's) " + (
+            "" if decision is None else f"(R3 accepts independent rounds, p = "
+            f"{decision['p_value']:.3g})")
+    tau, preds = rate(laws, profile.contention)
+    tau0, _ = rate(laws, None)
+    lv = [p.levels for p in preds]
+    return {
+        "models": models, "thresholds": [int(threshold)], "queue": queue,
+        "window": profile.window, "temperature": 0.0, "mode": "async",
+        "speedup": profile.ar_s / tau, "time_per_token": tau,
+        "ar_time_per_token": profile.ar_s,
+        "speedup_without_contention": profile.ar_s / tau0,
+        "contention": list(profile.contention), "overhead_per_verify": profile.overhead_s,
+        "verifies_per_token": float(np.mean([x[0].verifies_per_token for x in lv])),
+        "mean_checked": float(np.mean([x[0].mean_checked for x in lv])),
+        "drafter_forwards_per_token": float(np.mean([x[1].forwards_per_token for x in lv])),
+        "acceptance_model": model, "independence": decision, "acceptance_from": used,
+        "acceptance_law": law_desc,
+        "cost_source": "profile " + str(profile.settings.get("source", "profile"))
+                       + ": solo costs x (1 + kappa), AS1c; theory AS1 (exact, two levels)",
+        "notes": notes,
+    }
+
+
+def profile_of_capture(capture):
+    """An in-sample :class:`AsyncProfile` of an async capture: solo costs from its
+    single-core cost curves (raw timings; the target's table at the mean verify context, the
+    drafter's ``T(1)`` at the mean drafting context), ``kappa_1`` = its pipeline's verify
+    time / the same verifies at solo cost - 1, ``kappa_2`` = its mean one-position drafter
+    forward / the solo ``T(1)`` - 1, ``o_1`` its median per-verify overhead, its
+    autoregressive time per token. For diagnostics: it uses the capture it would predict."""
+    from validation.capture.async_profile import AsyncProfile  # torch: only when used
+
+    if capture.mode != "async":
+        raise PolyspecInputError("capture", f"{capture.name} is not an async capture")
+    a = capture.header.get("async", {})
+    th, q, w = capture.thresholds[0], a.get("queue"), int(a.get("window"))
+    p = capture.header["prompts"]
+    plen, tokens = p["prompt_len"], p["max_new_tokens"]
+    fits = fit_costs(capture, calibrate=False)
+    tgt, dr = capture.models
+    r = capture.rounds[0]
+    solo = fits[tgt].curve(plen + tokens / 2)
+    ctx_shift = fits[tgt].context_slope * (np.asarray(r.ctx, float) - (plen + tokens / 2))
+    solo_each = np.asarray(solo(np.asarray(r.m)), float) + ctx_shift
+    k1 = float(np.sum(r.verify_s) / np.sum(solo_each) - 1.0)
+    c = float(fits[dr].curve(plen + (tokens + w) / 2).t1)
+    m1 = drafter_forward_s(capture)
+    if not m1:
+        raise PolyspecInputError("capture", f"{capture.name}: no drafter forwards recorded")
+    k2 = float(np.mean(m1) / c - 1.0)
+    over = float(np.median(np.asarray(r.round_s) - np.asarray(r.verify_s)
+                           - np.asarray(r.draft_s)))
+    return AsyncProfile(
+        models=[tgt, dr], threshold=th, queue=q, window=w,
+        target_table=[float(x) for x in solo(np.arange(1, w + 2))], draft_s=c,
+        contention=(k1, k2), overhead_s=max(0.0, over), ar_s=capture.ar_time_per_token,
+        settings={"source": f"in-sample: capture {capture.name} (its single-core cost "
+                            "curves, its pipeline's forwards, overhead and baseline)"})
