@@ -39,6 +39,7 @@ emission counts, Fisher's identity). Its log-likelihood is that of the same obse
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -131,6 +132,17 @@ class HiddenRegimes:
             return cls(spec["init"], spec["trans"], spec["accept"])
         except PolyspecInputError as e:
             raise PolyspecInputError(f"{field}.{e.field}", str(e).split(": ", 1)[1]) from None
+
+    @classmethod
+    def _unchecked(cls, init, trans, accept) -> HiddenRegimes:
+        """A model from float64 arrays already known to be valid (the fit's own
+        parameterization), without the checks of the constructor."""
+        obj = object.__new__(cls)
+        for name, val in (("init", init), ("trans", trans), ("accept", accept)):
+            val = np.array(val, dtype=np.float64)
+            val.setflags(write=False)
+            object.__setattr__(obj, name, val)
+        return obj
 
     # ---- rounds --------------------------------------------------------------------
     def _powers(self, gmax: int) -> tuple[np.ndarray, np.ndarray]:
@@ -370,12 +382,17 @@ class RegimeFit:
 class _RoundData:
     """Rounds as one chain: every sequence is preceded by a *reset* (the regime is redrawn
     from ``init``: the rank-one kernel ``1 init``), so the product of the chain's kernels from
-    any start distribution is the product of the sequences' likelihoods. Arrays over chain
-    positions: ``reset``, ``a``, ``full`` (A == G; rounds only)."""
+    any start distribution is the product of the sequences' likelihoods. ``typ``: the kernel
+    of every chain position, ``2 A + full`` for a round (``full``: A == G), ``2 (amax + 1)``
+    for a reset; ``rounds``: the chain positions of the rounds, grouped by type (in chain
+    order within a type); ``types``: the types present, ``type_starts``: where each type's
+    rounds begin in ``rounds``; ``resets``: the chain positions of the resets."""
 
-    reset: np.ndarray
-    a: np.ndarray
-    full: np.ndarray
+    typ: np.ndarray
+    rounds: np.ndarray
+    types: np.ndarray
+    type_starts: np.ndarray
+    resets: np.ndarray
     amax: int
     n_rounds: int
     n_sequences: int
@@ -397,118 +414,150 @@ class _RoundData:
         starts = np.flatnonzero(np.r_[True, inv[1:] != inv[:-1]])
         # chain position of round j: j + (number of resets up to and including its sequence)
         pos = np.arange(a.size) + np.searchsorted(starts, np.arange(a.size), side="right")
-        n = a.size + n_seq
-        reset = np.ones(n, dtype=bool)
-        reset[pos] = False
-        aa = np.zeros(n, dtype=np.int64)
-        ff = np.zeros(n, dtype=bool)
-        aa[pos] = a
-        ff[pos] = a == g
-        return cls(reset, aa, ff, int(a.max()), int(a.size), n_seq)
+        amax = int(a.max())
+        typ = np.full(a.size + n_seq, 2 * (amax + 1), dtype=np.int64)
+        rtyp = 2 * a + (a == g)
+        typ[pos] = rtyp
+        by_type = np.argsort(rtyp, kind="stable")
+        types, type_starts = np.unique(rtyp[by_type], return_index=True)
+        resets = np.flatnonzero(typ == 2 * (amax + 1))
+        return cls(typ, pos[by_type], types, type_starts, resets, amax, int(a.size), n_seq)
 
 
-def _scan(mats: np.ndarray, reverse: bool) -> np.ndarray:
-    """Inclusive prefix (``reverse`` False: ``B_0 .. B_r``) or suffix (``B_r .. B_{n-1}``)
-    products of (n, K, K) matrices, each scaled to entry sum 1 (Hillis-Steele doubling:
-    log2(n) vectorized steps; only directions are needed, so scales are dropped). Entries
-    are positive (the fit keeps probabilities off 0), so rescaling every third step cannot
-    underflow (at most 8 factors of 1e-9 in between)."""
-    m = np.moveaxis(mats, 0, -1).copy()  # (K, K, n): contiguous entries, never a view
-    k, n = m.shape[0], m.shape[2]
-    m /= m.sum(axis=(0, 1))
-    d, step = 1, 0
-    while d < n:
-        # prefix: new[t] = m[t-d] m[t] (t >= d); suffix: new[t] = m[t] m[t+d] (t < n-d)
-        a, b = m[:, :, :-d], m[:, :, d:]
-        prod = np.empty((k, k, n - d))
-        for i in range(k):
-            for j in range(k):
-                acc = a[i, 0] * b[0, j]
-                for h in range(1, k):
-                    acc += a[i, h] * b[h, j]
-                prod[i, j] = acc
-        step += 1
-        if step % 3 == 0:
-            prod /= prod.sum(axis=(0, 1))
-        if reverse:
-            m[:, :, :-d] = prod
-        else:
-            m[:, :, d:] = prod
-        d *= 2
-    m /= m.sum(axis=(0, 1))
-    return np.moveaxis(m, -1, 0)
+def _kernel_table(model: HiddenRegimes, amax: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(tab, pw)``: ``tab`` (K, K, 2 amax + 3), the kernel of each chain type of
+    :class:`_RoundData` (``[:, :, 2 a] = M1^a M0``, ``[:, :, 2 a + 1] = M1^a trans``, last:
+    ``1 init``); ``pw[a] = M1^a`` (a = 0..amax)."""
+    k, tr = model.k, model.trans
+    m1 = model.accept[:, None] * tr
+    pw = np.empty((amax + 1, k, k))
+    pw[0] = np.eye(k)
+    for a in range(1, amax + 1):
+        pw[a] = pw[a - 1] @ m1
+    tab = np.empty((k, k, 2 * amax + 3))
+    tab[:, :, 0:-1:2] = np.moveaxis(pw @ ((1.0 - model.accept)[:, None] * tr), 0, -1)
+    tab[:, :, 1:-1:2] = np.moveaxis(pw @ tr, 0, -1)
+    tab[:, :, -1] = model.init[None, :]
+    return tab, pw
 
 
-def _marked_tables(model: HiddenRegimes, amax: int) -> np.ndarray:
-    """``W[2 a + full, s]`` (K x K): for a round with ``A = a`` (``full``: all accepted), the
-    kernel ``B`` with statistic ``s`` marked, so that ``alpha W beta / (alpha B beta)`` is the
-    round's expected count of ``s`` given the vectors at its start and after it. Statistics:
-    transitions ``i -> j`` (K*K, row-major), accepted positions per regime (K), rejected
-    positions per regime (K). ``B = M1^a X`` (``X = M0``, or ``trans`` when full); marking one
-    factor at a time: ``V(a+1) = V(a) M1 + M1^a mark(M1)``, ``W = V(a) X + M1^a mark(X)``."""
-    k = model.k
-    q, tr = model.accept, model.trans
-    m1 = q[:, None] * tr
-    m0 = (1.0 - q)[:, None] * tr
-    ns = k * k + 2 * k
-    mark1 = np.zeros((ns, k, k))
-    mark0 = np.zeros((ns, k, k))
-    markp = np.zeros((ns, k, k))
-    for i in range(k):
-        for j in range(k):
-            mark1[i * k + j, i, j] = m1[i, j]
-            mark0[i * k + j, i, j] = m0[i, j]
-            markp[i * k + j, i, j] = tr[i, j]
-        mark1[k * k + i, i, :] = m1[i, :]
-        mark0[k * k + k + i, i, :] = m0[i, :]
-    w = np.empty((amax + 1, 2, ns, k, k))
-    v = np.zeros((ns, k, k))
-    pw = np.eye(k)
-    for a in range(amax + 1):
-        w[a, 0] = v @ m0 + pw @ mark0
-        w[a, 1] = v @ tr + pw @ markp
-        v = v @ m1 + pw @ mark1
-        pw = pw @ m1
-    return w.reshape((amax + 1) * 2, ns, k, k)
+def _upsweep(b: np.ndarray) -> list[np.ndarray]:
+    """Levels of a pairwise product tree over the kernels ``b`` (K, K, n): level 0 is ``b``;
+    element ``j`` of level ``l + 1`` is the product of elements ``2 j`` and ``2 j + 1`` of
+    level ``l``, scaled to entry sum 1 (an odd last element is carried up unchanged)."""
+    levels = [b]
+    cur = b
+    k = b.shape[0]
+    while cur.shape[-1] > 1:
+        n = cur.shape[-1]
+        p = n // 2
+        up = np.empty((k, k, p + n % 2))
+        prod = up[:, :, :p]
+        np.einsum("ihn,hjn->ijn", cur[:, :, 0 : 2 * p : 2], cur[:, :, 1 : 2 * p : 2], out=prod)
+        prod /= prod.sum(axis=(0, 1))
+        if n % 2:
+            up[:, :, p] = cur[:, :, n - 1]
+        levels.append(up)
+        cur = up
+    return levels
+
+
+def _forward(levels: list[np.ndarray], start: np.ndarray) -> np.ndarray:
+    """``(K, n)``: the direction (sum 1) of ``start B_0 .. B_{t-1}`` at every position ``t``
+    (down the tree of :func:`_upsweep`: the left child gets its parent's vector, the right
+    child that vector times the left child)."""
+    f = start[:, None] / start.sum()
+    for cur in levels[-2::-1]:
+        n = cur.shape[-1]
+        p = n // 2
+        new = np.empty((f.shape[0], n))
+        new[:, 0 : 2 * p : 2] = f[:, :p]
+        right = new[:, 1 : 2 * p : 2]
+        np.einsum("in,ijn->jn", f[:, :p], cur[:, :, 0 : 2 * p : 2], out=right)
+        right /= right.sum(axis=0)
+        if n % 2:
+            new[:, -1] = f[:, p]
+        f = new
+    return f
+
+
+def _backward(levels: list[np.ndarray]) -> np.ndarray:
+    """``(K, n)``: the direction (sum 1) of ``B_{t+1} .. B_{n-1} 1`` at every position ``t``
+    (the last: ``1``), down the tree of :func:`_upsweep` (mirror of :func:`_forward`)."""
+    k = levels[0].shape[0]
+    r = np.full((k, 1), 1.0 / k)
+    for cur in levels[-2::-1]:
+        n = cur.shape[-1]
+        p = n // 2
+        new = np.empty((k, n))
+        new[:, 1 : 2 * p : 2] = r[:, :p]
+        left = new[:, 0 : 2 * p : 2]
+        np.einsum("ijn,jn->in", cur[:, :, 1 : 2 * p : 2], r[:, :p], out=left)
+        left /= left.sum(axis=0)
+        if n % 2:
+            new[:, -1] = r[:, p]
+        r = new
+    return r
+
+
+def _round_counts(model: HiddenRegimes, pw: np.ndarray, agg: np.ndarray,
+                  types: np.ndarray) -> np.ndarray:
+    """Expected counts from the rounds' weights ``agg[:, :, u] = sum alpha beta^T / z`` over
+    the rounds of type ``types[u]`` (``alpha``, ``beta``: the vectors at a round's start and
+    after it, ``z = alpha B beta``). A round ``B = M1^a X`` (``X = M0``, or ``trans`` when
+    full) has a transition out of each of its ``a + 1`` positions; the weight of marking
+    factor ``r`` is ``<agg, M1^r F M1^(a-1-r) X>`` (``F = M1``) or ``<agg, M1^a X>``, which
+    is ``F`` times ``(M1^r)' agg X' (M1^(a-1-r))'`` or ``(M1^a)' agg`` entrywise (``'``:
+    transpose), summed over rounds and ``r``. Returns transitions ``i -> j`` (K*K,
+    row-major), accepted positions per regime (K), rejected positions per regime (K)."""
+    k, amax = model.k, pw.shape[0] - 1
+    tr = model.trans
+    m1 = model.accept[:, None] * tr
+    m0 = (1.0 - model.accept)[:, None] * tr
+    rej, full = np.zeros((2, amax + 1, k, k))
+    is_full = types % 2 == 1
+    rej[types[~is_full] // 2] = np.moveaxis(agg[:, :, ~is_full], -1, 0)
+    full[types[is_full] // 2] = np.moveaxis(agg[:, :, is_full], -1, 0)
+    # the last factor of every round: sum_a (M1^a)' agg_a, entrywise X
+    last_rej = np.einsum("aji,ajk->ik", pw, rej) * m0
+    last_full = np.einsum("aji,ajk->ik", pw, full) * tr
+    # the accepted positions: sum over a and r + s = a - 1 of (M1^r)' Y_a (M1^s)'
+    y = rej @ m0.T + full @ tr.T
+    idx = np.add.outer(np.arange(amax + 1), np.arange(amax + 1)) + 1  # a = r + s + 1
+    grid = np.where((idx <= amax)[:, :, None, None], y[np.minimum(idx, amax)], 0.0)
+    acc = np.einsum("rji,rjl->il", pw, np.einsum("rsjk,slk->rjl", grid, pw)) * m1
+    return np.concatenate([(acc + last_rej + last_full).ravel(), acc.sum(axis=1),
+                           last_rej.sum(axis=1)])
 
 
 def _estep(model: HiddenRegimes, data: _RoundData, want_counts: bool = True):
     """Log-likelihood and (optionally) expected counts: ``init`` (K), ``trans`` (K, K),
-    ``ones`` and ``zeros`` (K: accepted / rejected positions per regime)."""
+    ``ones`` and ``zeros`` (K: accepted / rejected positions per regime). Forward and
+    backward directions from one pairwise product tree over the chain (:func:`_upsweep`):
+    ``O(n K^3)`` work in ``O(log n)`` vectorized steps."""
     k = model.k
     pi = model.init
-    rej, full = model._powers(data.amax + 1)
-    b = np.where(data.full[:, None, None], full[data.a], rej[np.minimum(data.a, data.amax)])
-    b[data.reset] = pi[None, :]  # every row: init
-    n = b.shape[0]
-    # forward directions alpha_t (before position t; uniform start, then the prefix
-    # products) and backward directions beta_t = B_t .. B_{n-1} 1 (beta_n = 1)
-    pre = _scan(b, reverse=False)
-    alpha = np.empty((n, k))
-    alpha[0] = 1.0 / k
-    alpha[1:] = pre[:-1].sum(axis=1)
-    alpha /= alpha.sum(axis=1, keepdims=True)
+    tab, pw = _kernel_table(model, data.amax)
+    b = np.take(tab, data.typ, axis=2)  # (K, K, n), contiguous
+    levels = _upsweep(b)
+    # forward directions alpha_t (before position t; uniform start)
+    alpha = _forward(levels, np.full(k, 1.0 / k))
     # log L telescopes: sum_t log(alpha_t B_t 1) with alpha_t normalized to sum 1
-    step = np.einsum("ti,tij->tj", alpha, b)
-    loglik = float(np.sum(np.log(step.sum(axis=1))))
+    rows = np.take(tab.sum(axis=1), data.typ, axis=1)  # B_t 1
+    loglik = float(np.sum(np.log(np.einsum("in,in->n", alpha, rows))))
     if not want_counts:
         return loglik, None
-    suf = _scan(b, reverse=True)
-    beta = np.ones((n + 1, k))
-    beta[:n] = suf.sum(axis=2)
-    beta /= beta.sum(axis=1, keepdims=True)
-    sel = ~data.reset
-    al, be, bm = alpha[sel], beta[1:][sel], b[sel]
-    z = np.einsum("ni,nij,nj->n", al, bm, be)
-    typ = 2 * data.a[sel] + data.full[sel]
-    nt = 2 * (data.amax + 1)
-    outer = (al[:, :, None] * (be / z[:, None])[:, None, :]).reshape(-1, k * k)
-    agg = np.stack([np.bincount(typ, weights=outer[:, e], minlength=nt)
-                    for e in range(k * k)], axis=1).reshape(nt, k, k)
-    stats = np.einsum("tij,tsij->s", agg, _marked_tables(model, data.amax))
+    # backward directions after every position: beta_{t+1} = B_{t+1} .. B_{n-1} 1
+    beta = _backward(levels)
+    pos = data.rounds
+    z = np.take(np.einsum("in,ijn,jn->n", alpha, b, beta), pos)
+    al, be = np.take(alpha, pos, axis=1), np.take(beta, pos, axis=1)
+    outer = al[:, None, :] * (be / z)[None, :, :]  # (K, K, rounds)
+    agg = np.add.reduceat(outer, data.type_starts, axis=2)  # per type present
+    stats = _round_counts(model, pw, agg, data.types)
     # initial regimes: after each reset, posterior of the first round's start regime
-    post = pi[None, :] * beta[1:][data.reset]
-    init = (post / post.sum(axis=1, keepdims=True)).sum(axis=0)
+    post = pi[:, None] * np.take(beta, data.resets, axis=1)
+    init = (post / post.sum(axis=0)).sum(axis=1)
     return loglik, {"init": init, "trans": stats[: k * k].reshape(k, k),
                     "ones": stats[k * k : k * k + k], "zeros": stats[k * k + k :]}
 
@@ -518,13 +567,22 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+@functools.cache
+def _rotation(k: int, sign: int) -> np.ndarray:
+    """Indices rolling row ``i`` of a (K, K) array by ``sign (i + 1)`` (``np.roll``)."""
+    r = np.arange(k)
+    out = (r[None, :] - sign * (r[:, None] + 1)) % k
+    out.setflags(write=False)
+    return out
+
+
 def _unpack(x: np.ndarray, k: int) -> HiddenRegimes:
     init = _softmax(np.append(x[: k - 1], 0.0))
     zt = np.concatenate([x[k - 1 : k - 1 + k * (k - 1)].reshape(k, k - 1), np.zeros((k, 1))],
                         axis=1)
     # the last column's logit is pinned to 0 in every row; rotate so that the pinned one is
     # the diagonal (a sticky start is the origin)
-    zt = np.stack([np.roll(zt[i], i + 1) for i in range(k)])
+    zt = np.take_along_axis(zt, _rotation(k, +1), axis=1)  # row i rolled by i + 1
     trans = _softmax(zt)
     from scipy.special import expit  # logistic without overflow (scipy loads on a fit only)
 
@@ -534,7 +592,8 @@ def _unpack(x: np.ndarray, k: int) -> HiddenRegimes:
     trans /= trans.sum(axis=1, keepdims=True)
     init = np.clip(init, floor, None)
     init /= init.sum()
-    return HiddenRegimes(init, trans, np.clip(acc, floor, 1.0 - floor))
+    # valid by construction (rows of a softmax, clipped): no checks on this hot path
+    return HiddenRegimes._unchecked(init, trans, np.clip(acc, floor, 1.0 - floor))
 
 
 def _pack(m: HiddenRegimes) -> np.ndarray:
@@ -558,10 +617,9 @@ def _grad(m: HiddenRegimes, cnt: dict) -> np.ndarray:
     gi = ni - m.init * ni.sum()
     parts = [gi[: k - 1] - 0.0]
     # d/dz_i.(last pinned) handled by the rotation: logit free entries are rotated indices
-    for i in range(k):
-        row = cnt["trans"][i] - m.trans[i] * cnt["trans"][i].sum()
-        row = np.roll(row, -(i + 1))
-        parts.append(row[: k - 1])
+    nt = cnt["trans"]
+    score = nt - m.trans * nt.sum(axis=1, keepdims=True)
+    parts.append(np.take_along_axis(score, _rotation(k, -1), axis=1)[:, : k - 1].ravel())
     parts.append(cnt["ones"] * (1 - m.accept) - cnt["zeros"] * m.accept)
     return np.concatenate(parts)
 

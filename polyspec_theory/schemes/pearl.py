@@ -184,10 +184,13 @@ def pearl_step_costs(draft_step: float, target_cost: Callable[[int], float], gam
     return np.maximum(gamma * d, t) + o
 
 
-def _binomial(b: int, p: float) -> np.ndarray:
+def _binomial(b: int, p) -> np.ndarray:
+    """``P(n = k)``, ``k = 0..b``, for ``n ~ Binomial(b, p)``; one row per ``p`` when ``p`` is
+    an array."""
     from scipy.stats import binom
 
-    return binom.pmf(np.arange(b + 1), b, p)
+    p = np.asarray(p, dtype=np.float64)
+    return binom.pmf(np.arange(b + 1), b, p[..., None] if p.ndim else p)
 
 
 @dataclass(frozen=True)
@@ -314,30 +317,37 @@ def pearl_horizon(law, gamma, step_costs, steps: int = 100) -> PearlHorizon:
     b = c.size - 1
     top, rows = _horizon_states(run, gamma)
     ns = top + 1
+    # per state: P(a rejection), E[tokens; a rejection], P(all accepted), tokens then
+    pr = np.array([float(rej.sum()) for rej, _ in rows])
+    rt = np.array([float(rej @ np.arange(1, rej.size + 1, dtype=np.float64))
+                   for rej, _ in rows])
+    full = np.array([f for _, f in rows], dtype=np.float64)[:, None]
+    gain = np.array([1.0] + [float(gamma)] * top)[:, None]
     p0 = np.zeros((ns, steps + 1))  # P(state, rejections so far)
     p1 = np.zeros((ns, steps + 1))  # E[verified; state, rejections so far]
     p0[0, 0] = 1.0
     post = np.zeros(steps + 1)
-    time = 0.0
     for t in range(steps):
         post[t] = float(p0[1:].sum())
-        time += float(_binomial(b, min(max(post[t], 0.0), 1.0)) @ c)
         q0, q1 = np.zeros_like(p0), np.zeros_like(p1)
-        for j in range(ns):
-            rej, full = rows[j]
-            m = rej.size
-            # a rejection after n accepted: n + 1 tokens, back to pre-verify, one more
-            # rejection; shift along the rejection axis
-            tok = np.arange(1, m + 1, dtype=np.float64)
-            pr = float(rej.sum())
-            q0[0, 1:] += pr * p0[j, :-1]
-            q1[0, 1:] += pr * p1[j, :-1] + float(rej @ tok) * p0[j, :-1]
-            nxt = min(j + 1, top)
-            # all accepted: 1 token in pre-verify (the first draft), gamma in post-verify
-            gain = 1.0 if j == 0 else float(gamma)
-            q0[nxt] += full * p0[j]
-            q1[nxt] += full * (p1[j] + gain * p0[j])
+        # a rejection after n accepted: n + 1 tokens, back to pre-verify, one more
+        # rejection; shift along the rejection axis (summed over states in order)
+        q0[0, 1:] = (pr[:, None] * p0[:, :-1]).sum(axis=0)
+        q1[0, 1:] = (pr[:, None] * p1[:, :-1] + rt[:, None] * p0[:, :-1]).sum(axis=0)
+        # all accepted: state j -> min(j + 1, top); 1 token in pre-verify (the first
+        # draft), gamma in post-verify
+        f0, f1 = full * p0, full * (p1 + gain * p0)
+        q0[1:] = f0[:-1]
+        q1[1:] = f1[:-1]
+        q0[top] += f0[top]
+        q1[top] += f1[top]
         p0, p1 = q0, q1
+    # the steps' expected cost: n_post(t) ~ Binomial(b, post[t]) (c = 0: no time)
+    time = 0.0
+    if c.any():
+        pmf = _binomial(b, np.clip(post[:steps], 0.0, 1.0))
+        for t in range(steps):
+            time += float(pmf[t] @ c)
     post[steps] = float(p0[1:].sum())
     verified = float(p1.sum())
     counted = 1.0 + verified + (gamma - 1) * post[steps]

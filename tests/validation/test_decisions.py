@@ -268,7 +268,8 @@ def test_probability_best_separates_clear_wins_from_ties(caps):
     # no cost spread and no floor: only the acceptance refits move the speedups
     out = candidate_uncertainty(pool, far, caps, n_draws=50)
     assert all(c["log_sd"]["costs"] == 0 and c["log_sd"]["noise_floor"] == 0 for c in out)
-    assert all(c["log_sd"]["acceptance"] > 0 for c in out)
+    # (about 0.004 and 0.01 here; a constant array's sd is rounding noise, not above 1e-3)
+    assert all(c["log_sd"]["acceptance"] > 1e-3 for c in out)
     # a wider floor widens the interval
     w = [candidate_uncertainty(pool, far[:1], caps, floor=f, n_draws=200)[0]["interval95"]
          for f in (0.0, 0.1)]

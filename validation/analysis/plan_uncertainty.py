@@ -159,13 +159,17 @@ def candidate_uncertainty(pool, candidates, captures, *, spreads=None, floor: fl
     s0 = np.asarray([speedup(j, base_laws, {}) for j in range(k)])
     logs = {"acceptance": np.zeros((n_draws, k)), "costs": np.zeros((n_draws, k)),
             "noise_floor": np.zeros((n_draws, k))}
+    acceptance = {}  # per resample of the prompts (its counts): the candidates' log ratios
     for b in range(n_draws):
         mult = np.bincount(np.searchsorted(prompts, rng.choice(prompts, prompts.size)),
                            minlength=prompts.size)
-        laws = {key: _law(d[0], d[1], mult[np.searchsorted(prompts, d[2])])
-                for key, d in data.items()}
+        if mult.tobytes() not in acceptance:  # the same counts give the same laws
+            laws = {key: _law(d[0], d[1], mult[np.searchsorted(prompts, d[2])])
+                    for key, d in data.items()}
+            acceptance[mult.tobytes()] = [math.log(speedup(j, laws, {}) / s0[j])
+                                          for j in range(k)]
         for j in range(k):
-            logs["acceptance"][b, j] = math.log(speedup(j, laws, {}) / s0[j])
+            logs["acceptance"][b, j] = acceptance[mult.tobytes()][j]
             # each candidate's capture drifts on its own (the spreads are capture-to-capture)
             scale = {nm: math.exp(rng.normal(0.0, spreads.get(nm, spreads.get("*", 0.0))))
                      for nm in candidates[j][0]}

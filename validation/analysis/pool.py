@@ -14,7 +14,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.planning.pool import MAX_PLAN_THRESHOLD, Pool
 from validation.analysis.fits import fit_costs, fit_pairs
 
-__all__ = ["pool_from_captures", "regime_fits", "capture_horizon", "REGIME_KS"]
+__all__ = ["pool_from_captures", "regime_fits", "pair_rounds", "capture_horizon", "REGIME_KS"]
 
 
 REGIME_KS = (2, 3)  # hidden-regime models tried per pair (1 regime = the iid geometric law)
@@ -35,10 +35,9 @@ def capture_horizon(captures) -> int:
     return int(np.median(vals))
 
 
-def regime_fits(captures, ks=REGIME_KS) -> dict:
-    """``{(verifier, drafter): {k: RegimeFit}}``: hidden-regime models
-    (:func:`polyspec_theory.core.regimes.fit_regimes`) per pair, on the rounds of every capture
-    using the pair, one sequence per (capture, prompt), rounds in order."""
+def pair_rounds(captures) -> dict:
+    """``{(verifier, drafter): (accepted, caps, groups)}``: the rounds of every capture using
+    the pair, concatenated over captures in order, one group label per (capture, prompt)."""
     data: dict[tuple[str, str], list] = {}
     for ci, c in enumerate(captures):
         for i in range(c.n - 1):
@@ -49,11 +48,15 @@ def regime_fits(captures, ks=REGIME_KS) -> dict:
             d[0].append(r.A)
             d[1].append(r.G)
             d[2].append(np.asarray(r.prompt, dtype=np.int64) + (ci << 32))
-    out = {}
-    for key, (a, g, grp) in sorted(data.items()):
-        a, g, grp = (np.concatenate(x) for x in (a, g, grp))
-        out[key] = {k: fit_regimes(a, g, grp, k=k) for k in ks}
-    return out
+    return {key: tuple(np.concatenate(x) for x in d) for key, d in sorted(data.items())}
+
+
+def regime_fits(captures, ks=REGIME_KS) -> dict:
+    """``{(verifier, drafter): {k: RegimeFit}}``: hidden-regime models
+    (:func:`polyspec_theory.core.regimes.fit_regimes`) per pair, on the rounds of every capture
+    using the pair, one sequence per (capture, prompt), rounds in order (:func:`pair_rounds`)."""
+    return {key: {k: fit_regimes(a, g, grp, k=k) for k in ks}
+            for key, (a, g, grp) in pair_rounds(captures).items()}
 
 
 def pool_from_captures(captures, *, law: str = "best", max_threshold: int = 16,
