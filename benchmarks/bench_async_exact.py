@@ -57,7 +57,7 @@ def median_time(fn, repeats: int) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats, no simulator")
-    from validation.machine import add_allow_load, check_load_or_exit
+    from validation.capture.machine import add_allow_load, check_load_or_exit
 
     add_allow_load(ap)
     args = ap.parse_args(argv)
