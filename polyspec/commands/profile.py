@@ -203,8 +203,8 @@ def _run_async(args) -> int:
     load_check = check_load(args.allow_load, "a profile")  # every input checked first
     machine = machine_state()
     with options_named({"tokens": "--tokens"}):
-        prof = profile_async(loaded, threshold, queue, prompts, tokens, repeats=repeats,
-                             warmup=warmup, cores=cores, threads=threads)
+        prof = profile_async(loaded, threshold, queue, prompts, tokens,
+                             timing=(repeats, warmup), cores=cores, threads=threads)
     prof.settings.update({"seed": args.seed, "load_check": load_check, "machine": machine,
                           "machine_end": machine_state()})
     text = dump_json(prof.to_dict())

@@ -60,7 +60,7 @@ def tiny_profile():
     fam = tiny_family(2, vocab=16, noise=0.03, block_size=128)
     rng = np.random.default_rng(0)
     prompts = [rng.integers(0, 16, 8).tolist() for _ in range(3)]
-    return profile_async(fam, 0, 6, prompts, 16, repeats=2, warmup=0)
+    return profile_async(fam, 0, 6, prompts, 16, timing=(2, 0))
 
 
 @needs_two
@@ -120,7 +120,7 @@ def test_profile_async_refuses_bad_input():
     with pytest.raises(PolyspecInputError, match="one length"):
         profile_async(fam, 0, 4, [[1] * 8, [1] * 7], 4)
     with pytest.raises(PolyspecInputError) as e:
-        profile_async(fam, 0, 4, [[1] * 8], 4, repeats=0)
+        profile_async(fam, 0, 4, [[1] * 8], 4, timing=(0, 1))
     assert e.value.field == "repeats"
     with pytest.raises(PolyspecInputError) as e:
         profile_async(fam[:1], 0, 4, [[1] * 8], 4)

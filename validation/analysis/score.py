@@ -63,6 +63,43 @@ def _measured_ci(cap, kind) -> tuple[float, float]:
     return measured_ci95(cap)
 
 
+def _check_line(f, where: str, seen: dict, ln: int) -> None:
+    """One forecast line's fields checked (``where``: ``file:line`` for the message);
+    ``seen`` maps the names already read to their lines."""
+    for k in ("name", "kind", "levels", "speedup", "interval95"):
+        if not isinstance(f, dict) or k not in f:
+            raise PolyspecInputError("--score", f"{where}: no field {k!r}")
+    name = f["name"]
+    if (not isinstance(name, str) or not name.strip() or name in (".", "..")
+            or _NAME_BAD & set(name) or len(name) > 255):
+        raise PolyspecInputError("--score", f"{where}: name must be a capture's file name "
+                                 f"without .jsonl (no path, no * ? [ ]), got {name!r}"[:200])
+    if name in seen:
+        raise PolyspecInputError("--score", f"{where}: a second forecast of capture "
+                                 f"{name!r} (first on line {seen[name]})")
+    seen[name] = ln
+    if "batch" in f and (isinstance(f["batch"], bool) or not isinstance(f["batch"], int)
+                         or f["batch"] < 1):
+        raise PolyspecInputError("--score", f"{where}: batch must be a positive integer")
+    lv = f["levels"]
+    if isinstance(lv, bool) or not isinstance(lv, int) or lv < 2:
+        raise PolyspecInputError("--score", f"{where}: levels must be the number of "
+                                 f"models (an integer >= 2), got {lv!r}"[:200])
+    if f["kind"] not in FORECAST_KINDS:
+        raise PolyspecInputError("--score", f"{where}: kind {f['kind']!r} is not one of "
+                                 f"{', '.join(FORECAST_KINDS)}")
+    iv = f["interval95"]
+    if (not isinstance(iv, list) or len(iv) != 2
+            or not all(_number(x) for x in iv) or iv[0] > iv[1]):
+        raise PolyspecInputError("--score", f"{where}: interval95 must be [low, high]")
+    sp = f["speedup"]
+    if not _number(sp) or sp <= 0:
+        raise PolyspecInputError("--score", f"{where}: speedup must be a positive number")
+    if not iv[0] <= sp <= iv[1]:
+        raise PolyspecInputError("--score", f"{where}: speedup {sp:g} is outside its own "
+                                 f"interval95 [{iv[0]:g}, {iv[1]:g}]")
+
+
 def score_forecasts(path) -> dict:
     """Each forecast line of ``path`` (``name``, ``kind``, ``levels``, ``batch``,
     ``speedup``, ``interval95``) against its capture (found by ``name``,
@@ -89,38 +126,8 @@ def score_forecasts(path) -> dict:
         except (RecursionError, ValueError) as e:
             raise PolyspecInputError("--score", f"{p}:{ln}: not readable JSON "
                                      f"({type(e).__name__})") from None
-        for k in ("name", "kind", "levels", "speedup", "interval95"):
-            if not isinstance(f, dict) or k not in f:
-                raise PolyspecInputError("--score", f"{p}:{ln}: no field {k!r}")
-        name = f["name"]
-        if (not isinstance(name, str) or not name.strip() or name in (".", "..")
-                or _NAME_BAD & set(name) or len(name) > 255):
-            raise PolyspecInputError("--score", f"{p}:{ln}: name must be a capture's file name "
-                                     f"without .jsonl (no path, no * ? [ ]), got {name!r}"[:200])
-        if name in seen:
-            raise PolyspecInputError("--score", f"{p}:{ln}: a second forecast of capture "
-                                     f"{name!r} (first on line {seen[name]})")
-        seen[name] = ln
-        if "batch" in f and (isinstance(f["batch"], bool) or not isinstance(f["batch"], int)
-                             or f["batch"] < 1):
-            raise PolyspecInputError("--score", f"{p}:{ln}: batch must be a positive integer")
-        lv = f["levels"]
-        if isinstance(lv, bool) or not isinstance(lv, int) or lv < 2:
-            raise PolyspecInputError("--score", f"{p}:{ln}: levels must be the number of "
-                                     f"models (an integer >= 2), got {lv!r}"[:200])
-        if f["kind"] not in FORECAST_KINDS:
-            raise PolyspecInputError("--score", f"{p}:{ln}: kind {f['kind']!r} is not one of "
-                                     f"{', '.join(FORECAST_KINDS)}")
-        iv = f["interval95"]
-        if (not isinstance(iv, list) or len(iv) != 2
-                or not all(_number(x) for x in iv) or iv[0] > iv[1]):
-            raise PolyspecInputError("--score", f"{p}:{ln}: interval95 must be [low, high]")
-        sp = f["speedup"]
-        if not _number(sp) or sp <= 0:
-            raise PolyspecInputError("--score", f"{p}:{ln}: speedup must be a positive number")
-        if not iv[0] <= sp <= iv[1]:
-            raise PolyspecInputError("--score", f"{p}:{ln}: speedup {sp:g} is outside its own "
-                                     f"interval95 [{iv[0]:g}, {iv[1]:g}]")
+        _check_line(f, f"{p}:{ln}", seen, ln)
+        lv, iv, sp = f["levels"], f["interval95"], f["speedup"]
         row = {"name": f["name"], "kind": f["kind"], "levels": f["levels"],
                "batch": f.get("batch", 1), "trace": None, "forecast": float(sp),
                "interval95": [float(iv[0]), float(iv[1])], "measured": None,

@@ -245,15 +245,15 @@ def _mean(xs) -> float:
     return float(np.mean(xs))
 
 
-def profile_async(models, threshold, queue, prompts, max_new_tokens: int, *, repeats: int = 5,
-                  warmup: int = 1, cores=None, threads: int = 1) -> AsyncProfile:
-    """Time the pipeline of ``models`` (loaded, target first) at ``threshold`` / ``queue``
-    (module docstring): ``repeats`` alternations of solo target, solo drafter and together,
-    after ``warmup`` untimed ones; the autoregressive target on every prompt."""
+def _checked(models, threshold, queue, prompts, max_new_tokens, timing) -> tuple:
+    """:func:`profile_async`'s inputs checked: ``(threshold, queue, window, tokens, repeats,
+    warmup, prompt length, highest position)``."""
     threshold, queue, window = check_async_args(models, threshold, queue)
     tokens = as_int(max_new_tokens, "tokens", low=1)
-    repeats = as_int(repeats, "repeats", low=1, high=10_000)
-    warmup = as_int(warmup, "warmup", low=0, high=100)
+    if not isinstance(timing, tuple) or len(timing) != 2:
+        raise PolyspecInputError("timing", "must be (repeats, warmup)")
+    repeats = as_int(timing[0], "repeats", low=1, high=10_000)
+    warmup = as_int(timing[1], "warmup", low=0, high=100)
     if not prompts or len({len(p) for p in prompts}) != 1:
         raise PolyspecInputError("prompts", "need prompts of one length")
     plen = len(prompts[0])
@@ -263,6 +263,17 @@ def profile_async(models, threshold, queue, prompts, max_new_tokens: int, *, rep
         raise PolyspecInputError("tokens", f"prompt ({plen}) + tokens ({tokens}) + verify "
                                  f"window ({window}) = {hi} exceeds the context {cap}; "
                                  "fewer tokens or a queue bound")
+    return threshold, queue, window, tokens, repeats, warmup, plen, hi
+
+
+def profile_async(models, threshold, queue, prompts, max_new_tokens: int, *,
+                  timing: tuple[int, int] = (5, 1), cores=None, threads: int = 1) -> AsyncProfile:
+    """Time the pipeline of ``models`` (loaded, target first) at ``threshold`` / ``queue``
+    (module docstring): ``timing = (repeats, warmup)``: ``repeats`` alternations of solo
+    target, solo drafter and together, after ``warmup`` untimed ones; the autoregressive
+    target on every prompt."""
+    threshold, queue, window, tokens, repeats, warmup, plen, hi = _checked(
+        models, threshold, queue, prompts, max_new_tokens, timing)
     contexts = sorted({plen + int(tokens * (j + 0.5) / N_CONTEXTS) for j in range(N_CONTEXTS)},
                       reverse=True)
     ms = verify_sizes(window)
