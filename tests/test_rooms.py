@@ -2,7 +2,9 @@
 holds at most six modules; no function of any layer takes more than eight keyword
 parameters or runs over a hundred lines (a group of settings is one object: ``CaptureSpec``,
 ``ProfileSpec``, ``TrainRun``...); no import circle among the project's modules
-(function-local imports count).
+(function-local imports count); no comparison with a scheme's name or mode outside the
+scheme registries (``polyspec_theory/schemes/``, ``simulators/schemes/``,
+``validation/schemes/``) but the listed words of other vocabularies (:data:`SCHEME_WORDS_ALLOWED`).
 
 ``python tests/test_rooms.py`` prints the measures for every layer."""
 
@@ -18,6 +20,79 @@ LIMITED = LAYERS  # every layer is held to the limits (issue 37: "no source func
 MAX_ROOT_MODULES = 6
 MAX_KEYWORDS = 8
 MAX_LINES = 100
+
+
+REGISTRIES = ("polyspec_theory/schemes", "simulators/schemes", "validation/schemes")
+# Comparisons with a scheme's name or mode left outside the registries, each with why: words
+# of another vocabulary that happen to spell a scheme's name. (file, the comparison as
+# ast.unparse writes it) -> why.
+_PIPESPEC = ("PipeSpec's `strategy` values (greedy, chain, async-chain) are its log format's "
+             "words; SCHEMES maps them onto the registry once")
+_KIND = ("a forecast line's `kind` (chain, tree, schedule, batch, async) is the forecasts "
+         "file's word; KIND_SCHEMES maps it onto the registry")
+_PAIR = "a pair's drafting structure (chain, tree, hf, confidence), not a scheme"
+_HARDWARE = ("the GPU cost database's vocabulary: a published row's `method` / draft shape "
+             "and a GPU plan config's `methods`, priced by that wing's own models (issue 38)")
+_COMMAND = ("the command's own path for the async scheme (profile / forecast --mode async, "
+            "its contention profile): per-scheme command hooks are issue 37's 'commands are "
+            "generic' step, not done yet")
+SCHEME_WORDS_ALLOWED = {
+    ("polyspec_theory/core/config.py", "e.field != 'batch'"): "an error's field name",
+    ("polyspec_theory/structures/structured.py", "kind == 'chain'"): _PAIR,
+    ("polyspec_theory/structures/structured.py", "p['kind'] == 'chain'"): _PAIR,
+    ("validation/traces/dataset.py", "kind == 'chain'"): _PAIR,
+    ("validation/traces/dataset.py", "self.pair_kind(i) != 'chain'"): _PAIR,
+    ("validation/analysis/structured.py", "other in ('chain', 'hf')"): _PAIR,
+    ("validation/analysis/score.py", "kind == 'batch'"): _KIND,
+    ("validation/analysis/score.py", "f['kind'] == 'batch'"): _KIND,
+    ("validation/analysis/score.py", "'batch' in f"): "the forecast line's `batch` field",
+    ("validation/formats/pipespec.py", "strategy == 'chain'"): _PIPESPEC,
+    ("validation/formats/pipespec.py", "run.strategy != 'chain'"): _PIPESPEC,
+    ("validation/formats/pipespec.py", "run.strategy == 'chain'"): _PIPESPEC,
+    ("validation/hardware/acceptance.py", "r.method == 'pearl'"): _HARDWARE,
+    ("validation/hardware/acceptance.py", "r.method in ('pearl', 'eagle')"): _HARDWARE,
+    ("validation/hardware/acceptance.py", "r.get('draft_shape') == 'chain'"): _HARDWARE,
+    ("validation/hardware/fit.py", "r.method == 'pearl'"): _HARDWARE,
+    ("validation/hardware/forecast.py", "row.method == 'pearl'"): _HARDWARE,
+    ("validation/hardware/plan.py", "'chain' in pool.methods"): _HARDWARE,
+    ("validation/hardware/plan.py", "'pearl' in pool.methods"): _HARDWARE,
+    ("validation/hardware/rows.py", "method == 'pearl'"): _HARDWARE,
+    ("validation/hardware/rows.py", "shape not in ('tree', 'chain')"): _HARDWARE,
+    ("polyspec/commands/forecast.py", "args.mode == 'async'"): _COMMAND,
+    ("polyspec/commands/profile.py", "args.mode == 'async'"): _COMMAND,
+}
+
+
+def scheme_words() -> set[str]:
+    """Every registered scheme's name and every mode (the theory registry's)."""
+    from polyspec_theory.schemes import modes, registry
+
+    return set(registry()) | set(modes())
+
+
+def _strings(node) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for e in node.elts for s in _strings(e)]
+    return []
+
+
+def scheme_comparisons(root: Path, layers, words) -> list[tuple[str, int, str]]:
+    """``(file, line, comparison)`` of every comparison (``==``, ``!=``, ``in``, ``is``...)
+    of ``layers`` outside the scheme registries with a string of ``words`` on a side (a
+    literal or in a literal tuple / list / set)."""
+    out = []
+    for layer in layers:
+        for f in sorted((root / layer).rglob("*.py")):
+            rel = f.relative_to(root).as_posix()
+            if rel.startswith(tuple(r + "/" for r in REGISTRIES)):
+                continue
+            for n in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+                if isinstance(n, ast.Compare) and any(
+                        w in words for side in (n.left, *n.comparators) for w in _strings(side)):
+                    out.append((rel, n.lineno, ast.unparse(n)))
+    return out
 
 
 def root_modules(root: Path = ROOT) -> list[str]:
@@ -131,6 +206,15 @@ def test_no_import_circle():
     assert circles(g) == []
 
 
+def test_no_scheme_name_or_mode_compared_outside_the_registries():
+    words = scheme_words()
+    assert {"chain", "async", "sync"} <= words  # the registry is read
+    found = scheme_comparisons(ROOT, LAYERS, words)
+    assert [(f, ln, c) for f, ln, c in found if (f, c) not in SCHEME_WORDS_ALLOWED] == []
+    # every allowance is still needed (a stale one would hide a new comparison like it)
+    assert {(f, c) for f, _, c in found} == set(SCHEME_WORDS_ALLOWED)
+
+
 def test_the_checks_see_planted_violations(tmp_path):
     pkg = tmp_path / "validation"
     (pkg / "sub").mkdir(parents=True)
@@ -146,6 +230,16 @@ def test_the_checks_see_planted_violations(tmp_path):
     for i in range(7):
         (pkg / f"m{i}.py").write_text("")
     assert len(root_modules(tmp_path)) == 8
+    words = {"chain", "async", "sync"}
+    (pkg / "m0.py").write_text(
+        "def f(c, k):\n    return (c.mode == 'async', k in ('tree', 'chain'), "
+        "'sync' != c.x, c.mode == 'per_position', k == 'chained')\n")
+    (pkg / "schemes").mkdir()
+    (pkg / "schemes" / "a.py").write_text("def f(c):\n    return c.mode == 'async'\n")
+    assert scheme_comparisons(tmp_path, ("validation",), words) == [
+        ("validation/m0.py", 2, "c.mode == 'async'"),
+        ("validation/m0.py", 2, "k in ('tree', 'chain')"),
+        ("validation/m0.py", 2, "'sync' != c.x")]
 
 
 if __name__ == "__main__":
@@ -160,3 +254,8 @@ if __name__ == "__main__":
     print(f"import circles: {len(cs)}")
     for c in cs:
         print("  " + " <-> ".join(c))
+    sc = scheme_comparisons(ROOT, LAYERS, scheme_words())
+    print(f"scheme name / mode comparisons outside the registries: {len(sc)} "
+          f"({sum((f, c) not in SCHEME_WORDS_ALLOWED for f, _, c in sc)} not allowed)")
+    for f, ln, c in sc:
+        print(f"  {f}:{ln} {c}" + ("" if (f, c) in SCHEME_WORDS_ALLOWED else "  <- NOT ALLOWED"))

@@ -87,13 +87,14 @@ def run_async(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from validation.analysis.async_forecast import forecast_async_config
+    from validation.analysis.async_forecast import already_captured, forecast_async_config
     from validation.analysis.forecast import loo_errors
     from validation.analysis.score import prediction_interval
     from validation.capture.async_profile import read_async_profile
     from validation.capture.composition import load_profiles
     from validation.capture.models import model_name
     from validation.files import dump_json
+    from validation.schemes import synchronous_captures
     from validation.traces.records import read_traces
 
     from .common import parse_ints, refuse_options
@@ -125,17 +126,15 @@ def run_async(args) -> int:
     queue = None if args.queue is None else as_int(args.queue, "--queue",
                                                    low=max(1, threshold), high=4096)
     caps = read_traces(args.traces)
-    if any(c.mode == "async" and tuple(c.models) == tuple(models)
-           and c.thresholds[0] == threshold and c.header.get("async", {}).get("queue") == queue
-           for c in caps):
+    if already_captured(caps, models, threshold, queue):
         raise PolyspecInputError("--models", "this configuration is already captured in "
                                  f"{args.traces}: forecast a new one (validate predicts the "
                                  "committed ones)")
     fc = forecast_async_config(models, threshold, queue, caps, prof)
     pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
-    errs = {} if args.interval_from else loo_errors(
-        [c for c in caps if c.mode == "sync"],
-        load_profiles(pdir, [c for c in caps if c.mode == "sync"]), temperature=0.0)
+    sync = synchronous_captures(caps)
+    errs = {} if args.interval_from else loo_errors(sync, load_profiles(pdir, sync),
+                                                   temperature=0.0)
     errs, floor, of = interval_errors(args, errs, f"the chain forecasts at T = 0 (profiles in "
                                       f"{pdir})")
     out = {**fc, **prediction_interval(fc["speedup"], errs.values(), of, floor),

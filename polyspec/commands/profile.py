@@ -245,6 +245,7 @@ def run(args) -> int:
     if args.gpu is not None:
         return run_profile(args)
     from polyspec_theory.errors import PolyspecInputError
+    from polyspec_theory.schemes import scheme_named, synchronous
 
     refuse_options(GPU_PROFILE_OPTIONS(args), "only applies with --gpu")
     if not args.models:
@@ -254,7 +255,7 @@ def run(args) -> int:
         return _run_async(args)
     refuse_options((("--queue", args.queue), ("--cores", args.cores)),
                    "only applies with --mode async")
-    if args.mode not in (None, "sync"):
+    if args.mode is not None and not synchronous(scheme_named(args.mode)):
         raise PolyspecInputError("--mode", f"profile times sync or async cascades, got "
                                  f"{args.mode!r}")
     if args.cascade:

@@ -30,7 +30,7 @@ from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.core.regimes import RegimeLaw
 from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real, require_keys
-from polyspec_theory.schemes import Features, decide, modes
+from polyspec_theory.schemes import DEFAULT_MODE, Features, decide, modes
 from polyspec_theory.schemes import fields as scheme_fields
 from polyspec_theory.structures.pairs import (
     check_structures,
@@ -174,7 +174,7 @@ class Cascade:
     trees: tuple | None = None  # per pair: None (chain) or a trees.Tree (structured.py)
     schedules: tuple | None = None  # per pair: None or an HF / confidence schedule
     time_unit: str | None = None  # unit of every cost (None: model-cost units)
-    mode: str = "sync"  # a mode of the registered schemes ("sync": P1, "async": Part VI-AS)
+    mode: str = DEFAULT_MODE  # a mode of the registered schemes ("sync": P1, "async": VI-AS)
     queues: tuple | None = None  # async: per pair, max drafts ahead (None entry: unbounded)
     batch: int | None = None  # decoded in a lockstep serving batch of this size (B2)
     options: tuple = ()  # other scheme-owned config fields: ((key, value), ...)
@@ -267,7 +267,7 @@ class Cascade:
         owned = scheme_fields()
         require_keys(cfg, "", required=["models", "acceptance", "thresholds"],
                      optional=[*COMMON_FIELDS, *owned])
-        mode = cfg.get("mode", "sync")
+        mode = cfg.get("mode", DEFAULT_MODE)
         if mode not in modes():
             raise PolyspecInputError("mode", f"must be one of {modes()}, got {mode!r}")
         models_cfg = cfg["models"]
@@ -319,7 +319,7 @@ class Cascade:
                 out[key] = [None if x is None else x.to_config() for x in items]
         if self.time_unit is not None:
             out["time_unit"] = self.time_unit
-        if self.mode != "sync":
+        if self.mode != DEFAULT_MODE:  # a config without "mode" is of the default one
             out["mode"] = self.mode
         if self.queues is not None and any(q is not None for q in self.queues):
             out["queue"] = list(self.queues)

@@ -10,7 +10,7 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.pipelines.asynchronous import async_bounds
 from polyspec_theory.planning.advice import decide
 from polyspec_theory.planning.async_plan import plan_async
-from polyspec_theory.schemes import predict
+from polyspec_theory.schemes import predict, threshold_floor
 
 __all__ = ["ASYNC_ENGINES", "plan_modes", "modes_text"]
 
@@ -126,7 +126,7 @@ def modes_text(modes: dict, probability_best=None) -> str:
     rec = modes["recommendation"]
     choice = (f"{' <- '.join(rec['chain'])} {rec['mode']} thresholds {rec['thresholds']} "
               f"({rec['speedup']:.4f}x" + ("; threshold 0 = verify what is ready)"
-                                            if rec["mode"] == "async" else ")"))
+                                            if threshold_floor(rec["mode"]) == 0 else ")"))
     if probability_best is None:
         lines.append(f"Run: {choice}")
     else:  # plan --traces: the cascade itself is uncertain; the same rule decides

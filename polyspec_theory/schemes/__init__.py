@@ -38,7 +38,7 @@ REGISTERED = ("batch", "structured", "chain", "async_")
 __all__ = ["Scheme", "Features", "Options", "Estimate", "REGISTERED", "registry", "get", "modes",
            "load_registry", "scheme_modules",
            "decide", "scheme_of", "scheme_named", "refuse", "handler", "in_mode", "predict",
-           "threshold_floor"]
+           "threshold_floor", "DEFAULT_MODE", "synchronous", "verifies_what_is_ready"]
 
 
 class Features(NamedTuple):
@@ -153,6 +153,26 @@ def get(name: str, field: str = "scheme") -> Scheme:
     return reg[name]
 
 
+# the "mode" of a config (or a trace header) that gives none: each verify waits for its drafts
+DEFAULT_MODE: str = Features._field_defaults["mode"]
+
+
+def synchronous(scheme: str) -> bool:
+    """Whether ``scheme`` runs in the default mode (:data:`DEFAULT_MODE`): each verify waits
+    for the drafts it checks, so the rounds and cost curves of its captures are synchronous
+    ones that another scheme's prediction may fit its laws and costs on. The one test of a
+    scheme's mode outside this package's scheme files: callers ask it, never compare a mode
+    themselves."""
+    return get(scheme).mode == DEFAULT_MODE
+
+
+def verifies_what_is_ready(scheme: str, threshold: int) -> bool:
+    """Whether ``threshold`` is, in ``scheme``, the "verify what is ready" setting below every
+    draft length (AS0: threshold 0 of a scheme whose floor is 0, the asynchronous pipeline)
+    rather than a draft length."""
+    return threshold == 0 and get(scheme).threshold_floor == 0
+
+
 def modes() -> tuple[str, ...]:
     """Every ``"mode"`` a config may give (the modes of the registered schemes)."""
     return tuple(dict.fromkeys(s.mode for s in registry().values()))
@@ -192,7 +212,7 @@ def scheme_of(cascade) -> str:
     return from_config
 
 
-def scheme_named(mode: str = "sync", *, structured: bool = False, batch=None) -> str:
+def scheme_named(mode: str = DEFAULT_MODE, *, structured: bool = False, batch=None) -> str:
     """The scheme of a run described by its options (a command line before any cascade
     exists)."""
     return decide(Features(mode, bool(structured), batch)).name

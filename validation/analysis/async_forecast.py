@@ -28,11 +28,13 @@ import numpy as np
 
 from polyspec_theory import Cascade, Model, Positional, predict_async
 from polyspec_theory.errors import PolyspecInputError
-from validation.analysis.async_validate import drafter_forward_s, pair_law
+from polyspec_theory.schemes import get
+from validation.analysis.async_validate import SCHEME, drafter_forward_s, pair_law
 from validation.analysis.fits import fit_costs
 from validation.analysis.run_forecast import prompt_run_laws, run_law_decision
+from validation.schemes import captures_of, synchronous_captures
 
-__all__ = ["forecast_async_config", "profile_of_capture", "ACCEPTANCE"]
+__all__ = ["forecast_async_config", "profile_of_capture", "already_captured", "ACCEPTANCE"]
 
 ACCEPTANCE = ("run-law", "per-round")
 
@@ -46,7 +48,7 @@ def _cascade(models, profile, law, threshold, queue) -> Cascade:
     tc, dc = profile.cost_curves()
     return Cascade(models=(Model(models[0], tc, profile.overhead_s), Model(models[1], dc)),
                    laws=(law,), thresholds=(threshold,), name="async-forecast",
-                   mode="async", queues=None if queue is None else (queue,))
+                   mode=get(SCHEME).mode, queues=None if queue is None else (queue,))
 
 
 def forecast_async_config(models, threshold: int, queue, captures, profile, *,
@@ -70,7 +72,7 @@ def forecast_async_config(models, threshold: int, queue, captures, profile, *,
                                  f"{profile.queue}, not θ={threshold} queue={queue}")
     families = FAMILIES if families is None else families
     key = (models[0], models[1], 0.0, 0)
-    sync = [c for c in captures if c.mode == "sync"]
+    sync = synchronous_captures(captures)
     used = sorted(c.name for c in sync if key in {c.pair_key(i) for i in range(c.n - 1)})
     if not used:
         raise PolyspecInputError("--traces", f"no synchronous capture has the pair "
@@ -104,7 +106,7 @@ def forecast_async_config(models, threshold: int, queue, captures, profile, *,
     lv = [p.levels for p in preds]
     return {
         "models": models, "thresholds": [int(threshold)], "queue": queue,
-        "window": profile.window, "temperature": 0.0, "mode": "async",
+        "window": profile.window, "temperature": 0.0, "mode": get(SCHEME).mode,
         "speedup": profile.ar_s / tau, "time_per_token": tau,
         "ar_time_per_token": profile.ar_s,
         "speedup_without_contention": profile.ar_s / tau0,
@@ -120,6 +122,14 @@ def forecast_async_config(models, threshold: int, queue, captures, profile, *,
     }
 
 
+def already_captured(captures, models, threshold: int, queue) -> bool:
+    """Whether ``captures`` hold an async capture of ``models`` (target first) at
+    ``threshold`` and ``queue``: a forecast is of a configuration not captured yet."""
+    return any(tuple(c.models) == tuple(models) and c.thresholds[0] == threshold
+               and c.header.get("async", {}).get("queue") == queue
+               for c in captures_of(captures, SCHEME))
+
+
 def profile_of_capture(capture):
     """An in-sample :class:`AsyncProfile` of an async capture: solo costs from its
     single-core cost curves (raw timings; the target's table at the mean verify context, the
@@ -129,7 +139,7 @@ def profile_of_capture(capture):
     autoregressive time per token. For diagnostics: it uses the capture it would predict."""
     from validation.capture.async_profile import AsyncProfile  # torch: only when used
 
-    if capture.mode != "async":
+    if capture.scheme != SCHEME:
         raise PolyspecInputError("capture", f"{capture.name} is not an async capture")
     a = capture.header.get("async", {})
     th, q, w = capture.thresholds[0], a.get("queue"), int(a.get("window"))

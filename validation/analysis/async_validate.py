@@ -24,12 +24,15 @@ import numpy as np
 from polyspec_theory import Cascade, Model, async_pair, predict_async
 from polyspec_theory.core.costs import CostCurve, fit_cost_curve
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import DEFAULT_MODE, get, synchronous
 from validation.analysis.fits import fit_costs, fit_pairs
 from validation.analysis.forecast import measured_ci95
 from validation.analysis.relative import error_headline, inside_ci, relative_error
+from validation.schemes import synchronous_captures
+from validation.schemes.async_ import name as SCHEME  # the scheme whose captures this predicts
 
 __all__ = ["AsyncConfigResult", "validate_async", "earlier_window", "async_cascade",
-           "sync_cost_curves", "drafter_forward_s", "async_text", "pair_law"]
+           "sync_cost_curves", "drafter_forward_s", "async_text", "pair_law", "SCHEME"]
 
 MAX_M = 128  # cost tables are extended (affinely, CostCurve) up to here
 
@@ -69,7 +72,7 @@ class AsyncConfigResult:
         return relative_error(self.in_sample_speedup, self.measured_speedup)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "mode": "async", "threshold": self.threshold,
+        return {"name": self.name, "mode": get(SCHEME).mode, "threshold": self.threshold,
                 "queue": self.queue, "measured_speedup": self.measured_speedup,
                 "measured_ci95": list(self.measured_ci95),
                 "predicted_speedup": self.predicted_speedup, "error": self.error,
@@ -95,7 +98,8 @@ def async_cascade(capture, law, target_cost: CostCurve, drafter_cost: CostCurve,
     return Cascade(models=(Model(capture.models[0], target_cost, overhead),
                            Model(capture.models[1], drafter_cost)),
                    laws=(law,), thresholds=capture.thresholds, policy=capture.policy,
-                   name=capture.name, mode="async", queues=None if q is None else (q,))
+                   name=capture.name, mode=get(SCHEME).mode,
+                   queues=None if q is None else (q,))
 
 
 def _context(capture) -> float:
@@ -110,7 +114,7 @@ def sync_cost_curves(capture, sync_caps) -> tuple[CostCurve, CostCurve, tuple[st
     tgt, dr = capture.models
     tables, cs, names = [], [], []
     for c in sync_caps:
-        if c.mode != "sync" or tgt not in c.models or dr not in c.models:
+        if not synchronous(c.scheme) or tgt not in c.models or dr not in c.models:
             continue
         fits = fit_costs(c)
         ctx = _context(capture)
@@ -155,7 +159,7 @@ def _in_sample(capture, families, c_own) -> float:
 def _law_view(capture):
     """An async capture with its verifies of no draft (G = 0: plain steps, no acceptance
     information) left out of its rounds, for law fits."""
-    if capture.mode != "async":
+    if capture.scheme != SCHEME:
         return capture
     r = capture.rounds[0]
     return dataclasses.replace(capture, rounds=(r.select(np.asarray(r.G) > 0),))
@@ -212,9 +216,9 @@ def validate_async(async_caps, law_caps=(), families=None, cost_caps=()
 
     families = FAMILIES if families is None else families
     out = []
-    allc = list(async_caps) + [c for c in law_caps if c.mode == "sync"]
+    allc = list(async_caps) + synchronous_captures(law_caps)
     for cap in async_caps:
-        if cap.mode != "async":
+        if cap.scheme != SCHEME:
             raise PolyspecInputError("captures", f"{cap.name} is not an async capture")
         others = [c for c in allc if c.name != cap.name]
         fitted = pair_law(others, cap.pair_key(0), families)
@@ -229,7 +233,7 @@ def validate_async(async_caps, law_caps=(), families=None, cost_caps=()
             p = predict_async(async_cascade(cap, law, costs[0], costs[1]))
             pred, bounds = p, p.bounds
             mine = sync_cost_curves(cap, [dataclasses.replace(cap, header=dict(
-                cap.header, mode="sync"))])
+                cap.header, mode=DEFAULT_MODE))])
             if mine is not None:
                 own = predict_async(async_cascade(cap, law, mine[0], mine[1])).speedup
         m1 = drafter_forward_s(cap)

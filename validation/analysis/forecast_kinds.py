@@ -35,6 +35,8 @@ from validation.analysis.fits import fit_costs
 from validation.analysis.relative import relative_error
 from validation.analysis.residuals import overhead_model
 from validation.analysis.structured import fit_structured_laws, structured_cascade
+from validation.schemes import captures_of
+from validation.schemes.chain import name as CHAIN
 from validation.traces.batch import BatchCapture
 from validation.traces.dataset import Capture, CaptureConfig
 
@@ -338,7 +340,7 @@ def chain_loo_errors(captures, *, temperature: float, models) -> dict[str, float
     structured forecast's interval takes when no capture of its kind exists yet."""
     return {c.name: forecast_structured(spec_of(c), captures)["speedup"]
             / c.measured_speedup - 1.0
-            for c in captures if c.scheme == "chain" and c.temperature == temperature
+            for c in captures_of(captures, CHAIN) if c.temperature == temperature
             and set(c.models) == set(models)}
 
 

@@ -30,6 +30,7 @@ from polyspec_theory import (
     predict_async,
 )
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import get
 from validation.analysis.pipespec_forecast import (
     baseline_of,
     chain_inputs,
@@ -40,6 +41,8 @@ from validation.analysis.pipespec_forecast import (
 )
 from validation.analysis.score import widened_interval
 from validation.formats.pipespec import measured_speedup
+from validation.schemes import captures_of
+from validation.schemes.async_ import name as SCHEME  # the scheme whose runs this forecasts
 
 __all__ = ["lookahead_threshold", "forecast_async", "async_leave_one_out"]
 
@@ -65,7 +68,7 @@ def _table(entry, mmax: int) -> CostCurve:
 def _tau(models, law_rows, theta, seed):
     """Seconds per token of the async pipeline for one set of pair laws."""
     cas = Cascade(tuple(models), tuple(law_rows), tuple(theta), name="pipespec-async",
-                  mode="async")
+                  mode=get(SCHEME).mode)
     pred = predict_async(cas)
     if pred.exact:
         return pred.time_per_token
@@ -133,7 +136,7 @@ def forecast_async(runs, names, lookahead: int, precisions=None, *,
         "models": list(names),
         "precisions": {m.name: m.precision for m in specs},
         "lookahead": int(lookahead),
-        "mode": "async",
+        "mode": get(SCHEME).mode,
         "warnings": [],
         "speedup": sp,
         "interval95": widened_interval(min(sp, sp_fast, sp_slow), max(sp, sp_fast, sp_slow),
@@ -183,7 +186,7 @@ def forecast_async_dir(directory, names, lookahead, precisions=None) -> dict:
 
 
 def async_runs(runs):
-    return [r for r in runs if r.scheme == "async"]
+    return captures_of(runs, SCHEME)
 
 
 def async_leave_one_out(runs) -> list[dict]:

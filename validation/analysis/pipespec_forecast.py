@@ -40,6 +40,7 @@ import numpy as np
 
 from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import synchronous
 from simulators.replay import ChainCosts, simulate_chain
 from validation.analysis.score import widened_interval
 from validation.formats.pipespec import (
@@ -51,6 +52,8 @@ from validation.formats.pipespec import (
     revealed_positions,
     round_exposures,
 )
+from validation.schemes import captures_of
+from validation.schemes.chain import name as SCHEME  # the scheme whose runs this forecasts
 
 SEEDS = 6
 
@@ -58,7 +61,7 @@ SEEDS = 6
 def chain_runs(runs) -> list[PipeSpecRun]:
     """The runs of PipeSpec's synchronous chain (the chain scheme: ``PipeSpecRun.scheme``),
     in order: every forecast here reads these."""
-    return [r for r in runs if r.scheme == "chain"]
+    return captures_of(runs, SCHEME)
 
 
 def pair_runs(runs) -> list[PipeSpecRun]:
@@ -396,7 +399,8 @@ def chain_inputs(runs, names, precisions=None):
         raise PolyspecInputError("models", f"no greedy baseline of {tgt.name} in the traces")
     tokens = {}
     for r in runs:
-        if r.target.name == tgt.name and r.scheme != "async":  # the chain and the baseline
+        # the synchronous decoders' runs (the chain and the greedy baseline, scheme None)
+        if r.target.name == tgt.name and (r.scheme is None or synchronous(r.scheme)):
             for s in r.samples:
                 tokens.setdefault(s.index, s.tokens_generated)
     idx = [s.index for s in base.samples if s.index in tokens]

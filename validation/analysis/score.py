@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError, as_real
+from polyspec_theory.schemes import synchronous
 from validation.analysis.forecast import error_quantile, measured_ci95
 from validation.analysis.relative import relative_error
 
@@ -17,7 +18,10 @@ __all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS",
            "prediction_interval", "widened_interval", "half_width", "interval_quantile",
            "calibration", "Z95"]
 
-FORECAST_KINDS = ("chain", "tree", "schedule", "batch", "async")
+# a forecast line's kind (this file's own word) -> the theory registry's scheme it forecasts
+KIND_SCHEMES = {"chain": "chain", "tree": "structured", "schedule": "structured",
+                "batch": "batch", "async": "async"}
+FORECAST_KINDS = tuple(KIND_SCHEMES)
 
 
 def loo_coverage(errors, level: float = 0.95) -> dict:
@@ -145,11 +149,12 @@ def score_forecasts(path) -> dict:
                 raise PolyspecInputError("--score", f"{p}:{ln}: levels {lv}, but the capture "
                                          f"{hit} has {n_models} models: not the configuration "
                                          "forecast")
-            is_async = getattr(cap, "mode", "sync") == "async"
-            if (f["kind"] == "async") != is_async:
+            sync = synchronous(cap.scheme)
+            if synchronous(KIND_SCHEMES[f["kind"]]) != sync:
                 raise PolyspecInputError("--score", f"{p}:{ln}: kind {f['kind']!r}, but the "
-                                         f"capture {hit} is {'' if is_async else 'not '}an "
-                                         "async capture: not the configuration forecast")
+                                         f"capture {hit} is "
+                                         f"{'a synchronous' if sync else 'an ' + cap.mode} "
+                                         "capture: not the configuration forecast")
             b = getattr(cap, "batch", None)
             if f["kind"] == "batch" and isinstance(b, int) and b != row["batch"]:
                 raise PolyspecInputError("--score", f"{p}:{ln}: batch {row['batch']}, but the "

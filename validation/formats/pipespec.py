@@ -51,6 +51,7 @@ from polyspec_theory import MAX_VERIFY_TOKENS  # decoding.build_verify_inputs (A
 from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.core.runs import RunLaw, fit_run_law, pipespec_exposures, run_law_report
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import verifies_what_is_ready
 from validation.formats import Evidence, Format, PairEvidence, Source
 
 STRATEGIES = ("greedy", "chain", "async-chain")
@@ -572,14 +573,15 @@ def is_pipespec_file(src: Source) -> bool:
 
 def lookahead_of(theta: int, scheme: str) -> int:
     """PipeSpec's lookahead ``K`` of a draft length ``θ`` (``--thresholds``): ``θ + 1`` (a
-    verify call feeds the K - 1 drafts and the bonus position); the asynchronous pipeline's
-    ``θ = 0`` (verify what is ready) is its lookahead 0 (AS0:
+    verify call feeds the K - 1 drafts and the bonus position); ``θ = 0`` where it means
+    "verify what is ready" (:func:`polyspec_theory.schemes.verifies_what_is_ready`: the
+    asynchronous pipeline) is lookahead 0 (AS0:
     :func:`polyspec_theory.pipelines.asynchronous.lookahead_threshold` is the inverse)."""
     if isinstance(theta, bool) or not isinstance(theta, int) or not (
             0 <= theta < MAX_VERIFY_TOKENS):
         raise PolyspecInputError("--thresholds", f"must be an integer in 0..{MAX_VERIFY_TOKENS - 1}"
                                  f", got {theta!r}")
-    return 0 if scheme == "async" and theta == 0 else theta + 1
+    return 0 if verifies_what_is_ready(scheme, theta) else theta + 1
 
 
 # a PipeSpec strategy -> the theory registry's scheme (docs/theory.md AS0 for the pipeline)

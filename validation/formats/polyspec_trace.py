@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from polyspec_theory.core.runs import p1_exposures, run_law_report
+from polyspec_theory.core.runs import run_law_report
 from polyspec_theory.errors import PolyspecInputError
 from validation.formats import Evidence, Format, PairEvidence, Source
 from validation.traces.dataset import Capture
@@ -35,15 +35,16 @@ def is_trace_file(src: Source) -> bool:
 def evidence(cap, path: str) -> Evidence:
     """A capture as :class:`Evidence`: per pair (top first) its rounds' accepted counts with
     their block lengths and, per prompt, the tokens each round emitted in order."""
-    from validation.schemes import scheme_of_trace
+    from validation.schemes import get, scheme_of_trace
 
     pairs = []
     scheme = scheme_of_trace(cap.header)
+    run_exposures = getattr(get(scheme), "run_exposures", None)  # the scheme's R2 exposures
     for i, r in enumerate(getattr(cap, "rounds", ()) if isinstance(cap, Capture) else ()):
         per_prompt = [r.prompt == p for p in np.unique(r.prompt)]
         rounds = tuple(r.L[m] for m in per_prompt)
-        exposures = (p1_exposures([list(zip(r.G[m], r.A[m], strict=True)) for m in per_prompt])
-                     if scheme == "chain" else None)
+        exposures = (None if run_exposures is None else run_exposures(
+            [list(zip(r.G[m], r.A[m], strict=True)) for m in per_prompt]))
         pairs.append(PairEvidence(verifier=cap.models[i], drafter=cap.models[i + 1],
                                   counts=r.counts(), rounds=rounds, exposures=exposures))
     return Evidence(path=path, format="polyspec-trace", description=DESCRIPTION, data=cap,
@@ -65,12 +66,13 @@ def _read(src: Source, allow_truncated: bool = False) -> Evidence:
 
 
 def fit_report(ev: Evidence) -> dict:
-    """``polyspec fit`` on a chain capture: per pair its rounds, accepted drafts and the run
-    law of its rounds over positions (R2 on P1's rounds, :func:`p1_exposures`, with R3's
-    test); the top pair (the target's) on top. Other schemes' traces are refused (their
-    blocks are not P1's)."""
+    """``polyspec fit`` on a capture whose scheme gives its rounds' exposures (its
+    ``run_exposures``: the chain's are P1's, :func:`polyspec_theory.core.runs.p1_exposures`):
+    per pair its rounds, accepted drafts and the run law of its rounds over positions (R2,
+    with R3's test); the top pair (the target's) on top. Other schemes' traces are refused
+    (their blocks are not P1's)."""
     cap = ev.data
-    if ev.scheme != "chain":
+    if not ev.pairs or any(pe.exposures is None for pe in ev.pairs):
         raise PolyspecInputError("file", f"a {ev.scheme} trace: `polyspec fit` reads the "
                                  "rounds of chain captures (`polyspec validate DIR` predicts "
                                  "this one)")

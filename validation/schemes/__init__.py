@@ -33,7 +33,11 @@ left out where marked):
   ``polyspec validate`` says it does not predict this scheme's captures); a scheme whose
   traces are not prompt by prompt also gives ``read_capture(path, allow_truncated=...)``
   (an object with ``name``, ``scheme`` and ``notes``: what its ``VALIDATE`` reads; the
-  single-stream reader then skips its traces, :func:`validation.traces.records.own_reader`).
+  single-stream reader then skips its traces, :func:`validation.traces.records.own_reader`);
+* ``run_exposures(prompts)`` (optional): R2's exposures of its rounds over positions, from
+  one list of ``(drafts checked, drafts accepted)`` per prompt and pair
+  (:func:`polyspec_theory.core.runs.p1_exposures` for the chain): a scheme that gives it has
+  its captures' run laws fitted by ``polyspec fit`` (:mod:`validation.formats.polyspec_trace`).
 
 The two-process decoders (``async_``, ``pearl``) share their process plumbing
 (:mod:`validation.schemes._two_process`, not a scheme: its name starts with ``_``).
@@ -50,11 +54,12 @@ from __future__ import annotations
 import importlib
 from typing import Protocol, runtime_checkable
 
-from polyspec_theory.schemes import load_registry, scheme_named
+from polyspec_theory.schemes import DEFAULT_MODE, load_registry, scheme_named, synchronous
+from polyspec_theory.schemes import get as theory_scheme
 from validation.traces.schema import is_batch_header
 
 __all__ = ["REGISTERED", "TraceScheme", "registry", "get", "scheme_of_trace",
-           "features_of_header", "torch"]
+           "features_of_header", "captures_of", "synchronous_captures", "torch"]
 
 # the built-in schemes, in this order; every other module of the package follows
 REGISTERED = ("chain", "structured", "batch", "async_")
@@ -118,10 +123,26 @@ def features_of_header(header: dict) -> dict:
         structured |= v is not None and (not isinstance(v, list)
                                          or any(x is not None for x in v))
     batch = header["batch"].get("size") if is_batch_header(header) else None
-    return {"mode": header.get("mode", "sync"), "structured": structured, "batch": batch}
+    return {"mode": header.get("mode", DEFAULT_MODE), "structured": structured, "batch": batch}
 
 
 def scheme_of_trace(header: dict) -> str:
     """The scheme that wrote a trace: the theory's decision on its header."""
     f = features_of_header(header)
     return scheme_named(f["mode"], structured=f["structured"], batch=f["batch"])
+
+
+def captures_of(captures, scheme: str) -> list:
+    """The captures of ``captures`` that ``scheme`` wrote (each one's ``scheme``: for our
+    traces the theory's decision on the header; a PipeSpec run's from its strategy), in
+    order; an unknown scheme is refused. A module that serves one scheme picks its captures
+    with this and its scheme module's ``name``, never by a mode."""
+    theory_scheme(scheme)
+    return [c for c in captures if c.scheme == scheme]
+
+
+def synchronous_captures(captures) -> list:
+    """The captures of ``captures`` whose scheme is synchronous
+    (:func:`polyspec_theory.schemes.synchronous`: each verify waited for its drafts), in
+    order: the ones whose rounds and cost curves other schemes' predictions fit on."""
+    return [c for c in captures if synchronous(c.scheme)]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from polyspec_theory.core.p1 import block_bounds
+from polyspec_theory.core.runs import p1_exposures
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.schemes import torch
 from validation.traces.schema import STREAM_RECORD_TYPES, FieldError, RecordError, Round
@@ -495,3 +496,5 @@ def describe(path) -> str:
             f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
             f"{100 * t.overhead_fraction:.1f} %)")
 VALIDATE = "validation.analysis.report:validate_part"  # how its captures are predicted
+# R2's exposures of its rounds over positions (``polyspec fit``): P1's rounds
+run_exposures = p1_exposures

@@ -15,7 +15,7 @@ line, rounds)`` (the rounds of one finished prompt) or, for a trace that is not 
 from __future__ import annotations
 
 from polyspec_theory.core.config import MAX_THRESHOLD, POLICIES
-from polyspec_theory.schemes import modes, threshold_floor
+from polyspec_theory.schemes import DEFAULT_MODE, modes, threshold_floor
 from validation.schemes import get, registry, scheme_of_trace
 from validation.traces.schema import (
     COMMON_RECORD_TYPES,
@@ -75,7 +75,7 @@ class RecordChecker:
             raise FieldError("cascade.models", f"model names must be unique, got {names}")
         if "thresholds" not in c:
             raise FieldError("cascade.thresholds", "missing (one per adjacent pair)")
-        mode = h.get("mode", "sync")  # absent: a synchronous trace
+        mode = h.get("mode", DEFAULT_MODE)  # absent: a synchronous trace
         if mode not in modes():
             raise FieldError("mode", f"must be {' or '.join(map(repr, modes()))}, got "
                              f"{shown(mode)}")

@@ -20,6 +20,7 @@ import numpy as np
 
 from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes import DEFAULT_MODE
 from validation.traces.schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
 
 __all__ = ["Rounds", "Baseline", "CaptureConfig", "Capture", "DRIFT_NOTE", "StructureRecords",
@@ -318,9 +319,10 @@ class CaptureConfig:
 
     @property
     def mode(self) -> str:
-        """"async" for the two-process pipeline (validation.capture.async_), else "sync"
-        (traces written before the mode was recorded are synchronous)."""
-        return self.header.get("mode", "sync")
+        """The header's ``"mode"`` (the config's; :data:`polyspec_theory.schemes.DEFAULT_MODE`
+        where it gives none: traces written before the mode was recorded are synchronous).
+        Which scheme wrote the capture is :attr:`scheme`; ask the registry about it."""
+        return self.header.get("mode", DEFAULT_MODE)
 
     @property
     def machine(self) -> dict | None:
