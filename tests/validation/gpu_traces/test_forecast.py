@@ -85,6 +85,30 @@ def test_a_costlier_drafter_lowers_the_forecast(runs, tmp_path):
     assert slow < base
 
 
+def test_the_async_runs_do_not_enter_a_chain_forecast(tmp_path):
+    """The chain forecast's token counts come from the synchronous runs (the chain's, the
+    greedy baseline's): async runs that generated one token more (an async chain may, by up
+    to one verify call) leave it unchanged, number for number."""
+    import json
+
+    d = tmp_path / "p"
+    shutil.copytree(FIX, d)
+    base = forecast_chain(read_pipespec_dir(d), (S, M), 6, {M: "float32"}, seeds=2)
+    changed = 0
+    for p in d.glob("async-chain_*.json"):
+        obj = json.loads(p.read_text())
+        for r in obj["results"]:
+            last = r["metrics"]["accepted_tokens"][-1]
+            r["metrics"]["tokens_generated"] = 2 + int(sum(last))  # one past 1 + sum
+            changed += 1
+        p.write_text(json.dumps(obj))
+    runs = read_pipespec_dir(d)
+    assert changed > 0 and {s.tokens_generated for r in runs if r.strategy == "async-chain"
+                            for s in r.samples} != {s.tokens_generated for r in runs
+                                                    if r.strategy == "chain" for s in r.samples}
+    assert forecast_chain(runs, (S, M), 6, {M: "float32"}, seeds=2) == base
+
+
 def test_a_measured_configuration_is_refused_naming_the_file():
     with pytest.raises(PolyspecInputError, match=r"chain_Llama-3.2-1B-Instruct-Llama-3.1-8B-"
                                                  r"Instruct_8\.json"):
