@@ -112,6 +112,7 @@ def parse_schedules(specs, n_pairs):
 
 def _spec(args, models):
     """The :class:`validation.capture.setup.CaptureSpec` of the command line."""
+    from polyspec_theory.schemes import DEFAULT_MODE
     from validation.capture.setup import CaptureSpec
 
     batches = None
@@ -129,7 +130,7 @@ def _spec(args, models):
         cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
         cost_repeats=args.cost_repeats, ar_models=args.ar_models, zoo_dir=args.zoo_dir,
         tree=args.tree, schedules=parse_schedules(args.schedule, len(models) - 1),
-        tree_sampling=args.tree_sampling, mode=args.mode or "sync", queue=args.queue,
+        tree_sampling=args.tree_sampling, mode=args.mode or DEFAULT_MODE, queue=args.queue,
         cores=None if args.cores is None else tuple(parse_ints(args.cores, "cores")),
         batches=batches)
 
@@ -161,8 +162,8 @@ def run(args) -> int:
 
 def _spec_scheme(args, models) -> str:
     """The scheme the command line asks for (the theory's decision on its options)."""
-    from polyspec_theory.schemes import scheme_named
+    from polyspec_theory.schemes import DEFAULT_MODE, scheme_named
 
-    return scheme_named(args.mode or "sync", structured=args.tree is not None or
+    return scheme_named(args.mode or DEFAULT_MODE, structured=args.tree is not None or
                         args.schedule is not None,
                         batch=args.batch if args.batch is not None else args.batches)

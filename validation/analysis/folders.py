@@ -77,10 +77,10 @@ def forecast_folder(directory, names, theta: int, precisions=None, mode: str | N
     (default: the synchronous chain); a scheme it does not serve is refused."""
     import importlib
 
-    from polyspec_theory.schemes import refuse, scheme_named
+    from polyspec_theory.schemes import DEFAULT_MODE, refuse, scheme_named
     from validation.formats.pipespec import lookahead_of
 
-    scheme = scheme_named(mode or "sync")
+    scheme = scheme_named(mode or DEFAULT_MODE)
     if scheme not in FORECAST:
         refuse(scheme, "forecast on GPU runs", field="--mode")
     mod, fn = FORECAST[scheme].split(":")

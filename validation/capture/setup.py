@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from polyspec_theory.schemes import scheme_named, threshold_floor
+from polyspec_theory.schemes import DEFAULT_MODE, scheme_named, threshold_floor
 from validation.schemes import torch  # on first use: a spec is checked without it
 from validation.traces.records import TraceRecords, TraceWriter, read_records
 
@@ -64,7 +64,7 @@ class CaptureSpec(NamedTuple):
     schedules: object = None
     tree_sampling: str = "distinct"
     load_check: dict | None = None
-    mode: str = "sync"
+    mode: str = DEFAULT_MODE
     queue: int | None = None
     cores: tuple | None = None
     batches: tuple | None = None
