@@ -191,7 +191,7 @@ def run_kind(args) -> int:
         tree=tuple(parse_ints(args.tree, "--tree")) if args.tree else None,
         schedules=sched, tree_sampling=args.tree_sampling, batch=args.batch,
         batch_profile=args.batch_profile, laws_from=args.laws_from,
-        costs_from=args.costs_from))
+        costs_from=args.costs_from, loo_errors=not args.interval_from))
     errs, floor, of = interval_errors(args, errs, "the captures of this kind")
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
            **prediction_interval(fc["speedup"], errs.values(), of, floor),

@@ -63,3 +63,20 @@ def test_refused_where_costs_come_from_a_profile(capsys, extra):
                str(HERE), *extra])
     err = capsys.readouterr().err
     assert rc != 0 and "--costs-from" in err and "Traceback" not in err
+
+
+def test_interval_from_replaces_the_leave_one_out_errors(capsys):
+    """With --interval-from the interval is round 2's (its 12 errors, its A/A floor) and no
+    note says it came from leave-one-out errors (they are not computed)."""
+    r2 = ROOT / "data/traces/cpu/preregistered-2-idle/reforecast.jsonl"
+    assert main(["forecast", "--traces", str(ROOT / "data/traces/cpu"), "--models",
+                 "target,ngram", "--thresholds", "3", "--temperature", "1", "--schedule",
+                 "hf:3:1:8", "--costs-from", str(HERE), "--interval-from", str(r2),
+                 "--name", "x", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert not any("leave-one-out" in n for n in out.get("notes", []))
+    errs = [json.loads(line) for line in r2.read_text().splitlines() if line.strip()]
+    assert len(errs) == 12
+    lo, hi = out["interval95"]
+    q = (hi - lo) / (2 * out["speedup"])
+    assert 0.05 < q < 0.2  # round 2's largest error (13.2 %), not a leave-one-out quantile

@@ -349,7 +349,9 @@ class KindRequest(NamedTuple):
     (``models``, target first, ``thresholds``, ``temperature``, at most one of ``tree``
     (parent indices) / ``schedules`` (configs per pair) and ``batch``), its ``name``, the
     committed captures (``traces``) and the extra sources (``batch_profile``, ``laws_from``,
-    ``costs_from``: captures of the machine the forecast is for, :func:`machine_costs`)."""
+    ``costs_from``: captures of the machine the forecast is for, :func:`machine_costs`);
+    ``loo_errors``: whether the leave-one-out errors the default interval takes are computed
+    (not when the interval is calibrated elsewhere, ``--interval-from``)."""
 
     models: tuple
     thresholds: tuple
@@ -363,6 +365,7 @@ class KindRequest(NamedTuple):
     batch_profile: str | None = None
     laws_from: str | None = None
     costs_from: str | None = None
+    loo_errors: bool = True
 
 
 def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
@@ -389,7 +392,7 @@ def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
                        f"{here!r}: costs from another machine (a speedup is a ratio of "
                        "two costs of one machine); profile this machine idle first "
                        "(polyspec profile ... --batch, docs/validation.md)"]
-    return fc, batch_loo_errors(bcaps, laws, prof), "batch"
+    return fc, batch_loo_errors(bcaps, laws, prof) if req.loo_errors else {}, "batch"
 
 
 def _profile_device(path) -> str | None:
@@ -436,6 +439,8 @@ def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
     fc = forecast_structured(spec, caps, cost_captures=here)
     if note:
         fc["notes"] = list(fc.get("notes", [])) + [note]
+    if not req.loo_errors:
+        return fc, {}, "tree" if tree else "schedule"
     errs = structured_loo_errors(caps, temperature=req.temperature,
                                  kind="tree" if tree else "hf",
                                  nodes=len(tree) - 1 if tree else None)
