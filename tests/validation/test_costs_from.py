@@ -80,3 +80,15 @@ def test_interval_from_replaces_the_leave_one_out_errors(capsys):
     lo, hi = out["interval95"]
     q = (hi - lo) / (2 * out["speedup"])
     assert 0.05 < q < 0.2  # round 2's largest error (13.2 %), not a leave-one-out quantile
+
+
+@pytest.mark.parametrize("option", ["--costs-from", "--laws-from", "--traces"])
+def test_an_unreadable_folder_is_refused_naming_its_option(capsys, tmp_path, option):
+    args = {"--traces": str(ROOT / "data/traces/cpu"), "--laws-from": str(ROOT / "data/traces/cpu"),
+            "--costs-from": str(HERE)}
+    args[option] = str(tmp_path / "missing")
+    rc = main(["forecast", "--models", "target,ngram", "--thresholds", "3", "--temperature", "1",
+               "--schedule", "hf:3:1:8", "--name", "x",
+               *[x for k, v in args.items() for x in (k, v)]])
+    err = capsys.readouterr().err
+    assert rc != 0 and f"error: {option}: " in err and "no such directory" in err

@@ -373,7 +373,6 @@ def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
     from validation.capture.profile import cpu_name
     from validation.capture.setup import CaptureSpec
     from validation.traces.batch import read_batch_traces
-    from validation.traces.records import read_traces
 
     if req.batch_profile is None or req.laws_from is None:
         raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
@@ -382,7 +381,7 @@ def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
     bcaps = read_batch_traces(req.traces)
     if any(c.config_key == spec.config_key and c.batch == spec.batch for c in bcaps):
         raise PolyspecInputError("--batch", "this configuration is already captured")
-    laws = read_traces(req.laws_from)
+    laws = _read_option(req.laws_from, "--laws-from")
     prof = load_profile(req.batch_profile)
     device = _profile_device(req.batch_profile)
     fc = forecast_batch(spec, bcaps, laws, prof, device=device)
@@ -423,19 +422,30 @@ def machine_costs(spec, captures) -> tuple[list | None, str | None]:
                   + ": cost tables from the law captures (another machine's, if they are)")
 
 
+def _read_option(path, option: str) -> list:
+    """The single-stream captures of the folder an option names; a folder that cannot be
+    read is refused naming the option (the reader's own message after it)."""
+    from validation.traces.records import read_traces
+    from validation.traces.schema import TraceError
+
+    try:
+        return read_traces(path)
+    except TraceError as e:
+        raise PolyspecInputError(option, e.reason) from None
+
+
 def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
     from validation.capture.setup import CaptureSpec
-    from validation.traces.records import read_traces
 
     tree = list(req.tree) if req.tree else None
     spec = spec_config(CaptureSpec(list(req.models), list(req.thresholds), req.temperature,
                                    tree=tree, schedules=req.schedules,
                                    tree_sampling=req.tree_sampling), req.name)
-    caps = read_traces(req.traces)
+    caps = _read_option(req.traces, "--traces")
     if req.laws_from:
-        caps += read_traces(req.laws_from)
-    here, note = machine_costs(spec, read_traces(req.costs_from)) if req.costs_from else (
-        None, None)
+        caps += _read_option(req.laws_from, "--laws-from")
+    here, note = (machine_costs(spec, _read_option(req.costs_from, "--costs-from"))
+                  if req.costs_from else (None, None))
     fc = forecast_structured(spec, caps, cost_captures=here)
     if note:
         fc["notes"] = list(fc.get("notes", [])) + [note]
