@@ -146,6 +146,18 @@ def load(monkeypatch):
     return state
 
 
+def _with_options(argv, extra):
+    """``argv`` with each (option, value) pair of ``extra`` replacing the option's value, or
+    added when the option is not given."""
+    argv = list(argv)
+    for i in range(0, len(extra), 2):
+        if extra[i] in argv:
+            argv[argv.index(extra[i]) + 1] = extra[i + 1]
+        else:
+            argv += extra[i:i + 2]
+    return argv
+
+
 def _profile_argv(zoo_dir, *extra):
     return ["profile", "--cascade", "--mode", "async", "target", "small", "--thresholds", "0",
             "--queue", "2", "--prompts", "2", "--prompt-len", "8", "--tokens", "4",
@@ -182,12 +194,7 @@ def test_profile_command_writes_the_json_with_the_load(zoo_dir, tmp_path, capsys
     (["--tokens", "0"], "--tokens"), (["--max-m", "4"], "--max-m"),
     (["--dtype", "float16"], "--dtype")])
 def test_profile_command_refusals(zoo_dir, capsys, extra, field, load):
-    argv = _profile_argv(zoo_dir)
-    for i in range(0, len(extra), 2):  # replace an option given, or add it
-        if extra[i] in argv:
-            argv[argv.index(extra[i]) + 1] = extra[i + 1]
-        else:
-            argv += extra[i:i + 2]
+    argv = _with_options(_profile_argv(zoo_dir), extra)
     rc, _, err, _ = run_checked(capsys, argv)
     assert rc == 2 and f"error: {field}:" in err
 
@@ -306,12 +313,7 @@ def test_per_round_forecast_is_validates_law_with_the_profiles_costs(idle, cpu):
     (["--thresholds", "2"], "--profile"), (["--models", "target,small"], "--profile")])
 def test_forecast_refusals(idle, tmp_path, capsys, extra, field):
     f = _write(tmp_path, profile_of_capture(idle[TH0.name]))
-    argv = [str(a) for a in _forecast_argv(f, 0)]
-    for i in range(0, len(extra), 2):
-        if extra[i] in argv:
-            argv[argv.index(extra[i]) + 1] = extra[i + 1]
-        else:
-            argv += extra[i:i + 2]
+    argv = _with_options([str(a) for a in _forecast_argv(f, 0)], extra)
     rc, _, err, _ = run_checked(capsys, argv)
     assert rc == 2 and f"error: {field}:" in err
 

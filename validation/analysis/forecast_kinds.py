@@ -42,7 +42,8 @@ from validation.traces.dataset import Capture, CaptureConfig
 
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
-           "batch_loo_errors", "same_device", "machine_costs", "KindRequest", "KIND_FORECASTS",
+           "batch_loo_errors", "same_device", "cost_sources", "machine_costs", "KindRequest",
+           "KIND_FORECASTS",
            "forecast_request"]
 
 
@@ -101,6 +102,14 @@ def spec_config(spec, name: str = "forecast") -> SpecConfig:
     return out
 
 
+def cost_sources(spec, captures) -> list:
+    """The captures :func:`structured_costs` takes cost tables from: those holding every model
+    of ``spec`` at its temperature, with a measured AR forward of the target."""
+    return [c for c in captures if not set(spec.models) - set(c.models)
+            and c.temperature == spec.temperature
+            and c.baselines[spec.models[0]].ar_forward_per_token]
+
+
 def structured_costs(spec, captures) -> tuple[dict, float, list[str]]:
     """Per model of ``spec``: the element-wise median over the captures with the same models
     of their verify-path cost tables (m = 1 .. the largest verify the spec can make + 1) in
@@ -112,12 +121,8 @@ def structured_costs(spec, captures) -> tuple[dict, float, list[str]]:
     m = np.arange(1, sum(sizes) + 2)
     tabs: dict[str, list] = {name: [] for name in spec.models}
     ratios, used = [], []
-    for c in captures:
-        if set(spec.models) - set(c.models) or c.temperature != spec.temperature:
-            continue
+    for c in cost_sources(spec, captures):
         ar_f = c.baselines[spec.models[0]].ar_forward_per_token
-        if not ar_f:
-            continue
         raw = fit_costs(c, calibrate=False)
         for name in spec.models:
             tabs[name].append(np.asarray(raw[name].curve()(m), dtype=np.float64) / ar_f)
@@ -410,11 +415,8 @@ def machine_costs(spec, captures) -> tuple[list | None, str | None]:
     tree captures of those models for :func:`tree_factors`): a speedup is a ratio of one
     machine's costs, so tables from another CPU carry that CPU's ratios. Else ``None`` (the
     costs stay with the law captures) and a note saying so."""
-    try:
-        structured_costs(spec, captures)
-        ok = spec.trees is None or bool(tree_factors(spec, captures))
-    except PolyspecInputError:
-        ok = False
+    ok = bool(cost_sources(spec, captures)) and (spec.trees is None
+                                                 or bool(tree_factors(spec, captures)))
     if ok:
         return list(captures), None
     return None, ("--costs-from holds no capture of these models at this temperature"

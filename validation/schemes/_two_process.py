@@ -150,7 +150,9 @@ class TwoProcessDecoder:
         self._procs = []
 
     def _arrays(self, ctx) -> tuple:
-        raise NotImplementedError
+        """The decoder's shared arrays (control first), made with ``ctx``: every decoder
+        defines its own (the async and PEARL decoders do)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no shared arrays")
 
     def start(self):
         if self._procs:
