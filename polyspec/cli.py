@@ -98,7 +98,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     prog = f"polyspec {args.command}"
-    from validation.files import reset_reads
+    from .output import reset_reads
 
     reset_reads()  # the one rule for writes: no output over a file this command read
     try:

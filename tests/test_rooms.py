@@ -4,7 +4,8 @@ parameters or runs over a hundred lines (a group of settings is one object: ``Ca
 ``ProfileSpec``, ``TrainRun``...); no import circle among the project's modules
 (function-local imports count); no comparison with a scheme's name or mode outside the
 scheme registries (``polyspec_theory/schemes/``, ``simulators/schemes/``,
-``validation/schemes/``) but the listed words of other vocabularies (:data:`SCHEME_WORDS_ALLOWED`).
+``validation/schemes/``) but the listed words of other vocabularies (:data:`SCHEME_WORDS_ALLOWED`);
+the command line reaches ``validation.files`` through one door (:data:`FILES_DOORS`).
 
 ``python tests/test_rooms.py`` prints the measures for every layer."""
 
@@ -62,6 +63,10 @@ SCHEME_WORDS_ALLOWED = {
     ("polyspec/commands/profile.py", "args.mode == 'async'"): _COMMAND,
 }
 
+# The command line's modules that may import validation.files: its one door for writing
+# outputs (polyspec/output.py) and the reader of a config's bytes (polyspec/configs.py).
+FILES_DOORS = {"polyspec.output", "polyspec.configs"}
+
 
 def scheme_words() -> set[str]:
     """Every registered scheme's name and every mode (the theory registry's)."""
@@ -93,6 +98,12 @@ def scheme_comparisons(root: Path, layers, words) -> list[tuple[str, int, str]]:
                         w in words for side in (n.left, *n.comparators) for w in _strings(side)):
                     out.append((rel, n.lineno, ast.unparse(n)))
     return out
+
+
+def importers(graph: dict[str, set[str]], module: str, layer: str) -> list[str]:
+    """The modules of ``layer`` that import ``module`` (anywhere in them)."""
+    return sorted(m for m, deps in graph.items()
+                  if m.split(".")[0] == layer and module in deps)
 
 
 def root_modules(root: Path = ROOT) -> list[str]:
@@ -215,6 +226,28 @@ def test_no_scheme_name_or_mode_compared_outside_the_registries():
     assert {(f, c) for f, _, c in found} == set(SCHEME_WORDS_ALLOWED)
 
 
+def test_the_command_line_reaches_validation_files_through_one_door():
+    assert set(importers(import_graph(), "validation.files", "polyspec")) == FILES_DOORS
+
+
+def test_the_door_check_sees_a_planted_import(tmp_path):
+    (tmp_path / "validation").mkdir()
+    (tmp_path / "polyspec" / "commands").mkdir(parents=True)
+    for f in ("validation/__init__.py", "validation/files.py", "polyspec/__init__.py",
+              "polyspec/commands/__init__.py", "polyspec/commands/ok.py"):
+        (tmp_path / f).write_text("")
+    (tmp_path / "polyspec" / "output.py").write_text("from validation.files import dump_json\n")
+    (tmp_path / "polyspec" / "commands" / "a.py").write_text(
+        "def f():\n    from validation import files\n")
+    (tmp_path / "polyspec" / "commands" / "b.py").write_text("import validation.files\n")
+    (tmp_path / "polyspec" / "commands" / "c.py").write_text(
+        "def f():\n    from ..output import dump_json\n")
+    g = import_graph(tmp_path, ("validation", "polyspec"))
+    assert importers(g, "validation.files", "polyspec") == [
+        "polyspec.commands.a", "polyspec.commands.b", "polyspec.output"]
+    assert importers(g, "polyspec.output", "polyspec") == ["polyspec.commands.c"]
+
+
 def test_the_checks_see_planted_violations(tmp_path):
     pkg = tmp_path / "validation"
     (pkg / "sub").mkdir(parents=True)
@@ -254,6 +287,9 @@ if __name__ == "__main__":
     print(f"import circles: {len(cs)}")
     for c in cs:
         print("  " + " <-> ".join(c))
+    doors = importers(import_graph(), "validation.files", "polyspec")
+    print(f"polyspec modules importing validation.files: {doors} (allowed: "
+          f"{sorted(FILES_DOORS)})")
     sc = scheme_comparisons(ROOT, LAYERS, scheme_words())
     print(f"scheme name / mode comparisons outside the registries: {len(sc)} "
           f"({sum((f, c) not in SCHEME_WORDS_ALLOWED for f, _, c in sc)} not allowed)")

@@ -5,7 +5,7 @@ threshold (:mod:`polyspec_theory.planning.calibration`)."""
 
 from __future__ import annotations
 
-from validation.files import dump_json
+from ..output import dump_json
 
 HELP = ("Fit the unknown cost parameters (drafter cost, per-round overhead, verify-cost growth) "
         "to measured runs (a runs file, or a sweep table of acceptance length and time per "
@@ -192,7 +192,8 @@ def run(args) -> int:
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
     from polyspec_theory.planning.calibration import calibrate, choose_threshold
     from polyspec_theory.planning.calibration_problem import problem_from_config
-    from validation.files import write_output
+
+    from ..output import write_output
 
     fit_on = None if args.fit_on is None else [x.strip() for x in args.fit_on.split(",")
                                                 if x.strip()]

@@ -142,7 +142,8 @@ def run(args) -> int:
     from validation import schemes
     from validation.capture import capture
     from validation.capture.machine import check_load
-    from validation.files import check_device, check_output_dir
+
+    from ..output import check_device, check_output_dir
 
     check_output_dir(args.out, "--out")  # before loading models
     check_device(args.device)

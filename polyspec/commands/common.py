@@ -48,7 +48,7 @@ def refuse_options(given, why: str) -> None:
 def write_and_print_json(obj, args) -> bool:
     """``obj`` as JSON: written to ``args.out`` when given, printed when ``args.json``;
     whether it was printed (the command is then done)."""
-    from validation.files import dump_json, write_output
+    from ..output import dump_json, write_output
 
     text = dump_json(obj)
     if args.out:

@@ -29,7 +29,8 @@ def run(args) -> int:
     from polyspec.api import load_cascade
     from polyspec_theory.errors import as_int
     from polyspec_theory.schemes import get, predict
-    from validation.files import atomic_write_text, dump_json
+
+    from ..output import atomic_write_text, dump_json
 
     tokens = as_int(args.tokens, "tokens", low=1_000, high=10**10)
     seed = as_int(args.seed, "seed", low=0, high=2**31 - 1)

@@ -20,9 +20,9 @@ def run(args) -> int:
     import sys
 
     from paper_figures.registry import FIGURES, FigureUnavailable, build_all, parse_subset
-    from validation.files import check_output_dir
 
     from ..cli import CommandError
+    from ..output import check_output_dir
 
     subset = parse_subset(args.only)  # PolyspecInputError("only", ...) on bad input
     check_output_dir(args.out, "--out")  # before any figure is built

@@ -3,8 +3,7 @@ fitted laws (:mod:`validation.formats`)."""
 
 from __future__ import annotations
 
-from validation.files import dump_json
-
+from ..output import dump_json
 from .common import add_thresholds_argument, options_named, thresholds_of
 
 HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llama.cpp, "
@@ -145,7 +144,8 @@ def explain_rounds(rep: dict, path: str) -> str:
 def run(args) -> int:
     from polyspec_theory.errors import PolyspecInputError
     from validation import formats
-    from validation.files import write_output
+
+    from ..output import write_output
 
     thresholds = thresholds_of(args)
     if thresholds is not None and len(thresholds) != 1:

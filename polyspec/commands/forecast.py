@@ -72,10 +72,10 @@ def _run(args) -> int:
     from validation.analysis.score import prediction_interval
     from validation.capture.composition import CompositionProfile, load_profiles
     from validation.capture.models import model_name
-    from validation.files import dump_json
     from validation.formats import detect_dir
     from validation.traces.records import read_traces
 
+    from ..output import dump_json
     from .common import refuse_options, require_options
     from .forecast_kinds import interval_errors, run_kind
 
@@ -175,7 +175,8 @@ def _run_gpu(traces, models_target_first: str, thresholds, options, as_json) -> 
 
     from polyspec_theory.errors import PolyspecInputError
     from validation.analysis.folders import forecast_folder
-    from validation.files import dump_json
+
+    from ..output import dump_json
 
     dtypes, mode = options
     if len(set(thresholds)) != 1:

@@ -37,7 +37,8 @@ def add_kind_arguments(p) -> None:
 
 def _score(args) -> int:
     from validation.analysis.score import calibration, score_forecasts
-    from validation.files import dump_json
+
+    from ..output import dump_json
 
     out = score_forecasts(args.score)
     if out["captured"]:
@@ -93,10 +94,10 @@ def run_async(args) -> int:
     from validation.capture.async_profile import read_async_profile
     from validation.capture.composition import load_profiles
     from validation.capture.models import model_name
-    from validation.files import dump_json
     from validation.schemes import synchronous_captures
     from validation.traces.records import read_traces
 
+    from ..output import dump_json
     from .common import parse_ints, refuse_options
 
     refuse_options((("--tree", args.tree), ("--schedule", args.schedule),
@@ -163,8 +164,8 @@ def run_kind(args) -> int:
     from validation.analysis import forecast_kinds as fk
     from validation.analysis.score import prediction_interval
     from validation.capture.models import model_name
-    from validation.files import dump_json
 
+    from ..output import dump_json
     from .capture import parse_ints, parse_schedules
     from .common import parse_models, require_options, thresholds_of
 

@@ -128,9 +128,10 @@ def profile_report(models, tps, spec: GpuProfile, corrections=None) -> dict:
 
 
 def run_profile(args) -> int:
-    from validation.files import check_output
     from validation.hardware.database import require_database
     from validation.hardware.names import engine_named
+
+    from ..output import check_output
 
     require_database("--gpu")
     if args.models:
@@ -199,12 +200,13 @@ def add_forecast_arguments(p) -> None:
 
 
 def run_forecast(args) -> int:
-    from validation.files import dump_json
     from validation.hardware.acceptance import AcceptanceLog
     from validation.hardware.database import require_database
     from validation.hardware.fit import load_corrections
     from validation.hardware.forecast import forecast_rows, load_interval
     from validation.hardware.rows import read
+
+    from ..output import dump_json
 
     require_database("--rows")
     refuse_options([(f"--{o}", getattr(args, f"retired_{o}", None)) for o in ("lookahead",
@@ -258,12 +260,13 @@ def add_plan_arguments(p) -> None:
 
 def run_plan(args) -> int:
     from polyspec.configs import read_config
-    from validation.files import check_output, dump_json
     from validation.hardware.database import require_database
     from validation.hardware.fit import load_corrections
     from validation.hardware.forecast import gamma_rule, load_interval
     from validation.hardware.names import engine_named
     from validation.hardware.plan import plan_gpu, read_pool
+
+    from ..output import check_output, dump_json
 
     require_database("--gpu")
     require_options((("--engine", args.engine), ("--pool", args.gpu_pool)), "required with --gpu")

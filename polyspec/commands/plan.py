@@ -170,8 +170,8 @@ def _run(args) -> int:
     from polyspec_theory.errors import PolyspecInputError, as_int
     from polyspec_theory.planning.planner import plan
     from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
-    from validation.files import check_output, dump_json, write_output
 
+    from ..output import check_output, dump_json, write_output
     from .common import refuse_options
 
     if (args.pool is None) == (args.traces is None):
@@ -271,7 +271,8 @@ def _plan_gpu(traces, as_json: bool) -> int:
     whether a third model pays."""
     from polyspec_theory.planning.advice import decide
     from validation.analysis.pipespec_forecast import plan_dir
-    from validation.files import dump_json
+
+    from ..output import dump_json
 
     out = plan_dir(traces)
     chains = out["chains"]

@@ -34,8 +34,8 @@ def run(args) -> int:
     from polyspec_theory.core.config import MAX_THRESHOLD
     from polyspec_theory.errors import as_int
     from polyspec_theory.schemes import get
-    from validation.files import dump_json
 
+    from ..output import dump_json
     from .common import parse_batches
 
     cascade = load_cascade(args.config)

@@ -83,8 +83,9 @@ def _run_cascade(args) -> int:
     from validation.capture.machine import check_load, machine_state
     from validation.capture.models import load_model
     from validation.capture.setup import make_prompts
-    from validation.files import check_output
     from validation.traces.records import read_traces
+
+    from ..output import check_output
 
     if args.out:  # before loading anything: never over the traces or the weights read
         check_output(args.out, "--out", inputs=[args.traces, *_model_paths(args.models)])
@@ -157,9 +158,9 @@ def _run_async(args) -> int:
     from validation.capture.machine import check_load, machine_state
     from validation.capture.models import load_model
     from validation.capture.setup import make_prompts
-    from validation.files import check_output, dump_json, write_output
     from validation.schemes.async_ import check_async_args, pick_cores
 
+    from ..output import check_output, dump_json, write_output
     from .common import options_named, parse_ints, refuse_options
 
     refuse_options((("--traces", args.traces), ("--exclude", args.exclude),
@@ -263,7 +264,8 @@ def run(args) -> int:
 
     from validation.capture.machine import check_load, machine_state
     from validation.capture.profile import ProfileSpec, profile_models
-    from validation.files import check_output
+
+    from ..output import check_output
 
     if args.out:  # before loading anything: never over the weights read
         check_output(args.out, "--out", inputs=_model_paths(args.models))

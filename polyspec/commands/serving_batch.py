@@ -10,8 +10,8 @@ from .common import parse_batches  # noqa: F401  (capture and profile import it 
 def run_plan(args, pool) -> int:
     """``plan POOL --batch ...``."""
     from polyspec_theory.serving.plan import plan_batches
-    from validation.files import dump_json
 
+    from ..output import dump_json
     from .common import refuse_options
 
     refuse_options((("--write-config", args.write_config), ("--write-pool", args.write_pool),

@@ -56,7 +56,8 @@ def run(args) -> int:
     from polyspec_theory.schemes import in_mode
     from simulators.runtime import use_cpu_cores
     from simulators.schemes import DEFAULT_TOKENS, Budget, get_simulator
-    from validation.files import dump_json
+
+    from ..output import dump_json
 
     cascade = in_mode(load_cascade(args.config), args.mode, "--mode")
     if args.batch is not None:

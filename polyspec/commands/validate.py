@@ -70,7 +70,7 @@ def add_arguments(p):
 
 
 def _print_folder(rep: dict, as_json: bool) -> int:
-    from validation.files import dump_json
+    from ..output import dump_json
 
     if as_json:
         print(dump_json(rep))
@@ -121,8 +121,9 @@ def run(args) -> int:
     from polyspec_theory.errors import PolyspecInputError
     from validation.analysis.folders import validate_folder
     from validation.analysis.traces import combined_json, combined_text, validate_traces
-    from validation.files import check_output_dir, dump_json
     from validation.formats import detect_dir
+
+    from ..output import check_output_dir, dump_json
 
     if args.out:
         check_output_dir(args.out, "--out")  # before the (slow) validation

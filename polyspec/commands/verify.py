@@ -32,7 +32,8 @@ def run(args) -> int:
     from polyspec_theory.errors import as_int
     from simulators.runtime import use_cpu_cores
     from simulators.verify import context_departure, format_table, run_checks
-    from validation.files import dump_json
+
+    from ..output import dump_json
 
     seed = as_int(args.seed, "seed", low=0, high=2**31 - 1)
     use_cpu_cores(args.cpu_devices)

@@ -87,8 +87,9 @@ def _train(args) -> int:
 
 
 def _info(args) -> int:
-    from validation.files import dump_json
     from validation.zoo import zoo_info
+
+    from ..output import dump_json
 
     info = zoo_info(args.dir, evaluate=args.eval)
     if args.json:
