@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_mode_argument, parse_models
+from .common import add_mode_argument, parse_ints, parse_models
 
 HELP = "capture a decoding trace (rounds, AR baselines, cost curves) of a real cascade"
 
@@ -76,16 +76,6 @@ def add_arguments(parser) -> None:
     add_allow_load(parser)
 
 
-def parse_ints(text, field):
-    from polyspec_theory.errors import PolyspecInputError
-
-    try:
-        return [int(x) for x in str(text).split(",") if x.strip()]
-    except ValueError:
-        raise PolyspecInputError(
-            field, f"expected comma-separated integers, got {text!r}") from None
-
-
 def parse_schedules(specs, n_pairs):
     """``[PAIR@]SPEC`` options -> one entry per pair (``None`` if no option)."""
     from polyspec_theory.errors import PolyspecInputError
@@ -123,15 +113,18 @@ def _spec(args, models):
                                       else args.batches,
                                       "--batch" if args.batch is not None else "--batches"))
     return CaptureSpec(
-        models, None if args.thresholds is None else parse_ints(args.thresholds, "thresholds"),
+        models, None if args.thresholds is None else parse_ints(
+            args.thresholds, "thresholds", low=None, distinct=False, example="8,4,2"),
         temperature=args.temperature, top_k=args.top_k, n_prompts=args.prompts,
         prompt_len=args.prompt_len, max_new_tokens=args.tokens, seed=args.seed,
         threads=args.threads, device=args.device, dtype=args.dtype, warmup=args.warmup,
-        cost_contexts=parse_ints(args.cost_contexts, "cost_contexts"),
+        cost_contexts=parse_ints(args.cost_contexts, "cost_contexts", low=None,
+                                 distinct=False, example="32,96,160"),
         cost_repeats=args.cost_repeats, ar_models=args.ar_models, zoo_dir=args.zoo_dir,
         tree=args.tree, schedules=parse_schedules(args.schedule, len(models) - 1),
         tree_sampling=args.tree_sampling, mode=args.mode or DEFAULT_MODE, queue=args.queue,
-        cores=None if args.cores is None else tuple(parse_ints(args.cores, "cores")),
+        cores=None if args.cores is None else tuple(parse_ints(
+            args.cores, "cores", low=None, distinct=False, example="0,1")),
         batches=batches)
 
 

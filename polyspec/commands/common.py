@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 
 
@@ -81,37 +82,51 @@ def options_named(names: dict):
         raise PolyspecInputError(names[e.field], e.reason) from None
 
 
-def parse_ints(text, field: str, *, low: int = 1, high: int | None = None,
-               example: str = "1,2,4") -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``: distinct integers in ``low..high`` (errors name
-    ``field``). The one parser of comma-separated integer lists on the command line."""
+_INT = re.compile(r"-?[0-9]+")
+
+
+def _bounds(low: int | None, high: int | None) -> str:
+    """`` in 1..8``, `` >= 0``, `` <= 8`` or nothing (no bound) for an error message."""
+    if low is not None and high is not None:
+        return f" in {low}..{high}"
+    if low is not None:
+        return f" >= {low}"
+    return "" if high is None else f" <= {high}"
+
+
+def parse_ints(text, field: str, *, low: int | None = 1, high: int | None = None,
+               distinct: bool = True, example: str = "1,2,4", what: str = "integers",
+               item: str = "a value") -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``: the one parser of comma-separated integer lists on the
+    command line. Every item is an integer (ASCII digits, a ``-`` sign allowed, spaces
+    around it ignored; an empty item is refused) in ``low..high`` (``None``: no bound on
+    that side); with ``distinct`` no value may appear twice. Errors name ``field`` and call
+    the list's entries ``what`` (one of them ``item``)."""
     from polyspec_theory.errors import PolyspecInputError
 
     out = []
     for part in str(text).split(","):
         p = part.strip()
-        if not p.isdigit() or int(p) < low or (high is not None and int(p) > high):
-            rng = f"{low}..{high}" if high is not None else f">= {low}"
-            raise PolyspecInputError(field, f"must be comma-separated integers in {rng} (e.g. "
-                                     f"{example}), got {text!r}")
-        out.append(int(p))
-    if len(set(out)) != len(out):
-        raise PolyspecInputError(field, f"lists a value twice: {text!r}")
+        try:
+            v = int(p) if _INT.fullmatch(p) else None
+        except ValueError:  # more digits than int() converts
+            v = None
+        if v is None or (low is not None and v < low) or (high is not None and v > high):
+            raise PolyspecInputError(field, f"must be comma-separated {what}"
+                                     f"{_bounds(low, high)} (e.g. {example}), got {text!r}")
+        out.append(v)
+    if distinct and len(set(out)) != len(out):
+        raise PolyspecInputError(field, f"lists {item} twice: {text!r}")
     return out
 
 
 def parse_batches(text, field: str = "--batch") -> list[int]:
-    """``"1,2,4,8,16"`` -> ``[1, 2, 4, 8, 16]`` (errors name the option)."""
+    """``"1,2,4,8,16"`` -> ``[1, 2, 4, 8, 16]``: distinct batch sizes in 1..MAX_BATCH_SIZE
+    (errors name the option)."""
     from polyspec_theory.core.costs import MAX_BATCH_SIZE
-    from polyspec_theory.errors import PolyspecInputError
 
-    try:
-        return parse_ints(text, field, high=MAX_BATCH_SIZE, example="1,2,4,8,16")
-    except PolyspecInputError as e:
-        if "twice" in e.reason:
-            raise PolyspecInputError(field, f"lists a batch size twice: {text!r}") from None
-        raise PolyspecInputError(field, f"must be comma-separated batch sizes in "
-                                 f"1..{MAX_BATCH_SIZE} (e.g. 1,2,4,8,16), got {text!r}") from None
+    return parse_ints(text, field, high=MAX_BATCH_SIZE, example="1,2,4,8,16",
+                      what="batch sizes", item="a batch size")
 
 
 # --- the draft length: one name on the command line -----------------------------------------
@@ -162,12 +177,9 @@ def thresholds_of(args, field: str = "--thresholds", *, low: int = 1) -> list[in
     refuse_retired_draft_length(args)
     if args.thresholds is None:
         return None
-    try:
-        return parse_ints(args.thresholds, field, low=low, high=MAX_THRESHOLD, example="4,2")
-    except Exception as e:  # a list may repeat a threshold: only the range is a rule
-        if "twice" not in str(e):
-            raise
-        return [int(x) for x in str(args.thresholds).split(",")]
+    # a list may repeat a threshold (8,4,4): only the range is a rule
+    return parse_ints(args.thresholds, field, low=low, high=MAX_THRESHOLD, example="4,2",
+                      distinct=False)
 
 
 def refuse_k_values(values, field: str) -> None:

@@ -166,8 +166,8 @@ def run_kind(args) -> int:
     from validation.capture.models import model_name
 
     from ..output import dump_json
-    from .capture import parse_ints, parse_schedules
-    from .common import parse_models, require_options, thresholds_of
+    from .capture import parse_schedules
+    from .common import parse_ints, parse_models, require_options, thresholds_of
 
     if args.score:
         return _score(args)
@@ -189,7 +189,8 @@ def run_kind(args) -> int:
                  for s in sched]
     fc, errs, kind = fk.forecast_request(fk.KindRequest(
         tuple(models), tuple(th), temp, args.traces, name,
-        tree=tuple(parse_ints(args.tree, "--tree")) if args.tree else None,
+        tree=tuple(parse_ints(args.tree, "--tree", low=None, distinct=False,
+                              example="-1,0,0,1,1")) if args.tree else None,
         schedules=sched, tree_sampling=args.tree_sampling, batch=args.batch,
         batch_profile=args.batch_profile, laws_from=args.laws_from,
         costs_from=args.costs_from, loo_errors=not args.interval_from))

@@ -152,7 +152,7 @@ def run_profile(args) -> int:
     from polyspec_theory.errors import as_int
     from validation.hardware.fit import load_corrections
 
-    from .serving_batch import parse_batches
+    from .common import parse_batches
 
     batches = parse_batches(args.batch or "1", "--batch")
     if 1 not in batches:
@@ -285,7 +285,7 @@ def run_plan(args) -> int:
     pool = read_pool(cfg, Path(args.gpu_pool).parent, gamma_of=gamma_rule(c),
                      origin=Path(args.gpu_pool).name)
     if args.batch is not None:
-        from .serving_batch import parse_batches
+        from .common import parse_batches
 
         pool.batches = sorted(parse_batches(args.batch, "--batch"))
     out = plan_gpu(pool, args.gpu, args.engine, c, load_interval())

@@ -4,7 +4,7 @@ III-C) as a report and plain text (``predict --batch`` is the batch scheme's own
 
 from __future__ import annotations
 
-from .common import parse_batches  # noqa: F401  (capture and profile import it from here)
+from .common import parse_batches
 
 
 def run_plan(args, pool) -> int:
