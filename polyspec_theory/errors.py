@@ -8,6 +8,7 @@ CLI, which prints it on one line) can say exactly what was wrong.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -117,6 +118,43 @@ def as_real_array(
         i = int(np.flatnonzero(arr.ravel() > high)[0])
         raise PolyspecInputError(field, f"values must be <= {high}, got {arr.ravel()[i]} at {i}")
     return arr
+
+
+_INT = re.compile(r"-?[0-9]+")
+
+
+def _bounds(low: int | None, high: int | None) -> str:
+    """`` in 1..8``, `` >= 0``, `` <= 8`` or nothing (no bound) for an error message."""
+    if low is not None and high is not None:
+        return f" in {low}..{high}"
+    if low is not None:
+        return f" >= {low}"
+    return "" if high is None else f" <= {high}"
+
+
+def parse_ints(text, field: str, *, low: int | None = 1, high: int | None = None,
+               distinct: bool = True, example: str = "1,2,4", what: str = "integers",
+               item: str = "a value") -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``: the one parser of comma-separated integer lists (the
+    command line's options, a tree's parents written as text). Every item is an integer
+    (ASCII digits, a ``-`` sign allowed, spaces around it ignored; an empty item is refused)
+    in ``low..high`` (``None``: no bound on that side); with ``distinct`` no value may
+    appear twice. Errors name ``field`` and call the list's entries ``what`` (one of them
+    ``item``)."""
+    out = []
+    for part in str(text).split(","):
+        p = part.strip()
+        try:
+            v = int(p) if _INT.fullmatch(p) else None
+        except ValueError:  # more digits than int() converts
+            v = None
+        if v is None or (low is not None and v < low) or (high is not None and v > high):
+            raise PolyspecInputError(field, f"must be comma-separated {what}"
+                                     f"{_bounds(low, high)} (e.g. {example}), got {text!r}")
+        out.append(v)
+    if distinct and len(set(out)) != len(out):
+        raise PolyspecInputError(field, f"lists {item} twice: {text!r}")
+    return out
 
 
 def as_int_array(x, field: str, *, low=None, min_len: int = 1) -> np.ndarray:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .common import add_mode_argument, parse_ints, parse_models
+from polyspec_theory.errors import parse_ints
+
+from .common import add_mode_argument, parse_models
 
 HELP = "capture a decoding trace (rounds, AR baselines, cost curves) of a real cascade"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 
 
@@ -82,48 +81,11 @@ def options_named(names: dict):
         raise PolyspecInputError(names[e.field], e.reason) from None
 
 
-_INT = re.compile(r"-?[0-9]+")
-
-
-def _bounds(low: int | None, high: int | None) -> str:
-    """`` in 1..8``, `` >= 0``, `` <= 8`` or nothing (no bound) for an error message."""
-    if low is not None and high is not None:
-        return f" in {low}..{high}"
-    if low is not None:
-        return f" >= {low}"
-    return "" if high is None else f" <= {high}"
-
-
-def parse_ints(text, field: str, *, low: int | None = 1, high: int | None = None,
-               distinct: bool = True, example: str = "1,2,4", what: str = "integers",
-               item: str = "a value") -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``: the one parser of comma-separated integer lists on the
-    command line. Every item is an integer (ASCII digits, a ``-`` sign allowed, spaces
-    around it ignored; an empty item is refused) in ``low..high`` (``None``: no bound on
-    that side); with ``distinct`` no value may appear twice. Errors name ``field`` and call
-    the list's entries ``what`` (one of them ``item``)."""
-    from polyspec_theory.errors import PolyspecInputError
-
-    out = []
-    for part in str(text).split(","):
-        p = part.strip()
-        try:
-            v = int(p) if _INT.fullmatch(p) else None
-        except ValueError:  # more digits than int() converts
-            v = None
-        if v is None or (low is not None and v < low) or (high is not None and v > high):
-            raise PolyspecInputError(field, f"must be comma-separated {what}"
-                                     f"{_bounds(low, high)} (e.g. {example}), got {text!r}")
-        out.append(v)
-    if distinct and len(set(out)) != len(out):
-        raise PolyspecInputError(field, f"lists {item} twice: {text!r}")
-    return out
-
-
 def parse_batches(text, field: str = "--batch") -> list[int]:
     """``"1,2,4,8,16"`` -> ``[1, 2, 4, 8, 16]``: distinct batch sizes in 1..MAX_BATCH_SIZE
     (errors name the option)."""
     from polyspec_theory.core.costs import MAX_BATCH_SIZE
+    from polyspec_theory.errors import parse_ints
 
     return parse_ints(text, field, high=MAX_BATCH_SIZE, example="1,2,4,8,16",
                       what="batch sizes", item="a batch size")
@@ -173,6 +135,7 @@ def thresholds_of(args, field: str = "--thresholds", *, low: int = 1) -> list[in
     """The ``--thresholds`` list (``None`` when not given), after refusing the retired
     spellings (:func:`refuse_retired_draft_length`)."""
     from polyspec_theory.core.config import MAX_THRESHOLD
+    from polyspec_theory.errors import parse_ints
 
     refuse_retired_draft_length(args)
     if args.thresholds is None:

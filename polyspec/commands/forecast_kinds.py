@@ -87,7 +87,7 @@ def run_async(args) -> int:
     capture has a profile taken before it)."""
     from pathlib import Path
 
-    from polyspec_theory.errors import PolyspecInputError, as_int, as_real
+    from polyspec_theory.errors import PolyspecInputError, as_int, as_real, parse_ints
     from validation.analysis.async_forecast import already_captured, forecast_async_config
     from validation.analysis.forecast import loo_errors
     from validation.analysis.score import prediction_interval
@@ -98,7 +98,7 @@ def run_async(args) -> int:
     from validation.traces.records import read_traces
 
     from ..output import dump_json
-    from .common import parse_ints, refuse_options
+    from .common import refuse_options
 
     refuse_options((("--tree", args.tree), ("--schedule", args.schedule),
                     ("--batch", args.batch), ("--batch-profile", args.batch_profile),
@@ -160,14 +160,14 @@ def run_async(args) -> int:
 def run_kind(args) -> int:
     from pathlib import Path
 
-    from polyspec_theory.errors import PolyspecInputError, as_real
+    from polyspec_theory.errors import PolyspecInputError, as_real, parse_ints
     from validation.analysis import forecast_kinds as fk
     from validation.analysis.score import prediction_interval
     from validation.capture.models import model_name
 
     from ..output import dump_json
     from .capture import parse_schedules
-    from .common import parse_ints, parse_models, require_options, thresholds_of
+    from .common import parse_models, require_options, thresholds_of
 
     if args.score:
         return _score(args)

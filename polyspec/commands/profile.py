@@ -153,7 +153,7 @@ def _run_async(args) -> int:
 
     import torch
 
-    from polyspec_theory.errors import PolyspecInputError, as_int
+    from polyspec_theory.errors import PolyspecInputError, as_int, parse_ints
     from validation.capture.async_profile import profile_async
     from validation.capture.machine import check_load, machine_state
     from validation.capture.models import load_model
@@ -161,7 +161,7 @@ def _run_async(args) -> int:
     from validation.schemes.async_ import check_async_args, pick_cores
 
     from ..output import check_output, dump_json, write_output
-    from .common import options_named, parse_ints, refuse_options
+    from .common import options_named, refuse_options
 
     refuse_options((("--traces", args.traces), ("--exclude", args.exclude),
                     ("--batch", args.batch)),

@@ -1,5 +1,5 @@
 """The command line's one parser of comma-separated integer lists
-(:func:`polyspec.commands.common.parse_ints`): both sides of each bound, repeats refused or
+(:func:`polyspec_theory.errors.parse_ints`): both sides of each bound, repeats refused or
 allowed, non-integers and empty items refused on one line naming the field, and the callers
 (batch sizes, thresholds, capture's lists, forecast's tree) through it."""
 
@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from polyspec.cli import main
-from polyspec.commands.common import parse_batches, parse_ints
+from polyspec.commands.common import parse_batches
 from polyspec_theory.core.costs import MAX_BATCH_SIZE
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError, parse_ints
 
 
 def _refused(text, field="--x", **kw) -> str:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError, parse_ints
 from polyspec_theory.structures.schedule import ConfidenceSchedule, HFSchedule, schedule_from_config
 from polyspec_theory.structures.trees import Tree, tree_from_config
 from validation.schemes import chain, torch
@@ -78,11 +78,8 @@ def parse_tree(spec, field: str = "tree") -> Tree:
     """A :class:`Tree` from a ``Tree``, ``{"parents": [...]}``, a parents list or the text
     ``"-1,0,0,1"``."""
     if isinstance(spec, str):
-        try:
-            spec = [int(x) for x in spec.replace(" ", "").split(",") if x]
-        except ValueError:
-            raise PolyspecInputError(f"{field}.parents", f"expected comma-separated parent "
-                                     f"indices, got {spec!r}") from None
+        spec = parse_ints(spec, f"{field}.parents", low=None, distinct=False, example="-1,0,0,1",
+                          what="parent indices")
     if isinstance(spec, (list, tuple, np.ndarray)):
         return Tree(list(spec), field)
     return tree_from_config(spec, field)
