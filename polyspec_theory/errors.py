@@ -2,13 +2,17 @@
 
 Each ``as_*`` / ``require_*`` function returns the value in canonical form or raises
 :class:`PolyspecInputError`, whose message starts with the field name, so callers (and the
-CLI, which prints it on one line) can say exactly what was wrong.
+CLI, which prints it on one line) can say exactly what was wrong. The checks of a command
+line's options (:func:`refuse_options`, :func:`options_named`, :func:`parse_ints`) live here
+too: every layer that reads a command's parsed options (the CLI, the validation wing's command
+hooks) shares them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -148,3 +152,42 @@ def require_keys(d, field: str, required: Iterable[str], optional: Sequence[str]
         if k not in d:
             raise PolyspecInputError(f"{field}.{k}" if field else k, "missing required field")
     return d
+
+
+# --- options of a command line (the CLI and the validation wing's command hooks) ----------
+
+def refuse_options(given, why: str) -> None:
+    """Refuse the first option of ``given`` (``(option, value)`` pairs; a value that is
+    neither ``None`` nor ``False`` counts as given) with ``option: why``: the one loop behind
+    every "does not apply with X"."""
+    for option, value in given:
+        if value is not None and value is not False:
+            raise PolyspecInputError(option, why)
+
+
+@contextmanager
+def options_named(names: dict):
+    """Errors of the fields in ``names`` (``{"batch": "--batch"}``) name the option instead."""
+    try:
+        yield
+    except PolyspecInputError as e:
+        if e.field not in names:
+            raise
+        raise PolyspecInputError(names[e.field], e.reason) from None
+
+
+def parse_ints(text, field: str, *, low: int = 1, high: int | None = None,
+               example: str = "1,2,4") -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``: distinct integers in ``low..high`` (errors name
+    ``field``). The one parser of comma-separated integer lists on the command line."""
+    out = []
+    for part in str(text).split(","):
+        p = part.strip()
+        if not p.isdigit() or int(p) < low or (high is not None and int(p) > high):
+            rng = f"{low}..{high}" if high is not None else f">= {low}"
+            raise PolyspecInputError(field, f"must be comma-separated integers in {rng} (e.g. "
+                                     f"{example}), got {text!r}")
+        out.append(int(p))
+    if len(set(out)) != len(out):
+        raise PolyspecInputError(field, f"lists a value twice: {text!r}")
+    return out

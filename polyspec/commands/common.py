@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+# the option checks shared with the validation wing's command hooks live with the input
+# guards (polyspec_theory.errors); the commands import them from here
+from polyspec_theory.errors import options_named, parse_ints, refuse_options  # noqa: F401
 
 
 def add_cpu_devices_argument(p) -> None:
@@ -34,17 +36,6 @@ def add_mode_argument(p, help_text: str) -> None:
                    help=help_text)
 
 
-def refuse_options(given, why: str) -> None:
-    """Refuse the first option of ``given`` (``(option, value)`` pairs; a value that is
-    neither ``None`` nor ``False`` counts as given) with ``option: why``: the one loop behind
-    every "does not apply with X"."""
-    from polyspec_theory.errors import PolyspecInputError
-
-    for option, value in given:
-        if value is not None and value is not False:
-            raise PolyspecInputError(option, why)
-
-
 def write_and_print_json(obj, args) -> bool:
     """``obj`` as JSON: written to ``args.out`` when given, printed when ``args.json``;
     whether it was printed (the command is then done)."""
@@ -66,38 +57,6 @@ def require_options(given, why: str = "required") -> None:
     for option, value in given:
         if value is None or value == [] or value == "":
             raise PolyspecInputError(option, why)
-
-
-@contextmanager
-def options_named(names: dict):
-    """Errors of the fields in ``names`` (``{"batch": "--batch"}``) name the option instead."""
-    from polyspec_theory.errors import PolyspecInputError
-
-    try:
-        yield
-    except PolyspecInputError as e:
-        if e.field not in names:
-            raise
-        raise PolyspecInputError(names[e.field], e.reason) from None
-
-
-def parse_ints(text, field: str, *, low: int = 1, high: int | None = None,
-               example: str = "1,2,4") -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``: distinct integers in ``low..high`` (errors name
-    ``field``). The one parser of comma-separated integer lists on the command line."""
-    from polyspec_theory.errors import PolyspecInputError
-
-    out = []
-    for part in str(text).split(","):
-        p = part.strip()
-        if not p.isdigit() or int(p) < low or (high is not None and int(p) > high):
-            rng = f"{low}..{high}" if high is not None else f">= {low}"
-            raise PolyspecInputError(field, f"must be comma-separated integers in {rng} (e.g. "
-                                     f"{example}), got {text!r}")
-        out.append(int(p))
-    if len(set(out)) != len(out):
-        raise PolyspecInputError(field, f"lists a value twice: {text!r}")
-    return out
 
 
 def parse_batches(text, field: str = "--batch") -> list[int]:
