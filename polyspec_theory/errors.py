@@ -2,7 +2,10 @@
 
 Each ``as_*`` / ``require_*`` function returns the value in canonical form or raises
 :class:`PolyspecInputError`, whose message starts with the field name, so callers (and the
-CLI, which prints it on one line) can say exactly what was wrong.
+CLI, which prints it on one line) can say exactly what was wrong. The checks of a command
+line's options (:func:`refuse_options`, :func:`options_named`, :func:`parse_ints`) live here
+too: every layer that reads a command's parsed options (the CLI, the validation wing's command
+hooks) shares them.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -186,3 +190,26 @@ def require_keys(d, field: str, required: Iterable[str], optional: Sequence[str]
         if k not in d:
             raise PolyspecInputError(f"{field}.{k}" if field else k, "missing required field")
     return d
+
+
+# --- options of a command line (the CLI and the validation wing's command hooks) ----------
+
+def refuse_options(given, why: str) -> None:
+    """Refuse the first option of ``given`` (``(option, value)`` pairs; a value that is
+    neither ``None`` nor ``False`` counts as given) with ``option: why``: the one loop behind
+    every "does not apply with X"."""
+    for option, value in given:
+        if value is not None and value is not False:
+            raise PolyspecInputError(option, why)
+
+
+@contextmanager
+def options_named(names: dict):
+    """Errors of the fields in ``names`` (``{"batch": "--batch"}``) name the option instead."""
+    try:
+        yield
+    except PolyspecInputError as e:
+        if e.field not in names:
+            raise
+        raise PolyspecInputError(names[e.field], e.reason) from None
+

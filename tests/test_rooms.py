@@ -34,9 +34,6 @@ _KIND = ("a forecast line's `kind` (chain, tree, schedule, batch, async) is the 
 _PAIR = "a pair's drafting structure (chain, tree, hf, confidence), not a scheme"
 _HARDWARE = ("the GPU cost database's vocabulary: a published row's `method` / draft shape "
              "and a GPU plan config's `methods`, priced by that wing's own models (issue 38)")
-_COMMAND = ("the command's own path for the async scheme (profile / forecast --mode async, "
-            "its contention profile): per-scheme command hooks are issue 37's 'commands are "
-            "generic' step, not done yet")
 SCHEME_WORDS_ALLOWED = {
     ("polyspec_theory/core/config.py", "e.field != 'batch'"): "an error's field name",
     ("polyspec_theory/structures/structured.py", "kind == 'chain'"): _PAIR,
@@ -59,8 +56,6 @@ SCHEME_WORDS_ALLOWED = {
     ("validation/hardware/plan.py", "'pearl' in pool.methods"): _HARDWARE,
     ("validation/hardware/rows.py", "method == 'pearl'"): _HARDWARE,
     ("validation/hardware/rows.py", "shape not in ('tree', 'chain')"): _HARDWARE,
-    ("polyspec/commands/forecast.py", "args.mode == 'async'"): _COMMAND,
-    ("polyspec/commands/profile.py", "args.mode == 'async'"): _COMMAND,
 }
 
 # The command line's modules that may import validation.files: its one door for writing

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 
 def add_cpu_devices_argument(p) -> None:
     """``--cpu-devices K`` (for :func:`simulators.runtime.use_cpu_cores`)."""
@@ -34,17 +32,6 @@ def add_mode_argument(p, help_text: str) -> None:
                    help=help_text)
 
 
-def refuse_options(given, why: str) -> None:
-    """Refuse the first option of ``given`` (``(option, value)`` pairs; a value that is
-    neither ``None`` nor ``False`` counts as given) with ``option: why``: the one loop behind
-    every "does not apply with X"."""
-    from polyspec_theory.errors import PolyspecInputError
-
-    for option, value in given:
-        if value is not None and value is not False:
-            raise PolyspecInputError(option, why)
-
-
 def write_and_print_json(obj, args) -> bool:
     """``obj`` as JSON: written to ``args.out`` when given, printed when ``args.json``;
     whether it was printed (the command is then done)."""
@@ -66,19 +53,6 @@ def require_options(given, why: str = "required") -> None:
     for option, value in given:
         if value is None or value == [] or value == "":
             raise PolyspecInputError(option, why)
-
-
-@contextmanager
-def options_named(names: dict):
-    """Errors of the fields in ``names`` (``{"batch": "--batch"}``) name the option instead."""
-    from polyspec_theory.errors import PolyspecInputError
-
-    try:
-        yield
-    except PolyspecInputError as e:
-        if e.field not in names:
-            raise
-        raise PolyspecInputError(names[e.field], e.reason) from None
 
 
 def parse_batches(text, field: str = "--batch") -> list[int]:

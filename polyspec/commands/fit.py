@@ -3,8 +3,10 @@ fitted laws (:mod:`validation.formats`)."""
 
 from __future__ import annotations
 
+from polyspec_theory.errors import options_named
+
 from ..output import dump_json
-from .common import add_thresholds_argument, options_named, thresholds_of
+from .common import add_thresholds_argument, thresholds_of
 
 HELP = ("Read a serving engine's speculative-decoding output (vLLM, SGLang, llama.cpp, "
         "TensorRT-LLM logs, metrics or per-request JSON), count rounds and accepted tokens, "

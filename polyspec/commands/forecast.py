@@ -1,6 +1,9 @@
 """``polyspec forecast``: predict the speedup a capture of a configuration will measure, before
 capturing it (acceptance from the committed captures, costs from a composition profile), with
-a prediction interval calibrated on the leave-one-out errors of the committed captures."""
+a prediction interval calibrated on the leave-one-out errors of the committed captures. A
+``--mode`` whose scheme forecasts our captures itself (its module's ``FORECAST_CAPTURES``,
+:func:`validation.schemes.command_hook`; the async pipeline) runs that; on a folder of PipeSpec
+runs the scheme's ``FORECAST_FOLDER`` runs."""
 
 from __future__ import annotations
 
@@ -51,7 +54,7 @@ def run(args) -> int:
         from .gpu import run_forecast as run_rows
 
         return run_rows(args)
-    from .common import refuse_options
+    from polyspec_theory.errors import refuse_options
 
     refuse_options((("--acceptance-from", args.acceptance_from),), "only applies with --rows")
     return _run(args)
@@ -61,7 +64,7 @@ def _run(args) -> int:
     from pathlib import Path
 
     from polyspec.configs import read_config
-    from polyspec_theory.errors import PolyspecInputError, as_real
+    from polyspec_theory.errors import PolyspecInputError, as_real, refuse_options
     from polyspec_theory.schemes import scheme_named
     from validation.analysis.forecast import (
         Config,
@@ -69,15 +72,16 @@ def _run(args) -> int:
         forecast,
         loo_errors,
     )
-    from validation.analysis.score import prediction_interval
+    from validation.analysis.score import interval_errors, prediction_interval
     from validation.capture.composition import CompositionProfile, load_profiles
     from validation.capture.models import model_name
     from validation.formats import detect_dir
+    from validation.schemes import command_hook
     from validation.traces.records import read_traces
 
     from ..output import dump_json
-    from .common import refuse_options, require_options
-    from .forecast_kinds import interval_errors, run_kind
+    from .common import require_options
+    from .forecast_kinds import run_kind
 
     thresholds_of(args, low=0)  # the retired spellings refused with the conversion
     if args.traces is not None and detect_dir(args.traces) is not None:  # PipeSpec runs
@@ -94,10 +98,10 @@ def _run(args) -> int:
         require_options((("--models", args.models), ("--thresholds", args.thresholds)))
         return _run_gpu(args.traces, args.models, thresholds_of(args, low=0), (args.dtype,
                         args.mode), args.json)
-    if args.mode == "async":  # our own async pipeline (validation/schemes/async_.py)
-        from .forecast_kinds import run_async
-
-        return run_async(args)
+    own = None if args.mode is None else command_hook(scheme_named(args.mode),
+                                                        "FORECAST_CAPTURES")
+    if own is not None:  # the scheme's own forecast of our captures (async: AS1c)
+        return own(args)
     refuse_options((("--mode", args.mode), ("--dtype", args.dtype)),
                    "only applies to a folder of GPU runs (PipeSpec), or async on captures")
     refuse_options((("--queue", args.queue),), "only applies with --mode async")
@@ -127,7 +131,8 @@ def _run(args) -> int:
     pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
     errs = {} if args.interval_from else loo_errors(caps, load_profiles(pdir, caps),
                                                    temperature=temp)
-    errs, floor, of = interval_errors(args, errs, "the captures at this temperature")
+    errs, floor, of = interval_errors(args.interval_from, errs,
+                                      "the captures at this temperature")
     out = {**fc.to_dict(),
            **prediction_interval(fc.speedup, errs.values(), of, floor),
            "profile": str(args.profile), "traces": str(args.traces),

@@ -67,102 +67,12 @@ def _score(args) -> int:
     return 0
 
 
-def interval_errors(args, loo: dict, of: str) -> tuple[dict, float, str]:
-    """The calibration errors, A/A floor and their description for a forecast's interval:
-    ``--interval-from``'s scored round (:func:`validation.analysis.score.calibration`) if
-    given, else the leave-one-out errors ``loo`` (floor 0)."""
-    if not getattr(args, "interval_from", None):
-        return loo, 0.0, of
-    from validation.analysis.score import calibration
-
-    c = calibration(args.interval_from)
-    return ({f"#{i}": e for i, e in enumerate(c["errors"])}, c["floor"],
-            f"the scored forecasts {args.interval_from} (pooled over kinds)")
-
-
-def run_async(args) -> int:
-    """``forecast --mode async`` on our own captures: AS1 with the contention term on a
-    contention profile (:func:`validation.analysis.async_forecast.forecast_async_config`);
-    the interval from the leave-one-out errors of the chain forecasts at T = 0 (no async
-    capture has a profile taken before it)."""
-    from pathlib import Path
-
-    from polyspec_theory.errors import PolyspecInputError, as_int, as_real, parse_ints
-    from validation.analysis.async_forecast import already_captured, forecast_async_config
-    from validation.analysis.forecast import loo_errors
-    from validation.analysis.score import prediction_interval
-    from validation.capture.async_profile import read_async_profile
-    from validation.capture.composition import load_profiles
-    from validation.capture.models import model_name
-    from validation.schemes import synchronous_captures
-    from validation.traces.records import read_traces
-
-    from ..output import dump_json
-    from .common import refuse_options
-
-    refuse_options((("--tree", args.tree), ("--schedule", args.schedule),
-                    ("--batch", args.batch), ("--batch-profile", args.batch_profile),
-                    ("--laws-from", args.laws_from), ("--score", args.score),
-                    ("--dtype", args.dtype), ("--costs-from", args.costs_from)),
-                   "does not apply with --mode async (two models, one chain, greedy)")
-    for opt in ("traces", "models", "thresholds", "profile"):
-        if getattr(args, opt) is None:
-            raise PolyspecInputError(f"--{opt}", "required with --mode async")
-    models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
-    if len(models) != 2:
-        raise PolyspecInputError("--models", f"--mode async forecasts two models (target, one "
-                                 f"drafter), got {len(models)}")
-    th = parse_ints(args.thresholds, "--thresholds", low=0, example="0")
-    if len(th) != 1:
-        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold, got "
-                                 f"{len(th)}")
-    temp = as_real(args.temperature, "--temperature", low=0.0)
-    if temp != 0:
-        raise PolyspecInputError("--temperature", f"the async pipeline is greedy (0), got "
-                                 f"{temp:g}")
-    if not Path(args.traces).is_dir():
-        raise PolyspecInputError("--traces", f"{args.traces}: no such folder of captures")
-    prof = read_async_profile(args.profile)
-    threshold = th[0]
-    queue = None if args.queue is None else as_int(args.queue, "--queue",
-                                                   low=max(1, threshold), high=4096)
-    caps = read_traces(args.traces)
-    if already_captured(caps, models, threshold, queue):
-        raise PolyspecInputError("--models", "this configuration is already captured in "
-                                 f"{args.traces}: forecast a new one (validate predicts the "
-                                 "committed ones)")
-    fc = forecast_async_config(models, threshold, queue, caps, prof)
-    pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
-    sync = synchronous_captures(caps)
-    errs = {} if args.interval_from else loo_errors(sync, load_profiles(pdir, sync),
-                                                   temperature=0.0)
-    errs, floor, of = interval_errors(args, errs, f"the chain forecasts at T = 0 (profiles in "
-                                      f"{pdir})")
-    out = {**fc, **prediction_interval(fc["speedup"], errs.values(), of, floor),
-           "profile": str(args.profile), "traces": str(args.traces), "kind": "async",
-           "levels": 2, "batch": 1, "name": args.name or "forecast"}
-    if args.json:
-        print(dump_json(out))
-        return 0
-    iv = out["interval95"]
-    k1, k2 = fc["contention"]
-    print(f"{' <- '.join(models)} async θ={threshold} queue={queue}: forecast speedup "
-          f"{fc['speedup']:.3f}" + ("" if iv is None else
-                                    f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}]"
-                                    f" (from {len(errs)} errors of {of})"))
-    print(f"  contention 1 + κ = {1 + k1:.4f} (target), {1 + k2:.4f} (drafter); without it "
-          f"{fc['speedup_without_contention']:.3f}")
-    print(f"  acceptance: {fc['acceptance_law']}, from {len(fc['acceptance_from'])} "
-          "capture(s)")
-    return 0
-
-
 def run_kind(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_real, parse_ints
     from validation.analysis import forecast_kinds as fk
-    from validation.analysis.score import prediction_interval
+    from validation.analysis.score import interval_errors, prediction_interval
     from validation.capture.models import model_name
 
     from ..output import dump_json
@@ -194,7 +104,7 @@ def run_kind(args) -> int:
         schedules=sched, tree_sampling=args.tree_sampling, batch=args.batch,
         batch_profile=args.batch_profile, laws_from=args.laws_from,
         costs_from=args.costs_from, loo_errors=not args.interval_from))
-    errs, floor, of = interval_errors(args, errs, "the captures of this kind")
+    errs, floor, of = interval_errors(args.interval_from, errs, "the captures of this kind")
     out = {"models": models, "thresholds": th, "temperature": temp, **fc,
            **prediction_interval(fc["speedup"], errs.values(), of, floor),
            "traces": str(Path(args.traces)),

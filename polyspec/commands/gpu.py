@@ -8,9 +8,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError, refuse_options
 
-from .common import refuse_options, require_options, write_and_print_json
+from .common import require_options, write_and_print_json
 
 __all__ = ["add_profile_arguments", "run_profile", "add_forecast_arguments", "run_forecast",
            "add_plan_arguments", "run_plan", "profile_report", "GpuProfile"]

@@ -152,7 +152,7 @@ def _explain_uncertainty(unc) -> str:
 
 
 def run(args) -> int:
-    from .common import refuse_options
+    from polyspec_theory.errors import refuse_options
 
     if args.gpu is not None:  # a named GPU before it runs (validation.hardware)
         from .gpu import run_plan
@@ -167,12 +167,11 @@ def _run(args) -> int:
     from pathlib import Path
 
     from polyspec.configs import read_config
-    from polyspec_theory.errors import PolyspecInputError, as_int
+    from polyspec_theory.errors import PolyspecInputError, as_int, refuse_options
     from polyspec_theory.planning.planner import plan
     from polyspec_theory.planning.pool import DEFAULT_MAX_THRESHOLD, Pool
 
     from ..output import check_output, dump_json, write_output
-    from .common import refuse_options
 
     if (args.pool is None) == (args.traces is None):
         raise PolyspecInputError("pool", "give a pool file or --traces DIR (exactly one)")

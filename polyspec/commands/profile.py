@@ -2,7 +2,9 @@
 write cost tables that configs (and ``polyspec calibrate``) can use
 (:mod:`validation.capture.profile`).
 With ``--cascade`` the models are profiled together, inside the calling pattern of the cascade
-they form (:mod:`validation.capture.composition`): the in-cascade costs a forecast needs."""
+they form (:mod:`validation.capture.composition`): the in-cascade costs a forecast needs. A
+``--mode`` whose scheme gives its own profile (its module's ``PROFILE``,
+:func:`validation.schemes.command_hook`; the async pipeline's contention profile) runs that."""
 
 from __future__ import annotations
 
@@ -81,14 +83,14 @@ def _run_cascade(args) -> int:
     from validation.analysis.forecast import pair_rounds
     from validation.capture.composition import profile_cascade
     from validation.capture.machine import check_load, machine_state
-    from validation.capture.models import load_model
+    from validation.capture.models import load_model, model_paths
     from validation.capture.setup import make_prompts
     from validation.traces.records import read_traces
 
     from ..output import check_output
 
     if args.out:  # before loading anything: never over the traces or the weights read
-        check_output(args.out, "--out", inputs=[args.traces, *_model_paths(args.models)])
+        check_output(args.out, "--out", inputs=[args.traces, *model_paths(args.models)])
 
 
     if args.thresholds is None or args.traces is None:
@@ -146,129 +148,43 @@ def _run_cascade(args) -> int:
     return 0
 
 
-def _run_async(args) -> int:
-    """``profile --cascade --mode async``: :func:`validation.capture.async_profile.profile_async`
-    (every input checked, then the load, then the models loaded and timed)."""
-    import sys
-
-    import torch
-
-    from polyspec_theory.errors import PolyspecInputError, as_int, parse_ints
-    from validation.capture.async_profile import profile_async
-    from validation.capture.machine import check_load, machine_state
-    from validation.capture.models import load_model
-    from validation.capture.setup import make_prompts
-    from validation.schemes.async_ import check_async_args, pick_cores
-
-    from ..output import check_output, dump_json, write_output
-    from .common import options_named, refuse_options
-
-    refuse_options((("--traces", args.traces), ("--exclude", args.exclude),
-                    ("--batch", args.batch)),
-                   "does not apply with --mode async (the profile times forwards; the laws "
-                   "come in at forecast time)")
-    refuse_options((("--max-m", args.max_m != 8 or None),
-                    ("--context", args.context != 64 or None),
-                    ("--unit", args.unit != "ms" or None),
-                    ("--dtype", args.dtype != "float32" or None)),
-                   "does not apply with --mode async (verify sizes 1 .. W + 1 at the "
-                   "decoder's contexts, in seconds, float32)")
-    if args.device != "cpu":
-        raise PolyspecInputError("--device", f"the async pipeline pins each level to a CPU "
-                                 f"core: cpu only, got {args.device!r}")
-    if len(args.models) != 2:
-        raise PolyspecInputError("models", f"--mode async profiles two models (target, one "
-                                 f"drafter), got {len(args.models)}")
-    th = parse_ints(args.thresholds if args.thresholds is not None else "0", "--thresholds",
-                    low=0, example="0")
-    if len(th) != 1:
-        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold (two "
-                                 f"levels), got {len(th)}")
-    with options_named({"cores": "--cores"}):
-        cores = pick_cores(2, None if args.cores is None else parse_ints(
-            args.cores, "--cores", low=0, example="0,1"))
-    n_prompts = as_int(args.prompts, "--prompts", low=1, high=1000)
-    tokens = as_int(args.tokens, "--tokens", low=1, high=100_000)
-    repeats = as_int(args.repeats, "--repeats", low=1, high=10_000)
-    warmup = as_int(args.warmup, "--warmup", low=0, high=100)
-    threads = 1 if args.threads is None else as_int(args.threads, "--threads", low=1,
-                                                     high=1024)
-    if args.out:  # before loading anything: never over the weights read
-        check_output(args.out, "--out", inputs=_model_paths(args.models))
-    torch.set_num_threads(threads)
-    loaded = [load_model(m, zoo_dir=args.zoo_dir) for m in args.models]
-    with options_named({"threshold": "--thresholds", "queue": "--queue",
-                   "temperature": "--temperature"}):
-        threshold, queue, _ = check_async_args(loaded, th[0], args.queue, args.temperature)
-    prompts, _ = make_prompts(n_prompts, args.prompt_len, args.seed)
-    load_check = check_load(args.allow_load, "a profile")  # every input checked first
-    machine = machine_state()
-    with options_named({"tokens": "--tokens"}):
-        prof = profile_async(loaded, threshold, queue, prompts, tokens,
-                             timing=(repeats, warmup), cores=cores, threads=threads)
-    prof.settings.update({"seed": args.seed, "load_check": load_check, "machine": machine,
-                          "machine_end": machine_state()})
-    text = dump_json(prof.to_dict())
-    if args.out:
-        write_output(args.out, text + "\n", "--out")
-    if args.json:
-        print(text)
-        return 0
-    k1, k2 = prof.contention
-    print(f"async contention profile of {' <- '.join(prof.models)} θ={threshold} queue="
-          f"{queue} (window {prof.window}; cores {prof.settings['cores']}; {repeats} repeats, "
-          f"{prof.settings['elapsed_s']:.1f} s):", file=sys.stdout)
-    print(f"  target autoregressive (single core): {1e3 * prof.ar_s:.4f} ms/token")
-    print(f"  {prof.models[0]:<10} verify T(m) solo, ms: " + ", ".join(
-        f"{m}: {1e3 * prof.target_table[m - 1]:.4f}" for m in prof.settings["verify_sizes"]))
-    print(f"  {prof.models[0]:<10} together / solo: 1 + κ_1 = {1 + k1:.4f}; per-verify "
-          f"overhead {1e3 * prof.overhead_s:.4f} ms")
-    print(f"  {prof.models[1]:<10} drafting forward solo {1e3 * prof.draft_s:.4f} ms; "
-          f"together / solo: 1 + κ_2 = {1 + k2:.4f}")
-    if args.out:
-        print(f"written to {args.out}")
-    return 0
-
-
-def _model_paths(models) -> list:
-    """The models given as files or folders (weights, checkpoints), not zoo level names."""
-    import os
-
-    return [m for m in models if str(m).endswith(".safetensors") or os.path.isdir(m)]
-
-
 def run(args) -> int:
     import sys
 
-    from .common import refuse_options
+    from polyspec_theory.errors import refuse_options
+
     from .gpu import GPU_PROFILE_OPTIONS, run_profile
 
     if args.gpu is not None:
         return run_profile(args)
     from polyspec_theory.errors import PolyspecInputError
-    from polyspec_theory.schemes import scheme_named, synchronous
+    from polyspec_theory.schemes import DEFAULT_MODE, scheme_named, synchronous
+    from validation.schemes import command_hook
 
     refuse_options(GPU_PROFILE_OPTIONS(args), "only applies with --gpu")
     if not args.models:
         raise PolyspecInputError("models", "give the models to time here, or --gpu NAME "
                                  "--model ID to price them from the cost database")
-    if args.mode == "async":
-        return _run_async(args)
+    scheme = scheme_named(args.mode or DEFAULT_MODE)  # the scheme's own profile, if it has one
+    own = command_hook(scheme, "PROFILE")
+    if own is not None:
+        return own(args)
     refuse_options((("--queue", args.queue), ("--cores", args.cores)),
                    "only applies with --mode async")
-    if args.mode is not None and not synchronous(scheme_named(args.mode)):
+    if not synchronous(scheme):
         raise PolyspecInputError("--mode", f"profile times sync or async cascades, got "
                                  f"{args.mode!r}")
     if args.cascade:
         return _run_cascade(args)
 
     from validation.capture.machine import check_load, machine_state
+    from validation.capture.models import model_paths
     from validation.capture.profile import ProfileSpec, profile_models
 
     from ..output import check_output
 
     if args.out:  # before loading anything: never over the weights read
-        check_output(args.out, "--out", inputs=_model_paths(args.models))
+        check_output(args.out, "--out", inputs=model_paths(args.models))
     load_check = check_load(args.allow_load, "a profile")
     machine = machine_state()
 

@@ -9,10 +9,10 @@ from .common import parse_batches
 
 def run_plan(args, pool) -> int:
     """``plan POOL --batch ...``."""
+    from polyspec_theory.errors import refuse_options
     from polyspec_theory.serving.plan import plan_batches
 
     from ..output import dump_json
-    from .common import refuse_options
 
     refuse_options((("--write-config", args.write_config), ("--write-pool", args.write_pool),
                     ("--no-prune", args.no_prune)), "does not apply with --batch")

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from .common import add_cpu_devices_argument, add_mode_argument, options_named
+from polyspec_theory.errors import options_named
+
+from .common import add_cpu_devices_argument, add_mode_argument
 
 ANNOUNCE_EVENTS = 1e8  # estimates above this are announced on stderr
 # events x verifying levels per second on a 2-core CPU (measured: 9e7 with 4 models, 7e7

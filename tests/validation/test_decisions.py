@@ -186,15 +186,12 @@ def test_score_finds_captures_by_name_and_scores_them(tmp_path, capsys):
         f"{100 * (0.1 / 1.1 + 0.075 / 0.9) / 2:.2f} %" in text
     assert "half-width 10.00 % (A/A floor 0.00 %), inside 100%" in text
     # --interval-from takes that calibration: errors and floor of the scored round
-    from types import SimpleNamespace
+    from validation.analysis.score import interval_errors
 
-    from polyspec.commands.forecast_kinds import interval_errors
-
-    errs, floor, of = interval_errors(SimpleNamespace(interval_from=str(f)), {"x": 0.5}, "o")
+    errs, floor, of = interval_errors(str(f), {"x": 0.5}, "o")
     assert sorted(errs.values()) == pytest.approx([-0.1, 0.1]) and floor == 0.0
     assert str(f) in of
-    assert interval_errors(SimpleNamespace(interval_from=None), {"x": 0.5}, "o") == (
-        {"x": 0.5}, 0.0, "o")
+    assert interval_errors(None, {"x": 0.5}, "o") == ({"x": 0.5}, 0.0, "o")
     assert {"name", "kind", "levels", "batch", "trace", "forecast", "interval95", "measured",
             "measured_ci95", "inside"} <= set(out["configs"][0])
     # malformed files: one line naming the file, the line and the field

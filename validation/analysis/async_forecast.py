@@ -19,7 +19,8 @@ synchronous captures.
 
 :func:`profile_of_capture` builds the same inputs from an async capture's own records (its
 single-core cost curves, its pipeline's forwards, overhead and baseline): an in-sample
-profile, for diagnostics only.
+profile, for diagnostics only. :func:`forecast_captures` is the command itself (the async
+scheme's ``FORECAST_CAPTURES`` hook, :func:`validation.schemes.command_hook`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from validation.analysis.fits import fit_costs
 from validation.analysis.run_forecast import prompt_run_laws, run_law_decision
 from validation.schemes import captures_of, synchronous_captures
 
-__all__ = ["forecast_async_config", "profile_of_capture", "already_captured", "ACCEPTANCE"]
+__all__ = ["forecast_async_config", "profile_of_capture", "already_captured", "ACCEPTANCE",
+           "forecast_captures"]
 
 ACCEPTANCE = ("run-law", "per-round")
 
@@ -165,3 +167,77 @@ def profile_of_capture(capture):
         contention=(k1, k2), overhead_s=max(0.0, over), ar_s=capture.ar_time_per_token,
         settings={"source": f"in-sample: capture {capture.name} (its single-core cost "
                             "curves, its pipeline's forwards, overhead and baseline)"})
+
+
+def forecast_captures(args) -> int:
+    """``polyspec forecast --mode async`` on our own captures (the async scheme's
+    ``FORECAST_CAPTURES``; ``args``: the command's parsed options): AS1 with the contention
+    term on a contention profile (:func:`forecast_async_config`); the interval from the
+    leave-one-out errors of the chain forecasts at T = 0 (no async capture has a profile
+    taken before it). Every option checked first, each error naming it."""
+    from pathlib import Path
+
+    from polyspec_theory.errors import as_int, as_real, parse_ints, refuse_options
+    from validation.analysis.forecast import loo_errors
+    from validation.analysis.score import interval_errors, prediction_interval
+    from validation.capture.async_profile import read_async_profile
+    from validation.capture.composition import load_profiles
+    from validation.capture.models import model_name
+    from validation.files import dump_json
+    from validation.traces.records import read_traces
+
+    refuse_options((("--tree", args.tree), ("--schedule", args.schedule),
+                    ("--batch", args.batch), ("--batch-profile", args.batch_profile),
+                    ("--laws-from", args.laws_from), ("--score", args.score),
+                    ("--dtype", args.dtype), ("--costs-from", args.costs_from)),
+                   "does not apply with --mode async (two models, one chain, greedy)")
+    for opt in ("traces", "models", "thresholds", "profile"):
+        if getattr(args, opt) is None:
+            raise PolyspecInputError(f"--{opt}", "required with --mode async")
+    models = [model_name(m.strip()) for m in args.models.split(",") if m.strip()]
+    if len(models) != 2:
+        raise PolyspecInputError("--models", f"--mode async forecasts two models (target, one "
+                                 f"drafter), got {len(models)}")
+    th = parse_ints(args.thresholds, "--thresholds", low=0, example="0")
+    if len(th) != 1:
+        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold, got "
+                                 f"{len(th)}")
+    temp = as_real(args.temperature, "--temperature", low=0.0)
+    if temp != 0:
+        raise PolyspecInputError("--temperature", f"the async pipeline is greedy (0), got "
+                                 f"{temp:g}")
+    if not Path(args.traces).is_dir():
+        raise PolyspecInputError("--traces", f"{args.traces}: no such folder of captures")
+    prof = read_async_profile(args.profile)
+    threshold = th[0]
+    queue = None if args.queue is None else as_int(args.queue, "--queue",
+                                                   low=max(1, threshold), high=4096)
+    caps = read_traces(args.traces)
+    if already_captured(caps, models, threshold, queue):
+        raise PolyspecInputError("--models", "this configuration is already captured in "
+                                 f"{args.traces}: forecast a new one (validate predicts the "
+                                 "committed ones)")
+    fc = forecast_async_config(models, threshold, queue, caps, prof)
+    pdir = Path(args.profiles) if args.profiles else Path(args.traces) / "profiles"
+    sync = synchronous_captures(caps)
+    errs = {} if args.interval_from else loo_errors(sync, load_profiles(pdir, sync),
+                                                   temperature=0.0)
+    errs, floor, of = interval_errors(args.interval_from, errs, f"the chain forecasts at T = 0 "
+                                      f"(profiles in {pdir})")
+    out = {**fc, **prediction_interval(fc["speedup"], errs.values(), of, floor),
+           "profile": str(args.profile), "traces": str(args.traces), "kind": "async",
+           "levels": 2, "batch": 1, "name": args.name or "forecast"}
+    if args.json:
+        print(dump_json(out))
+        return 0
+    iv = out["interval95"]
+    k1, k2 = fc["contention"]
+    print(f"{' <- '.join(models)} async θ={threshold} queue={queue}: forecast speedup "
+          f"{fc['speedup']:.3f}" + ("" if iv is None else
+                                    f", 95 % prediction interval [{iv[0]:.3f}, {iv[1]:.3f}]"
+                                    f" (from {len(errs)} errors of {of})"))
+    print(f"  contention 1 + κ = {1 + k1:.4f} (target), {1 + k2:.4f} (drafter); without it "
+          f"{fc['speedup_without_contention']:.3f}")
+    print(f"  acceptance: {fc['acceptance_law']}, from {len(fc['acceptance_from'])} "
+          "capture(s)")
+    return 0

@@ -65,24 +65,16 @@ def validate_folder(directory, costs_from=None) -> dict | None:
     return fn(directory, costs_from)
 
 
-# a scheme (the theory's decision on --mode) -> the forecast of a PipeSpec folder
-FORECAST = {"chain": "validation.analysis.pipespec_forecast:forecast_dir",
-            "async": "validation.analysis.pipespec_async:forecast_async_dir"}
-
-
 def forecast_folder(directory, names, theta: int, precisions=None, mode: str | None = None):
     """``forecast --thresholds θ`` on a folder of PipeSpec runs: the configuration ``names``
     (smallest first) at draft length ``θ`` (their lookahead
     :func:`~validation.formats.pipespec.lookahead_of`) with the decoder of ``mode``'s scheme
-    (default: the synchronous chain); a scheme it does not serve is refused."""
-    import importlib
-
-    from polyspec_theory.schemes import DEFAULT_MODE, refuse, scheme_named
+    (default: the synchronous chain), its scheme module's ``FORECAST_FOLDER``
+    (:func:`validation.schemes.command_hook`); a scheme without one is refused."""
+    from polyspec_theory.schemes import DEFAULT_MODE, scheme_named
     from validation.formats.pipespec import lookahead_of
+    from validation.schemes import command_hook
 
     scheme = scheme_named(mode or DEFAULT_MODE)
-    if scheme not in FORECAST:
-        refuse(scheme, "forecast on GPU runs", field="--mode")
-    mod, fn = FORECAST[scheme].split(":")
-    return getattr(importlib.import_module(mod), fn)(directory, names,
-                                                     lookahead_of(theta, scheme), precisions)
+    forecast_dir = command_hook(scheme, "FORECAST_FOLDER", "forecast on GPU runs", "--mode")
+    return forecast_dir(directory, names, lookahead_of(theta, scheme), precisions)

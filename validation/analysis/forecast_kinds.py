@@ -43,8 +43,7 @@ from validation.traces.dataset import Capture, CaptureConfig
 __all__ = ["SpecConfig", "spec_config", "forecast_structured", "forecast_batch",
            "structured_costs", "tree_factors", "spec_of", "structured_loo_errors",
            "batch_loo_errors", "same_device", "cost_sources", "machine_costs", "KindRequest",
-           "KIND_FORECASTS",
-           "forecast_request"]
+           "batch_request", "structured_request", "forecast_request"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,7 +372,10 @@ class KindRequest(NamedTuple):
     loo_errors: bool = True
 
 
-def _batch_request(req: KindRequest) -> tuple[dict, dict, str]:
+def batch_request(req: KindRequest) -> tuple[dict, dict, str]:
+    """The batch scheme's ``FORECAST_KIND``: :func:`forecast_batch` of ``req`` (needs its
+    ``batch_profile`` and ``laws_from``), its batched captures' leave-one-out errors and the
+    kind ``"batch"``; a configuration already captured is refused."""
     from validation.analysis.batch_validate import load_profile
     from validation.capture.profile import cpu_name
     from validation.capture.setup import CaptureSpec
@@ -436,7 +438,11 @@ def _read_option(path, option: str) -> list:
         raise PolyspecInputError(option, e.reason) from None
 
 
-def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
+def structured_request(req: KindRequest) -> tuple[dict, dict, str]:
+    """The structured scheme's ``FORECAST_KIND``: :func:`forecast_structured` of ``req``'s
+    tree or schedules (costs from ``costs_from`` where it holds them,
+    :func:`machine_costs`), the leave-one-out errors of the captures of its kind (else the
+    chain captures', with a note) and the kind ``"tree"`` / ``"schedule"``."""
     from validation.capture.setup import CaptureSpec
 
     tree = list(req.tree) if req.tree else None
@@ -464,17 +470,16 @@ def _structured_request(req: KindRequest) -> tuple[dict, dict, str]:
     return fc, errs, "tree" if tree else "schedule"
 
 
-# the forecast of each scheme ``polyspec forecast`` serves with --tree / --schedule / --batch
-# (the chain scheme's: validation.analysis.forecast); the kind it writes (score.FORECAST_KINDS)
-KIND_FORECASTS = {"batch": _batch_request, "structured": _structured_request}
-
-
 def forecast_request(req: KindRequest) -> tuple[dict, dict, str]:
     """``(forecast, leave-one-out errors by capture, kind)`` of ``req``: the scheme decided
     once by the theory's registry (:func:`polyspec_theory.schemes.scheme_named` on the
-    request's features), then that scheme's forecast; a scheme with none is refused."""
-    from polyspec_theory.schemes import handler, scheme_named
+    request's features), then that scheme's forecast, its scheme module's ``FORECAST_KIND``
+    (:func:`validation.schemes.command_hook`: :func:`batch_request`,
+    :func:`structured_request`; the chain's is :mod:`validation.analysis.forecast`); a scheme
+    with none is refused. The kind it returns is a forecasts file's (score.FORECAST_KINDS)."""
+    from polyspec_theory.schemes import scheme_named
+    from validation.schemes import command_hook
 
     scheme = scheme_named(structured=bool(req.tree or req.schedules), batch=req.batch)
-    return handler(KIND_FORECASTS, scheme, "polyspec forecast --tree / --schedule / --batch",
-                   "--batch")(req)
+    return command_hook(scheme, "FORECAST_KIND", "polyspec forecast --tree / --schedule / "
+                        "--batch", "--batch")(req)

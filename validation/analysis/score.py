@@ -16,7 +16,7 @@ from validation.analysis.relative import relative_error
 
 __all__ = ["loo_coverage", "score_forecasts", "find_capture", "FORECAST_KINDS",
            "prediction_interval", "widened_interval", "half_width", "interval_quantile",
-           "calibration", "Z95"]
+           "calibration", "interval_errors", "Z95"]
 
 # a forecast line's kind (this file's own word) -> the theory registry's scheme it forecasts
 KIND_SCHEMES = {"chain": "chain", "tree": "structured", "schedule": "structured",
@@ -243,6 +243,17 @@ def calibration(path, scored: dict | None = None) -> dict:
             "method": "split-conformal order statistic of the scored round's |relative "
                       "errors| pooled over kinds, at least 1.96 x its A/A floor (in-sample "
                       "on that round when its forecasts were remade with the current model)"}
+
+
+def interval_errors(interval_from, loo: dict, of: str) -> tuple[dict, float, str]:
+    """The calibration errors, A/A floor and their description for a forecast's interval:
+    the scored round ``interval_from`` (``forecast --interval-from``; :func:`calibration`)
+    if given, else the leave-one-out errors ``loo`` (floor 0) described as ``of``."""
+    if not interval_from:
+        return loo, 0.0, of
+    c = calibration(interval_from)
+    return ({f"#{i}": e for i, e in enumerate(c["errors"])}, c["floor"],
+            f"the scored forecasts {interval_from} (pooled over kinds)")
 
 
 def widened_interval(low: float, high: float, rel_sd: float) -> list[float]:

@@ -27,7 +27,8 @@ alone) - 1.
   interleaved with the repeats.
 
 The forecast (:mod:`validation.analysis.async_forecast`) reads the solo costs, ``kappa`` per
-model, ``o_1`` and the autoregressive time per token.
+model, ``o_1`` and the autoregressive time per token. :func:`run_profile` is the command
+itself (the async scheme's ``PROFILE`` hook, :func:`validation.schemes.command_hook`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from validation.schemes.async_ import (
 from validation.schemes.chain import autoregressive
 
 __all__ = ["AsyncProfile", "ContentionPipeline", "profile_async", "verify_sizes",
-           "ASYNC_PROFILE_FORMAT", "read_async_profile"]
+           "ASYNC_PROFILE_FORMAT", "read_async_profile", "run_profile"]
 
 ASYNC_PROFILE_FORMAT = "polyspec-async-profile-1"
 N_CONTEXTS = 4  # verify contexts: midpoints of the decoder's range
@@ -360,3 +361,84 @@ def profile_async(models, threshold, queue, prompts, max_new_tokens: int, *,
                         draft_s=_mean(solo_d), contention=(float(k1), float(k2)),
                         overhead_s=float(np.median(over)), ar_s=ar_wall / ar_tok, raw=raw,
                         settings=settings)
+
+
+def run_profile(args) -> int:
+    """``polyspec profile --cascade --mode async`` (the async scheme's ``PROFILE``; ``args``:
+    the command's parsed options): :func:`profile_async` of the two models, printed or
+    written as JSON (every input checked, each error naming its option, then the load, then
+    the models loaded and timed)."""
+    import sys
+
+    from polyspec_theory.errors import options_named, parse_ints, refuse_options
+    from validation.capture.machine import check_load, machine_state
+    from validation.capture.models import load_model, model_paths
+    from validation.capture.setup import make_prompts
+    from validation.files import check_output, dump_json, write_output
+    from validation.schemes.async_ import pick_cores
+
+    refuse_options((("--traces", args.traces), ("--exclude", args.exclude),
+                    ("--batch", args.batch)),
+                   "does not apply with --mode async (the profile times forwards; the laws "
+                   "come in at forecast time)")
+    refuse_options((("--max-m", args.max_m != 8 or None),
+                    ("--context", args.context != 64 or None),
+                    ("--unit", args.unit != "ms" or None),
+                    ("--dtype", args.dtype != "float32" or None)),
+                   "does not apply with --mode async (verify sizes 1 .. W + 1 at the "
+                   "decoder's contexts, in seconds, float32)")
+    if args.device != "cpu":
+        raise PolyspecInputError("--device", f"the async pipeline pins each level to a CPU "
+                                 f"core: cpu only, got {args.device!r}")
+    if len(args.models) != 2:
+        raise PolyspecInputError("models", f"--mode async profiles two models (target, one "
+                                 f"drafter), got {len(args.models)}")
+    th = parse_ints(args.thresholds if args.thresholds is not None else "0", "--thresholds",
+                    low=0, example="0")
+    if len(th) != 1:
+        raise PolyspecInputError("--thresholds", f"--mode async takes one threshold (two "
+                                 f"levels), got {len(th)}")
+    with options_named({"cores": "--cores"}):
+        cores = pick_cores(2, None if args.cores is None else parse_ints(
+            args.cores, "--cores", low=0, example="0,1"))
+    n_prompts = as_int(args.prompts, "--prompts", low=1, high=1000)
+    tokens = as_int(args.tokens, "--tokens", low=1, high=100_000)
+    repeats = as_int(args.repeats, "--repeats", low=1, high=10_000)
+    warmup = as_int(args.warmup, "--warmup", low=0, high=100)
+    threads = 1 if args.threads is None else as_int(args.threads, "--threads", low=1,
+                                                     high=1024)
+    if args.out:  # before loading anything: never over the weights read
+        check_output(args.out, "--out", inputs=model_paths(args.models))
+    torch.set_num_threads(threads)
+    loaded = [load_model(m, zoo_dir=args.zoo_dir) for m in args.models]
+    with options_named({"threshold": "--thresholds", "queue": "--queue",
+                        "temperature": "--temperature"}):
+        threshold, queue, _ = check_async_args(loaded, th[0], args.queue, args.temperature)
+    prompts, _ = make_prompts(n_prompts, args.prompt_len, args.seed)
+    load_check = check_load(args.allow_load, "a profile")  # every input checked first
+    machine = machine_state()
+    with options_named({"tokens": "--tokens"}):
+        prof = profile_async(loaded, threshold, queue, prompts, tokens,
+                             timing=(repeats, warmup), cores=cores, threads=threads)
+    prof.settings.update({"seed": args.seed, "load_check": load_check, "machine": machine,
+                          "machine_end": machine_state()})
+    text = dump_json(prof.to_dict())
+    if args.out:
+        write_output(args.out, text + "\n", "--out")
+    if args.json:
+        print(text)
+        return 0
+    k1, k2 = prof.contention
+    print(f"async contention profile of {' <- '.join(prof.models)} θ={threshold} queue="
+          f"{queue} (window {prof.window}; cores {prof.settings['cores']}; {repeats} repeats, "
+          f"{prof.settings['elapsed_s']:.1f} s):", file=sys.stdout)
+    print(f"  target autoregressive (single core): {1e3 * prof.ar_s:.4f} ms/token")
+    print(f"  {prof.models[0]:<10} verify T(m) solo, ms: " + ", ".join(
+        f"{m}: {1e3 * prof.target_table[m - 1]:.4f}" for m in prof.settings["verify_sizes"]))
+    print(f"  {prof.models[0]:<10} together / solo: 1 + κ_1 = {1 + k1:.4f}; per-verify "
+          f"overhead {1e3 * prof.overhead_s:.4f} ms")
+    print(f"  {prof.models[1]:<10} drafting forward solo {1e3 * prof.draft_s:.4f} ms; "
+          f"together / solo: 1 + κ_2 = {1 + k2:.4f}")
+    if args.out:
+        print(f"written to {args.out}")
+    return 0

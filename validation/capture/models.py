@@ -29,7 +29,7 @@ import torch
 from validation import paths
 
 __all__ = ["ModelInfo", "DecoderModel", "ZooModel", "NGramDrafter", "HFModel", "load_model",
-           "ZOO_MODELS"]
+           "ZOO_MODELS", "model_name", "model_paths"]
 
 ZOO_MODELS = ("target", "mid", "draft-t", "small", "ngram")
 
@@ -298,6 +298,14 @@ def model_name(spec: str) -> str:
     if p.suffix == ".safetensors":
         return p.stem
     return p.name if len(p.parts) > 1 else spec
+
+
+def model_paths(models) -> list:
+    """The model specs given as files or folders (weights, checkpoints), not zoo level names:
+    the inputs a command's output must never overwrite."""
+    import os
+
+    return [m for m in models if str(m).endswith(".safetensors") or os.path.isdir(m)]
 
 
 def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> DecoderModel:

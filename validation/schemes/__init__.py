@@ -38,6 +38,19 @@ left out where marked):
   one list of ``(drafts checked, drafts accepted)`` per prompt and pair
   (:func:`polyspec_theory.core.runs.p1_exposures` for the chain): a scheme that gives it has
   its captures' run laws fitted by ``polyspec fit`` (:mod:`validation.formats.polyspec_trace`).
+* its command hooks (optional, each ``"module:function"`` of the validation wing, found by
+  :func:`command_hook`; :data:`HOOKS`): ``PROFILE(args) -> int`` -- what ``polyspec profile
+  --mode <its mode>`` runs (without it: the synchronous profiles; a scheme that is not
+  synchronous is refused); ``FORECAST_CAPTURES(args) -> int`` -- what ``polyspec forecast
+  --mode <its mode>`` runs on our own captures (without it ``--mode`` is refused there);
+  ``FORECAST_FOLDER(directory, names, lookahead, precisions) -> dict`` -- the forecast of a
+  folder of PipeSpec runs with its decoder (``forecast --mode``;
+  :func:`validation.analysis.folders.forecast_folder`); ``FORECAST_KIND(request) -> (forecast,
+  errors, kind)`` -- ``forecast --tree / --schedule / --batch`` of a
+  :class:`~validation.analysis.forecast_kinds.KindRequest` it decides
+  (:func:`validation.analysis.forecast_kinds.forecast_request`). ``args`` is the command's
+  parsed options; the command decides the scheme once (the theory's decision on ``--mode``)
+  and names no scheme.
 
 The two-process decoders (``async_``, ``pearl``) share their process plumbing
 (:mod:`validation.schemes._two_process`, not a scheme: its name starts with ``_``).
@@ -54,12 +67,13 @@ from __future__ import annotations
 import importlib
 from typing import Protocol, runtime_checkable
 
-from polyspec_theory.schemes import DEFAULT_MODE, load_registry, scheme_named, synchronous
+from polyspec_theory.schemes import DEFAULT_MODE, load_registry, refuse, scheme_named, synchronous
 from polyspec_theory.schemes import get as theory_scheme
 from validation.traces.schema import is_batch_header
 
 __all__ = ["REGISTERED", "TraceScheme", "registry", "get", "scheme_of_trace",
-           "features_of_header", "captures_of", "synchronous_captures", "torch"]
+           "features_of_header", "captures_of", "synchronous_captures", "torch", "HOOKS",
+           "command_hook"]
 
 # the built-in schemes, in this order; every other module of the package follows
 REGISTERED = ("chain", "structured", "batch", "async_")
@@ -111,6 +125,52 @@ def get(name: str):
         raise PolyspecInputError("scheme", f"no decoder for scheme {name!r} (decoders: "
                                  f"{', '.join(reg)})")
     return reg[name]
+
+
+# the command hooks a scheme module may give (the module docstring says what each runs)
+HOOKS = ("PROFILE", "FORECAST_CAPTURES", "FORECAST_FOLDER", "FORECAST_KIND")
+
+
+def command_hook(scheme: str, hook: str, what: str | None = None, field: str = "mode"):
+    """The function scheme ``scheme``'s module names as its ``hook`` (one of :data:`HOOKS`,
+    ``"module:function"``), imported. A scheme that gives none (or has no module here):
+    ``None`` when ``what`` is ``None`` (the caller's default path), else the one refusal of a
+    scheme ``what`` does not serve (:func:`polyspec_theory.schemes.refuse`, naming
+    ``field``). An unknown scheme is refused; an unknown hook name, or a hook that does not
+    resolve to a function of :data:`HOOK_LAYERS`, is a scheme module's bug:
+    :class:`LookupError` saying which."""
+    if hook not in HOOKS:
+        raise LookupError(f"{hook!r} is not a command hook (hooks: {', '.join(HOOKS)})")
+    theory_scheme(scheme)
+    mod = registry().get(scheme)
+    ref = getattr(mod, hook, None)
+    if ref is None:
+        if what is None:
+            return None
+        refuse(scheme, what, field)
+    return _resolve(ref, f"{mod.__name__}.{hook}")
+
+
+# where a hook may live: this layer and the ones below it (imports flow one way)
+HOOK_LAYERS = ("polyspec_theory", "simulators", "validation")
+
+
+def _resolve(ref, where: str):
+    """The function ``"module:function"`` names (``where``: whose hook, for the error)."""
+    path, _, name = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+    if not path or not name:
+        raise LookupError(f"{where} = {ref!r}: expected 'module:function'")
+    if path.split(".")[0] not in HOOK_LAYERS:
+        raise LookupError(f"{where} = {ref!r}: a hook lives in {', '.join(HOOK_LAYERS)} "
+                          "(imports flow one way)")
+    try:
+        module = importlib.import_module(path)
+    except ImportError as e:
+        raise LookupError(f"{where} = {ref!r}: cannot import {path} ({e})") from e
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise LookupError(f"{where} = {ref!r}: {path} has no function {name!r}")
+    return fn
 
 
 def features_of_header(header: dict) -> dict:

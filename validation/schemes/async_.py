@@ -436,3 +436,7 @@ def describe(path) -> str:
             f"pipeline {t.time_per_token * 1e3:.3f} ms/token)"
             f"{'' if lossless else ', NOT LOSSLESS'}")
 VALIDATE = "validation.analysis.async_validate:validate_part"  # how its captures are predicted
+# its command hooks (validation.schemes.command_hook)
+PROFILE = "validation.capture.async_profile:run_profile"  # profile --mode async: contention
+FORECAST_CAPTURES = "validation.analysis.async_forecast:forecast_captures"  # forecast --mode async
+FORECAST_FOLDER = "validation.analysis.pipespec_async:forecast_async_dir"  # PipeSpec async-chain

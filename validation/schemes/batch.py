@@ -528,3 +528,5 @@ def describe(path) -> str:
             f"speedup {t.measured_speedup:.3f} (AR {t.ar_tokens_per_second:.1f} tokens/s, "
             f"cascade {t.tokens_per_second:.1f} tokens/s{lossless[t.greedy_lossless]})")
 VALIDATE = "validation.analysis.batch_validate:validate_part"  # how its captures are predicted
+# its command hook (validation.schemes.command_hook): forecast --batch B
+FORECAST_KIND = "validation.analysis.forecast_kinds:batch_request"

@@ -496,5 +496,7 @@ def describe(path) -> str:
             f"{t.time_per_token * 1e3:.3f} ms/token, overhead "
             f"{100 * t.overhead_fraction:.1f} %)")
 VALIDATE = "validation.analysis.report:validate_part"  # how its captures are predicted
+# its command hook (validation.schemes.command_hook): forecast on a folder of PipeSpec runs
+FORECAST_FOLDER = "validation.analysis.pipespec_forecast:forecast_dir"
 # R2's exposures of its rounds over positions (``polyspec fit``): P1's rounds
 run_exposures = p1_exposures

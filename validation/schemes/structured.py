@@ -488,3 +488,5 @@ def cost_positions(spec) -> tuple:
         return chain.COST_M
     return tuple(range(1, spec.tree.n_nodes + 2))
 VALIDATE = "validation.analysis.report:validate_part"  # how its captures are predicted
+# its command hook (validation.schemes.command_hook): forecast --tree / --schedule
+FORECAST_KIND = "validation.analysis.forecast_kinds:structured_request"
