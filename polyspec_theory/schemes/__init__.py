@@ -37,7 +37,7 @@ REGISTERED = ("batch", "structured", "chain", "async_")
 
 __all__ = ["Scheme", "Features", "Options", "Estimate", "REGISTERED", "registry", "get", "modes",
            "load_registry", "scheme_modules",
-           "decide", "scheme_of", "scheme_named", "refuse", "handler", "in_mode", "predict",
+           "decide", "scheme_of", "scheme_named", "refuse", "in_mode", "predict",
            "threshold_floor", "DEFAULT_MODE", "synchronous", "verifies_what_is_ready"]
 
 
@@ -222,15 +222,6 @@ def refuse(scheme: str, what: str, field: str = "mode"):
     """The one refusal of a scheme that ``what`` (a command, a function) does not serve."""
     raise PolyspecInputError(field, f"{what} is not available for {get(scheme).description} "
                                     f"(scheme {scheme!r})")
-
-
-def handler(table: dict, scheme: str, what: str, field: str = "mode"):
-    """``table[scheme]`` (a layer's own table of per-scheme handlers), or the refusal of
-    :func:`refuse`."""
-    get(scheme)
-    if scheme not in table:
-        refuse(scheme, what, field)
-    return table[scheme]
 
 
 def in_mode(cascade, mode: str | None, field: str = "mode"):

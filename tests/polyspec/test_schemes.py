@@ -19,7 +19,7 @@ import polyspec
 import polyspec_theory
 from polyspec.cli import main
 from polyspec_theory.errors import PolyspecInputError
-from polyspec_theory.schemes import handler, in_mode, scheme_of
+from polyspec_theory.schemes import in_mode, scheme_of
 
 CHAIN, STRUCTURED, BATCH, ASYNC = "chain", "structured", "batch", "async"
 
@@ -107,13 +107,6 @@ def test_async_in_a_serving_batch_is_refused_once(capsys, tmp_path):
         assert main([cmd, str(p), "--batch", "2"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--batch" in err and "scheme 'async'" in err
-
-
-def test_handler_refuses_a_missing_scheme():
-    with pytest.raises(PolyspecInputError, match="x is not available for token trees"):
-        handler({CHAIN: None}, STRUCTURED, "x")
-    with pytest.raises(PolyspecInputError, match="scheme"):
-        handler({CHAIN: None}, "tree", "x")
 
 
 def test_in_mode():

@@ -11,7 +11,6 @@ refusing an option that only applies to them), ``ctx`` the :class:`Context` (the
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -137,8 +136,7 @@ def validate_traces(folder, options: ValidateOptions) -> list[Part]:
     ctx = Context(folder, options, by_scheme, stream, [n for c in stream for n in c.notes])
     parts = []
     for ref, names in sorted(analyses.items(), key=lambda kv: _first_order(kv[0])):
-        mod, fn = ref.split(":")
-        got = getattr(importlib.import_module(mod), fn)(
+        got = schemes.resolve_hook(ref, f"VALIDATE of {', '.join(names)}")(
             [c for s in names for c in by_scheme.get(s, [])], ctx)
         if got is not None:
             parts.append(got)

@@ -73,7 +73,7 @@ from validation.traces.schema import is_batch_header
 
 __all__ = ["REGISTERED", "TraceScheme", "registry", "get", "scheme_of_trace",
            "features_of_header", "captures_of", "synchronous_captures", "torch", "HOOKS",
-           "command_hook"]
+           "command_hook", "resolve_hook"]
 
 # the built-in schemes, in this order; every other module of the package follows
 REGISTERED = ("chain", "structured", "batch", "async_")
@@ -148,15 +148,16 @@ def command_hook(scheme: str, hook: str, what: str | None = None, field: str = "
         if what is None:
             return None
         refuse(scheme, what, field)
-    return _resolve(ref, f"{mod.__name__}.{hook}")
+    return resolve_hook(ref, f"{mod.__name__}.{hook}")
 
 
 # where a hook may live: this layer and the ones below it (imports flow one way)
 HOOK_LAYERS = ("polyspec_theory", "simulators", "validation")
 
 
-def _resolve(ref, where: str):
-    """The function ``"module:function"`` names (``where``: whose hook, for the error)."""
+def resolve_hook(ref, where: str):
+    """The function ``"module:function"`` names (``where``: whose hook, for the error): the
+    one resolver of every scheme module's hooks (``VALIDATE`` included)."""
     path, _, name = ref.partition(":") if isinstance(ref, str) else ("", "", "")
     if not path or not name:
         raise LookupError(f"{where} = {ref!r}: expected 'module:function'")
