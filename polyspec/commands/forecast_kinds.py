@@ -60,8 +60,10 @@ def _score(args) -> int:
               f"({out['inside']}/{out['captured']}), median interval half-width "
               f"{100 * out['median_half_width']:.2f} %")
         c = out["calibration"]
+        floor = (f"A/A floor {100 * c['floor']:.2f} %" if c["floor_from"] else
+                 "no A/A floor: no aa/ captures beside the forecasts")
         print(f"calibrated on these errors (forecast --interval-from; in-sample here): "
-              f"half-width {100 * c['quantile']:.2f} % (A/A floor {100 * c['floor']:.2f} %), "
+              f"half-width {100 * c['quantile']:.2f} % ({floor}), "
               f"inside {c['in_sample_coverage']:.0%}, conformal coverage >= "
               f"{c['guarantee']:.1%}")
     return 0

@@ -179,12 +179,15 @@ def test_score_finds_captures_by_name_and_scores_them(tmp_path, capsys):
     # min(ceil(0.95 * 3), 2)); no aa/ beside the file: floor 0; guarantee 2/3
     cal = out["calibration"]
     assert cal["quantile"] == pytest.approx(0.1) and cal["floor"] == 0.0
+    assert cal["floor_from"] is None
     assert cal["in_sample_coverage"] == 1.0 and cal["guarantee"] == pytest.approx(2 / 3)
     main(["forecast", "--score", str(f)])
     text = capsys.readouterr().out
     assert "inside 50% (1/2), median interval half-width " \
         f"{100 * (0.1 / 1.1 + 0.075 / 0.9) / 2:.2f} %" in text
-    assert "half-width 10.00 % (A/A floor 0.00 %), inside 100%" in text
+    # no aa/ captures: no floor is printed as if measured
+    assert "half-width 10.00 % (no A/A floor: no aa/ captures beside the forecasts), " \
+        "inside 100%" in text and "A/A floor 0.00" not in text
     # --interval-from takes that calibration: errors and floor of the scored round
     from validation.analysis.score import interval_errors
 

@@ -221,7 +221,8 @@ def prediction_interval(speedup: float, errors, of: str, floor: float = 0.0) -> 
 def calibration(path, scored: dict | None = None) -> dict:
     """The interval calibration a scored forecasts file gives (``polyspec forecast
     --interval-from``): its captured forecasts' relative errors, the A/A noise floor of the
-    ``aa/`` captures beside it (0 if none), ``quantile`` = :func:`interval_quantile` of the
+    ``aa/`` captures beside it (0 if none; ``floor_from``: that folder, ``None`` if none),
+    ``quantile`` = :func:`interval_quantile` of the
     errors pooled over kinds and that floor, and the coverage that half-width has on the
     same forecasts (``in_sample_coverage``: in-sample, the errors it was taken from);
     ``guarantee``: split-conformal's marginal coverage for a new forecast exchangeable with
@@ -237,7 +238,8 @@ def calibration(path, scored: dict | None = None) -> dict:
     nf = noise_floor(read_traces(aa)) if aa.is_dir() else None
     floor = nf["relative_sd"] if nf else 0.0
     q = interval_quantile(errs, floor)
-    return {"forecasts": str(path), "errors": errs, "floor": floor, "quantile": q,
+    return {"forecasts": str(path), "errors": errs, "floor": floor,
+            "floor_from": str(aa) if nf else None, "quantile": q,
             "in_sample_coverage": float(np.mean(np.abs(errs) <= q)),
             "guarantee": min(math.ceil(0.95 * (len(errs) + 1)), len(errs)) / (len(errs) + 1),
             "method": "split-conformal order statistic of the scored round's |relative "
