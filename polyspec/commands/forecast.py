@@ -71,7 +71,7 @@ def _run(args) -> int:
     )
     from validation.analysis.score import prediction_interval
     from validation.capture.composition import CompositionProfile, load_profiles
-    from validation.capture.models import model_name
+    from validation.capture.setup import model_name
     from validation.files import dump_json
     from validation.formats import detect_dir
     from validation.traces.records import read_traces

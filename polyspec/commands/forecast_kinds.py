@@ -92,7 +92,7 @@ def run_async(args) -> int:
     from validation.analysis.score import prediction_interval
     from validation.capture.async_profile import read_async_profile
     from validation.capture.composition import load_profiles
-    from validation.capture.models import model_name
+    from validation.capture.setup import model_name
     from validation.files import dump_json
     from validation.schemes import synchronous_captures
     from validation.traces.records import read_traces
@@ -162,7 +162,7 @@ def run_kind(args) -> int:
     from polyspec_theory.errors import PolyspecInputError, as_real
     from validation.analysis import forecast_kinds as fk
     from validation.analysis.score import prediction_interval
-    from validation.capture.models import model_name
+    from validation.capture.setup import model_name
     from validation.files import dump_json
 
     from .capture import parse_ints, parse_schedules

@@ -27,9 +27,10 @@ import numpy as np
 import torch
 
 from validation import paths
+from validation.capture.setup import model_name  # re-exported (defined without torch)
 
 __all__ = ["ModelInfo", "DecoderModel", "ZooModel", "NGramDrafter", "HFModel", "load_model",
-           "ZOO_MODELS"]
+           "model_name", "ZOO_MODELS"]
 
 ZOO_MODELS = ("target", "mid", "draft-t", "small", "ngram")
 
@@ -286,18 +287,6 @@ class HFModel(DecoderModel):
         d = super().describe()
         d.update(source=self.path, model_type=self.model.config.model_type)
         return d
-
-
-def model_name(spec: str) -> str:
-    """The name a model spec is loaded and recorded under (in traces, profiles and pools):
-    ``ngram:3`` -> ``ngram3``, a ``.safetensors`` file -> its stem, a directory -> its name,
-    a zoo name -> itself. Loads nothing."""
-    if spec.startswith("ngram:"):
-        return spec.replace(":", "")
-    p = Path(spec)
-    if p.suffix == ".safetensors":
-        return p.stem
-    return p.name if len(p.parts) > 1 else spec
 
 
 def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> DecoderModel:

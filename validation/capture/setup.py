@@ -24,7 +24,7 @@ from validation.traces.records import TraceRecords, TraceWriter, read_records
 __all__ = ["CaptureSpec", "COST_M", "default_name", "make_prompts", "check_name",
            "trace_path", "load_models", "tokenizer_for", "device_name", "capture_header",
            "open_trace", "OpenedTrace", "resume_point", "recorded_cost_cells", "json_bytes",
-           "progress_bar", "now_iso"]
+           "progress_bar", "now_iso", "model_name"]
 
 COST_M = tuple(range(1, 17))
 DTYPES = ("float32", "float16", "bfloat16")
@@ -403,3 +403,14 @@ def alternate(k: int, cascade, baseline):
     second = baseline()
     return cascade(), second
 
+
+def model_name(spec: str) -> str:
+    """The name a model spec is loaded and recorded under (in traces, profiles and pools):
+    ``ngram:3`` -> ``ngram3``, a ``.safetensors`` file -> its stem, a directory -> its name,
+    a zoo name -> itself. Loads nothing."""
+    if spec.startswith("ngram:"):
+        return spec.replace(":", "")
+    p = Path(spec)
+    if p.suffix == ".safetensors":
+        return p.stem
+    return p.name if len(p.parts) > 1 else spec
