@@ -111,7 +111,9 @@ def _device_rows(device: str, directory, quick: bool = False,
     rows = []
     for cap, cr in zip(captures, res.configs, strict=True):
         costs = fit_costs(cap)
-        fits = fit_pairs([cap], res.families) if mode == "config" else res.pairs
+        # the classic formula takes the iid law only: fit that family alone (each family's
+        # fit is its own, so the iid fit equals the one among all of validate's families)
+        fits = fit_pairs([cap], ("iid",)) if mode == "config" else res.pairs
         iid = capture_cascade(cap, fits, costs, "iid")
         laws = iid.laws
         classic = paper_approximation(iid, costs="unit").speedup

@@ -74,7 +74,7 @@ def _run(args) -> int:
     )
     from validation.analysis.score import interval_errors, prediction_interval
     from validation.capture.composition import CompositionProfile, load_profiles
-    from validation.capture.models import model_name
+    from validation.capture.model_specs import model_name
     from validation.formats import detect_dir
     from validation.schemes import command_hook
     from validation.traces.records import read_traces

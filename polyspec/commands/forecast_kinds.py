@@ -75,7 +75,7 @@ def run_kind(args) -> int:
     from polyspec_theory.errors import PolyspecInputError, as_real, parse_ints
     from validation.analysis import forecast_kinds as fk
     from validation.analysis.score import interval_errors, prediction_interval
-    from validation.capture.models import model_name
+    from validation.capture.model_specs import model_name
 
     from ..output import dump_json
     from .capture import parse_schedules

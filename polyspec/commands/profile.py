@@ -83,7 +83,8 @@ def _run_cascade(args) -> int:
     from validation.analysis.forecast import pair_rounds
     from validation.capture.composition import profile_cascade
     from validation.capture.machine import check_load, machine_state
-    from validation.capture.models import load_model, model_paths
+    from validation.capture.model_specs import model_paths
+    from validation.capture.models import load_model
     from validation.capture.setup import make_prompts
     from validation.traces.records import read_traces
 
@@ -178,7 +179,7 @@ def run(args) -> int:
         return _run_cascade(args)
 
     from validation.capture.machine import check_load, machine_state
-    from validation.capture.models import model_paths
+    from validation.capture.model_specs import model_paths
     from validation.capture.profile import ProfileSpec, profile_models
 
     from ..output import check_output

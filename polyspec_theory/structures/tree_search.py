@@ -158,6 +158,11 @@ def _dp(rows: np.ndarray, n_max: int):
 
 
 def _rebuild(t0: int, n: int, best_j, choice) -> Tree:
+    return Tree(_rebuild_parents(t0, n, best_j, choice))
+
+
+def _rebuild_parents(t0: int, n: int, best_j, choice) -> tuple[int, ...]:
+    """The parents of the DP's tree rooted at depth ``t0`` with budget ``n`` (root included)."""
     parents = [-1]
     queue = [(0, t0, n)]  # (node id, dp depth, budget incl. root)
     head = 0
@@ -176,7 +181,7 @@ def _rebuild(t0: int, n: int, best_j, choice) -> Tree:
             queue.append((len(parents) - 1, t + 1, x))
     if len(parents) == 1:  # no child is ever accepted: every tree has E[L] = 1, and one
         parents.append(0)  # drafted node is the cheapest (a tree drafts at least one)
-    return Tree(parents)
+    return tuple(parents)
 
 
 @dataclass(frozen=True)
@@ -260,6 +265,7 @@ def optimal_tree(law, max_nodes: int, target_cost, draft_cost,
         tree = _rebuild(t0, b, bj, ch)
     else:
         best = None
+        seen = set()  # a tree met again cannot pass the strict test: the best only grows
         for D in range(1, Dmax + 1):
             V, bj, ch, t0 = dp_for(D)
             prev = None
@@ -267,7 +273,11 @@ def optimal_tree(law, max_nodes: int, target_cost, draft_cost,
                 if prev is not None and V[t0, b] == prev:
                     continue
                 prev = V[t0, b]
-                cand = _rebuild(t0, int(b), bj, ch)
+                key = _rebuild_parents(t0, int(b), bj, ch)
+                if key in seen:
+                    continue
+                seen.add(key)
+                cand = Tree(key)
                 s = t.t1 * expected_emitted_tree(cand, law) / tree_round_cost(cand, t, dr)
                 if best is None or s > best[0] * (1 + 1e-12):
                     best = (s, cand)

@@ -464,6 +464,31 @@ def _pooled_rounds(traces_dir):
     return out
 
 
+def test_trace_folder_is_read_once_while_unchanged(synthetic_traces, tmp_path, monkeypatch):
+    """Figures 4 and 7 share one read of a traces folder (trace_sources.load), and a changed
+    trace file is read afresh."""
+    import os
+    import shutil
+
+    from paper_figures import trace_sources
+    from validation.traces import records
+
+    d = tmp_path / "traces"
+    shutil.copytree(synthetic_traces, d)
+    reads = []
+    real = records.read_traces
+    monkeypatch.setattr(records, "read_traces", lambda x: reads.append(x) or real(x))
+    a, notes_a = trace_sources.load(d)
+    b, notes_b = trace_sources.load(d)
+    assert len(reads) == 1 and [c.name for c in a] == [c.name for c in b] and notes_a == notes_b
+    assert [c.name for c in a] == [c.name for c in real(d)]
+    f = sorted(d.glob("*.jsonl"))[0]
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rewritten a second later
+    trace_sources.load(d)
+    assert len(reads) == 2
+
+
 def test_fig04_histograms_match_traces_and_fits(synthetic_traces):
     from polyspec_theory.core.config import law_from_config
 

@@ -3,10 +3,17 @@ auto-detection, exit codes, one-line errors, strict JSON."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 
+import pytest
+
 from polyspec.cli import main
+
+# one xdist worker runs this module, so the module-scoped plan (plan_json) is computed once
+pytestmark = pytest.mark.xdist_group("gpu_traces_cli")
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures", "gpu-traces")
 PS = os.path.join(FIX, "pipespec-humaneval")
@@ -75,8 +82,18 @@ def test_forecast_lookahead_and_refusal(capsys):
     assert rc == 2 and "--dtype" in err
 
 
-def test_plan_traces_says_whether_a_third_model_pays(capsys):
-    rc, out, _ = _run(capsys, "plan", "--traces", PS, "--json")
+@pytest.fixture(scope="module")
+def plan_json():
+    """``(exit code, stdout)`` of ``polyspec plan --traces PS --json``, run once for the
+    tests that read it (each run replays every chain: seconds)."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["plan", "--traces", PS, "--json"])
+    return rc, buf.getvalue()
+
+
+def test_plan_traces_says_whether_a_third_model_pays(plan_json):
+    rc, out = plan_json
     assert rc == 0
     d = _strict(out)
     v = {x["target"]: x for x in d["third_model"]}[B]
@@ -89,8 +106,9 @@ def test_plan_traces_says_whether_a_third_model_pays(capsys):
     assert all(c["lookahead"] <= 8 for c in d["chains"] if c["target"] == B)
 
 
-def test_plan_traces_recommends_only_what_its_interval_supports(capsys):
-    rc, out, _ = _run(capsys, "plan", "--traces", PS, "--json")
+def test_plan_traces_recommends_only_what_its_interval_supports(capsys, plan_json):
+    rc, out = plan_json
+    assert rc == 0
     d = _strict(out)
     best, rival = d["chains"][0], d["chains"][1]
     # the rule of polyspec/commands/advice.py, recomputed: confident iff the best chain's 95 %

@@ -138,6 +138,9 @@ def test_the_figures_bar_follows_figure_7(monkeypatch, tmp_path):
         raise Stop
 
     monkeypatch.setattr(fig7, "validate", fake_validate)
+    # the progress plumbing needs some captures, not the 43 committed ones (seconds to read)
+    small = ROOT / "tests" / "validation" / "fixtures" / "traces"
+    monkeypatch.setattr(fig7.trace_sources, "default_traces_dir", lambda device="cpu": small)
     with pytest.raises(Stop):
         build_figure(7, tmp_path, quick=True, progress=lambda d, t: seen.append((d, t)))
     assert seen == [(1, 3), (2, 3), (3, 3)]

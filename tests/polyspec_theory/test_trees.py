@@ -347,6 +347,23 @@ def test_optimal_tree_with_width_dependent_drafter_is_flagged():
     assert opt.speedup >= 0.97 * brute
 
 
+@pytest.mark.parametrize("law", [SiblingLaw([0.6, 0.2, 0.1]),
+                                 SiblingLaw([[0.6, 0.2, 0.1], [0.45, 0.15], [0.7, 0.05, 0.05]])])
+def test_optimal_tree_with_width_dependent_drafter_is_the_best_dp_candidate(law):
+    """Without T4's conditions the result is the fastest of the E[L]-optimal trees of every
+    budget and depth (scored here one by one, from max_expected_emitted)."""
+    draft = {"base": 0.05, "per_token": 0.02}
+    target = CostCurve.affine(1.0, 0.01)
+    n = 9
+    opt = optimal_tree(law, n, target, draft)
+    assert not opt.exact
+    cands = [max_expected_emitted(law, b, d).tree for d in range(1, n + 1)
+             for b in range(1, n + 1)]
+    speeds = [tree_speedup(t, law, target, draft) for t in cands]
+    assert opt.speedup == pytest.approx(max(speeds), rel=1e-12)
+    assert opt.tree.n_nodes <= n and opt.tree.max_depth <= n
+
+
 def test_beam_and_width_trees():
     law = SiblingLaw([0.55, 0.2, 0.1])
     assert beam_tree(law, 1, 5) == chain_tree(5)

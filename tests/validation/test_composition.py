@@ -110,3 +110,20 @@ def test_profiles_with_zero_negative_or_non_finite_times_are_refused(tmp_path, c
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and str(f) in err, err
     assert re.search(rf"{field}: must be a finite time >=? 0 s", err), err
+
+
+def test_reading_profiles_and_naming_models_loads_no_torch():
+    """``polyspec forecast`` / ``validate`` read profiles and name models without the decoders:
+    neither the profile reader nor :func:`model_name` imports torch (a second of start-up per
+    command); profiling itself still runs under torch (``test_profile_and_its_cost_tables``)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import validation.capture.composition as c; "
+            "from validation.capture.model_specs import model_name; "
+            "import polyspec.commands.forecast, polyspec.commands.forecast_kinds; "
+            "assert model_name('ngram:3') == 'ngram3'; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from polyspec.cli import main
-from validation.capture.models import load_model, model_name
+from validation.capture.model_specs import model_name
+from validation.capture.models import load_model
 from validation.paths import zoo_dir
 from validation.schemes.chain import PolybasicDecoder, autoregressive
 from validation.zoo import decode, encode, zoo_info

@@ -182,7 +182,7 @@ def forecast_captures(args) -> int:
     from validation.analysis.score import interval_errors, prediction_interval
     from validation.capture.async_profile import read_async_profile
     from validation.capture.composition import load_profiles
-    from validation.capture.models import model_name
+    from validation.capture.model_specs import model_name
     from validation.files import dump_json
     from validation.traces.records import read_traces
 

@@ -372,7 +372,8 @@ def run_profile(args) -> int:
 
     from polyspec_theory.errors import options_named, parse_ints, refuse_options
     from validation.capture.machine import check_load, machine_state
-    from validation.capture.models import load_model, model_paths
+    from validation.capture.model_specs import model_paths
+    from validation.capture.models import load_model
     from validation.capture.setup import make_prompts
     from validation.files import check_output, dump_json, write_output
     from validation.schemes.async_ import pick_cores

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import AcceptanceLaw
 from polyspec_theory.core.p1 import block_bounds
 from polyspec_theory.errors import PolyspecInputError, as_int
 from validation.capture.setup import alternate
+from validation.schemes import torch  # on first use: reading a profile never loads it
 from validation.schemes.chain import PolybasicDecoder, autoregressive
 
 __all__ = ["ReplayDecoder", "CompositionProfile", "profile_cascade", "load_profiles",

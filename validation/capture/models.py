@@ -27,9 +27,10 @@ import numpy as np
 import torch
 
 from validation import paths
+from validation.capture.model_specs import model_name
 
 __all__ = ["ModelInfo", "DecoderModel", "ZooModel", "NGramDrafter", "HFModel", "load_model",
-           "ZOO_MODELS", "model_name", "model_paths"]
+           "ZOO_MODELS"]
 
 ZOO_MODELS = ("target", "mid", "draft-t", "small", "ngram")
 
@@ -286,26 +287,6 @@ class HFModel(DecoderModel):
         d = super().describe()
         d.update(source=self.path, model_type=self.model.config.model_type)
         return d
-
-
-def model_name(spec: str) -> str:
-    """The name a model spec is loaded and recorded under (in traces, profiles and pools):
-    ``ngram:3`` -> ``ngram3``, a ``.safetensors`` file -> its stem, a directory -> its name,
-    a zoo name -> itself. Loads nothing."""
-    if spec.startswith("ngram:"):
-        return spec.replace(":", "")
-    p = Path(spec)
-    if p.suffix == ".safetensors":
-        return p.stem
-    return p.name if len(p.parts) > 1 else spec
-
-
-def model_paths(models) -> list:
-    """The model specs given as files or folders (weights, checkpoints), not zoo level names:
-    the inputs a command's output must never overwrite."""
-    import os
-
-    return [m for m in models if str(m).endswith(".safetensors") or os.path.isdir(m)]
 
 
 def load_model(spec: str, *, device="cpu", dtype=torch.float32, zoo_dir=None) -> DecoderModel:

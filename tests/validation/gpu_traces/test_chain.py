@@ -287,3 +287,37 @@ def test_a_run_replayed_on_its_own_positions_is_reproduced_exactly(runs):
             assert res["accepted"][0] == pytest.approx(float(np.mean(s.accepted[0])))
         n_runs += 1
     assert n_runs >= 5
+
+
+def _splitmix_chain(*xs):
+    """The replay's hash written out here from its definition (splitmix64 steps from the
+    golden-ratio state), independent of the module's folded fast paths."""
+    m = (1 << 64) - 1
+    h = 0x9E3779B97F4A7C15
+    for x in xs:
+        h = ((h ^ (x & m)) * 0xBF58476D1CE4E5B9) & m
+        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & m
+        h ^= h >> 31
+    return h
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-2**70, 2**70), st.integers(0, 2**64 - 1), st.integers(0, 127_999),
+       st.integers(0, 3))
+def test_the_replays_hashes_are_the_splitmix_chain(seed, h, t, i):
+    """The world's token, agreement and prefix hashes (computed from the folded state of
+    their fixed leading keys) equal the plain chain over all their keys."""
+    from simulators import replay
+
+    assert replay._mix(seed, 2, h) == _splitmix_chain(seed, 2, h)
+    assert replay._fold(replay._mix(seed, 3, i), h) == _splitmix_chain(seed, 3, i, h)
+    laws = [AgeHazard((0.3,), 0.3)] * 4
+    w = replay._World(laws, seed)
+    for a in w.age:  # h as a prompt's root: age 0 at every level
+        a[h] = 0
+    assert w.extend(h, t) == _splitmix_chain(h, t)
+    assert w.next(4, h) == _splitmix_chain(seed, 2, h) % 128_000
+    up = w.next(i + 1, h)
+    u = (_splitmix_chain(seed, 3, i, h) >> 11) / float(1 << 53)
+    alt = (up + 1 + _splitmix_chain(seed, 4, i, h) % 127_999) % 128_000
+    assert w.next(i, h) == (up if u >= 0.3 else alt)
