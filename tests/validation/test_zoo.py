@@ -178,19 +178,34 @@ def test_committed_zoo_3_level_with_the_distilled_drafter_is_lossless():
         assert r.tokens == autoregressive(levels[0], prompt, r.n_generated).tokens
 
 
-def test_cli_zoo_info_and_train_smoke(tmp_path, capsys):
+def test_cli_zoo_info_and_train_smoke(tmp_path, capsys, monkeypatch):
+    from validation.zoo import train as train_mod
+
     assert main(["zoo", "info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert [m["name"] for m in info["models"]] == ["target", "mid", "draft-t", "small", "ngram"]
+    windows = []  # the validation windows each bits/byte evaluation uses
+
+    def eval_bpb(model, data, n_windows=64, seq_len=256):
+        windows.append(n_windows)
+        return real_eval_bpb(model, data, n_windows, seq_len)
+
+    real_eval_bpb = train_mod.eval_bpb
+    monkeypatch.setattr(train_mod, "eval_bpb", eval_bpb)
     assert main(["zoo", "train", "--seed", "1", "--out", str(tmp_path), "--only", "small",
-                 "--steps-scale", "0.005"]) == 0
+                 "--steps-scale", "0.005", "--eval-scale", "0.05"]) == 0
     cap = capsys.readouterr()
     assert "val bits/byte" in cap.out and "small" in cap.out
+    assert "ngram" not in cap.out  # --only: the models trained, not the whole zoo
     assert "expected run time:" in cap.out.splitlines()[0]
     assert "small: 100%" in cap.err and "2/2" in cap.err  # the progress bar (stderr)
     assert (tmp_path / "small.safetensors").exists()
+    assert json.loads((tmp_path / "zoo.json").read_text())["models"][0]["val_windows"] == 3
+    assert windows == [3]  # --eval-scale 0.05 of 64
     assert main(["zoo", "train", "--out", str(tmp_path), "--only", "huge"]) == 2
     assert "error: only" in capsys.readouterr().err
+    assert main(["zoo", "train", "--out", str(tmp_path), "--eval-scale", "0"]) == 2
+    assert "error: eval_scale" in capsys.readouterr().err
     assert main(["zoo"]) == 2
 
 
@@ -240,7 +255,7 @@ def test_grown_spec_trains_from_its_base_and_stays_unpublished(tmp_path):
 
 def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys):
     assert main(["zoo", "train", "--seed", "1", "--out", str(tmp_path), "--only",
-                 "target_base,target", "--steps-scale", "0.003"]) == 0
+                 "target_base,target", "--steps-scale", "0.001", "--eval-scale", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "target" in out
     man = json.loads((tmp_path / "zoo.json").read_text())
@@ -248,6 +263,8 @@ def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys):
     assert [r["name"] for r in man["intermediate"]] == ["target_base"]
     assert man["models"][0]["config"]["n_layer"] == 2 * man["intermediate"][0]["config"][
         "n_layer"]
+    assert man["models"][0]["grown_from"] == "target_base"
+    assert [r["steps"] for r in man["models"] + man["intermediate"]] == [1, 1]
     assert (tmp_path / "ckpt" / "target_base.pt").exists()
 
 
