@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import random
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polyspec.cli import main
 from validation.capture.models import load_model, model_name
@@ -120,6 +123,39 @@ def test_ngram_counts_and_law():
     assert sum(counts.values()) == 240
     with pytest.raises(ValueError, match="order"):
         NGramModel(data, order=9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), order=st.integers(0, 5),
+       min_count=st.integers(1, 3), alphabet=st.integers(1, 40))
+def test_ngram_probs_of_next_are_probs_at_the_observed_byte(seed, order, min_count, alphabet):
+    """The vectorised law at the observed byte equals :meth:`NGramModel.probs` at every
+    position, to the last bit (unseen and pruned contexts included), and eval_bpb is their
+    mean -log2."""
+    import math
+
+    rng = np.random.default_rng(seed)
+    data = rng.integers(97, 97 + alphabet, size=int(rng.integers(order + 2, 400)))
+    data = data.astype(np.uint8)
+    train = data[: len(data) // 2 + 1]
+    ng = NGramModel(train, order=order, min_count=min_count)
+    # the count tables against a direct count of (context, next byte)
+    for k in range(order + 1):
+        seen = collections.Counter(tuple(train[t - k : t + 1]) for t in range(k, len(train)))
+        if k >= 3:
+            seen = {key: c for key, c in seen.items() if c >= min_count}
+        got = {tuple(int(key) >> (8 * j) & 255 for j in range(k, -1, -1)): c
+               for key, c in zip(ng.keys[k].tolist(), ng.counts[k].tolist(), strict=True)}
+        assert got == seen and list(ng.keys[k]) == sorted(ng.keys[k])
+    pos = np.arange(order, len(data))
+    want = np.array([ng.probs(data[t - order : t])[data[t]] for t in pos])
+    assert np.array_equal(ng.probs_of_next(data, pos), want)
+    n = min(50, len(pos))
+    grid = np.linspace(order, len(data) - 1, n).astype(np.int64)
+    assert ng.eval_bpb(data, n) == pytest.approx(
+        -sum(math.log2(ng.probs(data[t - order : t])[data[t]]) for t in grid) / n, rel=1e-15)
+    with pytest.raises(ValueError, match="positions"):
+        ng.probs_of_next(data, [order - 1] if order else [len(data)])
 
 
 def test_ngram_levels_by_name():
