@@ -12,7 +12,7 @@ import torch
 from scipy import stats
 
 from polyspec_theory.errors import PolyspecInputError
-from tests.validation.tiny_zoo import tiny_family, tiny_ngram
+from tests.validation.tiny_zoo import greedy_tokens, tiny_family, tiny_ngram
 from validation.schemes.chain import PolybasicDecoder, Sampler, autoregressive
 
 torch.set_num_threads(1)
@@ -33,9 +33,18 @@ def test_greedy_identical_to_target_greedy(n):
     for th, prompt in itertools.product(THRESHOLDS, _prompts(4, 16, seed=n)):
         dec = PolybasicDecoder(LEVELS16[:n], th[: n - 1])
         r = dec.generate(prompt, 30)
-        ar = autoregressive(LEVELS16[0], prompt, r.n_generated)
-        assert r.tokens == ar.tokens, (n, th, prompt)
+        assert r.tokens == greedy_tokens(LEVELS16[0], prompt, r.n_generated), (n, th, prompt)
         assert r.n_generated >= 30
+
+
+def test_greedy_tokens_are_a_prefix_of_a_longer_greedy_run():
+    """The memoised reference of the greedy tests (tiny_zoo.greedy_tokens) is the model's
+    own greedy run of that length, also when a longer run was made first."""
+    p = [3, 1, 4]
+    long = greedy_tokens(LEVELS16[0], p, 40)
+    assert greedy_tokens(LEVELS16[0], p, 12) == autoregressive(LEVELS16[0], p, 12).tokens
+    assert long[:12] == autoregressive(LEVELS16[0], p, 12).tokens and len(long) == 40
+    assert greedy_tokens(LEVELS16[0], p, 45) == autoregressive(LEVELS16[0], p, 45).tokens
 
 
 def test_greedy_with_ngram_drafter_byte_vocab():

@@ -15,7 +15,7 @@ from scipy import stats
 
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.trees import Tree, residual_rank_probs
-from tests.validation.tiny_zoo import tiny_family, tiny_ngram
+from tests.validation.tiny_zoo import greedy_tokens, tiny_family, tiny_ngram
 from validation.schemes.chain import Sampler, autoregressive
 from validation.schemes.structured import StructuredDecoder, parse_schedule, parse_tree
 from validation.traces.schema import StructuredRound, check_round_extras
@@ -109,8 +109,7 @@ def test_tree_greedy_identical_to_target(n):
     for tr, prompt in itertools.product(TREES, _prompts(4, 16, seed=n)):
         dec = StructuredDecoder(LEVELS16[:n], [3, 2, 2][: n - 1], tree=tr)
         r = dec.generate(prompt, 30)
-        assert r.tokens == autoregressive(LEVELS16[0], prompt, r.n_generated).tokens, (tr,
-                                                                                       prompt)
+        assert r.tokens == greedy_tokens(LEVELS16[0], prompt, r.n_generated), (tr, prompt)
         assert r.n_generated >= 30
         t = Tree(tr)
         for x, e in zip(r.rounds, r.extras, strict=True):
@@ -170,7 +169,7 @@ def test_hf_schedule_greedy_lossless_and_follows_the_rule(n):
         for prompt in _prompts(3, 16, seed=10 + n):
             dec = StructuredDecoder(LEVELS16[:n], [2] * (n - 1), schedules=sch)
             r = dec.generate(prompt, 40)
-            assert r.tokens == autoregressive(LEVELS16[0], prompt, r.n_generated).tokens
+            assert r.tokens == greedy_tokens(LEVELS16[0], prompt, r.n_generated)
             mine = [(x, e) for x, e in zip(r.rounds, r.extras, strict=True)
                     if x.level == pair + 1]
             g = 3
@@ -192,7 +191,7 @@ def test_confidence_cutoff_greedy_lossless_and_records(n):
         for prompt in _prompts(3, 16, seed=20 + n):
             dec = StructuredDecoder(LEVELS16[:n], [2] * (n - 2) + [5], schedules=sch)
             r = dec.generate(prompt, 40)
-            assert r.tokens == autoregressive(LEVELS16[0], prompt, r.n_generated).tokens
+            assert r.tokens == greedy_tokens(LEVELS16[0], prompt, r.n_generated)
             c = cap or 5
             fwd = 0
             for x, e in zip(r.rounds, r.extras, strict=True):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import random
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polyspec.cli import main
 from validation.capture.model_specs import model_name
@@ -123,6 +126,39 @@ def test_ngram_counts_and_law():
         NGramModel(data, order=9)
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), order=st.integers(0, 5),
+       min_count=st.integers(1, 3), alphabet=st.integers(1, 40))
+def test_ngram_probs_of_next_are_probs_at_the_observed_byte(seed, order, min_count, alphabet):
+    """The vectorised law at the observed byte equals :meth:`NGramModel.probs` at every
+    position, to the last bit (unseen and pruned contexts included), and eval_bpb is their
+    mean -log2."""
+    import math
+
+    rng = np.random.default_rng(seed)
+    data = rng.integers(97, 97 + alphabet, size=int(rng.integers(order + 2, 400)))
+    data = data.astype(np.uint8)
+    train = data[: len(data) // 2 + 1]
+    ng = NGramModel(train, order=order, min_count=min_count)
+    # the count tables against a direct count of (context, next byte)
+    for k in range(order + 1):
+        seen = collections.Counter(tuple(train[t - k : t + 1]) for t in range(k, len(train)))
+        if k >= 3:
+            seen = {key: c for key, c in seen.items() if c >= min_count}
+        got = {tuple(int(key) >> (8 * j) & 255 for j in range(k, -1, -1)): c
+               for key, c in zip(ng.keys[k].tolist(), ng.counts[k].tolist(), strict=True)}
+        assert got == seen and list(ng.keys[k]) == sorted(ng.keys[k])
+    pos = np.arange(order, len(data))
+    want = np.array([ng.probs(data[t - order : t])[data[t]] for t in pos])
+    assert np.array_equal(ng.probs_of_next(data, pos), want)
+    n = min(50, len(pos))
+    grid = np.linspace(order, len(data) - 1, n).astype(np.int64)
+    assert ng.eval_bpb(data, n) == pytest.approx(
+        -sum(math.log2(ng.probs(data[t - order : t])[data[t]]) for t in grid) / n, rel=1e-15)
+    with pytest.raises(ValueError, match="positions"):
+        ng.probs_of_next(data, [order - 1] if order else [len(data)])
+
+
 def test_ngram_levels_by_name():
     from polyspec_theory.errors import PolyspecInputError
 
@@ -179,19 +215,34 @@ def test_committed_zoo_3_level_with_the_distilled_drafter_is_lossless():
         assert r.tokens == autoregressive(levels[0], prompt, r.n_generated).tokens
 
 
-def test_cli_zoo_info_and_train_smoke(tmp_path, capsys):
+def test_cli_zoo_info_and_train_smoke(tmp_path, capsys, monkeypatch):
+    from validation.zoo import train as train_mod
+
     assert main(["zoo", "info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert [m["name"] for m in info["models"]] == ["target", "mid", "draft-t", "small", "ngram"]
+    windows = []  # the validation windows each bits/byte evaluation uses
+
+    def eval_bpb(model, data, n_windows=64, seq_len=256):
+        windows.append(n_windows)
+        return real_eval_bpb(model, data, n_windows, seq_len)
+
+    real_eval_bpb = train_mod.eval_bpb
+    monkeypatch.setattr(train_mod, "eval_bpb", eval_bpb)
     assert main(["zoo", "train", "--seed", "1", "--out", str(tmp_path), "--only", "small",
-                 "--steps-scale", "0.005"]) == 0
+                 "--steps-scale", "0.005", "--eval-scale", "0.05"]) == 0
     cap = capsys.readouterr()
     assert "val bits/byte" in cap.out and "small" in cap.out
+    assert "ngram" not in cap.out  # --only: the models trained, not the whole zoo
     assert "expected run time:" in cap.out.splitlines()[0]
     assert "small: 100%" in cap.err and "2/2" in cap.err  # the progress bar (stderr)
     assert (tmp_path / "small.safetensors").exists()
+    assert json.loads((tmp_path / "zoo.json").read_text())["models"][0]["val_windows"] == 3
+    assert windows == [3]  # --eval-scale 0.05 of 64
     assert main(["zoo", "train", "--out", str(tmp_path), "--only", "huge"]) == 2
     assert "error: only" in capsys.readouterr().err
+    assert main(["zoo", "train", "--out", str(tmp_path), "--eval-scale", "0"]) == 2
+    assert "error: eval_scale" in capsys.readouterr().err
     assert main(["zoo"]) == 2
 
 
@@ -241,7 +292,7 @@ def test_grown_spec_trains_from_its_base_and_stays_unpublished(tmp_path):
 
 def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys):
     assert main(["zoo", "train", "--seed", "1", "--out", str(tmp_path), "--only",
-                 "target_base,target", "--steps-scale", "0.003"]) == 0
+                 "target_base,target", "--steps-scale", "0.001", "--eval-scale", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "target" in out
     man = json.loads((tmp_path / "zoo.json").read_text())
@@ -249,6 +300,8 @@ def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys):
     assert [r["name"] for r in man["intermediate"]] == ["target_base"]
     assert man["models"][0]["config"]["n_layer"] == 2 * man["intermediate"][0]["config"][
         "n_layer"]
+    assert man["models"][0]["grown_from"] == "target_base"
+    assert [r["steps"] for r in man["models"] + man["intermediate"]] == [1, 1]
     assert (tmp_path / "ckpt" / "target_base.pt").exists()
 
 

@@ -36,6 +36,24 @@ def tiny_ngram(seed: int = 0, length: int = 4000, order: int = 3) -> NGramDrafte
     return NGramDrafter(NGramModel(data, order=order, min_count=1))
 
 
+_GREEDY: dict = {}  # (id(model), prompt) -> (model, its greedy tokens so far)
+
+
+def greedy_tokens(model, prompt, n: int) -> list[int]:
+    """The first ``n`` tokens of ``model``'s greedy continuation of ``prompt``
+    (:func:`~validation.schemes.chain.autoregressive`), one run per (model, prompt) and
+    process: greedy decoding is deterministic token by token, so a shorter run is a prefix
+    of a longer one. The entry holds the model, so its id is not reused."""
+    from validation.schemes.chain import autoregressive
+
+    key = (id(model), tuple(int(t) for t in prompt))
+    have = _GREEDY.get(key, (model, []))[1]
+    if len(have) < n:
+        have = autoregressive(model, prompt, n).tokens
+        _GREEDY[key] = (model, have)
+    return have[:n]
+
+
 class ConstantModel(DecoderModel):
     """A level whose next-token law is the same in every context (log-probabilities
     ``logp``): acceptance is then exactly iid per position / node, so the decoder's counts

@@ -91,38 +91,45 @@ class Block(nn.Module):
         self.fc = nn.Linear(d, 4 * d, bias=False)
         self.out = nn.Linear(4 * d, d, bias=False)
 
+    # The layers are applied through torch.nn.functional on their parameters (the same ops
+    # as calling the submodules, without the module-call machinery, which dominates the
+    # cost of a forward of the tiny models the decoder tests run thousands of times).
     def _split(self, x):
         b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-        h = self.n_head
-        return [z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v)]
+        ln = self.ln1
+        h = F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+        q, k, v = F.linear(h, self.qkv.weight).split(d, dim=2)
+        nh = self.n_head
+        return [z.view(b, t, nh, d // nh).transpose(1, 2) for z in (q, k, v)]
+
+    def _rest(self, x, y):
+        """The attention output ``y`` (b, h, t, hd) projected and added to ``x``, then the
+        MLP's residual."""
+        b, t, d = x.shape
+        x = x + F.linear(y.transpose(1, 2).reshape(b, t, d), self.proj.weight)
+        ln = self.ln2
+        h = F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+        return x + F.linear(F.gelu(F.linear(h, self.fc.weight)), self.out.weight)
 
     def forward(self, x):
-        b, t, d = x.shape
         q, k, v = self._split(x)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return self._rest(x, F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
     def forward_cached(self, x, kc, vc, start: int, mask):
-        b, t, d = x.shape
         q, k, v = self._split(x)
-        end = start + t
+        end = start + x.shape[1]
         kc[:, :, start:end] = k
         vc[:, :, start:end] = v
-        y = F.scaled_dot_product_attention(q, kc[:, :, :end], vc[:, :, :end], attn_mask=mask)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return self._rest(x, F.scaled_dot_product_attention(q, kc[:, :, :end], vc[:, :, :end],
+                                                            attn_mask=mask))
 
     def forward_batched(self, x, kc, vc, rows, positions, end: int, mask):
         """``x`` (b, t, d) at ``positions`` (b, t) of each sequence's own cache row."""
-        b, t, d = x.shape
         q, k, v = self._split(x)
         kc[rows, :, positions] = k.transpose(1, 2)
         vc[rows, :, positions] = v.transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, kc[:, :, :end], vc[:, :, :end], attn_mask=mask)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return self._rest(x, F.scaled_dot_product_attention(q, kc[:, :, :end], vc[:, :, :end],
+                                                            attn_mask=mask))
 
 
 class GPT(nn.Module):
@@ -159,6 +166,12 @@ class GPT(nn.Module):
             x = blk(x)
         return F.linear(self.ln_f(x), self.tok.weight)
 
+    def _logits(self, x):
+        """Final norm and tied output projection (functional, as in :class:`Block`)."""
+        ln = self.ln_f
+        return F.linear(F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps),
+                        self.tok.weight)
+
     def new_cache(self) -> KVCache:
         p = self.tok.weight
         return KVCache(self.cfg, p.device, p.dtype)
@@ -178,12 +191,12 @@ class GPT(nn.Module):
             raise ValueError(f"context {end} exceeds block_size {self.cfg.block_size}")
         dev = tokens.device
         if positions is None:
-            x = self.tok(tokens) + self.pos.weight[start:end]
+            x = F.embedding(tokens, self.tok.weight) + self.pos.weight[start:end]
         else:
             pos = torch.as_tensor(positions, dtype=torch.long, device=dev)
             if pos.shape != (m,) or int(pos.min()) < 0 or int(pos.max()) >= self.cfg.block_size:
                 raise ValueError(f"positions must be {m} ids in [0, {self.cfg.block_size})")
-            x = self.tok(tokens) + self.pos.weight[pos]
+            x = F.embedding(tokens, self.tok.weight) + self.pos.weight[pos]
         if mask is not None:
             new = torch.as_tensor(mask, dtype=torch.bool, device=dev)
             if new.shape == (m, m):
@@ -199,7 +212,7 @@ class GPT(nn.Module):
             mask = torch.arange(end, device=dev).unsqueeze(0) <= rows
         for li, blk in enumerate(self.blocks):
             x = blk.forward_cached(x, cache.k[li], cache.v[li], start, mask)
-        return F.linear(self.ln_f(x[0]), self.tok.weight)
+        return self._logits(x[0])
 
     def new_batch_cache(self, batch: int, slack: int = 0) -> BatchKVCache:
         p = self.tok.weight
@@ -222,9 +235,10 @@ class GPT(nn.Module):
         end = int(pos[:, -1].max()) + 1
         if end > cache.capacity:
             raise ValueError(f"position {end - 1} exceeds the cache capacity {cache.capacity}")
-        x = self.tok(tokens) + self.pos.weight[pos.clamp(max=self.cfg.block_size - 1)]
+        x = F.embedding(tokens, self.tok.weight) + self.pos.weight[
+            pos.clamp(max=self.cfg.block_size - 1)]
         mask = (torch.arange(end, device=dev)[None, None, :] <= pos[:, :, None])[:, None]
         rows = torch.arange(b, device=dev)[:, None]
         for li, blk in enumerate(self.blocks):
             x = blk.forward_batched(x, cache.k[li], cache.v[li], rows, pos, end, mask)
-        return F.linear(self.ln_f(x), self.tok.weight)
+        return self._logits(x)

@@ -49,7 +49,13 @@ class NGramModel:
             for j in range(k):
                 ctx = (ctx << np.uint64(8)) | d64[j : len(data) - k + j]
             key = (ctx << np.uint64(8)) | d64[k:]
-            uniq, cnt = np.unique(key, return_counts=True)
+            space = 1 << (8 * (k + 1))  # possible keys
+            if k <= 2 and space <= max(1 << 16, 4 * len(key)):  # counted in place, no sort
+                full = np.bincount(key.astype(np.int64), minlength=space)
+                uniq = np.flatnonzero(full).astype(np.uint64)
+                cnt = full[uniq.astype(np.int64)]
+            else:
+                uniq, cnt = np.unique(key, return_counts=True)
             if k >= 3 and min_count > 1:
                 keep = cnt >= min_count
                 uniq, cnt = uniq[keep], cnt[keep]
@@ -98,9 +104,41 @@ class NGramModel:
             data = load_split("val")
         pos = np.linspace(self.order, len(data) - 1, n_positions).astype(np.int64)
         total = 0.0
-        for t in pos:
-            total -= math.log2(self.probs(data[t - self.order : t])[data[t]])
+        for p in self.probs_of_next(data, pos).tolist():
+            total -= math.log2(p)
         return total / len(pos)
+
+    def probs_of_next(self, data, positions) -> np.ndarray:
+        """``probs(data[t - order : t])[data[t]]`` for every ``t`` of ``positions`` (each
+        ``>= order``), float64, computed for all positions at once with the same operations
+        (so equal to the last bit): Witten–Bell's recursion at the observed byte only."""
+        d64 = np.asarray(data, dtype=np.uint8).astype(np.uint64)
+        pos = np.asarray(positions, dtype=np.int64)
+        if pos.size and (pos.min() < self.order or pos.max() >= len(d64)):
+            raise ValueError(f"positions: must be in [{self.order}, {len(d64)})")
+        nxt = d64[pos]
+        p = np.full(pos.shape, 1.0 / 256)
+        ctx = np.zeros(pos.shape, dtype=np.uint64)
+        for k in range(self.order + 1):
+            if k:  # the context of the k bytes before t, oldest first
+                ctx = ctx | (d64[pos - k] << np.uint64(8 * (k - 1)))
+            keys, counts = self.keys[k], self.counts[k]
+            if not len(keys):  # every context unseen (pruned): p unchanged
+                continue
+            base = ctx << np.uint64(8)
+            lo = np.searchsorted(keys, base, side="left")
+            hi = np.searchsorted(keys, base | np.uint64(255), side="right")
+            seen = hi > lo
+            csum = np.concatenate([[0.0], np.cumsum(counts)])
+            n = csum[hi] - csum[lo]  # integers below 2**53: exact, as cnt.sum()
+            t = (hi - lo).astype(np.float64)
+            at = np.searchsorted(keys, base | nxt, side="left")
+            hit = seen & (at < hi) & (keys[np.minimum(at, len(keys) - 1)] == (base | nxt))
+            c = np.where(hit, counts[np.minimum(at, len(keys) - 1)], 0.0)
+            q = p * t
+            q = np.where(hit, q + c, q)
+            p = np.where(seen, q / np.where(seen, n + t, 1.0), p)
+        return p
 
 
 @lru_cache(maxsize=4)

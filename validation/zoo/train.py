@@ -103,6 +103,8 @@ class TrainSpec:
     eval_windows: int = 64
     eval_prompts: int = 32
     eval_new_tokens: int = 128
+    # validation bits/byte: mean over this many evenly spaced windows of 256 bytes
+    val_windows: int = 64
 
     @property
     def distilled(self) -> bool:
@@ -470,7 +472,8 @@ class _Training:
     def record(self) -> dict:
         """The model's record in the manifest (and its weights' metadata)."""
         spec = self.spec
-        val_bpb = eval_bpb(self.model, self.val, seq_len=min(256, spec.config.block_size))
+        val_bpb = eval_bpb(self.model, self.val, n_windows=spec.val_windows,
+                           seq_len=min(256, spec.config.block_size))
         record = {
             "name": spec.name, "config": spec.config.to_dict(),
             "params": self.model.num_params(), "steps": self.steps_done,
@@ -478,6 +481,7 @@ class _Training:
             "lr": spec.lr, "batch_size": spec.batch_size,
             "seq_len": spec.seq_len, "warmup": spec.warmup, "weight_decay": spec.weight_decay,
             "seed": self.seed, "val_bits_per_byte": round(val_bpb, 4),
+            "val_windows": spec.val_windows,
             **({"grown_from": spec.grow_from} if spec.grow_from else {}),
             "train_curve_bits_per_byte": self.history,
         }
@@ -529,7 +533,9 @@ def _probe(spec: TrainSpec, teacher_cfg: GPTConfig | None, device) -> tuple[floa
                                                                               float]:
     """Measured seconds of one training step of ``spec`` (teacher forward included) and of
     one forward per token of the student and of the teacher (0 without one), on a throwaway
-    model with random weights and bytes (the global RNG state is restored)."""
+    model with random weights and bytes (the global RNG state is restored). One warm-up step
+    on a tiny batch (one row of 16 bytes) runs every code path first; each measure is then
+    one call at full size."""
     b = min(spec.batch_size, 4)
     x = torch.from_numpy(np.random.default_rng(0).integers(0, 256, size=(b, spec.seq_len)))
     x = x.to(device)
@@ -539,30 +545,31 @@ def _probe(spec: TrainSpec, teacher_cfg: GPTConfig | None, device) -> tuple[floa
         t = GPT(teacher_cfg).to(device).eval() if teacher_cfg is not None else None
     opt = torch.optim.AdamW(m.parameters(), lr=1e-6)
 
-    def step():
+    def step(xb):
         if t is not None:
             with torch.no_grad():
-                tl = t(x)
-        lg = m(x)
+                tl = t(xb)
+        lg = m(xb)
         loss = lg.float().logsumexp(-1).mean() if t is None else (lg - tl).pow(2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
-    def fwd(model):
+    def fwd(model, xb):
         with torch.no_grad():
-            model(x)
+            model(xb)
 
     def timed(fn, *a):
-        fn(*a)  # warm-up
         t0 = time.perf_counter()
         fn(*a)
         return time.perf_counter() - t0
 
+    step(x[:1, :16])  # warm-up: every code path once, at negligible cost
+
     tokens = b * spec.seq_len
     scale = spec.batch_size / b
-    return (timed(step) * scale, timed(fwd, m) / tokens,
-            timed(fwd, t) / tokens if t is not None else 0.0)
+    return (timed(step, x) * scale, timed(fwd, m, x) / tokens,
+            timed(fwd, t, x) / tokens if t is not None else 0.0)
 
 
 # A cached greedy step of a batch costs about this many times a full-forward token (measured
@@ -583,7 +590,7 @@ def estimate_seconds(specs, out, *, resume: bool = False, device="cpu") -> dict[
         ck = out / "ckpt" / f"{spec.name}.pt"
         if resume and ck.exists():
             done = int(load_checkpoint(ck)["step"])
-        sec = max(0, spec.steps - done) * t_step + 64 * 256 * t_tok  # steps + eval_bpb
+        sec = max(0, spec.steps - done) * t_step + spec.val_windows * 256 * t_tok  # + eval_bpb
         if spec.distilled:
             seq = min(256, spec.config.block_size)
             held = spec.eval_windows * seq
