@@ -25,8 +25,8 @@ every compilation cached, ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0``). xdi
 the subprocesses of the CLI and doc-block tests inherit it, so a simulator kernel compiled by
 one of them is loaded, not recompiled, by the others. `polyspec verify --quick` runs twice: by
 groups in tests/polyspec/test_simulate_verify_cli.py, then whole in a doc block of
-docs/validation.md; both run on one worker (xdist group ``verify_quick``), the groups first, so
-the doc block loads what the groups compiled. A clean clone starts
+docs/validation.md; both run on one worker (xdist group ``verify_quick``), so whichever runs
+second (in the suite's order the doc block) loads what the first compiled. A clean clone starts
 empty, so nothing outlives the run; a cached executable gives the same numbers as a fresh
 compilation (tests/simulators/test_compilation_cache.py). ``JAX_COMPILATION_CACHE_DIR`` set
 beforehand is used as it is (not removed); ``JAX_ENABLE_COMPILATION_CACHE=false`` turns the

@@ -64,9 +64,9 @@ VERIFY_GROUPS = {
 # Every group's `verify --quick --json --only GROUP` in one fresh process (the order of the
 # registry; one exit status and JSON list per group). A fresh process like the doc block of
 # docs/validation.md that runs the whole of `polyspec verify --quick` (same devices, same
-# kernels): tests/conftest.py puts this module and that block on one xdist worker, this module
-# first, so that the block loads the simulators compiled here from the run's compilation cache
-# instead of compiling them a second time.
+# kernels): tests/conftest.py puts this module and that block on one xdist worker, so that
+# the second of the two (in the suite's order the block) loads the simulators the first
+# compiled from the run's compilation cache instead of compiling them again.
 _GROUP_RUNS = """
 import contextlib, io, json, sys
 from polyspec.cli import main
