@@ -17,11 +17,26 @@ One worker per module (``ONE_WORKER``): ``make test`` runs ``-n 2 --dist loadgro
 hands out ungrouped tests one by one, so a module's module-scoped fixture (a capture, a decode,
 a validate run) is computed on each worker that draws one of its tests. The modules listed
 get an ``xdist_group`` mark of their own, so their fixtures are computed once per run (xdist
-schedules groups, largest first, before the single tests that even out the end)."""
+schedules groups, largest first, before the single tests that even out the end).
+
+JAX compilations: one persistent compilation cache per run (``JAX_COMPILATION_CACHE_DIR``, a
+fresh temporary folder made by the process that starts the run and removed when it ends;
+every compilation cached, ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0``). xdist workers and
+the subprocesses of the CLI and doc-block tests inherit it, so a simulator kernel compiled by
+one of them is loaded, not recompiled, by the others. `polyspec verify --quick` runs twice: by
+groups in tests/polyspec/test_simulate_verify_cli.py, then whole in a doc block of
+docs/validation.md; both run on one worker (xdist group ``verify_quick``), so whichever runs
+second (in the suite's order the doc block) loads what the first compiled. A clean clone starts
+empty, so nothing outlives the run; a cached executable gives the same numbers as a fresh
+compilation (tests/simulators/test_compilation_cache.py). ``JAX_COMPILATION_CACHE_DIR`` set
+beforehand is used as it is (not removed); ``JAX_ENABLE_COMPILATION_CACHE=false`` turns the
+cache off."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import settings
@@ -32,6 +47,13 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 settings.register_profile("explore", derandomize=False, print_blob=True,
                           max_examples=5 * settings.default.max_examples)
 os.environ["POLYSPEC_MAX_LOAD"] = "1000000"
+
+# before jax is imported (its flags read these at import); workers and subprocesses inherit them
+_JAX_CACHE_MADE = None
+if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    _JAX_CACHE_MADE = tempfile.mkdtemp(prefix="polyspec-jax-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _JAX_CACHE_MADE
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 if os.environ.get("POLYSPEC_HYPOTHESIS") == "explore":
     settings.load_profile("explore")
@@ -55,8 +77,23 @@ ONE_WORKER = (
 )
 
 
+def pytest_unconfigure(config):
+    if _JAX_CACHE_MADE is not None:  # only the process that made it (not an xdist worker)
+        shutil.rmtree(_JAX_CACHE_MADE, ignore_errors=True)
+
+
+def _runs_verify(item) -> bool:
+    """A doc block (tests/test_docs.py) that runs `polyspec verify`."""
+    block = getattr(getattr(item, "callspec", None), "params", {}).get("block")
+    return any(c.split()[:2] == ["polyspec", "verify"] for c in getattr(block, "commands", ()))
+
+
 def pytest_itemcollected(item):
     module = item.nodeid.split("::", 1)[0]
+    # the verify group runs, then the doc block running all of them (loaded from the cache)
+    if module == "tests/polyspec/test_simulate_verify_cli.py" or (
+            module == "tests/test_docs.py" and _runs_verify(item)):
+        item.add_marker(pytest.mark.xdist_group("verify_quick"))
     if module in ONE_WORKER and not any(item.iter_markers("xdist_group")):
         item.add_marker(pytest.mark.xdist_group(module.rsplit("/", 1)[-1][:-3]))
 

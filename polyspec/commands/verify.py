@@ -13,7 +13,7 @@ HELP = ("Check every numbered result (D1, D2, P1-P7, Y1-Y5, F1, F2, B1, B2, T1-T
 
 def add_arguments(p):
     p.add_argument("--quick", action="store_true",
-                   help="CI-sized runs (about 6 minutes on 2 CPU cores; the full run is "
+                   help="CI-sized runs (about a minute on 2 CPU cores; the full run is "
                         "longer)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed")
     p.add_argument("--only", default=None, metavar="KEYS",

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from polyspec.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED_IDS = {"D1", "D2", "P1", "P2", "P3", "P4", "P5", "P6", "P7",
                 "Y1", "Y2", "Y3", "Y4", "Y5", "F1", "F2", "B1", "B2",
@@ -43,10 +49,9 @@ def test_simulate_bad_input(capsys, tmp_path):
     assert "cpu_devices" in capsys.readouterr().err
 
 
-# `verify --quick` in groups of the registry (``--only``), one test each, so that xdist spreads
-# the run over the workers instead of one worker running all of it while the other idles;
-# the groups partition the registry (checked below), so together they are the whole run and
-# every row is the full run's (each check seeds from the group's key, not from the order).
+# `verify --quick` in groups of the registry (``--only``), one test each; the groups partition
+# the registry (checked below), so together they are the whole run and every row is the full
+# run's (each check seeds from the group's key, not from the order).
 # P1-P4 stay together: they share the default cascade's simulation (VerifyContext cache).
 VERIFY_GROUPS = {
     "D": {"D1", "D2"}, "P1,P2,P3,P4": {"P1", "P2", "P3", "P4"}, "P1o": {"P1"},
@@ -55,6 +60,35 @@ VERIFY_GROUPS = {
     "A": {"A1", "A2", "A4"}, "R": {"R1"}, "AS": {"AS1", "AS2", "AS7"},
     "PL": {"PL1", "PL2", "PL3"},
 }
+
+# Every group's `verify --quick --json --only GROUP` in one fresh process (the order of the
+# registry; one exit status and JSON list per group). A fresh process like the doc block of
+# docs/validation.md that runs the whole of `polyspec verify --quick` (same devices, same
+# kernels): tests/conftest.py puts this module and that block on one xdist worker, so that
+# the second of the two (in the suite's order the block) loads the simulators the first
+# compiled from the run's compilation cache instead of compiling them again.
+_GROUP_RUNS = """
+import contextlib, io, json, sys
+from polyspec.cli import main
+out = {}
+for group in sys.argv[1:]:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["verify", "--quick", "--json", "--only", group])
+    out[group] = [rc, buf.getvalue()]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def group_runs(tmp_path_factory):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    done = subprocess.run([sys.executable, "-c", _GROUP_RUNS, *VERIFY_GROUPS],
+                          cwd=tmp_path_factory.mktemp("verify"), env=env, capture_output=True,
+                          text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_verify_groups_are_the_whole_registry():
@@ -66,9 +100,9 @@ def test_verify_groups_are_the_whole_registry():
 
 
 @pytest.mark.parametrize("group", list(VERIFY_GROUPS))
-def test_verify_quick_passes(capsys, group):
-    rc = main(["verify", "--quick", "--json", "--only", group])
-    rows = json.loads(capsys.readouterr().out)
+def test_verify_quick_passes(group_runs, group):
+    rc, out = group_runs[group]
+    rows = json.loads(out)
     assert {r["id"] for r in rows} == VERIFY_GROUPS[group]
     assert all(isinstance(r["passed"], bool) for r in rows)
     failed = [r for r in rows if not r["passed"]]
