@@ -19,6 +19,7 @@ import torch
 
 from polyspec_theory.errors import PolyspecInputError
 from validation.capture.machine import machine_state
+from validation.capture.model_specs import model_name
 from validation.capture.setup import (
     CaptureSpec,
     alternate,
@@ -27,7 +28,6 @@ from validation.capture.setup import (
     json_bytes,
     load_models,
     make_prompts,
-    model_name,
     progress_bar,
     tokenizer_for,
 )
