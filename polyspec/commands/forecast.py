@@ -70,7 +70,7 @@ def _run(args) -> int:
         loo_errors,
     )
     from validation.analysis.score import prediction_interval
-    from validation.capture.composition import CompositionProfile, load_profiles
+    from validation.capture.composition_profile import CompositionProfile, load_profiles
     from validation.capture.models import model_name
     from validation.files import dump_json
     from validation.formats import detect_dir

@@ -91,7 +91,7 @@ def run_async(args) -> int:
     from validation.analysis.forecast import loo_errors
     from validation.analysis.score import prediction_interval
     from validation.capture.async_profile import read_async_profile
-    from validation.capture.composition import load_profiles
+    from validation.capture.composition_profile import load_profiles
     from validation.capture.models import model_name
     from validation.files import dump_json
     from validation.schemes import synchronous_captures
