@@ -87,7 +87,11 @@ def run_async(args) -> int:
     from pathlib import Path
 
     from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-    from validation.analysis.async_forecast import already_captured, forecast_async_config
+    from validation.analysis.async_forecast import (
+        already_captured,
+        check_profile_of,
+        forecast_async_config,
+    )
     from validation.analysis.forecast import loo_errors
     from validation.analysis.score import prediction_interval
     from validation.capture.async_profile import read_async_profile
@@ -125,6 +129,7 @@ def run_async(args) -> int:
     threshold = th[0]
     queue = None if args.queue is None else as_int(args.queue, "--queue",
                                                    low=max(1, threshold), high=4096)
+    check_profile_of(prof, models, threshold, queue)  # before the captures are read
     caps = read_traces(args.traces)
     if already_captured(caps, models, threshold, queue):
         raise PolyspecInputError("--models", "this configuration is already captured in "

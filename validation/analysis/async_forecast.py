@@ -34,7 +34,8 @@ from validation.analysis.fits import fit_costs
 from validation.analysis.run_forecast import prompt_run_laws, run_law_decision
 from validation.schemes import captures_of, synchronous_captures
 
-__all__ = ["forecast_async_config", "profile_of_capture", "already_captured", "ACCEPTANCE"]
+__all__ = ["forecast_async_config", "profile_of_capture", "already_captured", "check_profile_of",
+           "ACCEPTANCE"]
 
 ACCEPTANCE = ("run-law", "per-round")
 
@@ -51,6 +52,17 @@ def _cascade(models, profile, law, threshold, queue) -> Cascade:
                    mode=get(SCHEME).mode, queues=None if queue is None else (queue,))
 
 
+def check_profile_of(profile, models, threshold: int, queue) -> None:
+    """Refuse (``--profile``) an async profile that is not of ``models`` at ``threshold``
+    and ``queue`` (a command checks this before it reads any capture)."""
+    if list(profile.models) != [str(m) for m in models]:
+        raise PolyspecInputError("--profile", f"is of {profile.models}, not of "
+                                 f"{[str(m) for m in models]}")
+    if (profile.threshold, profile.queue) != (threshold, queue):
+        raise PolyspecInputError("--profile", f"is of θ={profile.threshold} queue="
+                                 f"{profile.queue}, not θ={threshold} queue={queue}")
+
+
 def forecast_async_config(models, threshold: int, queue, captures, profile, *,
                           acceptance: str = "run-law", families=None) -> dict:
     """The forecast of the async pipeline ``models`` (target, drafter) at ``threshold`` and
@@ -65,11 +77,7 @@ def forecast_async_config(models, threshold: int, queue, captures, profile, *,
         raise PolyspecInputError("acceptance", f"must be one of {ACCEPTANCE}, got "
                                  f"{acceptance!r}")
     models = [str(m) for m in models]
-    if list(profile.models) != models:
-        raise PolyspecInputError("--profile", f"is of {profile.models}, not of {models}")
-    if (profile.threshold, profile.queue) != (threshold, queue):
-        raise PolyspecInputError("--profile", f"is of θ={profile.threshold} queue="
-                                 f"{profile.queue}, not θ={threshold} queue={queue}")
+    check_profile_of(profile, models, threshold, queue)
     families = FAMILIES if families is None else families
     key = (models[0], models[1], 0.0, 0)
     sync = synchronous_captures(captures)
