@@ -97,7 +97,7 @@ def _short(models, thresholds, temperature) -> str:
 
 def _device_rows(device: str, directory, quick: bool = False,
                  progress=None) -> tuple[list[dict], list[str]]:
-    from validation.capture.composition import load_profiles
+    from validation.capture.composition_profile import load_profiles
 
     captures, notes = trace_sources.load(directory)
     if quick and len(captures) > 6:

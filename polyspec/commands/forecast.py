@@ -73,7 +73,7 @@ def _run(args) -> int:
         loo_errors,
     )
     from validation.analysis.score import interval_errors, prediction_interval
-    from validation.capture.composition import CompositionProfile, load_profiles
+    from validation.capture.composition_profile import CompositionProfile, load_profiles
     from validation.capture.model_specs import model_name
     from validation.formats import detect_dir
     from validation.schemes import command_hook

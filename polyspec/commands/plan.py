@@ -201,7 +201,7 @@ def _run(args) -> int:
         from validation.traces.records import read_traces
 
         captures = read_traces(Path(args.traces), allow_truncated=args.allow_truncated)
-        from validation.capture.composition import load_profiles
+        from validation.capture.composition_profile import load_profiles
 
         profiles = load_profiles(Path(args.traces) / "profiles", captures)
         notes = [n for c in captures for n in c.notes]

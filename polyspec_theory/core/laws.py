@@ -203,7 +203,12 @@ class AcceptanceLaw(ABC):
     # --- likelihood and fitting ---------------------------------------------------------
     def logpmf_sample(self, accepted, caps) -> np.ndarray:
         """Per-round log-likelihood of ``A = accepted`` given the cap (censored at the cap)."""
-        a, g = as_sample(accepted, caps)
+        return self._logpmf_checked(*as_sample(accepted, caps))
+
+    def _logpmf_checked(self, a: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """:meth:`logpmf_sample` of a checked sample (int64 arrays, ``0 <= a <= g``, as an
+        :class:`AcceptanceCounts` holds them): the likelihood inside a fit is not re-checked
+        at every evaluation."""
         gmax = int(g.max())
         s = self.survival(gmax)
         point = np.append(self._point_masses(s, gmax), 0.0)
@@ -215,7 +220,7 @@ class AcceptanceLaw(ABC):
         """Censored log-likelihood of observed rounds (:class:`AcceptanceCounts`, or arrays
         of accepted counts with ``caps``)."""
         d = AcceptanceCounts.coerce(data, caps)
-        lp = self.logpmf_sample(d.accepted, d.caps)
+        lp = self._logpmf_checked(d.accepted, d.caps)
         w = d.counts.astype(np.float64)
         if np.any((w > 0) & ~np.isfinite(lp)):
             return -math.inf
@@ -236,6 +241,12 @@ class AcceptanceLaw(ABC):
         with its log-likelihood, AIC and G-test (:class:`FitResult`)."""
         d = AcceptanceCounts.coerce(data, caps)
         return fit_result(cls._mle(d, **options), d)
+
+    @classmethod
+    def mle(cls, data, caps=None, **options) -> AcceptanceLaw:
+        """The law of :meth:`fit` alone (no log-likelihood, AIC or G-test computed): for
+        callers that use only the law, e.g. one fit per prompt in a forecast."""
+        return cls._mle(AcceptanceCounts.coerce(data, caps), **options)
 
     @classmethod
     @abstractmethod
@@ -471,24 +482,28 @@ class GaussianBaseline(AcceptanceLaw):
     def to_config(self) -> dict:
         return {"gaussian": [self.mu, self.sigma]}
 
+    def _cdf(self, x, upper: bool = False) -> np.ndarray:
+        """Normal cdf (``upper``: sf) at ``x``: ``ndtr`` of the standardised ``x``, as
+        ``scipy.stats.norm.cdf`` / ``.sf`` compute it (the same numbers, without their
+        argument checks: this sits inside the fit's likelihood)."""
+        from scipy import special
+
+        z = (x - self.mu) / self.sigma
+        return special.ndtr(-z if upper else z)
+
     def survival(self, kmax: int) -> np.ndarray:
         k = np.arange(1, kmax + 1, dtype=np.float64)
-        from scipy import stats
-
         with np.errstate(over="ignore", divide="ignore", under="ignore"):  # sd -> 0: 0 or 1
-            return np.concatenate([[1.0], stats.norm.sf(k - 0.5, self.mu, self.sigma)])
+            return np.concatenate([[1.0], self._cdf(k - 0.5, upper=True)])
 
     def _point_masses(self, s, cap):
         k = np.arange(cap, dtype=np.float64)
         lo = np.where(k == 0, -np.inf, k - 0.5)
         # difference of sf on the upper side, of cdf on the lower side: no cancellation
         upper = k >= self.mu
-        mu, sd = self.mu, self.sigma
-        from scipy import stats
-
         with np.errstate(over="ignore", divide="ignore", under="ignore"):
-            p_up = stats.norm.sf(lo, mu, sd) - stats.norm.sf(k + 0.5, mu, sd)
-            p_lo = stats.norm.cdf(k + 0.5, mu, sd) - stats.norm.cdf(lo, mu, sd)
+            p_up = self._cdf(lo, upper=True) - self._cdf(k + 0.5, upper=True)
+            p_lo = self._cdf(k + 0.5) - self._cdf(lo)
         return np.maximum(np.where(upper, p_up, p_lo), 0.0)
 
     def improper_mass(self, cap) -> dict:

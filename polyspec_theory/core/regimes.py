@@ -313,10 +313,9 @@ class RegimeLaw(AcceptanceLaw):
             out[sel] = np.minimum(np.searchsorted(cdf, u[sel], side="right"), g)
         return out
 
-    def logpmf_sample(self, accepted, caps) -> np.ndarray:
+    def _logpmf_checked(self, a, g) -> np.ndarray:
         """Per-round log ``Q(A | cap)`` (the marginal horizon law; the sequence likelihood is
         :meth:`HiddenRegimes.loglik`)."""
-        a, g = as_sample(accepted, caps)
         table = self.cap_pmf_table(int(g.max()))
         with np.errstate(divide="ignore"):
             return np.log(table[g, a])

@@ -31,7 +31,7 @@ import numpy as np
 
 from polyspec_theory.core.counts import MAX_CAP
 from polyspec_theory.core.laws import AcceptanceLaw, IIDGeometric
-from polyspec_theory.errors import PolyspecInputError, require_keys
+from polyspec_theory.errors import PolyspecInputError, as_int, require_keys
 
 MIN_AT_RISK = 10  # ages with fewer rounds at risk use the pooled tail hazard (R2)
 
@@ -498,83 +498,227 @@ def fit_run_law_hidden(prompts, *, max_age: int | None = None, min_at_risk: int 
     + 1, at most 40) share the tail; ages with fewer than ``min_at_risk`` expected rounds at
     risk are pooled into it afterwards. Long runs carried over full rounds are seen here,
     which :func:`p1_exposures` leaves out (it sees ages ``< G`` only)."""
+    return fit_run_laws_hidden([prompts], max_age=max_age, min_at_risk=min_at_risk, tol=tol,
+                               max_iter=max_iter, field="prompts")[0]
+
+
+def fit_run_laws_hidden(sets, *, max_age: int | None = None, min_at_risk: int = MIN_AT_RISK,
+                        tol: float = 1e-9, max_iter: int = 500, field: str = "sets") -> list:
+    """:func:`fit_run_law_hidden` of each of ``sets`` (each: per prompt the ``(G, A)`` rounds
+    in order), one independent EM each, run side by side: the same laws, to the last bit, as
+    one call per set (every sum is taken in the same order; only the loops over sequences and
+    sets are vectorised)."""
+    max_iter = as_int(max_iter, "max_iter", low=1)
+    parsed = [_hidden_sequences(p, field if field == "prompts" else f"{field}[{j}]")
+              for j, p in enumerate(sets)]
+    groups: dict = {}  # sets with the same state space (largest block, tail age) run together
+    for j, seqs in enumerate(parsed):
+        gmax = int(max(g.max() for g, _ in seqs))
+        big = min(gmax + 1, 40) if max_age is None else int(max_age)
+        groups.setdefault((gmax, big), []).append(j)
+    out: list = [None] * len(parsed)
+    for (gmax, big), js in groups.items():
+        laws = _HiddenEM([parsed[j] for j in js], gmax, big).run(min_at_risk, tol, max_iter)
+        for j, law in zip(js, laws, strict=True):
+            out[j] = law
+    return out
+
+
+def _hidden_sequences(prompts, field: str) -> list:
+    """The ``(G, A)`` arrays of each prompt with rounds (refused naming ``field[i]``)."""
     seqs = []
     for i, rounds in enumerate(prompts):
         g = np.array([int(r[0]) for r in rounds], dtype=np.int64)
         a = np.array([int(r[1]) for r in rounds], dtype=np.int64)
         if g.size and (g.min() < 1 or a.min() < 0 or (a > g).any()):
-            raise PolyspecInputError(f"prompts[{i}]", "needs rounds 0 <= A <= G, G >= 1")
+            raise PolyspecInputError(f"{field}[{i}]", "needs rounds 0 <= A <= G, G >= 1")
         if g.size:
             seqs.append((g, a))
     if not seqs:
         raise PolyspecInputError("rounds", "no rounds to fit the run law on")
-    gmax = int(max(g.max() for g, _ in seqs))
-    big = min(gmax + 1, 40) if max_age is None else int(max_age)
-    n_ext = big + gmax + 2
-    ages = np.minimum(np.arange(n_ext), big)
-    st = np.arange(big + 1)
-    q = np.full(big + 1, 0.5)
-    prev = -np.inf
-    for _ in range(max_iter):
-        qe = np.clip(q[ages], 1e-12, 1 - 1e-12)
-        cum = np.concatenate([[0.0], np.cumsum(np.log1p(-qe))])
-        risk, ev, ll = np.zeros(n_ext), np.zeros(n_ext), 0.0
-        for g, a in seqs:
-            n = g.size
-            full = a == g
-            emis = np.exp(cum[st[None, :] + a[:, None]] - cum[st][None, :])
-            emis = np.where(full[:, None], emis, emis * qe[st[None, :] + a[:, None]])
-            qb = qe[st[None, :] + g[:, None]]  # hazard at the bonus position
-            nxt = np.minimum(st[None, :] + g[:, None] + 1, big)
-            alpha = np.zeros((n, big + 1))
-            scale = np.zeros(n)
-            cur = np.zeros(big + 1)
-            cur[0] = 1.0
-            for r in range(n):
-                v = cur * emis[r]
-                scale[r] = v.sum()
-                alpha[r] = v / scale[r]
-                cur = np.zeros(big + 1)
-                if full[r]:
-                    cur[0] = (alpha[r] * qb[r]).sum()
-                    np.add.at(cur, nxt[r], alpha[r] * (1 - qb[r]))
+    return seqs
+
+
+class _HiddenEM:
+    """The EM of :func:`fit_run_law_hidden` on several sets of sequences sharing one state
+    space (entry ages ``0..big``, extended ages ``0..big + gmax + 1``). Every sequence of
+    every set still running is one row: the forward-backward recursions step over rounds
+    for all rows at once (a shorter sequence's padding rounds are computed and ignored); the
+    M step's expected counts are added in the order of one set at a time, sequence by
+    sequence, last round first (floating-point sums are not associative)."""
+
+    def __init__(self, sets, gmax: int, big: int):
+        self.sets, self.big = sets, big
+        self.n_ext = big + gmax + 2
+        self.ages = np.minimum(np.arange(self.n_ext), big)
+        self.st = np.arange(big + 1)
+
+    def _rows(self, active) -> dict:
+        """The row layout of the sets ``active`` (everything that does not depend on the
+        hazards): per row its set (position in ``active``) and length; per round and row
+        (``(R, S)``, padded to the longest) the block, the accepted count, whether the round
+        was full, the flat indices its recursions read; the M step's scatter (value index,
+        sign, target index of every expected count, in the order of the per-set loops)."""
+        k, n_ext, st, big = self.big + 1, self.n_ext, self.st, self.big
+        seqs = [(p, g, a) for p, j in enumerate(active) for g, a in self.sets[j]]
+        s_n, r_n = len(seqs), max(g.size for _, g, _ in seqs)
+        lens = np.array([g.size for _, g, _ in seqs])
+        gg = np.ones((r_n, s_n), dtype=np.int64)
+        aa = np.zeros((r_n, s_n), dtype=np.int64)
+        for s, (_, g, a) in enumerate(seqs):
+            gg[: g.size, s], aa[: g.size, s] = g, a
+        full = (aa == gg) & (np.arange(r_n)[:, None] < lens[None, :])
+        row = np.array([p for p, _, _ in seqs])
+        at_a = st[None, None, :] + aa[:, :, None]
+        at_g = st[None, None, :] + gg[:, :, None]
+        offs = (np.arange(s_n) * k)[None, :, None]
+        nxt = offs + np.minimum(at_g + 1, big)  # flat (row, entry age of the next round)
+        fwd = []  # per round: the full rows' flat next-entry indices and their rows
+        for r in range(r_n):
+            rows = np.flatnonzero(full[r])
+            fwd.append((rows, nxt[r][rows].ravel()))
+        # the M step's scatter, op by op in the order of the per-set loops: values from
+        # (kind 0: post / 1: bonus share / 2: bonus event, round, row, age) with a sign
+        risk_src, risk_sign, risk_tgt, ev_src, ev_tgt = [], [], [], [], []
+        for s, (p, g, a) in enumerate(seqs):
+            for r in range(g.size - 1, -1, -1):
+                base = p * n_ext
+                post = (0 * r_n + r) * s_n + s
+                bon = (1 * r_n + r) * s_n + s
+                f = bool(a[r] == g[r])
+                risk_src += [post, post]
+                risk_sign += [1.0, -1.0]
+                risk_tgt += [base, base + int(a[r]) + (0 if f else 1)]
+                if f:
+                    risk_src += [bon, bon]
+                    risk_sign += [1.0, -1.0]
+                    risk_tgt += [base + int(g[r]), base + int(g[r]) + 1]
+                    ev_src.append((2 * r_n + r) * s_n + s)
+                    ev_tgt.append(base + int(g[r]))
                 else:
-                    cur[0] = alpha[r].sum()
-            ll += np.log(scale).sum()
-            beta = np.ones(big + 1)
-            bn_next = np.ones(big + 1)  # beta x emission of the round after, by its entry
-            for r in range(n - 1, -1, -1):
-                post = alpha[r] * beta  # P(entry age of round r | all rounds)
-                post /= post.sum()
-                e = st
-                hi = e + a[r] + (0 if full[r] else 1)
-                np.add.at(risk, e, post)
-                np.add.at(risk, hi, -post)
-                if full[r]:
-                    # bonus position at age e + G: at risk; event unless the run went on
-                    b0 = qb[r] * bn_next[0]
-                    b1 = (1 - qb[r]) * bn_next[nxt[r]]
-                    tot = (alpha[r] * (b0 + b1)).sum()
-                    np.add.at(risk, e + g[r], alpha[r] * (b0 + b1) / tot)
-                    np.add.at(risk, e + g[r] + 1, -alpha[r] * (b0 + b1) / tot)
-                    np.add.at(ev, e + g[r], alpha[r] * b0 / tot)
-                else:
-                    np.add.at(ev, e + a[r], post)
+                    ev_src.append(post)
+                    ev_tgt.append(base + int(a[r]))
+
+        def flat(src, tgt):
+            src = (np.asarray(src, dtype=np.int64)[:, None] * k + st[None, :]).ravel()
+            return src, (np.asarray(tgt, dtype=np.int64)[:, None] + st[None, :]).ravel()
+
+        rs, rt = flat(risk_src, risk_tgt)
+        es, et = flat(ev_src, ev_tgt)
+        return {"row": row, "lens": lens, "full": full, "live": np.arange(r_n)[:, None] < lens,
+                "cum_a": row[None, :, None] * (n_ext + 1) + at_a,
+                "cum_0": (row[:, None] * (n_ext + 1) + st[None, :])[None],
+                "qe_a": row[None, :, None] * n_ext + at_a,
+                "qe_g": row[None, :, None] * n_ext + at_g,
+                "nxt": nxt, "fwd": fwd, "risk": (rs, np.repeat(np.asarray(risk_sign), k), rt),
+                "ev": (es, et)}
+
+    def _forward(self, lay, emis, qb):
+        """Scaled forward pass: ``alpha`` (R, S, k) and the scales (S, R)."""
+        r_n, s_n, k = emis.shape
+        alpha = np.zeros((r_n, s_n, k))
+        scale = np.zeros((s_n, r_n))
+        cur = np.zeros((s_n, k))
+        cur[:, 0] = 1.0
+        full = lay["full"]
+        qc = 1 - qb
+        for r in range(r_n):
+            v = cur * emis[r]
+            scale[:, r] = v.sum(axis=1)
+            al = alpha[r]
+            np.divide(v, scale[:, r][:, None], out=al)
+            cur = np.zeros((s_n, k))
+            cur[:, 0] = np.where(full[r], (al * qb[r]).sum(axis=1), al.sum(axis=1))
+            rows, at = lay["fwd"][r]
+            np.add.at(cur.reshape(-1), at, (al[rows] * qc[r][rows]).ravel())
+        return alpha, scale
+
+    def _backward(self, lay, emis, qb, alpha, scale):
+        """Backward pass: per round and row the posterior of the entry age (``vals[0]``)
+        and, of a full round, the bonus position's at-risk share and event (``vals[1]``,
+        ``vals[2]``)."""
+        r_n, s_n, k = emis.shape
+        full, live, nxt = lay["full"], lay["live"], lay["nxt"]
+        vals = np.zeros((3, r_n, s_n, k))
+        qc = 1 - qb
+        beta = np.ones((s_n, k))
+        bn_next = np.ones((s_n, k))  # beta x emission of the round after, by its entry
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for r in range(r_n - 1, -1, -1):
+                al = alpha[r]
+                post = al * beta  # P(entry age of round r | all rounds)
+                post /= post.sum(axis=1)[:, None]
+                vals[0, r] = post
+                # bonus position at age e + G: at risk; event unless the run went on
+                b0 = qb[r] * bn_next[:, :1]
+                b1 = qc[r] * bn_next.reshape(-1)[nxt[r]]
+                both = al * (b0 + b1)
+                tot = both.sum(axis=1)[:, None]
+                np.divide(both, tot, out=vals[1, r])
+                vals[2, r] = al * b0 / tot
                 # beta of round r - 1: sum over this round's entry of transition x emission
-                bn = beta * emis[r] / scale[r]
-                bn_next = bn
+                bn = beta * emis[r] / scale[:, r][:, None]
+                lv = live[r][:, None]
+                bn_next = np.where(lv, bn, 1.0)
                 if r > 0:
-                    if full[r - 1]:
-                        beta = qb[r - 1] * bn[0] + (1 - qb[r - 1]) * bn[nxt[r - 1]]
-                    else:
-                        beta = np.full(big + 1, bn[0])
-        risk = np.cumsum(risk)
-        rk = np.bincount(ages, weights=risk, minlength=big + 1)
-        evk = np.bincount(ages, weights=ev, minlength=big + 1)
-        q = np.where(rk > 0, evk / np.where(rk > 0, rk, 1), 0.5)
-        if ll - prev < tol * max(1.0, abs(ll)):
-            break
-        prev = ll
+                    nb = np.where(full[r - 1][:, None], qb[r - 1] * bn[:, :1] + qc[r - 1]
+                                  * bn.reshape(-1)[nxt[r - 1]], bn[:, :1])
+                    beta = np.where(lv, nb, 1.0)
+        return vals
+
+    def run(self, min_at_risk: int, tol: float, max_iter: int) -> list:
+        big, n_ext, ages = self.big, self.n_ext, self.ages
+        k, n_sets = big + 1, len(self.sets)
+        q = np.full((n_sets, k), 0.5)
+        prev = np.full(n_sets, -np.inf)
+        running = list(range(n_sets))
+        final: dict = {}
+        layout = None
+        for _ in range(max_iter):
+            if layout is None or layout[0] != running:
+                layout = (list(running), self._rows(running))
+            lay = layout[1]
+            full = lay["full"]
+            qe = np.clip(q[running][:, ages], 1e-12, 1 - 1e-12)
+            cum = np.concatenate([np.zeros((len(running), 1)),
+                                  np.cumsum(np.log1p(-qe), axis=1)], axis=1).reshape(-1)
+            qe = qe.reshape(-1)
+            emis = np.exp(cum[lay["cum_a"]] - cum[lay["cum_0"]])
+            emis = np.where(full[:, :, None], emis, emis * qe[lay["qe_a"]])
+            qb = qe[lay["qe_g"]]  # hazard at the bonus position
+            alpha, scale = self._forward(lay, emis, qb)
+            logs = np.log(scale)
+            ll = np.zeros(len(running))
+            for s, (p, n) in enumerate(zip(lay["row"], lay["lens"], strict=True)):
+                ll[p] += logs[s, :n].sum()
+            vals = self._backward(lay, emis, qb, alpha, scale).reshape(-1)
+            rs, sign, rt = lay["risk"]
+            risk_all = np.zeros(len(running) * n_ext)
+            np.add.at(risk_all, rt, vals[rs] * sign)
+            es, et = lay["ev"]
+            ev_all = np.zeros(len(running) * n_ext)
+            np.add.at(ev_all, et, vals[es])
+            still = []
+            for p, j in enumerate(running):
+                risk = np.cumsum(risk_all[p * n_ext:(p + 1) * n_ext])
+                rk = np.bincount(ages, weights=risk, minlength=big + 1)
+                evk = np.bincount(ages, weights=ev_all[p * n_ext:(p + 1) * n_ext],
+                                  minlength=big + 1)
+                q[j] = np.where(rk > 0, evk / np.where(rk > 0, rk, 1), 0.5)
+                final[j] = (rk, evk)
+                if ll[p] - prev[j] < tol * max(1.0, abs(ll[p])):
+                    continue
+                prev[j] = ll[p]
+                still.append(j)
+            running = still
+            if not running:
+                break
+        return [_pooled_tail(*final[j], big, min_at_risk, q[j]) for j in range(n_sets)]
+
+
+def _pooled_tail(rk, evk, big: int, min_at_risk: int, q) -> RunLaw:
+    """R2's law from the expected exposures ``rk`` and events ``evk`` by age: ages with
+    fewer than ``min_at_risk`` rounds at risk pooled into the tail."""
     good = np.flatnonzero(rk[:big] >= min_at_risk)
     n_good = int(good.max()) + 1 if good.size else 0
     lo = n_good

@@ -89,6 +89,7 @@ def fit_coupling(rounds, n_levels: int, k: int, seed: int = 0, n_init: int = 8,
         r = rounds[i]
         np.add.at(succ[:, i], owner[i], r.A)
         np.add.at(fail[:, i], owner[i], (r.A < r.G).astype(float))
+    tried = succ + fail
     rng = np.random.default_rng(seed)
     best = None
     for t in range(n_init):
@@ -103,13 +104,20 @@ def fit_coupling(rounds, n_levels: int, k: int, seed: int = 0, n_init: int = 8,
         ll_old = -np.inf
         for _ in range(iters):
             w = resp.sum(0) + 1e-12
-            a = (resp.T @ succ + 1e-9) / (resp.T @ (succ + fail) + 2e-9)
+            a = (resp.T @ succ + 1e-9) / (resp.T @ tried + 2e-9)
             a = np.clip(a, 1e-9, 1 - 1e-9)
             logp = succ @ np.log(a).T + fail @ np.log1p(-a).T + np.log(w / w.sum())
-            mx = logp.max(1, keepdims=True)
-            ll = float(np.sum(mx[:, 0] + np.log(np.exp(logp - mx).sum(1))))
-            resp = np.exp(logp - mx)
-            resp /= resp.sum(1, keepdims=True)
+            # row max and row sum over the k classes column by column (left to right, as
+            # numpy sums a row): the same numbers as logp.max(1), .sum(1), faster
+            mx = logp[:, 0]
+            for c in range(1, k):
+                mx = np.maximum(mx, logp[:, c])
+            resp = np.exp(logp - mx[:, None])
+            tot = resp[:, 0].copy()
+            for c in range(1, k):
+                tot = tot + resp[:, c]
+            ll = float(np.sum(mx + np.log(tot)))
+            resp /= tot[:, None]
             if ll - ll_old < 1e-10:
                 break
             ll_old = ll

@@ -24,6 +24,7 @@ from scipy import optimize, stats
 
 from polyspec_theory import PolyspecInputError
 from polyspec_theory.core.config import law_from_config
+from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.core.fitting import goodness_of_fit
 from polyspec_theory.core.laws import (
     BetaMixed,
@@ -186,6 +187,18 @@ def test_beta_survival_is_the_beta_function_ratio():
     )
     # E[L] uncapped = E[1/(1 - alpha)] = (a + b - 1)/(b - 1) for b > 1
     assert BetaMixed(3.0, 2.0).mean_emitted_limit() == pytest.approx(4.0)
+
+
+def test_mle_is_the_law_of_fit():
+    rng = np.random.default_rng(3)
+    caps = rng.integers(1, 7, 400)
+    acc = np.minimum(rng.geometric(0.3, 400) - 1, caps)
+    d = AcceptanceCounts.from_samples(acc, caps)
+    for fam in (IIDGeometric, Positional, BetaMixed, GaussianBaseline):
+        assert fam.mle(d) == fam.fit(d).law
+        assert fam.mle(acc, caps) == fam.fit(acc, caps).law
+    assert Positional.mle(d, max_positions=2) == Positional.fit(d, max_positions=2).law
+    assert Positional.mle(d, max_positions=2) != Positional.mle(d)
 
 
 def test_gaussian_baseline_is_the_rounded_clipped_normal():
@@ -603,7 +616,6 @@ def test_goodness_of_fit_cells_and_df_counted_by_hand():
     cap 4, 12 rounds: (6, 3, 1.5, .75, .75) -> (6), (3 + 1.5 + .75) and a short remainder
     (.75) that joins the last cell -> two.
     Eight cells in four caps: df = 8 - 4 - fitted parameters."""
-    from polyspec_theory.core.counts import AcceptanceCounts
 
     obs = {1: [4, 2], 2: [18, 12, 10], 3: [7, 2, 1, 2], 4: [5, 4, 2, 0, 1]}
     exp_pooled = {1: [6.0], 2: [20.0, 10.0, 10.0], 3: [6.0, 6.0], 4: [6.0, 6.0]}

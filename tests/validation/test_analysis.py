@@ -333,6 +333,76 @@ def test_coupling_recovers_shared_acceptance_and_predicts_the_time():
     assert t1 == pytest.approx(iid.time_per_token, rel=1e-6)
 
 
+def _coupling_em_as_first_written(rounds, n_levels, k, seed=0, n_init=8, iters=300):
+    """fit_coupling's EM with numpy's row max and row sums (the reference the column-wise
+    version must equal to the last bit): (loglik, weights, alphas) of the best start."""
+    from polyspec_theory.planning.coupling import group_rounds
+
+    owner = group_rounds(rounds, n_levels)
+    m, n_top = n_levels - 1, len(rounds[0].G)
+    succ, fail = np.zeros((n_top, m)), np.zeros((n_top, m))
+    for i in range(m):
+        np.add.at(succ[:, i], owner[i], rounds[i].A)
+        np.add.at(fail[:, i], owner[i], (rounds[i].A < rounds[i].G).astype(float))
+    rng = np.random.default_rng(seed)
+    best = None
+    for t in range(n_init):
+        if t == 0:
+            q = (succ[:, 0] + 0.5) / (succ[:, 0] + fail[:, 0] + 1.0)
+            resp = np.zeros((n_top, k))
+            resp[np.arange(n_top), np.minimum((np.argsort(np.argsort(q)) * k) // n_top,
+                                              k - 1)] = 1.0
+        else:
+            resp = rng.dirichlet(np.ones(k), size=n_top)
+        ll_old = -np.inf
+        for _ in range(iters):
+            w = resp.sum(0) + 1e-12
+            a = np.clip((resp.T @ succ + 1e-9) / (resp.T @ (succ + fail) + 2e-9), 1e-9,
+                        1 - 1e-9)
+            logp = succ @ np.log(a).T + fail @ np.log1p(-a).T + np.log(w / w.sum())
+            mx = logp.max(1, keepdims=True)
+            ll = float(np.sum(mx[:, 0] + np.log(np.exp(logp - mx).sum(1))))
+            resp = np.exp(logp - mx)
+            resp /= resp.sum(1, keepdims=True)
+            if ll - ll_old < 1e-10:
+                break
+            ll_old = ll
+        if best is None or ll > best[0]:
+            best = (ll, w / w.sum(), a)
+    return best
+
+
+def test_coupling_em_equals_numpys_row_max_and_sum_to_the_last_bit():
+    from polyspec_theory.planning.coupling import fit_coupling
+
+    easy, hard = [IIDGeometric(0.9), IIDGeometric(0.85)], [IIDGeometric(0.4), IIDGeometric(0.3)]
+    cap, _ = simulate_capture(SyntheticSpec("r", ["t", "mid", "ng"], [T, MID, NG], easy, [4, 2],
+                              regimes=[(0.5, easy), (0.5, hard)], prompts=8,
+                              tokens_per_prompt=120, seed=82))
+    for k in (1, 2, 3):
+        got = fit_coupling(cap.rounds, cap.n, k)
+        ll, w, a = _coupling_em_as_first_written(cap.rounds, cap.n, k)
+        assert got.loglik == ll and got.weights.tolist() == w.tolist()
+        assert got.alphas.tolist() == a.tolist()
+
+
+def test_count_factors_fill_and_reuse_one_cache_with_the_same_numbers():
+    from validation.analysis.forecast import count_factors, count_ratios
+
+    caps, _, _ = _forecast_captures()
+    two = [c for c in caps if c.n == 2]
+    assert {c.name for c in two} == {"c0", "c1"}
+    assert not np.array_equal(count_ratios(two[0]), count_ratios(two[1]))
+    cache = {}
+    assert count_factors(2, 0.0, caps, ratios=cache).tolist() == \
+        count_factors(2, 0.0, caps).tolist()
+    assert set(cache) == {"c0", "c1"}
+    for c in two:
+        assert cache[c.name].tolist() == count_ratios(c).tolist()
+    assert count_factors(2, 0.0, caps, exclude="c0", ratios=cache).tolist() == \
+        count_factors(2, 0.0, caps, exclude="c0").tolist()
+
+
 # --- the predictive headline: forecasts from other captures and a composition profile ------
 def test_forecast_predicts_a_capture_from_the_others_within_its_interval():
     from validation.analysis.forecast import Config, forecast, measured_ci95

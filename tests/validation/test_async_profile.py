@@ -330,7 +330,7 @@ def test_forecast_profile_must_be_an_async_one(tmp_path, capsys):
     assert rc == 2 and "error: --queue: only applies with --mode async" in err
 
 
-def test_score_on_the_idle_async_captures_in_sample(idle, tmp_path, capsys):
+def test_score_on_the_idle_async_captures_in_sample(idle, cpu, tmp_path, capsys):
     """Diagnostic: forecasts from in-sample profiles (each capture's own forwards), scored
     against the committed idle captures; the measured speedup and its CI are validate's."""
     lines = []
@@ -346,7 +346,7 @@ def test_score_on_the_idle_async_captures_in_sample(idle, tmp_path, capsys):
     fc.write_text("\n".join(lines) + "\n")
     rc, _, _, sc = run_checked(capsys, ["forecast", "--score", fc, "--json"])
     assert rc == 0 and sc["captured"] == 2
-    val = {r.name: r for r in validate_async(list(idle.values()), read_traces(CPU))}
+    val = {r.name: r for r in validate_async(list(idle.values()), cpu)}
     for row in sc["configs"]:
         cap = idle[row["name"] + ".jsonl"]
         assert row["kind"] == "async"

@@ -14,7 +14,8 @@ from polyspec_theory.core.laws import IIDGeometric, Positional
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes import predict
 from tests.validation.tiny_zoo import tiny_family
-from validation.capture.composition import CompositionProfile, ReplayDecoder, profile_cascade
+from validation.capture.composition import ReplayDecoder, profile_cascade
+from validation.capture.composition_profile import CompositionProfile
 
 Z = 4.5  # two-sided normal quantile: false-failure rate 6.8e-6 per interval check
 

@@ -88,7 +88,7 @@ def plans(captures):
     """``plans(t)``: (pool, info, plan) at temperature ``t``, the pool built as ``plan
     --traces`` builds it (composition profiles of the captures included); computed once per
     process (deterministic: the same captures, fixed starting points)."""
-    from validation.capture.composition import load_profiles
+    from validation.capture.composition_profile import load_profiles
 
     def get(t: float):
         if t not in _PLANS:

@@ -15,7 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polyspec_theory.core.runs import RunLaw, fit_run_law, fit_run_law_hidden, p1_exposures
+from polyspec_theory.core.runs import (
+    RunLaw,
+    fit_run_law,
+    fit_run_law_hidden,
+    fit_run_laws_hidden,
+    p1_exposures,
+)
+from polyspec_theory.errors import PolyspecInputError
 from validation.analysis.load import load_label, noise_floors, start_load
 from validation.analysis.run_forecast import r1_tokens_per_round, top_pair_rounds
 from validation.traces.records import read_trace
@@ -104,12 +111,113 @@ def test_r1_with_own_rounds_counts_the_target_forwards(name):
     r = cap.rounds[0]
     tok = {int(s["prompt"]): int(s["n_generated"]) for s in cap.summaries}
     meas = np.mean([(r.prompt == p).sum() / tok[p] for p in tok])
-    hidden = np.mean([1 / r1_tokens_per_round(fit_run_law_hidden(top_pair_rounds([cap], key, p)),
-                                              th) for p in tok])
+    laws = fit_run_laws_hidden([top_pair_rounds([cap], key, p) for p in tok])  # per prompt
+    hidden = np.mean([1 / r1_tokens_per_round(law, th) for law in laws])
     fresh = np.mean([1 / r1_tokens_per_round(fit_run_law(*p1_exposures(
         top_pair_rounds([cap], key, p))), th) for p in tok])
     assert abs(hidden / meas - 1) < 0.03
     assert abs(fresh / meas - 1) > 0.04
+
+
+def _hidden_em_one_sequence_at_a_time(prompts, tol, max_iter=500, min_at_risk=10):
+    """fit_run_law_hidden as first written: a loop over prompts and rounds, one sequence at
+    a time (the reference the vectorised EM must equal to the last bit)."""
+    seqs = [(np.array([g for g, _ in r]), np.array([a for _, a in r])) for r in prompts if r]
+    gmax = int(max(g.max() for g, _ in seqs))
+    big = min(gmax + 1, 40)
+    n_ext = big + gmax + 2
+    ages = np.minimum(np.arange(n_ext), big)
+    st = np.arange(big + 1)
+    q = np.full(big + 1, 0.5)
+    prev = -np.inf
+    for _ in range(max_iter):
+        qe = np.clip(q[ages], 1e-12, 1 - 1e-12)
+        cum = np.concatenate([[0.0], np.cumsum(np.log1p(-qe))])
+        risk, ev, ll = np.zeros(n_ext), np.zeros(n_ext), 0.0
+        for g, a in seqs:
+            n = g.size
+            full = a == g
+            emis = np.exp(cum[st[None, :] + a[:, None]] - cum[st][None, :])
+            emis = np.where(full[:, None], emis, emis * qe[st[None, :] + a[:, None]])
+            qb = qe[st[None, :] + g[:, None]]
+            nxt = np.minimum(st[None, :] + g[:, None] + 1, big)
+            alpha, scale = np.zeros((n, big + 1)), np.zeros(n)
+            cur = np.zeros(big + 1)
+            cur[0] = 1.0
+            for r in range(n):
+                v = cur * emis[r]
+                scale[r] = v.sum()
+                alpha[r] = v / scale[r]
+                cur = np.zeros(big + 1)
+                if full[r]:
+                    cur[0] = (alpha[r] * qb[r]).sum()
+                    np.add.at(cur, nxt[r], alpha[r] * (1 - qb[r]))
+                else:
+                    cur[0] = alpha[r].sum()
+            ll += np.log(scale).sum()
+            beta, bn_next = np.ones(big + 1), np.ones(big + 1)
+            for r in range(n - 1, -1, -1):
+                post = alpha[r] * beta
+                post /= post.sum()
+                np.add.at(risk, st, post)
+                np.add.at(risk, st + a[r] + (0 if full[r] else 1), -post)
+                if full[r]:
+                    b0 = qb[r] * bn_next[0]
+                    b1 = (1 - qb[r]) * bn_next[nxt[r]]
+                    tot = (alpha[r] * (b0 + b1)).sum()
+                    np.add.at(risk, st + g[r], alpha[r] * (b0 + b1) / tot)
+                    np.add.at(risk, st + g[r] + 1, -alpha[r] * (b0 + b1) / tot)
+                    np.add.at(ev, st + g[r], alpha[r] * b0 / tot)
+                else:
+                    np.add.at(ev, st + a[r], post)
+                bn = beta * emis[r] / scale[r]
+                bn_next = bn
+                if r > 0:
+                    beta = (qb[r - 1] * bn[0] + (1 - qb[r - 1]) * bn[nxt[r - 1]]
+                            if full[r - 1] else np.full(big + 1, bn[0]))
+        rk = np.bincount(ages, weights=np.cumsum(risk), minlength=big + 1)
+        evk = np.bincount(ages, weights=ev, minlength=big + 1)
+        q = np.where(rk > 0, evk / np.where(rk > 0, rk, 1), 0.5)
+        if ll - prev < tol * max(1.0, abs(ll)):
+            break
+        prev = ll
+    good = np.flatnonzero(rk[:big] >= min_at_risk)
+    lo = int(good.max()) + 1 if good.size else 0
+    while lo > 0 and rk[lo:].sum() < min_at_risk:
+        lo -= 1
+    tail = float(evk[lo:].sum() / rk[lo:].sum()) if rk[lo:].sum() > 0 else 0.5
+    return ([float(x) for x in q[:lo]], min(max(tail, 1e-6), 1.0))
+
+
+def test_hidden_fits_side_by_side_equal_the_sequence_loop_to_the_last_bit():
+    # sets of prompts of uneven lengths and largest blocks (several state spaces, sets that
+    # converge at different iterations), every law compared with == to the loop's
+    law = RunLaw([0.6, 0.4, 0.3, 0.2], 0.1)
+    rng = np.random.default_rng(7)
+    sets = []
+    for j in range(7):
+        g = [2, 3, 3, 5, 4, 3, 8][j]
+        prompts = _positions_rounds(law, g, 1 + j % 3, int(rng.integers(40, 110)), rng)
+        if j == 3:
+            prompts[0] = [(min(gg + 1, 6), a) for gg, a in prompts[0]]  # blocks of two sizes
+            prompts.append([])  # a prompt without rounds
+        sets.append(prompts)
+    want = [_hidden_em_one_sequence_at_a_time(p, 1e-9) for p in sets]
+    got = fit_run_laws_hidden(sets, tol=1e-9)
+    assert [(list(x.hazard), x.tail) for x in got] == want
+    one = fit_run_law_hidden(sets[3], tol=1e-9)
+    assert (list(one.hazard), one.tail) == want[3]
+    assert got[1].hazard != got[2].hazard  # the sets' EMs are their own
+
+
+def test_hidden_fits_side_by_side_refuse_naming_the_set():
+    with pytest.raises(PolyspecInputError, match=r"sets\[1\]\[0\]"):
+        fit_run_laws_hidden([[[(2, 1)]], [[(2, 3)]]])
+    with pytest.raises(PolyspecInputError, match=r"^prompts\[0\]"):
+        fit_run_law_hidden([[(0, 0)]])
+    with pytest.raises(PolyspecInputError, match="max_iter"):
+        fit_run_laws_hidden([[[(2, 1)]]], max_iter=0)
+    assert fit_run_laws_hidden([]) == []
 
 
 def test_load_labels_of_the_committed_traces():

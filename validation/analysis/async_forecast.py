@@ -35,8 +35,8 @@ from validation.analysis.fits import fit_costs
 from validation.analysis.run_forecast import prompt_run_laws, run_law_decision
 from validation.schemes import captures_of, synchronous_captures
 
-__all__ = ["forecast_async_config", "profile_of_capture", "already_captured", "ACCEPTANCE",
-           "forecast_captures"]
+__all__ = ["forecast_async_config", "profile_of_capture", "already_captured", "check_profile_of",
+           "ACCEPTANCE", "forecast_captures"]
 
 ACCEPTANCE = ("run-law", "per-round")
 
@@ -53,6 +53,17 @@ def _cascade(models, profile, law, threshold, queue) -> Cascade:
                    mode=get(SCHEME).mode, queues=None if queue is None else (queue,))
 
 
+def check_profile_of(profile, models, threshold: int, queue) -> None:
+    """Refuse (``--profile``) an async profile that is not of ``models`` at ``threshold``
+    and ``queue`` (a command checks this before it reads any capture)."""
+    if list(profile.models) != [str(m) for m in models]:
+        raise PolyspecInputError("--profile", f"is of {profile.models}, not of "
+                                 f"{[str(m) for m in models]}")
+    if (profile.threshold, profile.queue) != (threshold, queue):
+        raise PolyspecInputError("--profile", f"is of θ={profile.threshold} queue="
+                                 f"{profile.queue}, not θ={threshold} queue={queue}")
+
+
 def forecast_async_config(models, threshold: int, queue, captures, profile, *,
                           acceptance: str = "run-law", families=None) -> dict:
     """The forecast of the async pipeline ``models`` (target, drafter) at ``threshold`` and
@@ -67,11 +78,7 @@ def forecast_async_config(models, threshold: int, queue, captures, profile, *,
         raise PolyspecInputError("acceptance", f"must be one of {ACCEPTANCE}, got "
                                  f"{acceptance!r}")
     models = [str(m) for m in models]
-    if list(profile.models) != models:
-        raise PolyspecInputError("--profile", f"is of {profile.models}, not of {models}")
-    if (profile.threshold, profile.queue) != (threshold, queue):
-        raise PolyspecInputError("--profile", f"is of θ={profile.threshold} queue="
-                                 f"{profile.queue}, not θ={threshold} queue={queue}")
+    check_profile_of(profile, models, threshold, queue)
     families = FAMILIES if families is None else families
     key = (models[0], models[1], 0.0, 0)
     sync = synchronous_captures(captures)
@@ -181,7 +188,7 @@ def forecast_captures(args) -> int:
     from validation.analysis.forecast import loo_errors
     from validation.analysis.score import interval_errors, prediction_interval
     from validation.capture.async_profile import read_async_profile
-    from validation.capture.composition import load_profiles
+    from validation.capture.composition_profile import load_profiles
     from validation.capture.model_specs import model_name
     from validation.files import dump_json
     from validation.traces.records import read_traces
@@ -212,6 +219,7 @@ def forecast_captures(args) -> int:
     threshold = th[0]
     queue = None if args.queue is None else as_int(args.queue, "--queue",
                                                    low=max(1, threshold), high=4096)
+    check_profile_of(prof, models, threshold, queue)  # before the captures are read
     caps = read_traces(args.traces)
     if already_captured(caps, models, threshold, queue):
         raise PolyspecInputError("--models", "this configuration is already captured in "

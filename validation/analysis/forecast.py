@@ -10,9 +10,9 @@ Nothing of the capture being predicted goes in:
   pooled law where a prompt has none). P1 is evaluated per prompt and the prompts are
   combined as the measurement combines them: ``tau = Σ_p tokens_p tau_p / Σ_p tokens_p``.
 - **Costs** from a composition-aware profile of the cascade
-  (:class:`validation.capture.composition.CompositionProfile`: in-cascade forward times of each
-  model,
-  the target's autoregressive time per token), measured in a separate run.
+  (:class:`validation.capture.composition_profile.CompositionProfile`: in-cascade forward
+  times of each model, the target's autoregressive time per token), measured in a separate
+  run.
 - **Decoder overhead** (time outside forwards, per forward and per verify round) fitted on the
   other captures of the same sampling mode.
 - **Forward counts beyond P1** (:func:`count_factors`): P1 with iid laws undercounts the
@@ -62,6 +62,24 @@ def pair_rounds(captures, key, prompt: int | None = None) -> AcceptanceCounts | 
         return None
     a, g = np.concatenate(a), np.concatenate(g)
     return AcceptanceCounts.from_samples(a, g) if a.size else None
+
+
+def _prompt_rounds(captures, key) -> dict:
+    """``{prompt: pair_rounds(captures, key, prompt)}`` for every prompt with rounds of the
+    pair, in one pass over the captures (the same counts: a cell's count does not depend on
+    the order its rounds come in)."""
+    a, g = {}, {}
+    for c in captures:
+        for i in range(c.n - 1):
+            if c.pair_key(i) != key:
+                continue
+            r = c.rounds[i]
+            for p in np.unique(r.prompt):
+                sel = r.prompt == p
+                a.setdefault(int(p), []).append(r.A[sel])
+                g.setdefault(int(p), []).append(r.G[sel])
+    return {p: AcceptanceCounts.from_samples(np.concatenate(a[p]), np.concatenate(g[p]))
+            for p in a}
 
 
 @dataclass(frozen=True)
@@ -175,14 +193,15 @@ def forecast(config: Config, captures, cost_curves, ar_time_per_token: float, *,
             run_laws, rnotes = prompt_run_laws(others, keys[0], prompts)
             notes += rnotes
     taus, fwds, lts = [], [], []
+    by_prompt = {k: _prompt_rounds(others, k) for k in keys}
     for p in prompts:
         laws = []
         for k in keys:
-            d = pair_rounds(others, k, p)
+            d = by_prompt[k].get(p)
             if d is None:
                 notes.append(f"prompt {p}: no rounds of {k[0]} <- {k[1]}; pooled law used")
                 d = pooled[k]
-            laws.append(IIDGeometric.fit(d).law)
+            laws.append(IIDGeometric.mle(d))
         pred = predict(Cascade(ms, tuple(laws), thresholds, policy))
         fw = [lv.forwards_per_token for lv in pred.levels]
         if run_laws is not None:  # R1: one target forward and theta drafts per round
@@ -231,14 +250,21 @@ def count_factors(n_levels: int, temperature: float, captures, exclude: str | No
     """Per model of an ``n_levels`` cascade: the median :func:`count_ratios` of that level
     over the other captures with as many levels and the same sampling mode (greedy or not);
     the target's factor is 1 (P1 counts its rounds exactly given the acceptance); a level no
-    such capture has gets 1. ``ratios``: precomputed ``{name: count_ratios}``."""
+    such capture has gets 1. ``ratios``: ``{name: count_ratios}`` of captures computed before,
+    a dict that the ones computed here are added to (one per capture: pass the same dict to
+    every call on the same captures)."""
     n = as_int(n_levels, "n_levels", low=2)
     greedy = as_real(temperature, "temperature", low=0.0) == 0
     vals = []
     for c in captures:
         if c.name == exclude or c.n != n or (c.temperature == 0) != greedy or c.structured:
             continue
-        vals.append(ratios[c.name] if ratios and c.name in ratios else count_ratios(c))
+        if ratios is None:
+            vals.append(count_ratios(c))
+            continue
+        if c.name not in ratios:
+            ratios[c.name] = count_ratios(c)
+        vals.append(ratios[c.name])
     out = np.ones(n)
     if vals:
         out[1:] = np.median(np.asarray(vals), axis=0)[1:]

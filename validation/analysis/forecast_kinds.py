@@ -385,6 +385,7 @@ def batch_request(req: KindRequest) -> tuple[dict, dict, str]:
         raise PolyspecInputError("--batch", "needs --batch-profile and --laws-from")
     spec = spec_config(CaptureSpec(list(req.models), list(req.thresholds), req.temperature,
                                    batches=(req.batch,)), req.name)
+    _read_option(req.laws_from, "--laws-from", check_only=True)  # before the long reads
     bcaps = read_batch_traces(req.traces)
     if any(c.config_key == spec.config_key and c.batch == spec.batch for c in bcaps):
         raise PolyspecInputError("--batch", "this configuration is already captured")
@@ -426,13 +427,17 @@ def machine_costs(spec, captures) -> tuple[list | None, str | None]:
                   + ": cost tables from the law captures (another machine's, if they are)")
 
 
-def _read_option(path, option: str) -> list:
+def _read_option(path, option: str, *, check_only: bool = False) -> list:
     """The single-stream captures of the folder an option names; a folder that cannot be
-    read is refused naming the option (the reader's own message after it)."""
-    from validation.traces.records import read_traces
+    read is refused naming the option (the reader's own message after it). ``check_only``:
+    only the folder's checks that need no full read (its files' first lines), ``[]``."""
+    from validation.traces.records import read_traces, single_stream_files
     from validation.traces.schema import TraceError
 
     try:
+        if check_only:
+            single_stream_files(path)
+            return []
         return read_traces(path)
     except TraceError as e:
         raise PolyspecInputError(option, e.reason) from None
@@ -449,6 +454,10 @@ def structured_request(req: KindRequest) -> tuple[dict, dict, str]:
     spec = spec_config(CaptureSpec(list(req.models), list(req.thresholds), req.temperature,
                                    tree=tree, schedules=req.schedules,
                                    tree_sampling=req.tree_sampling), req.name)
+    for path, option in ((req.traces, "--traces"), (req.laws_from, "--laws-from"),
+                         (req.costs_from, "--costs-from")):
+        if path:  # every folder refused before any is read (a full read takes seconds)
+            _read_option(path, option, check_only=True)
     caps = _read_option(req.traces, "--traces")
     if req.laws_from:
         caps += _read_option(req.laws_from, "--laws-from")

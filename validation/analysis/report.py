@@ -398,6 +398,8 @@ def _cost_plots(plt, result, captures, out, plots) -> None:
     # cost curves: one per model, from the first capture that has it
     seen = set()
     for cap in captures:
+        if seen.issuperset(cap.models):
+            continue  # every model of it plotted already (its fits were made in validate)
         fits = fit_costs(cap, calibrate=False)
         calibrated = fit_costs(cap)
         for name, cf in fits.items():
@@ -453,7 +455,7 @@ def validate_part(captures, ctx):
     schedules; :mod:`validation.analysis.traces`): the pipeline above with their composition
     profiles, the report written to ``ctx.options.out``."""
     from validation.analysis.traces import Part
-    from validation.capture.composition import load_profiles
+    from validation.capture.composition_profile import load_profiles
 
     opts = ctx.options
     if not captures:

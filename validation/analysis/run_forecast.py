@@ -26,6 +26,7 @@ import numpy as np
 from polyspec_theory.core.runs import (
     INDEPENDENCE_LEVEL,
     fit_run_law_hidden,
+    fit_run_laws_hidden,
     geometric_lr_test,
     p1_exposures,
     sync_two_level,
@@ -75,17 +76,19 @@ def prompt_run_laws(captures, key, prompts) -> tuple[dict, list[str]]:
     round is hidden, so runs carried over full rounds count); a prompt without such rounds
     takes the law pooled over every prompt (and a note says so)."""
     pooled = None
-    laws, notes = {}, []
+    laws, notes, own = {}, [], {}
     for p in prompts:
         rounds = [r for r in top_pair_rounds(captures, key, p) if r]
-        if not rounds:
-            if pooled is None:
-                pooled = fit_run_law_hidden(top_pair_rounds(captures, key), tol=TOL)
-            notes.append(f"prompt {p}: no rounds of {key[0]} <- {key[1]}; pooled run law used")
-            laws[p] = pooled
-        else:
-            laws[p] = fit_run_law_hidden(rounds, tol=TOL)
-    return laws, notes
+        if rounds:
+            own[p] = rounds
+            continue
+        if pooled is None:
+            pooled = fit_run_law_hidden(top_pair_rounds(captures, key), tol=TOL)
+        notes.append(f"prompt {p}: no rounds of {key[0]} <- {key[1]}; pooled run law used")
+        laws[p] = pooled
+    # one EM per prompt, run side by side (the same laws as one call per prompt)
+    laws.update(zip(own, fit_run_laws_hidden(list(own.values()), tol=TOL), strict=True))
+    return {p: laws[p] for p in prompts}, notes
 
 
 def r1_tokens_per_round(law, theta: int) -> float:

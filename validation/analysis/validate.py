@@ -58,7 +58,12 @@ from validation.analysis.fits import (
     fit_pairs,
     predict_config,
 )
-from validation.analysis.forecast import NoHoldoutData, forecast_capture, measured_ci95
+from validation.analysis.forecast import (
+    NoHoldoutData,
+    count_factors,
+    forecast_capture,
+    measured_ci95,
+)
 from validation.analysis.insertion import insertion_analysis
 from validation.analysis.relative import inside_ci, relative_error
 from validation.analysis.residuals import (
@@ -184,7 +189,9 @@ def _holdout_speedup(capture, pooled_fits, families, costs) -> float | None:
     return predict_config(capture, fits, costs, None).speedup
 
 
-def _forecast(capture, captures, profile) -> dict | None:
+def _forecast(capture, captures, profile, counts: dict) -> dict | None:
+    """The headline forecast of ``capture`` (``counts``: the :func:`count_factors` cache of
+    ``captures``' count ratios, shared by every capture's forecast)."""
     if profile is None:
         return None
     if "excluded" in profile.settings and profile.settings["excluded"] != capture.name:
@@ -195,12 +202,15 @@ def _forecast(capture, captures, profile) -> dict | None:
             f"profiles.{capture.name}", f"profile is of {profile.models} {profile.thresholds}, "
             f"not of the capture's {list(capture.models)} {list(capture.thresholds)}")
     try:
-        fc = forecast_capture(capture, captures, profile)
+        kf = count_factors(capture.n, capture.temperature, captures, exclude=capture.name,
+                           ratios=counts)
+        fc = forecast_capture(capture, captures, profile, count_factor=kf)
     except NoHoldoutData:
         return None
     out = fc.to_dict()
     if capture.n == 2 and capture.temperature == 0:  # R1's variant (docs/theory.md III-E)
-        rl = forecast_capture(capture, captures, profile, acceptance="run-law")
+        rl = forecast_capture(capture, captures, profile, count_factor=kf,
+                              acceptance="run-law")
         if rl.acceptance_model == "run law":
             out["run_law"] = {"speedup": rl.speedup,
                               "forwards_per_token": list(rl.forwards_per_token),
@@ -211,7 +221,7 @@ def _forecast(capture, captures, profile) -> dict | None:
 
 
 def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratios,
-             profile) -> ConfigResult:
+             profile, counts: dict) -> ConfigResult:
     costs = fit_costs(capture)
     diag = {}
     for fam in families:
@@ -281,7 +291,7 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratio
         / capture.time_per_token,
         measured_time_per_token=capture.time_per_token,
         ar_time_per_token=capture.ar_time_per_token,
-        forecast=_forecast(capture, captures, profile), diagnostics=diag,
+        forecast=_forecast(capture, captures, profile, counts), diagnostics=diag,
         best_family="+".join(best_fams), decomposition=decomposition, correlations=corr,
         forwards_per_token=fwd, costs={k: v.to_dict() for k, v in costs.items()},
         context_effect=ctx_eff,
@@ -425,7 +435,7 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     """Run the whole pipeline (module docstring) on a list of captures. ``profiles``: capture
     name -> composition profile of its cascade (anything with ``cost_curves()``, ``ar_s``,
     ``models`` and ``thresholds``, e.g.
-    :class:`validation.capture.composition.CompositionProfile`); captures without one get no
+    :class:`validation.capture.composition_profile.CompositionProfile`); captures without one get no
     headline forecast. ``p5``: the insertion decisions' confidence. ``progress(done,
     total)`` is called after each configuration is analysed. Captures forecast and listed but
     left out of the headline (made under load) are the result's ``left_out``
@@ -448,10 +458,10 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     own = {c.name: (fit_pairs([c], families) if laws == "config" else pair_fits)
            for c in captures}
     ratios = {c.name: slowdown_ratios(c, own[c.name]) for c in captures}
-    results = []
+    results, counts = [], {}
     for c in captures:
         results.append(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios,
-                                profiles.get(c.name)))
+                                profiles.get(c.name), counts))
         if progress is not None:
             progress(len(results), len(captures))
     results = tuple(results)

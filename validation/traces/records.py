@@ -305,6 +305,27 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     would weigh one capture double in every fit (``validate`` and ``plan --traces`` both read
     through here).
     Configuration names are made unique (a duplicate is renamed after its file)."""
+    caps, seen, digests = [], set(), {}
+    for f in single_stream_files(directory):
+        tr = read_records(f, allow_truncated=allow_truncated)
+        dg = tr.digest
+        if dg in digests:
+            raise TraceError(f"{f}: holds the same records as {digests[dg].name} (a copy of "
+                             "one capture); remove one of them")
+        digests[dg] = f
+        cap = capture_of(tr)
+        if cap.name in seen:
+            cap = cap.renamed(f.stem)
+        seen.add(cap.name)
+        caps.append(cap)
+    return caps
+
+
+def single_stream_files(directory) -> list[Path]:
+    """The single-stream ``*.jsonl`` trace files of a directory that :func:`read_traces`
+    reads, sorted, or its error for a folder that has none (no such directory, not one, no
+    trace, an odd entry), from the files' first lines only: a command checks every folder
+    it is given this way before reading any of them."""
     d = Path(directory)
     if not d.exists():
         raise TraceError(f"{d}: no such directory")
@@ -325,20 +346,7 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
                          "polyspec validate reads those per batch size"
                          + (f"; {len(own)} read by their scheme's own reader" if own else "")
                          + ")")
-    caps, seen, digests = [], set(), {}
-    for f in files:
-        tr = read_records(f, allow_truncated=allow_truncated)
-        dg = tr.digest
-        if dg in digests:
-            raise TraceError(f"{f}: holds the same records as {digests[dg].name} (a copy of "
-                             "one capture); remove one of them")
-        digests[dg] = f
-        cap = capture_of(tr)
-        if cap.name in seen:
-            cap = cap.renamed(f.stem)
-        seen.add(cap.name)
-        caps.append(cap)
-    return caps
+    return files
 
 
 def _first_record(path):

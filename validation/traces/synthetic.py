@@ -275,7 +275,7 @@ def synthetic_profile(models, costs, thresholds, *, context: float, ar_context: 
     ``m = 1``, and the target's autoregressive time per token at ``ar_context`` (no cascade
     load)."""
     from polyspec_theory.core.p1 import block_bounds
-    from validation.capture.composition import CompositionProfile
+    from validation.capture.composition_profile import CompositionProfile
 
     n = len(models)
     theta = [as_int(t, f"thresholds[{i}]", low=1) for i, t in enumerate(thresholds)]
