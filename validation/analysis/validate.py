@@ -221,7 +221,7 @@ def _forecast(capture, captures, profile, counts: dict) -> dict | None:
 
 
 def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratios,
-             profile, counts: dict) -> ConfigResult:
+             forecast: dict | None) -> ConfigResult:
     costs = fit_costs(capture)
     diag = {}
     for fam in families:
@@ -291,7 +291,7 @@ def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratio
         / capture.time_per_token,
         measured_time_per_token=capture.time_per_token,
         ar_time_per_token=capture.ar_time_per_token,
-        forecast=_forecast(capture, captures, profile, counts), diagnostics=diag,
+        forecast=forecast, diagnostics=diag,
         best_family="+".join(best_fams), decomposition=decomposition, correlations=corr,
         forwards_per_token=fwd, costs={k: v.to_dict() for k, v in costs.items()},
         context_effect=ctx_eff,
@@ -461,7 +461,7 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     results, counts = [], {}
     for c in captures:
         results.append(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios,
-                                profiles.get(c.name), counts))
+                                _forecast(c, captures, profiles.get(c.name), counts)))
         if progress is not None:
             progress(len(results), len(captures))
     results = tuple(results)
