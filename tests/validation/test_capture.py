@@ -110,7 +110,8 @@ def test_cli_capture_and_errors(zoo_dir, tmp_path, capsys):
     line = json.loads((tmp_path / "target-ngram_th2_T0.jsonl").read_text().splitlines()[0])
     assert line["cascade"]["models"] == [{"name": "target"}, {"name": "ngram"}]
     bad = [
-        (["--models", "target", "--thresholds", ""], "models"),
+        (["--models", "target", "--thresholds", "2"], "models"),
+        (["--models", "target,ngram", "--thresholds", ""], "thresholds"),
         (["--models", "target,ngram", "--thresholds", "2,2"], "thresholds"),
         (["--models", "target,ngram", "--thresholds", "x"], "thresholds"),
         (["--models", "target,nonexistent", "--thresholds", "2"], "models"),
