@@ -27,24 +27,15 @@ def has_traces(directory) -> bool:
     return d.is_dir() and any(d.glob("*.jsonl"))
 
 
-_LOADED: dict = {}  # (folder, its *.jsonl files' names, sizes, mtimes) -> captures
-
-
 def load(directory):
     """``(captures, notes)`` of every trace in ``directory`` via
-    :func:`validation.traces.records.read_traces`; :class:`FigureUnavailable` if there are none.
-    Read once per process while the folder's trace files are unchanged (figures 4 and 7 both
-    read the CPU traces; captures are immutable)."""
+    :func:`validation.traces.records.read_traces` (which parses each unchanged file once per
+    process: figures 4 and 7 both read the CPU traces); :class:`FigureUnavailable` if there
+    are none."""
     d = Path(directory)
     if not has_traces(d):
         raise FigureUnavailable(f"no real traces (*.jsonl) in {d}")
     from validation.traces.records import read_traces
 
-    files = sorted(d.glob("*.jsonl"))
-    stamp = (str(d.resolve()), tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns)
-                                     for f in files))
-    if stamp not in _LOADED:
-        _LOADED.clear()  # one folder at a time: a test's temporary traces are not kept
-        _LOADED[stamp] = read_traces(d)
-    caps = list(_LOADED[stamp])
+    caps = read_traces(d)
     return caps, [n for c in caps for n in c.notes]

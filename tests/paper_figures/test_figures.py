@@ -465,8 +465,9 @@ def _pooled_rounds(traces_dir):
 
 
 def test_trace_folder_is_read_once_while_unchanged(synthetic_traces, tmp_path, monkeypatch):
-    """Figures 4 and 7 share one read of a traces folder (trace_sources.load), and a changed
-    trace file is read afresh."""
+    """Figures 4 and 7 share one parse of each trace file (trace_sources.load reads through
+    read_traces, which keeps each unchanged file's capture), and a changed trace file is
+    parsed afresh."""
     import os
     import shutil
 
@@ -475,18 +476,22 @@ def test_trace_folder_is_read_once_while_unchanged(synthetic_traces, tmp_path, m
 
     d = tmp_path / "traces"
     shutil.copytree(synthetic_traces, d)
+    files = sorted(d.glob("*.jsonl"))
     reads = []
-    real = records.read_traces
-    monkeypatch.setattr(records, "read_traces", lambda x: reads.append(x) or real(x))
+    real = records._digest_and_capture
+    monkeypatch.setattr(records, "_digest_and_capture",
+                        lambda f, t: reads.append(Path(f).name) or real(f, t))
     a, notes_a = trace_sources.load(d)
     b, notes_b = trace_sources.load(d)
-    assert len(reads) == 1 and [c.name for c in a] == [c.name for c in b] and notes_a == notes_b
-    assert [c.name for c in a] == [c.name for c in real(d)]
-    f = sorted(d.glob("*.jsonl"))[0]
-    st = f.stat()
-    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rewritten a second later
+    assert reads == [f.name for f in files]
+    assert [c.name for c in a] == [c.name for c in b] and notes_a == notes_b
+    monkeypatch.setattr(records, "_PARSED", {})
+    assert [c.name for c in a] == [c.name for c in records.read_traces(d)]
+    reads.clear()
+    st = files[0].stat()
+    os.utime(files[0], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rewritten a second later
     trace_sources.load(d)
-    assert len(reads) == 2
+    assert reads == [files[0].name]
 
 
 def test_fig04_histograms_match_traces_and_fits(synthetic_traces):

@@ -160,3 +160,84 @@ def test_missing_paths(tmp_path):
         read_trace(tmp_path / "nope.jsonl")
     with pytest.raises(TraceError, match="no \\*.jsonl"):
         read_traces(tmp_path)
+
+
+def _counting_parses(monkeypatch):
+    """The files parsed from now on (a fresh per-process cache of parsed trace files)."""
+    from validation.traces import records
+
+    monkeypatch.setattr(records, "_PARSED", {})
+    parsed = []
+    real = records._digest_and_capture
+    monkeypatch.setattr(records, "_digest_and_capture",
+                        lambda f, t: parsed.append(f.name) or real(f, t))
+    return parsed
+
+
+def test_an_unchanged_file_is_parsed_once_and_each_read_gets_its_own_copy(tmp_path,
+                                                                          monkeypatch):
+    import pickle
+
+    from validation.traces import records
+
+    parsed = _counting_parses(monkeypatch)
+    _write(tmp_path / "a.jsonl")
+    _write(tmp_path / "b.jsonl", n_prompts=1)
+    first = read_traces(tmp_path)
+    second = read_traces(tmp_path)
+    assert parsed == ["a.jsonl", "b.jsonl"]
+    assert pickle.dumps(second) == pickle.dumps(first)
+    monkeypatch.setattr(records, "_PARSED", {})
+    fresh = read_traces(tmp_path)
+    assert pickle.dumps(fresh) == pickle.dumps(first)
+    assert [c.name for c in fresh] == ["t2", "b"]  # the rename is not kept in the cache
+    # a caller that changes what it got changes nothing for the next reader
+    kept = pickle.dumps(fresh)
+    fresh[0].summaries[1]["n_generated"] = 0
+    got = read_traces(tmp_path)
+    got[0].rounds[0].A[0] = 99
+    got[0].header["cascade"]["name"] = "changed"
+    got[0].summaries[0]["wall_s"] = 5.0
+    assert pickle.dumps(read_traces(tmp_path)) == kept
+    assert parsed == ["a.jsonl", "b.jsonl"] * 2
+
+
+def test_a_rewritten_file_is_parsed_again_even_with_its_size_and_mtime(tmp_path, monkeypatch):
+    import os
+
+    parsed = _counting_parses(monkeypatch)
+    p = tmp_path / "t.jsonl"
+    _write(p)
+    st = p.stat()
+    assert read_traces(tmp_path)[0].summaries[0]["wall_s"] == 0.04
+    text = p.read_text()
+    p.write_text(text.replace('"wall_s":0.04,', '"wall_s":0.05,', 1))  # same size
+    assert p.stat().st_size == st.st_size
+    assert read_traces(tmp_path)[0].summaries[0]["wall_s"] == 0.05
+    p.write_text(text.replace('"wall_s":0.04,', '"wall_s":0.07,', 1))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # the old mtime back: the bytes differ
+    assert read_traces(tmp_path)[0].summaries[0]["wall_s"] == 0.07
+    assert parsed == ["t.jsonl"] * 3
+
+
+def test_a_bad_file_is_never_kept_as_read(tmp_path, monkeypatch):
+    from validation.traces import records
+
+    _counting_parses(monkeypatch)
+    p = tmp_path / "t.jsonl"
+    _write(p)
+    good = p.read_text()
+    read_traces(tmp_path)
+    p.write_text(good + '{"type":"round","prompt":2,"lev')  # cut last line
+    for _ in range(2):
+        with pytest.raises(TraceError, match="truncated last line"):
+            read_traces(tmp_path)
+    assert not records._PARSED
+    assert read_traces(tmp_path, allow_truncated=True)[0].notes
+    bad = good.replace('"G":3', '"G":"x"', 1)  # a schema error
+    p.write_text(bad)
+    for _ in range(2):
+        with pytest.raises(TraceError, match=r"line 2: round\.G"):
+            read_traces(tmp_path)
+    p.write_text(good)
+    assert read_traces(tmp_path)[0].name == "t2"

@@ -8,8 +8,10 @@ line and the field); :func:`read_trace` turns it into a :class:`validation.trace
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +35,7 @@ from validation.traces.schema import (
 )
 
 __all__ = ["TraceWriter", "TraceRecords", "read_records", "read_trace", "read_traces",
-           "is_batched_file", "capture_of", "own_reader"]
+           "is_batched_file", "capture_of", "own_reader", "cached_read"]
 
 
 class TraceWriter:
@@ -307,18 +309,71 @@ def read_traces(directory, *, allow_truncated: bool = False) -> list[Capture]:
     Configuration names are made unique (a duplicate is renamed after its file)."""
     caps, seen, digests = [], set(), {}
     for f in single_stream_files(directory):
-        tr = read_records(f, allow_truncated=allow_truncated)
-        dg = tr.digest
+        dg, cap = cached_read(f, ("capture", allow_truncated), _digest_and_capture,
+                              allow_truncated)
         if dg in digests:
             raise TraceError(f"{f}: holds the same records as {digests[dg].name} (a copy of "
                              "one capture); remove one of them")
         digests[dg] = f
-        cap = capture_of(tr)
         if cap.name in seen:
             cap = cap.renamed(f.stem)
         seen.add(cap.name)
         caps.append(cap)
     return caps
+
+
+def _digest_and_capture(path, allow_truncated: bool) -> tuple[str, Capture]:
+    tr = read_records(path, allow_truncated=allow_truncated)
+    return tr.digest, capture_of(tr)
+
+
+_PARSED: dict = {}  # (resolved path, kind) -> (stamp, parsed value)
+MAX_CACHED_FILES = 256
+
+
+def _stamp(path: Path):
+    """The file's size, mtime_ns, ctime_ns, inode and device, and the sha256 of its bytes
+    (a rewrite within one clock tick keeps the times but not the bytes); ``None`` if it
+    cannot be read (the reader then reports why)."""
+    try:
+        st = os.stat(path)
+        if not Path(path).is_file() or st.st_size > MAX_TRACE_BYTES:
+            return None
+        with open(path, "rb") as f:
+            data = f.read(MAX_TRACE_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev,
+            hashlib.sha256(data).digest())
+
+
+def cached_read(path, kind, read, *args):
+    """``read(path, *args)`` once per process while the file is unchanged: the result is
+    kept under (resolved path, ``kind``) with the file's size, mtime_ns, ctime_ns, inode and
+    content hash, and a later call that finds all of them equal returns a deep copy of it (a
+    caller that changes what it got changes nothing kept; copying the CPU captures costs
+    ~2 % of parsing them). A changed or replaced file is read again; an error is raised,
+    never kept; a file that changed while being read is not kept. The file is recorded as
+    read (:func:`validation.files.note_read`) either way."""
+    p = Path(path)
+    try:
+        key = (str(p.resolve()), kind)
+    except (OSError, RuntimeError, ValueError):
+        return read(path, *args)  # the reader reports what is wrong with the path
+    before = _stamp(p)
+    hit = _PARSED.get(key)
+    if before is not None and hit is not None and hit[0] == before:
+        from validation.files import note_read
+
+        note_read(p)
+        return copy.deepcopy(hit[1])
+    _PARSED.pop(key, None)  # stale: a read that fails leaves nothing kept for the file
+    value = read(path, *args)
+    if before is not None and _stamp(p) == before:
+        while len(_PARSED) >= MAX_CACHED_FILES:
+            del _PARSED[next(iter(_PARSED))]  # the oldest first
+        _PARSED[key] = (before, copy.deepcopy(value))
+    return value
 
 
 def single_stream_files(directory) -> list[Path]:
