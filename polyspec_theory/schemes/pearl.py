@@ -323,25 +323,28 @@ def pearl_horizon(law, gamma, step_costs, steps: int = 100) -> PearlHorizon:
                    for rej, _ in rows])
     full = np.array([f for _, f in rows], dtype=np.float64)[:, None]
     gain = np.array([1.0] + [float(gamma)] * top)[:, None]
-    p0 = np.zeros((ns, steps + 1))  # P(state, rejections so far)
-    p1 = np.zeros((ns, steps + 1))  # E[verified; state, rejections so far]
-    p0[0, 0] = 1.0
+    # p[0] = P(state, rejections so far), p[1] = E[verified; state, rejections so far]
+    p = np.zeros((2, ns, steps + 1))
+    p[0, 0, 0] = 1.0
+    pr_c, rt_c = pr[:, None], rt[:, None]
     post = np.zeros(steps + 1)
     for t in range(steps):
-        post[t] = float(p0[1:].sum())
-        q0, q1 = np.zeros_like(p0), np.zeros_like(p1)
+        post[t] = float(p[0, 1:].sum())
+        q = np.empty_like(p)
         # a rejection after n accepted: n + 1 tokens, back to pre-verify, one more
         # rejection; shift along the rejection axis (summed over states in order)
-        q0[0, 1:] = (pr[:, None] * p0[:, :-1]).sum(axis=0)
-        q1[0, 1:] = (pr[:, None] * p1[:, :-1] + rt[:, None] * p0[:, :-1]).sum(axis=0)
+        r = pr_c * p[:, :, :-1]
+        r[1] += rt_c * p[0, :, :-1]
+        q[:, 0, 0] = 0.0
+        q[:, 0, 1:] = r.sum(axis=1)
         # all accepted: state j -> min(j + 1, top); 1 token in pre-verify (the first
         # draft), gamma in post-verify
-        f0, f1 = full * p0, full * (p1 + gain * p0)
-        q0[1:] = f0[:-1]
-        q1[1:] = f1[:-1]
-        q0[top] += f0[top]
-        q1[top] += f1[top]
-        p0, p1 = q0, q1
+        p[1] += gain * p[0]
+        f = full * p
+        q[:, 1:] = f[:, :-1]
+        q[:, top] += f[:, top]
+        p = q
+    p0, p1 = p[0], p[1]
     # the steps' expected cost: n_post(t) ~ Binomial(b, post[t]) (c = 0: no time)
     time = 0.0
     if c.any():
