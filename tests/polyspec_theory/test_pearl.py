@@ -22,6 +22,7 @@ from polyspec_theory.schemes.pearl import (
     pearl_costs,
     pearl_horizon,
     pearl_horizon_cascade,
+    pearl_horizons,
     pearl_step_costs,
     predict_pearl,
     predict_pearl_cascade,
@@ -154,17 +155,20 @@ def _horizon_before(law, gamma, step_costs, steps):
 @PROPS
 @given(st.data())
 def test_horizon_is_bit_identical_to_the_loop_before(data):
-    """PL3's faster loop (issue 41: both expectations in one array) gives the very same
-    floats as the loop before, on long horizons and laws with many states (ns > 2, where the
-    order of the sum over states matters)."""
-    law = data.draw(st.one_of(laws(aperiodic=False), st.builds(
-        Positional, st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12))))
+    """PL3's faster loop (issue 41: both expectations, and several laws, in one array) gives
+    the very same floats as the loop before, law by law, alone and side by side, on long
+    horizons and laws with many states (ns > 2, where the order of the sum over states
+    matters)."""
+    many = data.draw(st.lists(st.one_of(laws(aperiodic=False), st.builds(
+        Positional, st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12))),
+        min_size=1, max_size=6))
     gamma = data.draw(st.integers(1, 5))
     b = data.draw(st.integers(1, 4))
     steps = data.draw(st.integers(1, 160))
     costs = data.draw(st.lists(st.floats(0.0, 3.0), min_size=b + 1, max_size=b + 1))
-    assert pearl_horizon(law, gamma, costs, steps).to_dict() == \
-        _horizon_before(law, gamma, costs, steps)
+    before = [_horizon_before(law, gamma, costs, steps) for law in many]
+    assert pearl_horizon(many[0], gamma, costs, steps).to_dict() == before[0]
+    assert [h.to_dict() for h in pearl_horizons(many, gamma, costs, steps)] == before
 
 
 @PROPS
@@ -313,6 +317,8 @@ def test_refusals_name_the_field():
         pearl_chain(IIDGeometric(0.5), 0)
     with pytest.raises(PolyspecInputError, match="steps"):
         pearl_horizon(IIDGeometric(0.5), 2, [1.0, 1.0], 0)
+    with pytest.raises(PolyspecInputError, match="laws"):
+        pearl_horizons([], 2, [1.0, 1.0], 10)
     with pytest.raises(PolyspecInputError, match="step_costs"):
         predict_pearl(IIDGeometric(0.5), 2, [1.0], 1.0)
     with pytest.raises(PolyspecInputError, match="step_costs"):
