@@ -376,7 +376,7 @@ def _horizon_group(top, group, gamma, c, steps) -> list[PearlHorizon]:
             for t in range(steps):
                 time += float(pmf[t] @ c)
         v = float(verified[i])
-        counted = 1.0 + v + (gamma - 1) * float(post[i, steps])
+        counted = 1.0 + v + (gamma - 1) * post[i, steps]
         hs.append(PearlHorizon(steps=steps, batch=b, time=time, verified=v, counted=counted,
                                tokens_per_step=counted / steps, mat=float(mat[i]),
                                post_by_step=post[i].copy()))

@@ -147,7 +147,7 @@ def pearl_terms(target: EngineModel, drafter: EngineModel, batch: int, prompt: i
     so that ``steps * (w @ c)`` is PL3's time of the steps for step costs ``c[k]``."""
     tokens, post = pearl_counts(alpha, gamma, steps)
     ks = np.arange(batch + 1)
-    w = np.mean([binom.pmf(ks, batch, min(max(p, 0.0), 1.0)) for p in post], axis=0)
+    w = np.mean(binom.pmf(ks[None, :], batch, np.clip(post, 0.0, 1.0)[:, None]), axis=0)
     keep = w > 1e-9
     ks, w = ks[keep], w[keep] / w[keep].sum()
     samples = (batch - ks + gamma * ks).astype(int)
