@@ -45,8 +45,8 @@ __all__ = ["name", "description", "mode", "threshold_floor", "fields", "claims",
            "predict", "report", "explain", "BENCH_STEPS", "MAX_GAMMA", "MAX_STEPS",
            "RunAcceptance", "run_acceptance", "PearlChain", "pearl_chain", "pearl_step_costs",
            "PearlPrediction", "predict_pearl", "predict_pearl_cascade", "PearlHorizon",
-           "pearl_horizon", "pearl_horizon_cascade", "start_up_gamma", "pearl_costs",
-           "pearl_pair"]
+           "pearl_horizon", "pearl_horizons", "pearl_horizon_cascade", "start_up_gamma",
+           "pearl_costs", "pearl_pair"]
 
 MAX_GAMMA = 4096
 MAX_STEPS = 100_000  # the longest finite horizon PL3 computes
@@ -308,52 +308,79 @@ def pearl_horizon(law, gamma, step_costs, steps: int = 100) -> PearlHorizon:
     copies started alike). MAT by a forward recursion over (state, rejections so far) of the
     probability and of ``E[verified; state, rejections]`` (linearity: no law of
     ``verified`` is needed)."""
+    return pearl_horizons([law], gamma, step_costs, steps)[0]
+
+
+def pearl_horizons(laws, gamma, step_costs, steps: int = 100) -> list[PearlHorizon]:
+    """PL3 (:func:`pearl_horizon`) for several acceptance laws at one ``gamma``, step costs
+    and horizon, the laws with as many states side by side in one recursion: each result is
+    the very float :func:`pearl_horizon` gives for that law alone."""
     gamma = _gamma(gamma)
     steps = as_int(steps, "steps", low=1, high=MAX_STEPS)
-    run = law if isinstance(law, RunAcceptance) else run_acceptance(law)
+    runs = [law if isinstance(law, RunAcceptance) else run_acceptance(law) for law in laws]
+    if not runs:
+        raise PolyspecInputError("laws", "need at least one acceptance law")
     c = np.asarray(step_costs, dtype=np.float64)
     if c.ndim != 1 or c.size < 2 or not np.all(np.isfinite(c)) or np.any(c < 0):
         raise PolyspecInputError("step_costs", "must list c[k] >= 0 for k = 0..batch")
-    b = c.size - 1
-    top, rows = _horizon_states(run, gamma)
-    ns = top + 1
-    # per state: P(a rejection), E[tokens; a rejection], P(all accepted), tokens then
-    pr = np.array([float(rej.sum()) for rej, _ in rows])
-    rt = np.array([float(rej @ np.arange(1, rej.size + 1, dtype=np.float64))
-                   for rej, _ in rows])
-    full = np.array([f for _, f in rows], dtype=np.float64)[:, None]
+    states = [_horizon_states(run, gamma) for run in runs]
+    out: list = [None] * len(runs)
+    for top in sorted({top for top, _ in states}):
+        idx = [i for i, (tp, _) in enumerate(states) if tp == top]
+        hs = _horizon_group(top, [states[i][1] for i in idx], gamma, c, steps)
+        for i, h in zip(idx, hs, strict=True):
+            out[i] = h
+    return out
+
+
+def _horizon_group(top, group, gamma, c, steps) -> list[PearlHorizon]:
+    """PL3's recursion for laws of ``top + 1`` states each (``group``: their
+    :func:`_horizon_states` rows), side by side along a first axis."""
+    ns, n, b = top + 1, len(group), c.size - 1
+    # per law and state: P(a rejection), E[tokens; a rejection], P(all accepted), tokens then
+    pr = np.array([[float(rej.sum()) for rej, _ in rows] for rows in group])
+    rt = np.array([[float(rej @ np.arange(1, rej.size + 1, dtype=np.float64))
+                    for rej, _ in rows] for rows in group])
+    full = np.array([[f for _, f in rows] for rows in group], dtype=np.float64)
     gain = np.array([1.0] + [float(gamma)] * top)[:, None]
-    p0 = np.zeros((ns, steps + 1))  # P(state, rejections so far)
-    p1 = np.zeros((ns, steps + 1))  # E[verified; state, rejections so far]
-    p0[0, 0] = 1.0
-    post = np.zeros(steps + 1)
+    # p[:, 0] = P(state, rejections so far), p[:, 1] = E[verified; state, rejections so far]
+    p = np.zeros((n, 2, ns, steps + 1))
+    p[:, 0, 0, 0] = 1.0
+    pr_c, rt_c, full_c = pr[:, None, :, None], rt[:, :, None], full[:, None, :, None]
+    post = np.zeros((n, steps + 1))
     for t in range(steps):
-        post[t] = float(p0[1:].sum())
-        q0, q1 = np.zeros_like(p0), np.zeros_like(p1)
+        post[:, t] = p[:, 0, 1:].reshape(n, -1).sum(axis=1)
+        q = np.empty_like(p)
         # a rejection after n accepted: n + 1 tokens, back to pre-verify, one more
         # rejection; shift along the rejection axis (summed over states in order)
-        q0[0, 1:] = (pr[:, None] * p0[:, :-1]).sum(axis=0)
-        q1[0, 1:] = (pr[:, None] * p1[:, :-1] + rt[:, None] * p0[:, :-1]).sum(axis=0)
+        r = pr_c * p[:, :, :, :-1]
+        r[:, 1] += rt_c * p[:, 0, :, :-1]
+        q[:, :, 0, 0] = 0.0
+        q[:, :, 0, 1:] = r.sum(axis=2)
         # all accepted: state j -> min(j + 1, top); 1 token in pre-verify (the first
         # draft), gamma in post-verify
-        f0, f1 = full * p0, full * (p1 + gain * p0)
-        q0[1:] = f0[:-1]
-        q1[1:] = f1[:-1]
-        q0[top] += f0[top]
-        q1[top] += f1[top]
-        p0, p1 = q0, q1
-    # the steps' expected cost: n_post(t) ~ Binomial(b, post[t]) (c = 0: no time)
-    time = 0.0
-    if c.any():
-        pmf = _binomial(b, np.clip(post[:steps], 0.0, 1.0))
-        for t in range(steps):
-            time += float(pmf[t] @ c)
-    post[steps] = float(p0[1:].sum())
-    verified = float(p1.sum())
-    counted = 1.0 + verified + (gamma - 1) * post[steps]
-    mat = float((p1.sum(axis=0) / np.arange(1, steps + 2)).sum())
-    return PearlHorizon(steps=steps, batch=b, time=time, verified=verified, counted=counted,
-                        tokens_per_step=counted / steps, mat=mat, post_by_step=post)
+        p[:, 1] += gain * p[:, 0]
+        f = full_c * p
+        q[:, :, 1:] = f[:, :, :-1]
+        q[:, :, top] += f[:, :, top]
+        p = q
+    post[:, steps] = p[:, 0, 1:].reshape(n, -1).sum(axis=1)
+    verified = p[:, 1].reshape(n, -1).sum(axis=1)
+    mat = (p[:, 1].sum(axis=1) / np.arange(1, steps + 2)).sum(axis=1)
+    hs = []
+    for i in range(n):
+        # the steps' expected cost: n_post(t) ~ Binomial(b, post[t]) (c = 0: no time)
+        time = 0.0
+        if c.any():
+            pmf = _binomial(b, np.clip(post[i, :steps], 0.0, 1.0))
+            for t in range(steps):
+                time += float(pmf[t] @ c)
+        v = float(verified[i])
+        counted = 1.0 + v + (gamma - 1) * post[i, steps]
+        hs.append(PearlHorizon(steps=steps, batch=b, time=time, verified=v, counted=counted,
+                               tokens_per_step=counted / steps, mat=float(mat[i]),
+                               post_by_step=post[i].copy()))
+    return hs
 
 
 def start_up_gamma(target_step: float, draft_step: float) -> int:

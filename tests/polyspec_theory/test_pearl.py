@@ -16,11 +16,13 @@ from hypothesis import strategies as st
 from polyspec_theory import Cascade, PolyspecInputError
 from polyspec_theory.core.laws import BetaMixed, IIDGeometric, Positional
 from polyspec_theory.core.runs import RunLaw
+from polyspec_theory.schemes import pearl as pearl_mod
 from polyspec_theory.schemes.pearl import (
     pearl_chain,
     pearl_costs,
     pearl_horizon,
     pearl_horizon_cascade,
+    pearl_horizons,
     pearl_step_costs,
     predict_pearl,
     predict_pearl_cascade,
@@ -104,6 +106,69 @@ def test_horizon_equals_enumeration(data):
     assert got.mat == pytest.approx(ref["mat"], rel=1e-10, abs=1e-12)
     np.testing.assert_allclose(got.post_by_step, ref["post"], rtol=1e-10, atol=1e-12)
     assert got.tokens_per_step == pytest.approx(ref["counted"] / steps, rel=1e-10)
+
+
+def _horizon_before(law, gamma, step_costs, steps):
+    """PL3 as pearl_horizon computed it before issue 41 (one (state, rejections) array per
+    expectation, a fresh array per step): the reference the faster loop must equal bit for
+    bit (the hardware fit's committed numbers rest on it)."""
+    gamma = pearl_mod._gamma(gamma)
+    run = run_acceptance(law)
+    c = np.asarray(step_costs, dtype=np.float64)
+    b = c.size - 1
+    top, rows = pearl_mod._horizon_states(run, gamma)
+    ns = top + 1
+    pr = np.array([float(rej.sum()) for rej, _ in rows])
+    rt = np.array([float(rej @ np.arange(1, rej.size + 1, dtype=np.float64))
+                   for rej, _ in rows])
+    full = np.array([f for _, f in rows], dtype=np.float64)[:, None]
+    gain = np.array([1.0] + [float(gamma)] * top)[:, None]
+    p0 = np.zeros((ns, steps + 1))
+    p1 = np.zeros((ns, steps + 1))
+    p0[0, 0] = 1.0
+    post = np.zeros(steps + 1)
+    for t in range(steps):
+        post[t] = float(p0[1:].sum())
+        q0, q1 = np.zeros_like(p0), np.zeros_like(p1)
+        q0[0, 1:] = (pr[:, None] * p0[:, :-1]).sum(axis=0)
+        q1[0, 1:] = (pr[:, None] * p1[:, :-1] + rt[:, None] * p0[:, :-1]).sum(axis=0)
+        f0, f1 = full * p0, full * (p1 + gain * p0)
+        q0[1:] = f0[:-1]
+        q1[1:] = f1[:-1]
+        q0[top] += f0[top]
+        q1[top] += f1[top]
+        p0, p1 = q0, q1
+    time = 0.0
+    if c.any():
+        pmf = pearl_mod._binomial(b, np.clip(post[:steps], 0.0, 1.0))
+        for t in range(steps):
+            time += float(pmf[t] @ c)
+    post[steps] = float(p0[1:].sum())
+    verified = float(p1.sum())
+    counted = 1.0 + verified + (gamma - 1) * post[steps]
+    mat = float((p1.sum(axis=0) / np.arange(1, steps + 2)).sum())
+    return {"steps": steps, "batch": b, "time": time, "verified": verified,
+            "counted": counted, "tokens_per_step": counted / steps, "mat": mat,
+            "post_by_step": post.tolist()}
+
+
+@PROPS
+@given(st.data())
+def test_horizon_is_bit_identical_to_the_loop_before(data):
+    """PL3's faster loop (issue 41: both expectations, and several laws, in one array) gives
+    the very same floats as the loop before, law by law, alone and side by side, on long
+    horizons and laws with many states (ns > 2, where the order of the sum over states
+    matters)."""
+    many = data.draw(st.lists(st.one_of(laws(aperiodic=False), st.builds(
+        Positional, st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12))),
+        min_size=1, max_size=6))
+    gamma = data.draw(st.integers(1, 5))
+    b = data.draw(st.integers(1, 4))
+    steps = data.draw(st.integers(1, 160))
+    costs = data.draw(st.lists(st.floats(0.0, 3.0), min_size=b + 1, max_size=b + 1))
+    before = [_horizon_before(law, gamma, costs, steps) for law in many]
+    assert pearl_horizon(many[0], gamma, costs, steps).to_dict() == before[0]
+    assert [h.to_dict() for h in pearl_horizons(many, gamma, costs, steps)] == before
 
 
 @PROPS
@@ -252,6 +317,8 @@ def test_refusals_name_the_field():
         pearl_chain(IIDGeometric(0.5), 0)
     with pytest.raises(PolyspecInputError, match="steps"):
         pearl_horizon(IIDGeometric(0.5), 2, [1.0, 1.0], 0)
+    with pytest.raises(PolyspecInputError, match="laws"):
+        pearl_horizons([], 2, [1.0, 1.0], 10)
     with pytest.raises(PolyspecInputError, match="step_costs"):
         predict_pearl(IIDGeometric(0.5), 2, [1.0], 1.0)
     with pytest.raises(PolyspecInputError, match="step_costs"):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
-from validation.hardware.methods import pearl_counts
+from validation.hardware.methods import pearl_counts, pearl_counts_many
 from validation.hardware.rows import Row, read_measured
 
 __all__ = ["AcceptanceLog", "Estimate", "implied_gamma", "alpha_for_chain",
@@ -48,13 +48,30 @@ def alpha_for_tokens(tokens_per_step, gamma, steps) -> float:
                                  f"gamma = {g} over {steps} steps gives ([{lo_v:.4g}, "
                                  f"{hi_v:.4g}])")
     lo, hi = 0.0, 1.0
-    for _ in range(48):
-        mid = 0.5 * (lo + hi)
-        if pearl_counts(mid, g, steps)[0] / steps < t:
-            lo = mid
-        else:
-            hi = mid
+    for _ in range(48 // BISECT_LEVELS):
+        # the midpoints the next BISECT_LEVELS halvings may visit, computed side by side
+        mids = _midpoints(lo, hi, BISECT_LEVELS)
+        counts = pearl_counts_many(mids, g, steps, keep=False)
+        tps = {m: n / steps for m, (n, _) in zip(mids, counts, strict=True)}
+        for _ in range(BISECT_LEVELS):
+            mid = 0.5 * (lo + hi)
+            if tps[mid] < t:
+                lo = mid
+            else:
+                hi = mid
     return 0.5 * (lo + hi)
+
+
+BISECT_LEVELS = 3  # halvings per batch of PL3 recursions (divides 48)
+
+
+def _midpoints(lo: float, hi: float, levels: int) -> list[float]:
+    """Every midpoint ``levels`` successive halvings of ``[lo, hi]`` can visit, as the
+    bisection computes them."""
+    if levels == 0:
+        return []
+    mid = 0.5 * (lo + hi)
+    return [mid] + _midpoints(lo, mid, levels - 1) + _midpoints(mid, hi, levels - 1)
 
 
 def alpha_for_chain(accept_length: float, drafts: int) -> float:
@@ -78,15 +95,20 @@ def implied_gamma(rows: list[Row], gammas=range(1, 33)) -> tuple[int, float]:
     datasets under iid acceptance (``alpha = 1 - 1/mat``): the one integer for all its rows,
     as nano-PEARL keeps one ``gamma`` per process. Returns ``(gamma, rms log error)``."""
     best = None
+    used = []
+    for r in rows:
+        mat, tps, steps = (r.measured.get("mat"), r.measured.get("tokens_per_step"),
+                           r.get("steps"))
+        if mat and tps and steps and not mat < 1:
+            used.append((1.0 - 1.0 / mat, tps, steps))
     for g in gammas:
-        errs = []
-        for r in rows:
-            mat, tps, steps = (r.measured.get("mat"), r.measured.get("tokens_per_step"),
-                               r.get("steps"))
-            if not mat or not tps or not steps or mat < 1:
-                continue
-            pred = pearl_counts(1.0 - 1.0 / mat, g, steps)[0] / steps
-            errs.append(np.log(pred / tps))
+        pred = {}  # the rows of one horizon side by side
+        for steps in sorted({s for _, _, s in used}):
+            alphas = [a for a, _, s in used if s == steps]
+            for a, (n, _) in zip(alphas, pearl_counts_many(alphas, g, steps),
+                                 strict=True):
+                pred[a, steps] = n / steps
+        errs = [np.log(pred[a, steps] / tps) for a, tps, steps in used]
         if not errs:
             raise PolyspecInputError("rows", "no row with mat and tokens_per_step")
         e = float(np.sqrt(np.mean(np.square(errs))))

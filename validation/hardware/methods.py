@@ -9,7 +9,6 @@ close to linear in the KV length, the rest does not depend on it).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,12 +18,13 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes.pearl import (
     RunAcceptance,
     pearl_chain,
-    pearl_horizon,
+    pearl_horizons,
     start_up_gamma,
 )
 from validation.hardware.engines import EngineModel
 
-__all__ = ["Run", "simpson", "ar_run", "pearl_gamma", "pearl_counts", "pearl_run",
+__all__ = ["Run", "simpson", "ar_run", "pearl_gamma", "pearl_counts", "pearl_counts_many",
+           "pearl_run",
            "pearl_terms", "PearlTerms",
            "shared_prefix_cached", "PROFILE_CONTEXT", "sd_sync_run", "ssd_async_run",
            "eagle_run", "EagleShape", "chain_tokens", "async_hit"]
@@ -91,13 +91,35 @@ def pearl_gamma(target: EngineModel, drafter: EngineModel) -> int:
     return start_up_gamma(target.decode(1, PROFILE_CONTEXT), drafter.decode(1, PROFILE_CONTEXT))
 
 
-@functools.lru_cache(maxsize=8192)
+_COUNTS: dict = {}  # (alpha, gamma, steps) -> pearl_counts, at most COUNTS_KEPT entries
+COUNTS_KEPT = 8192
+
+
 def pearl_counts(alpha: float, gamma: int, steps: int) -> tuple[float, tuple]:
     """PL3 for iid acceptance ``alpha`` over ``steps`` steps from all-pre-verify
     (:func:`polyspec_theory.schemes.pearl.pearl_horizon`): the tokens a sequence's
     completion counts as the benchmark counts them, and ``P(post-verify)`` at each step."""
-    h = pearl_horizon(RunAcceptance((), float(alpha)), gamma, np.zeros(2), steps)
-    return h.counted, tuple(h.post_by_step[:steps])
+    return pearl_counts_many([alpha], gamma, steps)[0]
+
+
+def pearl_counts_many(alphas, gamma: int, steps: int, keep: bool = True
+                      ) -> list[tuple[float, tuple]]:
+    """:func:`pearl_counts` of each of ``alphas`` (the same floats), the ones not computed
+    yet side by side in one PL3 recursion
+    (:func:`polyspec_theory.schemes.pearl.pearl_horizons`); ``keep=False``: the new ones
+    are not kept (a bisection's points, never asked again)."""
+    keys = [(float(a), gamma, steps) for a in alphas]
+    todo = sorted({k[0] for k in keys if k not in _COUNTS})
+    new = {}
+    if todo:
+        hs = pearl_horizons([RunAcceptance((), a) for a in todo], gamma, np.zeros(2), steps)
+        new = {(a, gamma, steps): (h.counted, tuple(h.post_by_step[:steps]))
+               for a, h in zip(todo, hs, strict=True)}
+        if keep:
+            if len(_COUNTS) + len(new) > COUNTS_KEPT:
+                _COUNTS.clear()
+            _COUNTS.update(new)
+    return [new[k] if k in new else _COUNTS[k] for k in keys]
 
 
 @dataclass
@@ -125,7 +147,7 @@ def pearl_terms(target: EngineModel, drafter: EngineModel, batch: int, prompt: i
     so that ``steps * (w @ c)`` is PL3's time of the steps for step costs ``c[k]``."""
     tokens, post = pearl_counts(alpha, gamma, steps)
     ks = np.arange(batch + 1)
-    w = np.mean([binom.pmf(ks, batch, min(max(p, 0.0), 1.0)) for p in post], axis=0)
+    w = np.mean(binom.pmf(ks[None, :], batch, np.clip(post, 0.0, 1.0)[:, None]), axis=0)
     keep = w > 1e-9
     ks, w = ks[keep], w[keep] / w[keep].sum()
     samples = (batch - ks + gamma * ks).astype(int)

@@ -9,13 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.schemes.pearl import RunAcceptance, pearl_horizon
 from validation.hardware.acceptance import (
     AcceptanceLog,
     alpha_for_chain,
     alpha_for_tokens,
     implied_gamma,
 )
-from validation.hardware.methods import pearl_counts
+from validation.hardware.methods import pearl_counts, pearl_counts_many
 from validation.hardware.rows import parse_row
 
 
@@ -77,3 +78,37 @@ def test_alpha_for_tokens_refuses_the_impossible():
         alpha_for_tokens(9.0, 8, 100)  # above gamma
     with pytest.raises(PolyspecInputError, match="tokens_per_step"):
         alpha_for_tokens(0.5, 8, 100)  # below one per step
+
+
+def _alpha_for_tokens_before(t, gamma, steps):
+    """The bisection as it ran before issue 41: one PL3 recursion per halving."""
+    lo, hi = 0.0, 1.0
+    for _ in range(48):
+        mid = 0.5 * (lo + hi)
+        if pearl_counts(mid, gamma, steps)[0] / steps < t:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@settings(max_examples=15, deadline=None)
+@given(u=st.floats(0.0, 1.0), gamma=st.integers(1, 12), steps=st.integers(1, 150))
+def test_alpha_for_tokens_is_the_bisection_before(u, gamma, steps):
+    """Halvings computed three at a time (issue 41) end on the very float of the one-by-one
+    bisection, anywhere in what PEARL can give (both ends included)."""
+    lo, hi = (pearl_counts(a, gamma, steps)[0] / steps for a in (0.0, 1.0))
+    t = lo + u * (hi - lo)
+    assert alpha_for_tokens(t, gamma, steps) == _alpha_for_tokens_before(t, gamma, steps)
+
+
+@settings(max_examples=15, deadline=None)
+@given(alphas=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=8),
+       gamma=st.integers(1, 12), steps=st.integers(1, 150), keep=st.booleans())
+def test_counts_side_by_side_are_the_counts_alone(alphas, gamma, steps, keep):
+    """pearl_counts_many (repeats, kept or not) gives each alpha's pearl_counts float for
+    float, in the order asked."""
+    got = pearl_counts_many(alphas, gamma, steps, keep=keep)
+    alone = [pearl_horizon(RunAcceptance((), float(a)), gamma, [0.0, 0.0], steps)
+             for a in alphas]
+    assert got == [(h.counted, tuple(h.post_by_step[:steps])) for h in alone]

@@ -84,6 +84,24 @@ def test_pearl_step_is_the_binomial_expectation_of_the_max(alpha, gamma, batch, 
     assert run.tok_s == pytest.approx(1e3 * batch * tokens / run.ms)
 
 
+@settings(max_examples=15, deadline=None)
+@given(alpha=st.floats(0.0, 1.0), gamma=st.integers(1, 10), batch=st.integers(1, 300),
+       steps=st.integers(1, 150))
+def test_pearl_weights_are_the_step_by_step_ones(alpha, gamma, batch, steps):
+    """The step-averaged Binomial weights of pearl_terms, computed for all steps in one call
+    (issue 41), are the very floats of one Binomial per step averaged as before."""
+    import numpy as np
+    from scipy.stats import binom
+
+    terms = M.pearl_terms(Linear(5.0, 0.03, 1e-5), Linear(0.5, 0.01, 2e-6), batch, 100,
+                          steps, alpha, gamma)
+    _, post = M.pearl_counts(alpha, gamma, steps)
+    ks = np.arange(batch + 1)
+    w = np.mean([binom.pmf(ks, batch, min(max(p, 0.0), 1.0)) for p in post], axis=0)
+    keep = w > 1e-9
+    assert terms.w.tolist() == (w[keep] / w[keep].sum()).tolist()
+
+
 def test_ar_run_sums_every_step():
     t = Linear(4.0, 0.02, 1e-4)
     run = M.ar_run(t, 8, 300, 200, cached=100)
