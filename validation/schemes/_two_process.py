@@ -14,6 +14,7 @@ the error); an exception with an ``answer`` attribute is answered with that kind
 
 from __future__ import annotations
 
+import abc
 import ctypes
 import multiprocessing as mp
 import os
@@ -141,7 +142,7 @@ def _context(decoder_module: str):
     return ctx
 
 
-class TwoProcessDecoder:
+class TwoProcessDecoder(abc.ABC):
     """The two worker processes over ``models`` (target first): start, ask, close. Use it
     as ``with Decoder(...) as dec:``; the processes live until closed. Subclasses set
     ``NAME`` (process names, ``"<NAME> decode aborted"``), ``ROLE`` (``"<ROLE> 0"`` in
@@ -162,10 +163,10 @@ class TwoProcessDecoder:
         self.timeout_s = as_real(timeout_s, "timeout_s", low=1.0)
         self._procs = []
 
+    @abc.abstractmethod
     def _arrays(self, ctx) -> tuple:
         """The decoder's shared arrays (control first), made with ``ctx``: every decoder
         defines its own (the async and PEARL decoders do)."""
-        raise NotImplementedError(f"{type(self).__name__} defines no shared arrays")
 
     def start(self):
         if self._procs:
