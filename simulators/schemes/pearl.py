@@ -114,22 +114,34 @@ def pearl_step(accept, costs, gamma: int, u, counted, state: PearlState) -> Pear
 @partial(jax.jit, static_argnames=("gamma", "chunk_len"))
 def _run_chunk(accept, costs, gamma: int, chunk_len: int, key, chunk_index, steps,
                state: PearlState) -> PearlState:
-    """``chunk_len`` steps of every chain; ``steps = (first step of the chunk, first
-    counted step)``."""
-    first_step, first_counted = steps
+    """The chunk's first ``n <= chunk_len`` steps of every chain; ``steps = (first step of the
+    chunk, first counted step, n)``. The bits are drawn for ``chunk_len`` steps and step ``i``
+    reads row ``i``: partitionable threefry numbers element ``(i, ...)`` of the draw by its
+    flat index, so these rows equal those of a draw of ``n`` steps (``n`` is a value: one
+    executable serves every ``n``)."""
+    first_step, first_counted, n = steps
     chains, b = state.post.shape
     bits = jax.random.bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains, b, gamma),
                            jnp.uint32)
     step = jax.vmap(lambda u, counted, s: pearl_step(accept, costs, gamma, u, counted, s),
                     in_axes=(0, None, 0))
 
-    def body(st, xs):
-        bt, t = xs
-        return step(uniform_from_bits(bt), t >= first_counted, st), None
+    def body(i, st):
+        u = uniform_from_bits(lax.dynamic_index_in_dim(bits, i, keepdims=False))
+        return step(u, first_step + i >= first_counted, st)
 
-    ts = first_step + jnp.arange(chunk_len, dtype=jnp.int64)
-    state, _ = lax.scan(body, state, (bits, ts))
-    return state
+    return lax.fori_loop(jnp.int64(0), n, body, state)
+
+
+def _chunk_lengths(total: int, chunk_len: int) -> tuple[int, list[int]]:
+    """The static length of the chunks' draws and the steps each chunk runs: full chunks of
+    ``chunk_len``, the last cut to end at step ``total``. A run shorter than a chunk draws the
+    least power of two >= ``total`` steps (at most ``chunk_len``): one compilation per
+    simulation, shared by runs whose lengths share the power of two."""
+    runs = [min(chunk_len, total - k) for k in range(0, total, chunk_len)]
+    if total >= chunk_len:
+        return chunk_len, runs
+    return min(chunk_len, 1 << (total - 1).bit_length()), runs
 
 
 @dataclass(frozen=True)
@@ -222,11 +234,10 @@ def simulate_pearl(cascade, batch=None, steps: int = 10_000, key=0, *,
     key = make_key(key)
     total = burn_in + steps
     acc_j, cost_j = jnp.asarray(accept), jnp.asarray(costs)
-    for k in range(math.ceil(total / chunk_len)):
-        # the last chunk is cut to end exactly at the last counted step
-        length = min(chunk_len, total - k * chunk_len)
-        state = _run_chunk(acc_j, cost_j, gamma, length, key, jnp.int64(k),
-                           (jnp.int64(k * chunk_len), jnp.int64(burn_in)), state)
+    drawn, runs = _chunk_lengths(total, chunk_len)
+    for k, n in enumerate(runs):  # the last chunk ends exactly at the last counted step
+        state = _run_chunk(acc_j, cost_j, gamma, drawn, key, jnp.int64(k),
+                           (jnp.int64(k * chunk_len), jnp.int64(burn_in), jnp.int64(n)), state)
     host = {f: to_host(getattr(state, f)) for f in PearlState._fields}
     return _summarize(host, b, gamma, ar, steps, burn_in, chains, seed)
 

@@ -18,7 +18,8 @@ from polyspec_theory.schemes.pearl import (
     pearl_horizon_cascade,
     predict_pearl_cascade,
 )
-from simulators.schemes.pearl import simulate_pearl
+from simulators.runtime import make_key
+from simulators.schemes.pearl import _summarize, _tables, simulate_pearl
 
 Z = 4.5
 
@@ -133,3 +134,56 @@ def test_same_seed_same_numbers_and_refusals():
         simulate_pearl(cas, 2, steps=10, chains=1)
     with pytest.raises(PolyspecInputError, match=r"models\[0\]\.cost"):
         simulate_pearl(_cfg(PLAIN), 4, steps=10)
+
+
+def _numpy_pearl(cas, b, steps, burn_in, key, chains, chunk_len):
+    """PL0's protocol step by step in NumPy (module docstring of simulators/schemes/pearl.py)
+    on the draws ``bits(fold_in(key, k), (n_k, chains, b, gamma))`` of exactly each chunk's
+    ``n_k`` steps (the last chunk cut to end at the last step)."""
+    import jax
+
+    gamma = cas.thresholds[0]
+    accept, costs, ar = _tables(cas, b)
+    top = accept.size - 1
+    post = np.zeros((chains, b), bool)
+    age = np.zeros((chains, b), np.int64)
+    ver, rej = np.zeros((chains, b), np.int64), np.zeros((chains, b), np.int64)
+    time, post_steps = np.zeros(chains), np.zeros(chains, np.int64)
+    total, t = burn_in + steps, 0
+    for k in range(-(-total // chunk_len)):
+        n = min(chunk_len, total - k * chunk_len)
+        bits = np.asarray(jax.random.bits(jax.random.fold_in(make_key(key), k),
+                                          (n, chains, b, gamma), np.uint32))
+        for i in range(n):
+            u = (bits[i].astype(np.float64) + 0.5) * (1.0 / 4294967296.0)
+            n_post = post.sum(axis=1)
+            checks = np.where(post, gamma, 1)
+            lead = np.zeros((chains, b), np.int64)
+            for c in range(chains):
+                for j in range(b):
+                    while (lead[c, j] < checks[c, j] and u[c, j, lead[c, j]]
+                           < accept[min(age[c, j] + lead[c, j], top)]):
+                        lead[c, j] += 1
+            full = lead == checks
+            if t >= burn_in:
+                ver += np.where(full, checks, lead + 1)
+                rej += ~full
+                time += costs[n_post]
+                post_steps += n_post
+            age = np.where(full, np.minimum(age + checks, top), 0)
+            post, t = full, t + 1
+    host = {"post": post, "ver": ver, "rej": rej, "time": time, "post_steps": post_steps}
+    return _summarize(host, b, gamma, ar, steps, burn_in, chains, key)
+
+
+@pytest.mark.parametrize("steps", [290, 200])
+def test_equals_a_numpy_transcription_on_cut_draws(steps):
+    """The simulator's numbers equal, with ==, PL0's protocol in NumPy on draws of exactly
+    each chunk's steps: 300 steps in chunks of 256 (the last one 44 steps), and a run of 210
+    steps, shorter than its chunk -- the simulator draws whole chunks (256 steps) and reads
+    their first rows. (The shapes of the run above: no compilation of its own.)"""
+    cas = _cfg(ROOF)
+    want = _numpy_pearl(cas, 2, steps, 10, 4, 8, 256)
+    got = simulate_pearl(cas, 2, steps=steps, burn_in=10, key=4, chains=8)
+    assert got.to_dict() == want.to_dict()
+    assert got.tokens > 2 * steps * 2 * 8  # mostly post-verify steps: the ages are exercised
