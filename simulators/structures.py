@@ -72,7 +72,7 @@ class StructStatic(NamedTuple):
     hf: tuple  # bool per pair level
     truncate: bool
     depth: int  # tree depth (0 if none)
-    kmax: int  # tree: most children of a node
+    kmax: int  # tree: most children of a node, rounded up to a power of two
     cap: int  # confidence: cap (0 if none)
     n_unif: int  # uniforms per event
 
@@ -85,8 +85,8 @@ class StructParams(NamedTuple):
     survival: jax.Array  # f64[m, width]: S_k, k = 1..width
     verify_cost: jax.Array  # f64[m, width + 1]: T_i(g + 1)
     draft_t1: jax.Array  # f64: T_n(1)
-    child: jax.Array  # int32[N + 1, kmax]
-    nchild: jax.Array  # int32[N + 1]
+    child: jax.Array  # int32[width + 1, kmax]: node v's children (v <= N), -1 past them
+    nchild: jax.Array  # int32[width + 1]: 0 past node N
     rank_cum: jax.Array  # f64[depth, kmax]: cumulative rank probabilities per child depth
     tree_nodes: jax.Array  # int32
     tree_draft_time: jax.Array  # f64
@@ -150,22 +150,27 @@ class StructModel:
                           + cascade.models[i].overhead for i in range(m)])
         # tree tables
         if bottom_tree is not None:
+            # tables padded to ``width + 1`` nodes (no node reaches a padded row) and to a power
+            # of two of children (a padded rank is never drawn: ``k < c``), so trees of one
+            # depth and width share one compilation
             t = bottom_tree
-            D, K = t.max_depth, max(t.max_children, 1)
-            child = np.full((t.n_nodes + 1, K), -1, dtype=np.int32)
+            D, k_max = t.max_depth, max(t.max_children, 1)
+            K = 1 << (k_max - 1).bit_length()
+            child = np.full((width + 1, K), -1, dtype=np.int32)
             for v, cs in enumerate(t.children):
                 child[v, : len(cs)] = cs
-            nch = np.array([len(c) for c in t.children], dtype=np.int32)
+            nch = np.zeros(width + 1, dtype=np.int32)
+            nch[: t.n_nodes + 1] = [len(c) for c in t.children]
             law = cascade.laws[m - 1]
             if isinstance(law, TreeLaw):
-                rp = law.rank_probs(D, K)
+                rp = law.rank_probs(D, k_max)
             else:  # a chain law on a path: the hazards of its survival
                 s = law.survival(D)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     h = np.where(s[:-1] > 0, s[1:] / s[:-1], 0.0)
-                rp = np.zeros((D, K))
+                rp = np.zeros((D, k_max))
                 rp[:, 0] = h
-            rank_cum = np.cumsum(rp, axis=1)
+            rank_cum = np.pad(np.cumsum(rp, axis=1), ((0, 0), (0, K - k_max)), mode="edge")
             tdt = float(np.sum(cascade.costs[n - 1](t.draft_positions())))
             tn = t.n_nodes
         else:
