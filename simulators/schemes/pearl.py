@@ -22,8 +22,10 @@ default burn-in (:func:`default_burn_in`) runs until a run in the law's geometri
 with probability below ``1e-12`` (at most ``MAX_BURN_IN`` steps). Long-run estimates are ratio
 estimators over independent chains with delta-method CIs; the finite-run quantities of PL3
 (``burn_in = 0``: tokens as nano-PEARL's benchmark counts them, its per-sequence MAT) are
-means over chains. Random bits ``bits(fold_in(key, chunk), (chunk_len, chains, b, gamma))``:
-a pure function of the seed; float64 throughout.
+means over chains. Random bits: step ``i`` of chunk ``k`` (``chunk_len`` steps a chunk, the
+last cut to end at the last step) reads row ``i`` of ``bits(fold_in(key, k), (L, chains, b,
+gamma))``, the same row for every draw length ``L`` past ``i`` (partitionable threefry); a
+pure function of the seed and ``chunk_len``; float64 throughout.
 """
 
 from __future__ import annotations
