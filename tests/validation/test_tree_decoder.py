@@ -16,7 +16,7 @@ from scipy import stats
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.trees import Tree, residual_rank_probs
 from tests.validation.tiny_zoo import greedy_tokens, tiny_family, tiny_ngram
-from validation.schemes.chain import Sampler, autoregressive
+from validation.schemes.chain import Sampler
 from validation.schemes.structured import StructuredDecoder, parse_schedule, parse_tree
 from validation.traces.schema import StructuredRound, check_round_extras
 
@@ -126,14 +126,14 @@ def test_tree_greedy_with_ngram_drafter_and_iid_children():
         for sampling in ("distinct", "iid"):
             dec = StructuredDecoder([LEVELS256[0], NGRAM], [2], tree=tr, tree_sampling=sampling)
             r = dec.generate(prompt, 25)
-            assert r.tokens == autoregressive(LEVELS256[0], prompt, r.n_generated).tokens
+            assert r.tokens == greedy_tokens(LEVELS256[0], prompt, r.n_generated)
             if sampling == "iid":  # identical children: only rank 1 is ever accepted
                 assert all(k == 1 for e in r.extras for k in e["ranks"])
     # n-gram verifier over a zoo drafter: the n-gram's own output
     dec = StructuredDecoder([NGRAM, LEVELS256[1]], [2], tree=TREES[3])
     prompt = [104, 101, 108]
     r = dec.generate(prompt, 20)
-    assert r.tokens == autoregressive(NGRAM, prompt, r.n_generated).tokens
+    assert r.tokens == greedy_tokens(NGRAM, prompt, r.n_generated)
 
 
 def test_tree_round_counts_and_the_path_tree_is_the_chain():
