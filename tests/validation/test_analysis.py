@@ -2,6 +2,7 @@
 (validation.traces.synthetic runs the block policy round by round), and the level coupling model
 (polyspec_theory.planning.coupling) fitted on them."""
 
+import functools
 import math
 
 import numpy as np
@@ -553,7 +554,10 @@ def test_leave_one_out_overhead_and_slowdown_on_differing_configurations(loo_cap
 
 
 # --- issue 27: forecast, conformal quantile and AR baseline against independent arithmetic -----
+@functools.cache
 def _forecast_captures():
+    """Four synthetic captures (seeded, so the same every call; computed once per process and
+    shared by the tests that read them, none of which changes them)."""
     laws = {("t", "mid"): IIDGeometric(0.8), ("mid", "ng"): IIDGeometric(0.6)}
     costs = {"t": T, "mid": MID, "ng": NG}
     kw = dict(prompts=6, tokens_per_prompt=150, prompt_len=32, overhead_per_forward=1e-4)

@@ -16,7 +16,7 @@ from scipy import stats
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.structures.trees import Tree, residual_rank_probs
 from tests.validation.tiny_zoo import greedy_tokens, tiny_family, tiny_ngram
-from validation.schemes.chain import Sampler, autoregressive
+from validation.schemes.chain import Sampler
 from validation.schemes.structured import StructuredDecoder, parse_schedule, parse_tree
 from validation.traces.schema import StructuredRound, check_round_extras
 
@@ -126,14 +126,14 @@ def test_tree_greedy_with_ngram_drafter_and_iid_children():
         for sampling in ("distinct", "iid"):
             dec = StructuredDecoder([LEVELS256[0], NGRAM], [2], tree=tr, tree_sampling=sampling)
             r = dec.generate(prompt, 25)
-            assert r.tokens == autoregressive(LEVELS256[0], prompt, r.n_generated).tokens
+            assert r.tokens == greedy_tokens(LEVELS256[0], prompt, r.n_generated)
             if sampling == "iid":  # identical children: only rank 1 is ever accepted
                 assert all(k == 1 for e in r.extras for k in e["ranks"])
     # n-gram verifier over a zoo drafter: the n-gram's own output
     dec = StructuredDecoder([NGRAM, LEVELS256[1]], [2], tree=TREES[3])
     prompt = [104, 101, 108]
     r = dec.generate(prompt, 20)
-    assert r.tokens == autoregressive(NGRAM, prompt, r.n_generated).tokens
+    assert r.tokens == greedy_tokens(NGRAM, prompt, r.n_generated)
 
 
 def test_tree_round_counts_and_the_path_tree_is_the_chain():
@@ -265,8 +265,8 @@ CASES = [  # (n, thresholds, kwargs, temperature, top_k)
 def test_sampling_law_matches_target(n, th, kw, temperature, top_k):
     # χ² of the joint law of the first two tokens against the exact target law (vocab 4,
     # 1000 draws); threshold: the 1 - 1e-4 quantile (false-failure rate 1e-4 per case),
-    # fixed seeds, so runs repeat
-    levels = tiny_family(n, vocab=4, d=8, noise=0.3, scale=2.0, seed=5)
+    # fixed seeds, so runs repeat; the prompt's prefill is computed once (PrefillOnce)
+    levels = tiny_family(n, vocab=4, d=8, noise=0.3, scale=2.0, seed=5, prefill_once=True)
     prompt = [1, 2, 0]
     exact = _first_two_law(levels[0], prompt, Sampler(temperature, top_k))
     dec = StructuredDecoder(levels, th, temperature=temperature, top_k=top_k, seed=11, **kw)
@@ -281,6 +281,31 @@ def test_sampling_law_matches_target(n, th, kw, temperature, top_k):
     assert accepted > 0 and rejected > 0  # both paths of the verification are exercised
     p, chi2 = _chi2_ok(counts, exact, draws)
     assert p > 1e-4, (chi2, p)
+
+
+def test_prefill_once_levels_decode_bit_for_bit_as_zoo_levels():
+    """The sampling-law tests' levels (tiny_zoo.PrefillOnce: a prompt's prefill computed once,
+    then replayed) give the very decodes of plain zoo levels: tokens, rounds and records of
+    sampled tree, schedule and chain decodes over repeated and interleaved prompts."""
+    from validation.schemes.chain import PolybasicDecoder
+
+    def strip(r):
+        ex = [None if e is None else {k: v for k, v in e.items() if k != "draft_fwd_s"}
+              for e in getattr(r, "extras", [])]
+        return r.tokens, [(x.level, x.ctx, x.G, x.A, x.m) for x in r.rounds], ex
+
+    prompts = [[1, 2, 0], [3], [1, 2, 0], [0, 3, 3, 1, 2], [1, 2, 0]] * 6
+    got = {}
+    for memo in (False, True):
+        lv = tiny_family(3, vocab=4, d=8, noise=0.3, scale=2.0, seed=5, prefill_once=memo)
+        decs = [StructuredDecoder(lv, [2, 1], tree=[-1, 0, 0, 1, 2], temperature=1.0, seed=2),
+                StructuredDecoder(lv[:2], [3], schedules=["confidence:0.4"], temperature=0.8,
+                                  seed=3),
+                PolybasicDecoder(lv, [2, 2], temperature=1.0, seed=4)]
+        got[memo] = [strip(d.generate(p, 3)) for p in prompts for d in decs]
+    assert got[True] == got[False]
+    # each level's prefills of the longer prompts (prompt[:-1]) were kept, so replayed
+    assert all({(1, 2), (0, 3, 3, 1)} <= set(x._prefills) for x in lv)
 
 
 def _root_laws(levels, prompt, temperature):
@@ -319,8 +344,9 @@ def _rank_law_without_replacement(p, q, k):
 @pytest.mark.parametrize("sampling", ["iid", "distinct"])
 def test_root_rank_law_is_specinfer_t2(sampling):
     # the accepted rank at the root over 3000 one-token generations, χ² against the exact
-    # rank law: T2's residual_rank_probs (iid) or an enumeration of Sequoia's rule
-    levels = tiny_family(2, vocab=4, d=8, noise=0.6, scale=2.0, seed=5)
+    # rank law: T2's residual_rank_probs (iid) or an enumeration of Sequoia's rule; the
+    # prompt's prefill is computed once (PrefillOnce)
+    levels = tiny_family(2, vocab=4, d=8, noise=0.6, scale=2.0, seed=5, prefill_once=True)
     prompt = [1, 2, 0]
     p, q = _root_laws(levels, prompt, 1.0)
     k = 3

@@ -215,8 +215,22 @@ def test_committed_zoo_3_level_with_the_distilled_drafter_is_lossless():
         assert r.tokens == autoregressive(levels[0], prompt, r.n_generated).tokens
 
 
+def _one_row_batches(monkeypatch):
+    """The default specs (their models, steps, evaluations and growth) training on batches of
+    one 16-byte row: what the CLI tests check (names, steps, windows, depths, checkpoints,
+    the output) does not need full 16 x 256 batches."""
+    import dataclasses
+
+    from validation.zoo import train as train_mod
+
+    monkeypatch.setattr(train_mod, "DEFAULT_SPECS", tuple(
+        dataclasses.replace(s, batch_size=1, seq_len=16) for s in train_mod.DEFAULT_SPECS))
+
+
 def test_cli_zoo_info_and_train_smoke(tmp_path, capsys, monkeypatch):
     from validation.zoo import train as train_mod
+
+    _one_row_batches(monkeypatch)
 
     assert main(["zoo", "info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
@@ -290,7 +304,8 @@ def test_grown_spec_trains_from_its_base_and_stays_unpublished(tmp_path):
         train_zoo(0, tmp_path / "other", specs[1:], TrainRun(log=logs.append))
 
 
-def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys):
+def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys, monkeypatch):
+    _one_row_batches(monkeypatch)
     assert main(["zoo", "train", "--seed", "1", "--out", str(tmp_path), "--only",
                  "target_base,target", "--steps-scale", "0.001", "--eval-scale", "0.05"]) == 0
     out = capsys.readouterr().out

@@ -11,9 +11,42 @@ from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.ngram import NGramModel
 
 
+class PrefillOnce(ZooModel):
+    """A zoo level that runs the forward of a fresh sequence (``logits`` from an empty cache:
+    a decoder's prefill) once per token prefix and replays it after: the same keys and values
+    copied into the cache slots ``[0, end)`` and the same logits, bit for bit (a forward
+    writes its slots before it reads them, so the slots beyond ``end`` never matter). For
+    sampling-law tests that decode one prompt thousands of times; tested against
+    :class:`ZooModel` in tests/validation/test_tree_decoder.py."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._prefills: dict = {}
+
+    @torch.inference_mode()
+    def logits(self, seq, end):
+        if self.pos or self.spec:
+            return super().logits(seq, end)
+        key = tuple(int(t) for t in seq[:end])
+        hit = self._prefills.get(key)
+        if hit is None:
+            out = super().logits(seq, end)
+            c = self.cache
+            self._prefills[key] = (c.k[..., :end, :].clone(), c.v[..., :end, :].clone(),
+                                   out.clone())
+            return out
+        k, v, out = hit
+        self.cache.k[..., :end, :] = k
+        self.cache.v[..., :end, :] = v
+        self.pos = end
+        self.spec = 0
+        return out.clone()
+
+
 def tiny_family(n: int, vocab: int = 16, noise: float = 0.03, d: int = 16, seed: int = 0,
-                block_size: int = 128, scale: float = 4.0):
-    """``n`` ZooLevels, target first."""
+                block_size: int = 128, scale: float = 4.0, prefill_once: bool = False):
+    """``n`` ZooLevels, target first (:class:`PrefillOnce` levels with ``prefill_once``)."""
+    level = PrefillOnce if prefill_once else ZooModel
     out = []
     for s in range(n):
         torch.manual_seed(seed)
@@ -24,7 +57,7 @@ def tiny_family(n: int, vocab: int = 16, noise: float = 0.03, d: int = 16, seed:
             torch.manual_seed(seed * 100 + 1 + s)
             for p in m.parameters():
                 p.add_(torch.randn_like(p) * noise * s)
-        out.append(ZooModel(m, f"m{s}"))
+        out.append(level(m, f"m{s}"))
     return out
 
 
