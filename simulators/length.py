@@ -56,7 +56,10 @@ from .runtime import (
     RatioEstimate,
     as_chains,
     chain_mesh,
+    device_array,
+    host_chains,
     make_key,
+    random_bits,
     ratio_estimate,
     shard_chains,
     to_host,
@@ -215,16 +218,15 @@ class LengthModel:
         bottom = cascade.thresholds[-1] * cascade.costs[-1].t1
         affine = all(cascade.costs[i].table is None for i in range(m))
         params = LengthParams(
-            thresholds=jnp.asarray(cascade.thresholds, dtype=jnp.int32),
-            survival=jnp.asarray(surv, dtype=jnp.float64),
-            inv_log_alpha=jnp.asarray(inv, dtype=jnp.float64),
-            alpha_one=jnp.asarray(alphas >= 1.0),
-            verify_cost=jnp.asarray(vcost, dtype=jnp.float64),
-            cost_base=jnp.asarray([cascade.costs[i].base + over[i] for i in range(m)],
-                                  jnp.float64),
-            cost_slope=jnp.asarray([cascade.costs[i].per_token for i in range(m)],
-                                   jnp.float64),
-            bottom_cost=jnp.asarray(bottom, dtype=jnp.float64),
+            thresholds=device_array(cascade.thresholds, np.int32),
+            survival=device_array(surv, np.float64),
+            inv_log_alpha=device_array(inv, np.float64),
+            alpha_one=device_array(alphas >= 1.0, bool),
+            verify_cost=device_array(vcost, np.float64),
+            cost_base=device_array([cascade.costs[i].base + over[i] for i in range(m)],
+                                   np.float64),
+            cost_slope=device_array([cascade.costs[i].per_token for i in range(m)], np.float64),
+            bottom_cost=device_array(bottom, np.float64),
         )
         static = LengthStatic(m, w, cascade.policy == "truncate", closed, bool(histograms),
                               affine)
@@ -353,7 +355,7 @@ def split_bits(key, shape, axis: int = 0):
     shape = tuple(shape)
     half = list(shape)
     half[axis] = (shape[axis] + 1) // 2
-    b = jax.random.bits(key, tuple(half), jnp.uint64)
+    b = random_bits(key, half, jnp.uint64)
     hi = (b >> jnp.uint64(32)).astype(jnp.uint32)
     lo = b.astype(jnp.uint32)
     both = jnp.concatenate([hi, lo], axis=axis)
@@ -385,10 +387,12 @@ def event_bits(seed, t, c, chains: int):
     return (_mix64(seed + jnp.uint64(_GOLDEN) * idx) >> jnp.uint64(32)).astype(jnp.uint32)
 
 
+@partial(jax.jit, static_argnames=("chunk_len", "chains", "columns"))
 def chunk_bits(key, chunk_index, chunk_len: int, chains: int, columns: int | None = None):
     """uint32 bits ``[chunk_len, columns]`` (default ``columns = chains``) of chunk
     ``chunk_index``: ``[t, c] = event_bits(seed, t, c, chains)``, the values :func:`run_chunk`
-    draws (columns past ``chains`` feed padding chains)."""
+    draws (columns past ``chains`` feed padding chains). Jitted: called on its own it compiles
+    one program, not one per eager operation (inside :func:`run_chunk` it is inlined)."""
     shape = (chunk_len, chains if columns is None else columns)
     t = lax.broadcasted_iota(jnp.uint64, shape, 0)
     c = lax.broadcasted_iota(jnp.uint64, shape, 1)
@@ -664,14 +668,13 @@ def simulate_lengths(cascade: Cascade, tokens: int, seed: int = 0, *, chains: in
     padded = -(-chains // ndev) * ndev
     done0 = np.zeros(padded, dtype=bool)
     done0[chains:] = True
-    state = jax.vmap(lambda d: init_state(static.m, d))(jnp.asarray(done0))
-    state = shard_chains(state, mesh)
-    target = jnp.int64(per_chain)
+    state = shard_chains(host_chains(init_state(static.m), padded)._replace(done=done0), mesh)
+    target = np.int64(per_chain)
     hist = None
     chunk = 0
     while True:
         state, h = run_chunk(model.params, static, chunk_len, chains, target, key,
-                             jnp.int64(chunk), state)
+                             np.int64(chunk), state)
         chunk += 1
         if static.histograms:
             hist = to_host(h) if hist is None else hist + to_host(h)

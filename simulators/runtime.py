@@ -34,6 +34,9 @@ __all__ = [
     "shard_chains",
     "to_host",
     "uniform_from_bits",
+    "random_bits",
+    "device_array",
+    "host_chains",
     "make_key",
     "cpu_cores",
     "use_cpu_cores",
@@ -59,6 +62,18 @@ def uniform_from_bits(bits):
     """Map uint32 random bits ``b`` to ``u = (b + 1/2) / 2^32`` in float64: strictly inside
     (0, 1), so ``log u`` is finite; every probability is exact to within ``2^-32``."""
     return (bits.astype(jnp.float64) + 0.5) * (1.0 / 4294967296.0)
+
+
+def random_bits(key, shape, dtype=jnp.uint32):
+    """``jax.random.bits(key, shape, dtype)``, the same values, drawn as the 2-d array
+    ``(shape[0], prod(shape[1:]))`` and reshaped. Partitionable threefry (set above) counts the
+    row-major linear index of the element, so the values do not depend on the grouping; XLA on
+    CPU compiles the threefry loop over a 3-d array with a short last axis several times more
+    slowly (e.g. 2 s against 0.3 s for ``(64, 128, 9)``)."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) <= 2:
+        return jax.random.bits(key, shape, dtype)
+    return jax.random.bits(key, (shape[0], math.prod(shape[1:])), dtype).reshape(shape)
 
 
 class RatioEstimate(NamedTuple):
@@ -137,6 +152,21 @@ def shard_chains(tree, mesh: Mesh):
     """Place every leaf (leading axis = chains) sharded over the mesh's ``chains`` axis."""
     sharding = NamedSharding(mesh, P("chains"))
     return jax.tree.map(lambda a: jax.device_put(a, sharding), tree)
+
+
+def device_array(x, dtype) -> jax.Array:
+    """``jnp.asarray(x, dtype)`` without an XLA compilation: numpy builds the array and
+    ``jax.device_put`` places it (``jnp.asarray`` of a list, a tuple or a numpy array compiles
+    a small copy program per shape and dtype)."""
+    return jax.device_put(np.asarray(x, dtype=dtype))
+
+
+def host_chains(state, count: int):
+    """``count`` copies of the one-chain ``state`` (a pytree of scalars and arrays) stacked on
+    a new leading axis, as numpy arrays of the same dtypes: what ``jax.vmap`` of an init
+    function gives, but placing it on devices (:func:`shard_chains`) compiles nothing, where
+    the eager ``vmap`` compiles a small program per leaf shape."""
+    return jax.tree.map(lambda x: np.repeat(np.asarray(x)[None], count, axis=0), state)
 
 
 def to_host(x) -> np.ndarray:

@@ -43,7 +43,17 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.serving.batch import batch_cascade
 
 from .length import block_bounds, chain_totals
-from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host, uniform_from_bits
+from .runtime import (
+    RatioEstimate,
+    as_chains,
+    device_array,
+    host_chains,
+    make_key,
+    random_bits,
+    ratio_estimate,
+    to_host,
+    uniform_from_bits,
+)
 
 __all__ = [
     "ServingStatic",
@@ -120,21 +130,21 @@ class ServingModel:
         vcost = np.stack([np.asarray(bc.costs[i](g + 1), dtype=np.float64)
                           + cascade.models[i].overhead for i in range(m)])
         params = ServingParams(
-            thresholds=jnp.asarray(cascade.thresholds, dtype=jnp.int32),
-            survival=jnp.asarray(surv, dtype=jnp.float64),
-            verify_cost=jnp.asarray(vcost, dtype=jnp.float64),
-            bottom_cost=jnp.asarray(cascade.thresholds[-1] * bc.costs[-1].t1, jnp.float64),
+            thresholds=device_array(cascade.thresholds, np.int32),
+            survival=device_array(surv, np.float64),
+            verify_cost=device_array(vcost, np.float64),
+            bottom_cost=device_array(cascade.thresholds[-1] * bc.costs[-1].t1, np.float64),
         )
         static = ServingStatic(m, b, w, cascade.policy == "truncate")
         return cls(cascade, b, static, params, float(bc.costs[0].t1))
 
 
 def init_state(m: int, b: int, done=False) -> ServingState:
-    z = jnp.zeros(m, jnp.int64)
+    z = np.zeros(m, np.int64)
     return ServingState(
-        level=jnp.int32(m - 1), acc=jnp.zeros((max(m - 1, 1), b), jnp.int32),
-        tokens=jnp.int64(0), done=jnp.asarray(done, dtype=bool), rounds=z, max_block_sum=z,
-        block_sum=z, emitted_sum=z, model_time=jnp.zeros(m + 1, jnp.float64))
+        level=np.int32(m - 1), acc=np.zeros((max(m - 1, 1), b), np.int32),
+        tokens=np.int64(0), done=jnp.asarray(done, dtype=bool), rounds=z, max_block_sum=z,
+        block_sum=z, emitted_sum=z, model_time=np.zeros(m + 1, np.float64))
 
 
 def transition(params: ServingParams, static: ServingStatic, target, u,
@@ -192,8 +202,7 @@ def run_chunk(params: ServingParams, static: ServingStatic, chunk_len: int, targ
     :func:`transition`); event ``t`` of chain ``c`` uses
     ``bits(fold_in(key, chunk_index), (chunk_len, chains, b))[t, c]``."""
     chains = state.level.shape[0]
-    bits = jax.random.bits(jax.random.fold_in(key, chunk_index),
-                           (chunk_len, chains, static.b), jnp.uint32)
+    bits = random_bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains, static.b))
     step = jax.vmap(lambda u, s: transition(params, static, target, u, s))
 
     def body(st, bt):
@@ -317,11 +326,11 @@ def simulate_serving(cascade, batch, tokens: int, seed: int = 0, *, chains: int 
     if max_events is not None:
         max_events = as_int(max_events, "max_events", low=1)
     static = model.static
-    state = jax.vmap(lambda _: init_state(static.m, static.b))(jnp.arange(chains))
-    target = jnp.int64(per_chain)
+    state = host_chains(init_state(static.m, static.b), chains)
+    target = np.int64(per_chain)
     chunk = 0
     while True:
-        state = run_chunk(model.params, static, chunk_len, target, key, jnp.int64(chunk),
+        state = run_chunk(model.params, static, chunk_len, target, key, np.int64(chunk),
                           state)
         chunk += 1
         if bool(to_host(state.done).all()):

@@ -55,6 +55,8 @@ from .length import split_bits
 from .runtime import (
     RatioEstimate,
     chain_mesh,
+    device_array,
+    host_chains,
     make_key,
     ratio_estimate,
     shard_chains,
@@ -242,13 +244,13 @@ class TokenModel:
         g = np.arange(w + 1)
         vcost = np.stack([np.asarray(curves[i](g + 1), dtype=np.float64) for i in range(m)])
         params = TokenParams(
-            thresholds=jnp.asarray(cascade.thresholds, jnp.int32),
-            probs=jnp.asarray(p),
-            cdf=jnp.asarray(cdf),
-            resample_cdf=jnp.asarray(np.stack(res)),
-            beta=jnp.asarray(beta),
-            verify_cost=jnp.asarray(vcost),
-            bottom_cost=jnp.asarray(cascade.thresholds[-1] * curves[-1].t1),
+            thresholds=device_array(cascade.thresholds, np.int32),
+            probs=device_array(p, np.float64),
+            cdf=device_array(cdf, np.float64),
+            resample_cdf=device_array(np.stack(res), np.float64),
+            beta=device_array(beta, np.float64),
+            verify_cost=device_array(vcost, np.float64),
+            bottom_cost=device_array(cascade.thresholds[-1] * curves[-1].t1, np.float64),
         )
         static = TokenStatic(m, w, lms.vocab, lms.order, ctx_len, buf_len,
                              cascade.thresholds[-1], policy == "truncate")
@@ -264,7 +266,7 @@ def init_token_state(static: TokenStatic, done=False) -> TokenState:
     m = static.m
     z32, z64, zf = jnp.int32(0), jnp.int64(0), jnp.float64(0.0)
     return TokenState(
-        buf=jnp.zeros(static.buf_len, jnp.int32),
+        buf=np.zeros(static.buf_len, np.int32),
         seglen=tuple(z32 for _ in range(m - 1)),
         level=jnp.int32(m - 1),
         tokens=z64,
@@ -491,15 +493,15 @@ def simulate_tokens(model: TokenModel, tokens: int, seed: int = 0, *, chains: in
     padded = -(-chains // mesh.devices.size) * mesh.devices.size
     done0 = np.zeros(padded, bool)
     done0[chains:] = True
-    state = jax.vmap(lambda dn: init_token_state(static, dn))(jnp.asarray(done0))
-    state = shard_chains(state, mesh)
+    state = shard_chains(host_chains(init_token_state(static), padded)._replace(done=done0),
+                         mesh)
     key = make_key(seed)
-    target = jnp.int64(per_chain)
+    target = np.int64(per_chain)
     hist = grams = None
     chunk = 0
     while True:
         state, h, g = run_token_chunk(model.params, static, chunk_len, chains,
-                                      model.uniforms_per_step, target, key, jnp.int64(chunk),
+                                      model.uniforms_per_step, target, key, np.int64(chunk),
                                       state)
         chunk += 1
         hist = to_host(h) if hist is None else hist + to_host(h)
