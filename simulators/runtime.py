@@ -35,6 +35,7 @@ __all__ = [
     "to_host",
     "uniform_from_bits",
     "random_bits",
+    "random_uniform",
     "device_array",
     "host_chains",
     "make_key",
@@ -74,6 +75,15 @@ def random_bits(key, shape, dtype=jnp.uint32):
     if len(shape) <= 2:
         return jax.random.bits(key, shape, dtype)
     return jax.random.bits(key, (shape[0], math.prod(shape[1:])), dtype).reshape(shape)
+
+
+def random_uniform(key, shape, dtype=jnp.float64):
+    """``jax.random.uniform(key, shape, dtype)``, the same values, drawn 2-d and reshaped as
+    :func:`random_bits` (a uniform is an elementwise function of its element's bits)."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) <= 2:
+        return jax.random.uniform(key, shape, dtype)
+    return jax.random.uniform(key, (shape[0], math.prod(shape[1:])), dtype).reshape(shape)
 
 
 class RatioEstimate(NamedTuple):

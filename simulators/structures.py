@@ -48,7 +48,14 @@ from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.structures.schedule import ConfidenceLaw, ConfidenceSchedule, HFSchedule
 from polyspec_theory.structures.trees import ResidualLaw, Tree, TreeLaw
 
-from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host
+from .runtime import (
+    RatioEstimate,
+    as_chains,
+    make_key,
+    random_uniform,
+    ratio_estimate,
+    to_host,
+)
 
 __all__ = [
     "StructStatic",
@@ -334,7 +341,7 @@ def _run_chunk(params, static: StructStatic, chunk_len: int, chains: int, n_meas
                key, chunk_index, state: _State, /):
     ck = jax.random.fold_in(key, chunk_index)
     ku, kb = jax.random.split(ck)
-    u = jax.random.uniform(ku, (chunk_len, chains, static.n_unif), jnp.float64)
+    u = random_uniform(ku, (chunk_len, chains, static.n_unif), jnp.float64)
     if static.cap:
         a, b = params.conf[0], params.conf[1]
         c = jax.random.beta(kb, a, b, (chunk_len, chains, static.cap), jnp.float64)
@@ -559,7 +566,7 @@ def simulate_residual_tree(tree: Tree, law: ResidualLaw, rounds: int, seed: int 
     done, b = 0, 0
     while done < rounds:
         nb = min(batch, rounds - done)
-        u = jax.random.uniform(jax.random.fold_in(key, b), (batch, steps, nu), jnp.float64)
+        u = random_uniform(jax.random.fold_in(key, b), (batch, steps, nu), jnp.float64)
         cs, rk, zz, tk = (to_host(x)[:nb] for x in run(u))
         vis = cs >= 0
         np.add.at(rank_counts, (cs[vis], rk[vis]), 1)

@@ -57,6 +57,7 @@ from simulators.runtime import (
     as_chains,
     make_key,
     mean_estimate,
+    random_bits,
     ratio_estimate,
     to_host,
     uniform_from_bits,
@@ -123,8 +124,8 @@ def _run_chunk(accept, costs, gamma: int, chunk_len: int, key, chunk_index, step
     executable serves every ``n``)."""
     first_step, first_counted, n = steps
     chains, b = state.post.shape
-    bits = jax.random.bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains, b, gamma),
-                           jnp.uint32)
+    bits = random_bits(jax.random.fold_in(key, chunk_index), (chunk_len, chains, b, gamma),
+                       jnp.uint32)
     step = jax.vmap(lambda u, counted, s: pearl_step(accept, costs, gamma, u, counted, s),
                     in_axes=(0, None, 0))
 
