@@ -272,11 +272,14 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
             raise PolyspecInputError(
                 "context", f"must have one context length per m ({mm.size}), got {cc.size}"
             )
-    cells = []
+    cells, members = [], []  # members[j]: the indices of cell j's samples, in input order
     for mv in np.unique(mm):
-        for cv in np.unique(cc[mm == mv]):
-            sel = (mm == mv) & (cc == cv)
-            cells.append((int(mv), float(cv), float(np.median(t[sel])), int(sel.sum())))
+        in_m = np.flatnonzero(mm == mv)
+        c_m = cc[in_m]
+        for cv in np.unique(c_m):
+            sel = in_m[c_m == cv]
+            members.append(sel)
+            cells.append((int(mv), float(cv), float(np.median(t[sel])), int(sel.size)))
     cm = np.array([c[0] for c in cells], dtype=np.float64)
     cx = np.array([c[1] for c in cells])
     ct = np.array([c[2] for c in cells])
@@ -307,8 +310,7 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
     lof_p = math.nan
     means = np.empty(len(cells))
     ss_pe = 0.0
-    for j, (mv, cv, _, _) in enumerate(cells):
-        sel = (mm == mv) & (cc == cv)
+    for j, sel in enumerate(members):
         means[j] = float(t[sel].mean())
         ss_pe += float(np.sum((t[sel] - means[j]) ** 2))
     df_pe = int(mm.size) - len(cells)
