@@ -140,6 +140,30 @@ def test_one_replay_priced_under_several_costs():
         simulate_chain_priced(laws, [], 3, [10] * 3)
 
 
+def test_forecast_prices_each_costs_over_its_own_seeds():
+    """pipespec_forecast._speedups: each (costs, seeds) gets the speedup of its own seeds'
+    replays (mean time over seeds 0..seeds-1, by hand from simulate_chain), however many
+    seeds the others take."""
+    from types import SimpleNamespace
+
+    from validation.analysis.pipespec_forecast import _speedups
+
+    laws = [(AgeHazard((0.3, 0.2), 0.1),)] * 2
+    n_tok, idx = [80, 60], [0, 1]
+    base = SimpleNamespace(by_index=lambda: {0: SimpleNamespace(total_time=9.0,
+                                                                 tokens_generated=80),
+                                             1: SimpleNamespace(total_time=6.0,
+                                                                 tokens_generated=60)})
+    a, b = _costs(2, verify=(2.0, 2.5)), _costs(2, draft=0.5, verify=(1.0, 3.0))
+    got = _speedups(base, laws, ((a, 3), (b, 1), (a, 2)), 4, idx, n_tok)
+    for (costs, seeds), (sp, times, se) in zip(((a, 3), (b, 1), (a, 2)), got, strict=True):
+        per = np.array([simulate_chain(laws, costs, 4, n_tok, seed=s)["time"]
+                        for s in range(seeds)])
+        np.testing.assert_array_equal(times, per.mean(axis=0))
+        assert sp == (15.0 / 140) / (per.mean(axis=0).sum() / 140)
+        assert (se > 0) == (seeds > 1)
+
+
 def test_kaplan_meier_by_hand():
     # entries 0, agreements [0, 2, 3(censored), 1]: ages 0..3
     law = fit_age_hazard([(np.zeros(4, int), np.array([0, 2, 3, 1]),
