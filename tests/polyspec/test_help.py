@@ -64,11 +64,11 @@ print(sorted(m for m in ("torch", "matplotlib", "scipy.stats") if m in sys.modul
 
 def test_commands_import_only_what_they_use():
     """In a fresh process: ``polyspec --help`` and bare ``polyspec`` import none of jax,
-    torch, scipy, matplotlib (no command's options are built); what ``plan POOL``,
-    ``forecast --rows`` / ``plan --gpu`` (up to the cost database) and a cost fit's
-    lack-of-fit test run imports no scipy.stats, scipy.optimize, jax or matplotlib;
-    ``calibrate`` (its fit and quantile) and ``simulate``'s simulator import no scipy.stats
-    (each of these a second of start-up)."""
+    torch, scipy, matplotlib (no command's options are built); what ``plan POOL`` runs,
+    the modules of ``forecast --rows`` / ``plan --gpu`` (pricing a PEARL run loads
+    scipy.stats where it runs) and a cost fit's lack-of-fit test import no scipy.stats,
+    scipy.optimize, jax or matplotlib; ``calibrate`` (its fit and quantile) and
+    ``simulate``'s simulator import no scipy.stats (each of these a second of start-up)."""
     r = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{_IMPORTS}"],
                        capture_output=True, text=True, timeout=300,
                        cwd=str(Path(__file__).resolve().parents[2]))
