@@ -194,7 +194,7 @@ def simulate_chain_priced(prompt_laws, costs, lookahead: int, n_tokens, seed: in
     verify_memo = [{} for _ in costs]  # (level, m) -> verify_cost: np.interp once per call size
     for si, n_tok in enumerate(n_tokens):
         w = _World(prompt_laws[si], seed, known[si] if known is not None else None)
-        t, r, out = _replay_prompt(w, si, n, k, costs, int(n_tok), acc_tot, acc_n,
+        t, r, out = _replay_prompt(w, si, n, k, costs, int(n_tok), (acc_tot, acc_n),
                                    verify_memo)
         for j, tj in enumerate(t):
             times[j].append(tj)
@@ -205,9 +205,10 @@ def simulate_chain_priced(prompt_laws, costs, lookahead: int, n_tokens, seed: in
              "accepted": accepted.copy()} for tj in times]
 
 
-def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n, verify_memo):
+def _replay_prompt(w, si, n, k, costs, n_tok, acc, verify_memo):
     """One prompt of ``decoding.ChainSpeculativeDecoder.generate``: (seconds under each of
-    ``costs``, rounds, tokens)."""
+    ``costs``, rounds, tokens); ``acc``: the tokens per verify call, summed and counted."""
+    acc_tot, acc_n = acc
     root = w.root(si)
     states = []
     for i in range(n):
