@@ -47,7 +47,8 @@ def _available():
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; with ``only`` (the command a command line names) only
     that command's options are built (the others keep their help line): a command imports
-    what its own options need, never what the others' do."""
+    what its own options need, never what the others' do. ``only=""`` (a command line that
+    names no command: ``polyspec``, ``polyspec --help``) builds no command's options."""
     parser = argparse.ArgumentParser(
         prog="polyspec",
         description="Theory, simulation and validation of polybasic speculative decoding.",
@@ -92,7 +93,9 @@ def main(argv=None) -> int:
     error, 2 bad input (one line on stderr naming the field, file and line), 130
     interrupted."""
     argv = _join_negative_lists(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    # the top-level parser has no options of its own but -h, so the first word that names a
+    # command is the command argparse runs (none: only the top-level help or an error)
+    parser = build_parser(next((w for w in argv if w in COMMANDS), ""))
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

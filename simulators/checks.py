@@ -15,16 +15,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 
-from scipy import stats
-
-__all__ = ["ci_row", "fmt", "widen_ci", "FAMILY_ALPHA", "MAX_ROWS", "ROW_ALPHA", "ROW_Z",
-           "CheckRecord", "VerifyContext", "Est"]
+__all__ = ["ci_row", "fmt", "widen_ci", "row_z", "FAMILY_ALPHA", "MAX_ROWS", "ROW_ALPHA",
+           "ROW_Z", "CheckRecord", "VerifyContext", "Est"]  # noqa: F822 (ROW_Z: __getattr__)
 
 FAMILY_ALPHA = 1e-3
 MAX_ROWS = 64
 ROW_ALPHA = FAMILY_ALPHA / MAX_ROWS
-ROW_Z = float(stats.norm.isf(ROW_ALPHA / 2))
+
+
+@cache
+def row_z() -> float:
+    """``ROW_Z``: the two-sided normal quantile of the row level ``1 - ROW_ALPHA`` (computed
+    on first use: scipy loads with a check, not with every simulator that imports ``ci_row``)."""
+    from scipy import stats
+
+    return float(stats.norm.isf(ROW_ALPHA / 2))
+
+
+def __getattr__(name):  # ``checks.ROW_Z`` / ``from simulators.checks import ROW_Z``
+    if name == "ROW_Z":
+        return row_z()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -84,13 +97,15 @@ def fmt(x: float) -> str:
     return f"{x:.5f}"
 
 
-def widen_ci(est, z: float = ROW_Z) -> tuple[float, float, float]:
-    """(value, low, high) at the row level from a RatioEstimate (se-based)."""
+def widen_ci(est, z: float | None = None) -> tuple[float, float, float]:
+    """(value, low, high) at the row level (``z``; ``None``: ``ROW_Z``) from a RatioEstimate
+    (se-based)."""
+    z = row_z() if z is None else z
     return est.value, est.value - z * est.se, est.value + z * est.se
 
 
 def ci_row(id_, statement, theory: float, est, detail: str = "", extra_ok: bool = True,
-            z: float = ROW_Z) -> CheckRecord:
+            z: float | None = None) -> CheckRecord:
     v, lo, hi = widen_ci(est, z)
     ok = bool(lo <= theory <= hi) and extra_ok
     return CheckRecord(id_, statement, fmt(theory), f"{fmt(v)} ± {fmt(hi - v)}", ok,

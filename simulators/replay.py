@@ -27,7 +27,7 @@ import numpy as np
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.pipelines.asynchronous import MAX_VERIFY_TOKENS
 
-__all__ = ["ChainCosts", "simulate_chain"]
+__all__ = ["ChainCosts", "simulate_chain", "simulate_chain_priced"]
 
 _VOCAB = 128_000
 
@@ -166,6 +166,18 @@ def simulate_chain(prompt_laws, costs: ChainCosts, lookahead: int, n_tokens,
     per-prompt ``time`` (s), ``rounds`` and ``tokens`` (emitted after the first), and the mean
     tokens per verify call of each level
     (``accepted``)."""
+    return simulate_chain_priced(prompt_laws, (costs,), lookahead, n_tokens, seed, known)[0]
+
+
+def simulate_chain_priced(prompt_laws, costs, lookahead: int, n_tokens, seed: int = 0,
+                          known=None) -> list[dict]:
+    """:func:`simulate_chain` under each :class:`ChainCosts` of ``costs``, from one replay:
+    the calls a replay makes do not depend on their costs, so each costs' times are its own
+    sums over the same calls in the same order (element ``j`` equals
+    ``simulate_chain(..., costs[j], ...)``, every float)."""
+    costs = tuple(costs)
+    if not costs or not all(isinstance(c, ChainCosts) for c in costs):
+        raise PolyspecInputError("costs", "must be one or more ChainCosts")
     if len(prompt_laws) != len(n_tokens):
         raise PolyspecInputError("prompt_laws", f"{len(prompt_laws)} prompts' laws for "
                                  f"{len(n_tokens)} prompts")
@@ -176,27 +188,34 @@ def simulate_chain(prompt_laws, costs: ChainCosts, lookahead: int, n_tokens,
     k = int(lookahead)
     if k < 1:
         raise PolyspecInputError("lookahead", f"must be >= 1, got {k}")
-    times, rounds, emitted = [], [], []
+    times, rounds, emitted = [[] for _ in costs], [], []
     acc_tot = np.zeros(n - 1)
     acc_n = np.zeros(n - 1)
+    verify_memo = [{} for _ in costs]  # (level, m) -> verify_cost: np.interp once per call size
     for si, n_tok in enumerate(n_tokens):
         w = _World(prompt_laws[si], seed, known[si] if known is not None else None)
-        t, r, out = _replay_prompt(w, si, n, k, costs, int(n_tok), acc_tot, acc_n)
-        times.append(t)
+        t, r, out = _replay_prompt(w, si, n, k, costs, int(n_tok), (acc_tot, acc_n),
+                                   verify_memo)
+        for j, tj in enumerate(t):
+            times[j].append(tj)
         rounds.append(r)
         emitted.append(out)
-    return {"time": np.array(times), "rounds": np.array(rounds), "tokens": np.array(emitted),
-            "accepted": acc_tot / np.maximum(acc_n, 1)}
+    accepted = acc_tot / np.maximum(acc_n, 1)
+    return [{"time": np.array(tj), "rounds": np.array(rounds), "tokens": np.array(emitted),
+             "accepted": accepted.copy()} for tj in times]
 
 
-def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
-    """One prompt of ``decoding.ChainSpeculativeDecoder.generate``: (seconds, rounds)."""
+def _replay_prompt(w, si, n, k, costs, n_tok, acc, verify_memo):
+    """One prompt of ``decoding.ChainSpeculativeDecoder.generate``: (seconds under each of
+    ``costs``, rounds, tokens); ``acc``: the tokens per verify call, summed and counted."""
+    acc_tot, acc_n = acc
     root = w.root(si)
     states = []
     for i in range(n):
         t = w.next(i, root)
         states.append(_State([t], [root, w.extend(root, t)]))
-    t_sample = costs.overhead
+    priced = range(len(costs))
+    t_sample = [c.overhead for c in costs]
 
     reset = [False] * n
 
@@ -210,17 +229,19 @@ def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
                 reset[i] = True
 
     def step(i):
-        nonlocal t_sample
         if reset[i]:
             reset[i] = False
-            if costs.draft_reset:
-                t_sample += costs.draft_reset[i]
+            for j in priced:
+                if costs[j].draft_reset:
+                    t_sample[j] += costs[j].draft_reset[i]
         s = states[i]
         t = w.next(i, s.hs[-1])
         s.out.append(t)
         s.hs.append(w.extend(s.hs[-1], t))
+        for j in priced:
+            t_sample[j] += costs[j].draft[i]
 
-    def verify(i):  # build_verify_inputs + verify_step
+    def verify(i, per_round=False):  # build_verify_inputs + verify_step
         d, s = states[i - 1], states[i]
         ln = len(s.out)
         if ln > len(d.out) or d.hs[ln] != s.hs[ln]:
@@ -239,8 +260,17 @@ def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
                 break
         acc_tot[i - 1] += got
         acc_n[i - 1] += 1
-        extra = costs.reject[i - 1] if costs.reject and got <= len(drafts) else 0.0
-        return costs.verify_cost(i, len(drafts) + 1) + extra
+        key = (i, len(drafts) + 1)
+        for j in priced:
+            c = costs[j]
+            v = verify_memo[j].get(key)
+            if v is None:
+                v = verify_memo[j][key] = c.verify_cost(i, len(drafts) + 1)
+            extra = c.reject[i - 1] if c.reject and got <= len(drafts) else 0.0
+            if per_round:  # the target's call, then the time of its round outside the calls
+                t_sample[j] += v + extra + c.per_round
+            else:
+                t_sample[j] += v + extra
 
     rollback()
     r = 0
@@ -248,13 +278,11 @@ def _replay_prompt(w, si, n, k, costs, n_tok, acc_tot, acc_n):
         r += 1
         while len(states[0].out) - len(states[1].out) < k - 1:
             step(0)
-            t_sample += costs.draft[0]
         for i in range(1, n - 1):
-            t_sample += verify(i)
+            verify(i)
             while len(states[i].out) - len(states[i + 1].out) < k - 1:
                 step(i)
-                t_sample += costs.draft[i]
-        t_sample += verify(n - 1) + costs.per_round
+        verify(n - 1, per_round=True)
         rollback()
     return t_sample, r, len(states[-1].out) - 1  # the first token is the prefill's
 

@@ -83,6 +83,14 @@ class CostCurve:
 
     def __call__(self, m):
         """``T(m)``; ``m`` an int or integer array of positions (>= 1)."""
+        if type(m) is int and 1 <= m < 2**53:  # the planners' scalar calls: the same float
+            # operations as the array path below (an int below 2^53 is an exact float)
+            if self.table is None:
+                return float(self.base + self.per_token * float(m - 1))
+            n = len(self.table)
+            if m <= n:
+                return self.table[m - 1]
+            return self.table[-1] + self.per_token * float(m - n)
         scalar = np.ndim(m) == 0
         mm = as_int_array(np.atleast_1d(m), "m", low=1)
         if self.table is None:
@@ -234,6 +242,15 @@ class CostFit:
         }
 
 
+def _f_sf(x: float, dfn: int, dfd: int) -> float:
+    """``P(F > x)`` of the F distribution with ``dfn``, ``dfd`` degrees of freedom (``x >= 0``,
+    both > 0): scipy's ``stats.f.sf`` (1 at ``x <= 0``, else ``special.fdtrc``), the same
+    floats, from ``scipy.special`` alone (``scipy.stats`` takes a second to import)."""
+    from scipy import special
+
+    return 1.0 if x <= 0.0 else float(special.fdtrc(dfn, dfd, x))
+
+
 def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
                    reference_context: float | None = None) -> CostFit:
     """Fit ``T(m, c) = table(m) + d (c - c_ref)`` and its affine summary from timing samples.
@@ -255,11 +272,14 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
             raise PolyspecInputError(
                 "context", f"must have one context length per m ({mm.size}), got {cc.size}"
             )
-    cells = []
+    cells, members = [], []  # members[j]: the indices of cell j's samples, in input order
     for mv in np.unique(mm):
-        for cv in np.unique(cc[mm == mv]):
-            sel = (mm == mv) & (cc == cv)
-            cells.append((int(mv), float(cv), float(np.median(t[sel])), int(sel.sum())))
+        in_m = np.flatnonzero(mm == mv)
+        c_m = cc[in_m]
+        for cv in np.unique(c_m):
+            sel = in_m[c_m == cv]
+            members.append(sel)
+            cells.append((int(mv), float(cv), float(np.median(t[sel])), int(sel.size)))
     cm = np.array([c[0] for c in cells], dtype=np.float64)
     cx = np.array([c[1] for c in cells])
     ct = np.array([c[2] for c in cells])
@@ -290,8 +310,7 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
     lof_p = math.nan
     means = np.empty(len(cells))
     ss_pe = 0.0
-    for j, (mv, cv, _, _) in enumerate(cells):
-        sel = (mm == mv) & (cc == cv)
+    for j, sel in enumerate(members):
         means[j] = float(t[sel].mean())
         ss_pe += float(np.sum((t[sel] - means[j]) ** 2))
     df_pe = int(mm.size) - len(cells)
@@ -299,9 +318,7 @@ def fit_cost_curve(m, seconds, context=None, *, name: str = "model",
     if df_pe > 0 and df_lof > 0 and ss_pe > 0:
         b2, *_ = np.linalg.lstsq(X * sw[:, None], means * sw, rcond=None)
         ss_lof = float(np.dot(cw, (means - X @ b2) ** 2))
-        from scipy import stats
-
-        lof_p = float(stats.f.sf((ss_lof / df_lof) / (ss_pe / df_pe), df_lof, df_pe))
+        lof_p = _f_sf((ss_lof / df_lof) / (ss_pe / df_pe), df_lof, df_pe)
     ms = np.unique(mm)
     table = np.empty(ms.size)
     for j, mv in enumerate(ms):

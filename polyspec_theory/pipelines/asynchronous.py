@@ -120,12 +120,15 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair, eps: float
     busy_v = np.zeros(size)
     drafted = np.zeros(size)
     kept = np.zeros(size)
+    sums: dict[int, tuple[float, float]] = {}  # m -> the two sums of surv below (per m, once)
     for d in range(size):
         w, ds, m, t, delta, cyc = transition(d)
         cycle[d] = cyc
         checked[d] = m
         busy_v[d] = t
-        emitted[d] = float(np.sum(surv[: m + 1]))  # E[min(R, m)] + 1
+        if m not in sums:
+            sums[m] = float(np.sum(surv[: m + 1])), float(np.sum(surv[1: m + 1]))
+        emitted[d], kept_m = sums[m]  # E[min(R, m)] + 1; the drafts kept of those
         p_bonus = surv[m + 1]  # all m accepted and the drafter's next draft is the bonus
         # drafter forwards this cycle: the wait, then those ending by the sync (a drafter too
         # fast to count steps, t / c >= 2^52, makes about t / c of them)
@@ -137,10 +140,10 @@ def _two_level(t_verify, c: float, surv: np.ndarray, rule: AsyncPair, eps: float
                 raise AssertionError("async state space bound violated")  # pragma: no cover
             P[d, nxt] += p_bonus
             P[d, 0] += 1.0 - p_bonus
-            kept[d] = float(np.sum(surv[1: m + 1])) + p_bonus
+            kept[d] = kept_m + p_bonus
         else:
             P[d, 0] += 1.0
-            kept[d] = float(np.sum(surv[1: m + 1]))
+            kept[d] = kept_m
     return cycle, emitted, P, checked, busy_v, drafted, kept
 
 
@@ -174,8 +177,13 @@ def _pair_inputs(cascade, i: int, rule: AsyncPair):
     over = cascade.models[i].overhead
     surv = async_survival(cascade.laws[i], rule.window + 2, f"acceptance[{i}]")
 
+    times: dict[int, float] = {}  # m -> T_i(m) + o_i: the chains ask for few m, many times
+
     def t_verify(m):
-        return float(cost(int(m))) + over
+        m = int(m)
+        if m not in times:
+            times[m] = float(cost(m)) + over
+        return times[m]
 
     for m in range(1, rule.window + 2):  # every verify the pipeline can make takes time
         if not t_verify(m) > 0:

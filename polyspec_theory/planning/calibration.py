@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 from polyspec_theory.core.config import (
     MAX_THRESHOLD,
@@ -516,7 +516,16 @@ def choose_threshold(cal: Calibration, candidates=None, laws_for=None, *, within
 
 
 def t_quantile(dof: int, level: float = 0.95) -> float:
-    """Two-sided Student-t quantile (normal when ``dof`` is 0: known measurement errors)."""
-    if dof <= 0:
-        return float(stats.norm.isf((1 - level) / 2))
-    return float(stats.t.isf((1 - level) / 2, dof))
+    """Two-sided Student-t quantile (normal when ``dof`` is 0: known measurement errors):
+    ``stats.t.isf`` / ``stats.norm.isf`` at ``(1 - level) / 2``, the same floats, from
+    ``scipy.special`` (their ``-stdtrit`` / ``-ndtri`` and the ``* scale + loc`` they apply;
+    ``scipy.stats`` takes a second to import)."""
+    from scipy import special
+
+    q = (1 - level) / 2
+    if not 0 < q < 1:  # the distributions' own edge values (a level of 0 or 1, NaN)
+        from scipy import stats
+
+        return float(stats.norm.isf(q) if dof <= 0 else stats.t.isf(q, dof))
+    x = -special.ndtri(q) if dof <= 0 else -special.stdtrit(dof, q)
+    return float(x * 1.0 + 0.0)

@@ -33,7 +33,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
 
 from polyspec_theory.core.config import Cascade, Model, as_cascade
 from polyspec_theory.core.laws import (
@@ -192,6 +191,8 @@ def paper_insertion_check(cascade: Cascade, position, model: Model, upper_law: A
 def _law_coords(law: AcceptanceLaw):
     """``(u, free, build)``: unconstrained coordinates, which are free (interior), and the
     inverse map ``build(u) -> law``."""
+    from scipy import special  # scipy loads where the delta method runs, not with the planner
+
     if isinstance(law, IIDGeometric):
         a = np.array([law.alpha])
         return (special.logit(a), (a > 0) & (a < 1),
@@ -365,6 +366,8 @@ def decision_confidence(cascade: Cascade, position, model: Model, upper_law: Acc
         g = (build(laws, cu) - build(laws, cd)) / (2 * _H)
         variance += (g * se[k]) ** 2
     sd = math.sqrt(max(variance, 0.0))
+    from scipy import stats
+
     prob = 1.0 if sd == 0.0 else float(stats.norm.cdf(abs(delta0) / sd))
     return DecisionConfidence(probability=prob, method="delta", helps=helps, delta=delta0,
                               delta_sd=sd, std_error=0.0, n_boot=None)

@@ -361,3 +361,16 @@ def test_public_functions_reject_bad_input():
         with pytest.raises(PolyspecInputError) as e:
             call()
         assert e.value.field == field
+
+
+@settings(deadline=None, max_examples=100, derandomize=True)
+@given(dof=st.integers(-1, 10_000), level=st.one_of(
+    st.floats(1e-9, 1 - 1e-9), st.sampled_from([0.0, 0.5, 0.9, 0.95, 0.99, 1.0])))
+def test_t_quantile_is_scipy_stats(dof, level):
+    """The calibration's t quantile (``scipy.special`` only) is ``stats.t.isf`` (``stats.norm``
+    at ``dof <= 0``) at ``(1 - level) / 2``, the same float (``==``), edges included."""
+    from polyspec_theory.planning.calibration import t_quantile
+
+    q = (1 - level) / 2
+    want = float(stats.norm.isf(q) if dof <= 0 else stats.t.isf(q, dof))
+    assert t_quantile(dof, level) == want

@@ -112,3 +112,36 @@ def test_bad_positions(m):
     with pytest.raises(PolyspecInputError) as err:
         CostCurve.constant(1.0)(m)
     assert err.value.field == "m"
+
+
+@PROPS
+@given(spec=st.one_of(nonneg, st.fixed_dictionaries({"base": nonneg, "per_token": nonneg}),
+                      st.fixed_dictionaries({"table": tables})),
+       m=st.one_of(st.integers(1, 300), st.integers(2**52, 2**53 + 4)))
+def test_scalar_int_is_the_array_rule(spec, m):
+    """``T(m)`` for a Python int (the planners' fast path) is, with ``==``, the value of the
+    array rule (``T([m])[0]``) and of a numpy integer, for every kind of curve."""
+    c = cost_from_config(spec)
+    got = c(m)
+    assert type(got) is float
+    assert got == float(c(np.array([m]))[0]) == c(np.int64(m))
+
+
+def test_scalar_int_fast_path_keeps_the_errors():
+    for m in (0, -3, -(2**60)):
+        with pytest.raises(PolyspecInputError) as err:
+            CostCurve.affine(1.0, 0.5)(m)
+        assert err.value.field == "m" and "must be >= 1" in str(err.value)
+
+
+@PROPS
+@given(x=st.one_of(st.just(0.0), st.floats(1e-12, 1e6)), dfn=st.integers(1, 200),
+       dfd=st.integers(1, 5000))
+def test_lack_of_fit_tail_is_scipy_stats(x, dfn, dfd):
+    """The F tail of the lack-of-fit test (``scipy.special`` only) is ``scipy.stats.f.sf``,
+    the same float (``==``)."""
+    from scipy import stats
+
+    from polyspec_theory.core.costs import _f_sf
+
+    assert _f_sf(x, dfn, dfd) == float(stats.f.sf(x, dfn, dfd))

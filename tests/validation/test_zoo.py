@@ -126,6 +126,22 @@ def test_ngram_counts_and_law():
         NGramModel(data, order=9)
 
 
+@pytest.mark.parametrize("n", [4, 5, 9, 3000])
+def test_ngram_counts_are_the_counted_pairs(n):
+    """The stored (context, next) keys and counts of every order (the in-place counting of
+    orders 0..2 and the sorted path above) equal a count by hand of every window."""
+    from collections import Counter
+
+    data = np.random.default_rng(n).integers(0, 7, n).astype(np.uint8)
+    ng = NGramModel(data, order=4, min_count=1)
+    for k in range(5):
+        want = Counter(int.from_bytes(bytes(data[i: i + k + 1]), "big")
+                       for i in range(n - k))
+        assert ng.keys[k].dtype == np.uint64 and ng.counts[k].dtype == np.float64
+        assert ng.keys[k].tolist() == sorted(want)
+        assert ng.counts[k].tolist() == [float(want[x]) for x in sorted(want)]
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), order=st.integers(0, 5),
        min_count=st.integers(1, 3), alphabet=st.integers(1, 40))

@@ -41,7 +41,7 @@ import numpy as np
 from polyspec_theory.core.runs import RunLaw
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes import synchronous
-from simulators.replay import ChainCosts, simulate_chain
+from simulators.replay import ChainCosts, simulate_chain_priced
 from validation.analysis.score import widened_interval
 from validation.formats.pipespec import (
     PipeSpecRun,
@@ -371,10 +371,25 @@ def top_pair_positions(runs, models, idx):
     return [merge_positions([m[i] for m in maps if i in m]) for i in idx], len(src)
 
 
-def _speedup(base, laws, costs, k, idx, n_tok, seeds, known=None):
-    """(speedup, per-prompt seconds, standard error of the speedup over the seeds)."""
-    per = np.array([simulate_chain(laws, costs, k, n_tok, seed=s, known=known)["time"]
-                    for s in range(seeds)])
+def _speedups(base, laws, priced, k, idx, n_tok, known=None):
+    """Per ``(costs, seeds)`` of ``priced``: (speedup, per-prompt seconds, standard error of
+    the speedup over the seeds ``0..seeds-1``). A seed's replay is made once and priced under
+    every costs that uses it (:func:`simulate_chain_priced`: the same times as a replay
+    per costs)."""
+    per = [[] for _ in priced]
+    for s in range(max(seeds for _, seeds in priced)):
+        use = [j for j, (_, seeds) in enumerate(priced) if s < seeds]
+        outs = simulate_chain_priced(laws, [priced[j][0] for j in use], k, n_tok, seed=s,
+                                     known=known)
+        for j, out in zip(use, outs, strict=True):
+            per[j].append(out["time"])
+    return [_speedup_of(base, np.array(p), idx, n_tok) for p in per]
+
+
+def _speedup_of(base, per, idx, n_tok):
+    """(speedup, per-prompt seconds, standard error) from the replays' times ``per`` (seeds x
+    prompts)."""
+    seeds = len(per)
     times = per.mean(axis=0)
     b = base.by_index()
     bt = sum(b[i].total_time for i in idx) / sum(b[i].tokens_generated for i in idx)
@@ -449,9 +464,9 @@ def forecast_chain(runs, names, lookahead: int, precisions=None, *, model_error=
     point = ChainCosts(drafts, tuple(v[0] for v in ver), o, rej, d_reset, pr)
     lo = ChainCosts(d_lo, tuple(v[1] for v in ver), o_lo, rej, d_reset, pr)
     hi = ChainCosts(d_hi, tuple(v[2] for v in ver), o_hi, rej, d_reset, pr)
-    sp, times, se = _speedup(base, laws, point, k, idx, n_tok, seeds, known)
-    sp_fast = _speedup(base, laws, lo, k, idx, n_tok, max(2, seeds // 2), known)[0]
-    sp_slow = _speedup(base, laws, hi, k, idx, n_tok, max(2, seeds // 2), known)[0]
+    half = max(2, seeds // 2)
+    (sp, times, se), (sp_fast, _, _), (sp_slow, _, _) = _speedups(
+        base, laws, ((point, seeds), (lo, half), (hi, half)), k, idx, n_tok, known)
     rel = math.hypot(model_error or 0.0, se / sp)
     warnings = []
     if model_error is None:

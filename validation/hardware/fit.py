@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 from polyspec_theory.errors import PolyspecInputError
 from validation.hardware import methods
@@ -104,6 +103,8 @@ def evidence(rows: list[Row]) -> FitEvidence:
 
 
 def _solve(ev: FitEvidence, ar_idx, gamma_idx) -> np.ndarray:
+    from scipy.optimize import lsq_linear  # scipy loads with a fit, not with load_corrections
+
     A, y = [], []
     for i in ar_idx:
         _rid, _cell, coef, meas = ev.ar[i]
@@ -236,6 +237,8 @@ def fit_async(c: Corrections, rows: list[Row], log) -> Corrections:
         y.append(ms / k - kern)
     if len(A) < 2:
         raise PolyspecInputError("table", "fewer than two async rows with a draft step")
+    from scipy.optimize import lsq_linear
+
     res = lsq_linear(np.array(A), np.array(y), bounds=((0.0, 0.0), (np.inf, np.inf)))
     resid = np.array(y) - np.array(A) @ res.x
     dof = max(1, len(y) - 2)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binom
 
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes.pearl import (
@@ -145,6 +144,8 @@ def pearl_terms(target: EngineModel, drafter: EngineModel, batch: int, prompt: i
     ``prompt + tokens``: ``w`` the step-averaged law of ``k``, ``Binomial(batch, p_t)`` at
     step ``t`` with ``p_t`` PL3's post-verify probability (all sequences start in pre-verify),
     so that ``steps * (w @ c)`` is PL3's time of the steps for step costs ``c[k]``."""
+    from scipy.stats import binom  # scipy.stats loads where a PEARL run is priced
+
     tokens, post = pearl_counts(alpha, gamma, steps)
     ks = np.arange(batch + 1)
     w = np.mean(binom.pmf(ks[None, :], batch, np.clip(post, 0.0, 1.0)[:, None]), axis=0)

@@ -215,15 +215,16 @@ class StructureRecords:
         return allv[:, 1], allv[:, 0]
 
     def sibling_data_by_depth(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """:meth:`sibling_data` split by the depth of the children (row d = depth d + 1)."""
-        out: list[list] = []
-        for v in self.visits:
-            for d, (c, r) in enumerate(v):
-                while len(out) <= d:
-                    out.append([])
-                out[d].append((r, c))
-        return [(np.asarray([r for r, _ in x], np.int64), np.asarray([c for _, c in x],
-                                                                     np.int64)) for x in out]
+        """:meth:`sibling_data` split by the depth of the children (row d = depth d + 1),
+        each depth's visits in the order of the rounds."""
+        v = [x for x in self.visits if len(x)]
+        if not v:
+            return []
+        allv = np.concatenate(v).astype(np.int64)
+        sizes = np.fromiter(map(len, v), np.int64, len(v))
+        # each visit's depth - 1: its row within its round
+        depth = np.arange(len(allv)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        return [(allv[depth == d, 1], allv[depth == d, 0]) for d in range(int(depth.max()) + 1)]
 
     def confidence_data(self, G, A) -> tuple[np.ndarray, np.ndarray]:
         """``(confidence, accepted)`` for

@@ -43,18 +43,28 @@ class NGramModel:
         self.min_count = min_count
         self.keys: list[np.ndarray] = []
         self.counts: list[np.ndarray] = []
-        d64 = data.astype(np.uint64)
+        n = len(data)
+        d64 = None
         for k in range(order + 1):
-            ctx = np.zeros(len(data) - k, dtype=np.uint64)
-            for j in range(k):
-                ctx = (ctx << np.uint64(8)) | d64[j : len(data) - k + j]
-            key = (ctx << np.uint64(8)) | d64[k:]
             space = 1 << (8 * (k + 1))  # possible keys
-            if k <= 2 and space <= max(1 << 16, 4 * len(key)):  # counted in place, no sort
-                full = np.bincount(key.astype(np.int64), minlength=space)
+            if 0 <= n - k and k <= 2 and space <= max(1 << 16, 4 * (n - k)):
+                # counted in place, no sort: the keys (context << 8) | next as one int64
+                # array built in place (one array of the corpus's length, not one per step)
+                key = data[: n - k].astype(np.int64)
+                for j in range(1, k + 1):
+                    key <<= 8
+                    key |= data[j : n - k + j]
+                full = np.bincount(key, minlength=space)
+                del key
                 uniq = np.flatnonzero(full).astype(np.uint64)
                 cnt = full[uniq.astype(np.int64)]
             else:
+                if d64 is None:
+                    d64 = data.astype(np.uint64)
+                ctx = np.zeros(n - k, dtype=np.uint64)
+                for j in range(k):
+                    ctx = (ctx << np.uint64(8)) | d64[j : n - k + j]
+                key = (ctx << np.uint64(8)) | d64[k:]
                 uniq, cnt = np.unique(key, return_counts=True)
             if k >= 3 and min_count > 1:
                 keep = cnt >= min_count

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyspec_theory.core.runs import RunLaw as AgeHazard
+from polyspec_theory.errors import PolyspecInputError
 from simulators.replay import ChainCosts, simulate_chain
 from validation.formats.pipespec import (
     ModelSpec,
@@ -105,6 +106,62 @@ def test_same_seed_same_numbers_other_seed_other_numbers():
     c = simulate_chain(laws, _costs(2, verify=(2.0, 2.5)), 6, [200] * 3, seed=2)
     np.testing.assert_array_equal(a["time"], b["time"])
     assert not np.array_equal(a["time"], c["time"])
+
+
+def test_one_replay_priced_under_several_costs():
+    """simulate_chain_priced: each costs' times are those of its own replay (every float),
+    and doubling every cost doubles every time exactly (the same calls, each sum scaled by
+    2); the calls' counts are the replay's whatever the costs."""
+    from simulators.replay import simulate_chain_priced
+
+    laws = [(AgeHazard((0.3, 0.2, 0.1), 0.05), AgeHazard((0.1,), 0.2))] * 3
+    known = [{0: True, 2: False}, {}, {1: True}]
+    ms = (1.0, 2.0, 4.0)
+
+    def costs(f, beyond):
+        return ChainCosts((0.011 * f, 0.013 * f), ((ms, (0.03 * f, 0.031 * f, 0.05 * f), beyond),
+                                                   (ms, (0.1 * f, 0.12 * f, 0.13 * f), "flat")),
+                          0.3 * f, reject=(0.001 * f, 0.0021 * f),
+                          draft_reset=(0.0005 * f, 0.0007 * f), per_round=0.0031 * f)
+
+    sets = [costs(1.0, "linear"), costs(0.7, "flat"), costs(2.0, "linear")]
+    for k in (1, 3, 6):
+        got = simulate_chain_priced(laws, sets, k, [120, 90, 150], seed=5, known=known)
+        for c, g in zip(sets, got, strict=True):
+            one = simulate_chain(laws, c, k, [120, 90, 150], seed=5, known=known)
+            assert set(g) == set(one)
+            for key in one:
+                np.testing.assert_array_equal(g[key], one[key])
+        np.testing.assert_array_equal(got[2]["time"], 2.0 * got[0]["time"])
+        assert not np.array_equal(got[1]["time"], got[0]["time"])
+        for key in ("rounds", "tokens", "accepted"):
+            np.testing.assert_array_equal(got[1][key], got[0][key])
+    with pytest.raises(PolyspecInputError, match="costs"):
+        simulate_chain_priced(laws, [], 3, [10] * 3)
+
+
+def test_forecast_prices_each_costs_over_its_own_seeds():
+    """pipespec_forecast._speedups: each (costs, seeds) gets the speedup of its own seeds'
+    replays (mean time over seeds 0..seeds-1, by hand from simulate_chain), however many
+    seeds the others take."""
+    from types import SimpleNamespace
+
+    from validation.analysis.pipespec_forecast import _speedups
+
+    laws = [(AgeHazard((0.3, 0.2), 0.1),)] * 2
+    n_tok, idx = [80, 60], [0, 1]
+    base = SimpleNamespace(by_index=lambda: {0: SimpleNamespace(total_time=9.0,
+                                                                 tokens_generated=80),
+                                             1: SimpleNamespace(total_time=6.0,
+                                                                 tokens_generated=60)})
+    a, b = _costs(2, verify=(2.0, 2.5)), _costs(2, draft=0.5, verify=(1.0, 3.0))
+    got = _speedups(base, laws, ((a, 3), (b, 1), (a, 2)), 4, idx, n_tok)
+    for (costs, seeds), (sp, times, se) in zip(((a, 3), (b, 1), (a, 2)), got, strict=True):
+        per = np.array([simulate_chain(laws, costs, 4, n_tok, seed=s)["time"]
+                        for s in range(seeds)])
+        np.testing.assert_array_equal(times, per.mean(axis=0))
+        assert sp == (15.0 / 140) / (per.mean(axis=0).sum() / 140)
+        assert (se > 0) == (seeds > 1)
 
 
 def test_kaplan_meier_by_hand():
