@@ -54,6 +54,8 @@ def test_fig11_simulator_points(data):
     assert len(data["points"]) == 6
     for p in data["points"]:
         assert abs(p["mc"] - p["theory"]) <= 4.5 * p["se"], p
+        # a point's theory is the plotted curve at its budget (same structure, same value)
+        assert p["theory"] == data[f"{p['panel']}_{p['family']}"][p["budget"] - 1], p
 
 
 def test_fig11_gap_decomposition(data):
