@@ -81,15 +81,17 @@ def compute(quick: bool = False, traces_dir=None) -> dict:
     nmax = 16 if quick else 48
     budgets = np.arange(1, nmax + 1)
     curves = {(p, f): np.empty(budgets.size) for p in ("el", "speedup") for f in TREE_FAMILIES}
+    at = {}  # budget -> structures(budget): the simulated budgets are on the curves' grid
     for j, n in enumerate(budgets):
-        for key, (_, v) in structures(int(n)).items():
+        at[int(n)] = structures(int(n))
+        for key, (_, v) in at[int(n)].items():
             curves[key][j] = v
     mc_budgets = (12,) if quick else (4, 16, 48)
     rounds, chains = (60, 64) if quick else (400, 256)
     points = []
     cache = {}
     for n in mc_budgets:
-        for (panel, fam), (tree, theory) in structures(n).items():
+        for (panel, fam), (tree, theory) in (at[n] if n in at else structures(n)).items():
             if tree.parents not in cache:
                 cache[tree.parents] = simulate_structured(
                     _cascade(tree), rounds, seed=1100 + len(cache), chains=chains)

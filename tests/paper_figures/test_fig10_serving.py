@@ -52,19 +52,32 @@ def test_fig10_matches_b1_b2_b6(data):
         assert s(bx - 1) > 1.0 >= s(bx)
 
 
-def test_fig10_measured_points_from_batched_traces(tmp_path):
+def test_fig10_measured_points_from_batched_traces(tmp_path, monkeypatch):
     # with batched traces the figure gains panel (c): the measured speedups and predictions
     # are validate_batches' numbers; without them the figure is theory only
     from tests.validation.batch_fakes import write_fake_traces
-    from validation.analysis.batch_validate import validate_batches
+    from validation.analysis import batch_validate
     from validation.traces.batch import read_batch_traces
 
     assert fig.measured(tmp_path) is None
     write_fake_traces(tmp_path, cascades=((3, (3, 2)),), batches=(1, 2, 4),
                       prompts_per_batch=lambda b: 4 * b, tokens=30)
+    # validate_batches is deterministic: the figure's own call (on the captures of the
+    # folder, no profile) is the one the numbers are checked against, not a second run
+    calls = []
+    real = batch_validate.validate_batches
+
+    def spy(caps, **kw):
+        calls.append((caps, kw, real(caps, **kw)))
+        return calls[-1][2]
+
+    monkeypatch.setattr(batch_validate, "validate_batches", spy)
     data = fig.compute(quick=True, traces_dir=tmp_path)
     m = data["measured"]
-    res = validate_batches(read_batch_traces(tmp_path))
+    ((caps, kw, res),) = calls
+    assert kw == {"profile": None}
+    assert [(c.path, c.header) for c in caps] == [
+        (c.path, c.header) for c in read_batch_traces(tmp_path)]
     (x,) = res.crossovers
     (c,) = m["cascades"]
     assert c["batches"] == [1, 2, 4] and c["speedup"] == list(x.measured_speedup)

@@ -8,7 +8,7 @@ import pytest
 from paper_figures import fig12_gpu_traces as fig
 from paper_figures.registry import FigureUnavailable
 
-from .layout import assert_clear, recording
+from .layout import assert_clear
 
 # one xdist worker computes the figures' data once (conftest.py)
 pytestmark = pytest.mark.xdist_group("paper_figures")
@@ -42,31 +42,20 @@ def test_model_sizes_come_from_the_file():
         m.split("-")[-2] for m in d["models"])  # Llama-3.2-1B-Instruct -> 1B
 
 
-def test_title_names_what_a_panel_shows(tmp_path):
+def test_title_names_what_a_panel_shows(quick_drawn):
     """The suptitle names the configurations the panels plot (issue 39: it named the
-    pre-registered three-model cascade, which no panel shows)."""
-    import matplotlib.pyplot as plt
-
-    data = fig.compute()
-    shown = []
-    orig = plt.Figure.suptitle
-
-    def spy(self, t, **kw):
-        shown.append(t)
-        return orig(self, t, **kw)
-
-    plt.Figure.suptitle = spy
-    try:
-        fig.draw(data, tmp_path)
-    finally:
-        plt.Figure.suptitle = orig
-    (title,) = shown
+    pre-registered three-model cascade, which no panel shows). Read from the figure drawn
+    once per run (conftest.py; ``compute`` ignores ``quick``: the data are the default's)."""
+    drawn = quick_drawn(12)
+    data = drawn.data
+    assert data == fig.compute()
+    title = drawn.figure.get_suptitle()
     assert f"PipeSpec {fig._chain(data['sweep_models'])}" in title  # as panel (a)'s legend
     assert "Spec-Bench" in title and "70B" not in title
 
 
-def test_draw_writes_png_and_pdf(tmp_path):
-    with recording() as layout:
-        paths = fig.draw(fig.compute(), tmp_path)
-    assert_clear(layout, fig.NAME)
-    assert sorted(p.suffix for p in paths) == [".pdf", ".png"]
+def test_draw_writes_png_and_pdf(quick_drawn):
+    drawn = quick_drawn(12)  # drawn once per run (conftest.py), the default data
+    assert drawn.data == fig.compute()
+    assert_clear(drawn.layout, fig.NAME)
+    assert sorted(p.suffix for p in drawn.paths) == [".pdf", ".png"]

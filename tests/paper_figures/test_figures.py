@@ -22,7 +22,7 @@ from paper_figures.registry import (
 )
 from polyspec_theory.errors import PolyspecInputError
 
-from .layout import assert_clear, recording
+from .layout import assert_clear, draw_recorded
 
 # one xdist worker computes the figures' data once (conftest.py)
 pytestmark = pytest.mark.xdist_group("paper_figures")
@@ -70,35 +70,32 @@ def synthetic_traces(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, synthetic_traces, quick_figure):
+def built(tmp_path_factory, synthetic_traces, quick_drawn):
     """``{number: (data, paths)}`` for every figure (the trace figures from the committed real
     traces, or from the synthetic traces when this checkout has none);
-    ``{number: reason}`` for figures whose data source is missing."""
+    ``{number: reason}`` for figures whose data source is missing. The quick figures are
+    drawn once per run (``quick_drawn``, conftest.py); their text layout goes to ``LAYOUT``."""
     out = tmp_path_factory.mktemp("figures")
     done, missing = {}, {}
-    with recording() as layout:
-        _build_into(out, synthetic_traces, quick_figure, done, missing)
-    LAYOUT.update(layout)
-    return done, missing
-
-
-LAYOUT: dict[str, list[str]] = {}  # figure file name -> its text collisions (``built``)
-
-
-def _build_into(out, synthetic_traces, quick_figure, done, missing):
     for n in FIGURES:
         try:
             mod = figure_module(n)
             try:
-                data = quick_figure(n)  # once per run (conftest.py)
+                drawn = quick_drawn(n)  # once per run (conftest.py)
             except FigureUnavailable:
                 if n not in TRACE_FIGURES:
                     raise
-                data = mod.compute(quick=True, traces_dir=synthetic_traces)
+                drawn = draw_recorded(mod, mod.compute(quick=True, traces_dir=synthetic_traces),
+                                      out)
         except FigureUnavailable as e:
             missing[n] = str(e)
             continue
-        done[n] = (data, mod.draw(data, out))
+        done[n] = (drawn.data, drawn.paths)
+        LAYOUT.update(drawn.layout)
+    return done, missing
+
+
+LAYOUT: dict[str, list[str]] = {}  # figure file name -> its text collisions (``built``)
 
 
 def _get(built, n):

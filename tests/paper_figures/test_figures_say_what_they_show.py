@@ -7,36 +7,23 @@ import pytest
 
 from paper_figures import fig02_polybasic_surface as fig2
 from paper_figures import fig04_acceptance_histograms as fig4
-from paper_figures import style
 
-from .layout import assert_clear, recording
+from .layout import assert_clear
 
 pytestmark = pytest.mark.xdist_group("paper_figures")
 
 
-def _drawn(module, data, tmp_path):
-    """The matplotlib figure ``module.draw`` saves (and its text collisions)."""
-    kept = {}
-    save = style.save
-
-    def keep(fig, out_dir, name):
-        kept["fig"] = fig
-        return save(fig, out_dir, name)
-
-    style.save = keep
-    try:
-        with recording() as layout:
-            module.draw(data, tmp_path)
-    finally:
-        style.save = save
-    assert_clear(layout, module.NAME)
-    return kept["fig"]
+def _drawn(quick_drawn, n, module):
+    """The matplotlib figure that ``module`` (figure ``n``) saved for its quick data (drawn
+    once per run, conftest.py), and that data; its text is clear."""
+    drawn = quick_drawn(n)
+    assert_clear(drawn.layout, module.NAME)
+    return drawn.figure, drawn.data
 
 
-def test_fig2_states_its_cascade(quick_figure, tmp_path):
-    data = quick_figure(2)
-    fig = _drawn(fig2, data, tmp_path)
-    title = fig._suptitle.get_text()
+def test_fig2_states_its_cascade(quick_drawn):
+    fig, data = _drawn(quick_drawn, 2, fig2)
+    title = fig.get_suptitle()
     for m in data["cascade"]["models"]:
         assert m["name"] in title
     for law in data["cascade"]["acceptance"]:
@@ -44,9 +31,8 @@ def test_fig2_states_its_cascade(quick_figure, tmp_path):
     assert "T(m) = 1 + 0.03(m−1), 0.25 + 0.01(m−1), 0.02" in title
 
 
-def test_fig4_every_law_visible(quick_figure, tmp_path):
-    data = quick_figure(4)
-    fig = _drawn(fig4, data, tmp_path)
+def test_fig4_every_law_visible(quick_drawn):
+    fig, data = _drawn(quick_drawn, 4, fig4)
     fams = list(data["families"])
     for ax, p in zip(fig.axes, data["pairs"], strict=False):
         lines = [ln for ln in ax.get_lines() if ln.get_label() in
