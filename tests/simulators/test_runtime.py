@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from simulators import length, serving, token
-from simulators.runtime import device_array, host_chains, random_bits
+from simulators.runtime import device_array, host_chains, random_bits, random_uniform
 
 
 @pytest.mark.parametrize("shape", [(3, 4, 5), (16, 7, 9), (2, 3, 4, 5), (5, 1, 3), (6, 4)])
@@ -21,6 +21,18 @@ def test_random_bits_equal_jax_random_bits(shape, dtype):
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_array_equal(np.asarray(got), want)
     np.testing.assert_array_equal(np.asarray(jax.jit(random_bits, static_argnums=(1, 2))(
+        key, shape, dtype)), want)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (16, 7, 9), (2, 3, 4, 5), (5, 1, 3), (6, 4)])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_random_uniform_equals_jax_random_uniform(shape, dtype):
+    key = jax.random.fold_in(jax.random.key(5), 8)
+    want = np.asarray(jax.random.uniform(key, shape, dtype))
+    got = random_uniform(key, shape, dtype)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(random_uniform, static_argnums=(1, 2))(
         key, shape, dtype)), want)
 
 
