@@ -21,8 +21,14 @@ own process:
 Rates are measured between the first and the last rollback of the top pair (regeneration
 points of the two-level pipeline; for ``n >= 3`` lower levels may still be busy then); if some
 chain has fewer than two, over the last 80 % of the events. Chains are ``vmap``-ed; events run
-under ``lax.scan``; random bits come from ``jax.random`` with ``fold_in(key, event)``: same seed
--> same numbers. Pure functions of the key.
+under ``lax.fori_loop`` with the count traced; random bits come from ``jax.random`` with
+``fold_in(key, event)``: same seed -> same numbers. Pure functions of the key.
+
+One compiled run serves many configs (compiles, not numbers): the event count is traced, a run
+of fewer than :data:`MIN_LANES` chains runs that many lanes and keeps its own (partitionable
+threefry draws lane ``i``'s uniform from ``(key, i)`` alone, and no lane reads another), and
+the survival and cost tables are zero-padded to a multiple of 8 columns (``S_k > u`` never
+holds for a padded ``0``, a padded cost is never read).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import numpy as np
 from jax import lax
 
 from polyspec_theory import (
+    MAX_VERIFY_TOKENS,
     Cascade,
     as_cascade,
     async_rules,
@@ -53,6 +60,8 @@ __all__ = ["AsyncSimResult", "AsyncParams", "async_params", "simulate_async"]
 _NO_QUEUE = 2**40
 MAX_STEPS_PER_VERIFY = 1e6  # an unbounded drafter this much faster than a verify is refused
 MIN_VERIFIES = 20  # events per chain must hold this many verifies of the longest kind
+MIN_LANES = 16  # lanes run at least (the first `chains` reported); 2: one per chain
+WIDTH_STEP = 8  # table columns: a multiple of this (at most MAX_VERIFY_TOKENS)
 
 
 class AsyncParams(NamedTuple):
@@ -91,6 +100,7 @@ def async_params(cascade: Cascade) -> AsyncParams:
     check_async_cascade(as_cascade(cascade))
     rules = async_rules(cascade)
     width = max(r.window for r in rules) + 1
+    width = min(-(-width // WIDTH_STEP) * WIDTH_STEP, MAX_VERIFY_TOKENS)  # window <= 99
     surv = np.zeros((cascade.n - 1, width))
     cost = np.zeros((cascade.n - 1, width + 1))
     for j, r in enumerate(rules):
@@ -180,7 +190,7 @@ def _settle(p: AsyncParams, n: int, st: _State) -> _State:
                        checked=checked)
 
 
-def _event(p: AsyncParams, n: int, burn: int, st: _State, inp) -> tuple[_State, None]:
+def _event(p: AsyncParams, n: int, burn, st: _State, inp) -> tuple[_State, None]:
     """Complete the earliest action, then settle. Ties (AS0): of the actions ending within
     ``p.tie`` of the earliest, the highest level (lowest index) completes first, so a verify
     ending on its drafter's boundary syncs there, the drafter's step included. Times are kept
@@ -211,17 +221,18 @@ def _event(p: AsyncParams, n: int, burn: int, st: _State, inp) -> tuple[_State, 
     return st, None
 
 
-@partial(jax.jit, static_argnames=("n", "events", "chains"))
-def _run(p: AsyncParams, key, n: int, events: int, chains: int) -> _State:
+@partial(jax.jit, static_argnames=("n", "lanes"))
+def _run(p: AsyncParams, key, n: int, events, lanes: int) -> _State:
+    """``lanes`` chains of ``events`` events (a traced count: one executable serves every
+    run length; the burn-in mark at event ``events // 5``)."""
     burn = events // 5
-    st0 = jax.vmap(lambda _: _settle(p, n, _init(n)))(jnp.arange(chains))
+    st0 = jax.vmap(lambda _: _settle(p, n, _init(n)))(jnp.arange(lanes))
 
-    def body(st, t):
-        u = jax.random.uniform(jax.random.fold_in(key, t), (chains,), dtype=jnp.float64)
-        return jax.vmap(lambda s, uu: _event(p, n, burn, s, (t, uu)))(st, u)[0], None
+    def body(t, st):
+        u = jax.random.uniform(jax.random.fold_in(key, t), (lanes,), dtype=jnp.float64)
+        return jax.vmap(lambda s, uu: _event(p, n, burn, s, (t, uu)))(st, u)[0]
 
-    st, _ = lax.scan(body, st0, jnp.arange(events))
-    return st
+    return lax.fori_loop(jnp.int64(0), events, body, st0)
 
 
 @dataclass(frozen=True)
@@ -275,9 +286,9 @@ def simulate_async(cascade: Cascade, events: int, seed: int = 0, *,
                 "events", f"the drafter takes up to {steps:.3g} forwards per verify: {events} "
                 f"events per chain hold fewer than {MIN_VERIFIES} verifies; give at least "
                 f"{math.ceil(MIN_VERIFIES * (steps + 1))} or bound \"queue\"")
-    st = _run(p, key, n, events, chains)
-    h = {f: to_host(getattr(st, f)) for f in ("now", "out", "regen", "first", "last", "mark",
-                                              "verifies", "checked", "busy")}
+    st = _run(p, key, n, jnp.int64(events), max(chains, MIN_LANES))
+    h = {f: to_host(getattr(st, f))[:chains] for f in ("now", "out", "regen", "first", "last",
+                                                       "mark", "verifies", "checked", "busy")}
     if not np.all(np.isfinite(h["now"])):
         raise PolyspecInputError("config", "the simulated pipeline stalled (no action can "
                                  "start): check thresholds and queues")

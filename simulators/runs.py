@@ -16,10 +16,14 @@ round per step, under either round policy:
   position goes unchecked; else it scores ``θ + 1`` positions and checks ``θ`` drafts from the
   run's next age.
 
-Chains are ``vmap``-ed; rounds run under ``lax.scan`` with uniforms from
+Chains are ``vmap``-ed; rounds run under ``lax.fori_loop`` with uniforms from
 ``fold_in(key, round)``: same key, same numbers. Each chain discards ``burn_in`` rounds and
 measures ``rounds`` more (the carried state starts at age 0); the speedup is the ratio
 estimator over chains with a delta-method CI.
+
+One compiled run serves many configs (compiles, not numbers): ``rounds`` and ``burn_in`` are
+traced, and the hazard table is padded with its tail to a multiple of 8 entries (an age past
+the law's last entry reads the tail either way).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .runtime import RatioEstimate, as_chains, make_key, ratio_estimate, to_host
 __all__ = ["RunSimResult", "simulate_runs", "DEFAULT_BURN_IN"]
 
 DEFAULT_BURN_IN = 50  # rounds discarded per chain (the carried state forgets its start)
+HAZARD_STEP = 8  # hazard table entries: a multiple of this (the tail repeated)
 
 
 @dataclass(frozen=True)
@@ -66,9 +71,11 @@ class RunSimResult:
 
 
 def _tables(cascade):
-    """(hazard by capped age, costs: fresh round, continuing round, 1-position verify)."""
+    """(hazard by capped age, the tail repeated to a multiple of :data:`HAZARD_STEP` entries;
+    costs: fresh round, continuing round, 1-position verify)."""
     law = as_run_law(cascade.laws[0])
-    q = np.asarray([*law.hazard, law.tail], dtype=np.float64)
+    size = -(-(len(law.hazard) + 1) // HAZARD_STEP) * HAZARD_STEP
+    q = np.asarray([*law.hazard, *[law.tail] * (size - len(law.hazard))], dtype=np.float64)
     target, drafter = cascade.models
     th = cascade.thresholds[0]
     d, o = drafter.cost.t1, target.overhead
@@ -113,21 +120,23 @@ def _round(q, costs, theta: int, recheck: bool, state, u):
     return (jnp.minimum(nxt_age, big), nxt_cont), tokens, time
 
 
-@partial(jax.jit, static_argnames=("theta", "recheck", "chains", "rounds", "burn_in"))
-def _run(q, costs, key, theta: int, recheck: bool, chains: int, rounds: int, burn_in: int):
+@partial(jax.jit, static_argnames=("theta", "recheck", "chains"))
+def _run(q, costs, key, theta: int, recheck: bool, chains: int, rounds, burn_in):
+    """``chains`` chains of ``burn_in`` + ``rounds`` rounds (traced counts: one executable
+    serves every length): tokens and time of the rounds after the burn-in, per chain."""
     one = jax.vmap(partial(_round, q, costs, theta, recheck))
 
-    def body(carry, t):
+    def body(t, carry):
         state, tok, tim = carry
         u = jax.random.uniform(jax.random.fold_in(key, t), (chains, theta + 2),
                                dtype=jnp.float64)
         state, k, c = one(state, u)
         on = t >= burn_in
-        return (state, tok + jnp.where(on, k, 0), tim + jnp.where(on, c, 0.0)), None
+        return state, tok + jnp.where(on, k, 0), tim + jnp.where(on, c, 0.0)
 
     z = jnp.zeros(chains, dtype=jnp.int64)
     init = ((z, jnp.zeros(chains, dtype=bool)), z, jnp.zeros(chains))
-    (_, tok, tim), _ = lax.scan(body, init, jnp.arange(rounds + burn_in))
+    _, tok, tim = lax.fori_loop(jnp.int64(0), rounds + burn_in, body, init)
     return tok, tim
 
 
@@ -147,7 +156,7 @@ def simulate_runs(cascade, rounds: int, seed=0, *, chains: int = 256,
     q, costs = _tables(cascade)
     rnd = cascade.option("round", "p1")
     tok, tim = _run(jnp.asarray(q), jnp.asarray(costs), key, cascade.thresholds[0],
-                    rnd == "pipespec", chains, rounds, burn_in)
+                    rnd == "pipespec", chains, jnp.int64(rounds), jnp.int64(burn_in))
     tok, tim = to_host(tok).astype(np.float64), to_host(tim)
     t1 = cascade.models[0].cost.t1
     per_round = ratio_estimate(tok, np.full(chains, float(rounds)))

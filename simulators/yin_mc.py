@@ -57,9 +57,11 @@ def _cdf(p):
                      c / jnp.where(tot > 0, tot, 1.0))
 
 
-@partial(jax.jit, static_argnums=(6, 7, 8, 9))
-def _run(init, target, draft, b, resampling, key, n_seq: int, M: int, mode: str,
+@partial(jax.jit, static_argnums=(6, 7, 9))
+def _run(init, target, draft, b, resampling, key, n_seq: int, M: int, per_position,
          general: bool, /):
+    """``n_seq`` sequences; ``per_position`` (a traced bool: both modes share one executable):
+    ``M`` drafts at every position, else at a round start only."""
     T, K = target.shape[0], target.shape[-1]
     n_u = 2 * M + 1
     bits = jax.random.bits(key, (T + 1, n_seq, n_u), jnp.uint32)
@@ -82,12 +84,12 @@ def _run(init, target, draft, b, resampling, key, n_seq: int, M: int, mode: str,
             p = t_row
             done = jnp.bool_(False)
             x = jnp.int32(0)
-            stages = M if mode == "per_position" else jnp.where(start, M, 1)
+            stages = jnp.where(per_position | start, M, 1)
             for i in range(M):
                 y = _draw(d_cdf, uu[2 * i])
                 py, dy = p[y], d_row[y]
                 ratio = jnp.where(dy > 0, py / jnp.where(dy > 0, dy, 1.0), 1.0)
-                live = (~done) & (i < stages)
+                live = ~done if i == 0 else (~done) & (i < stages)  # stages >= 1
                 ok = live & (uu[2 * i + 1] < ratio)
                 x = jnp.where(ok, y, x)
                 done = done | ok
@@ -131,7 +133,8 @@ def simulate_markov(pair: MarkovPair, n_seq: int, seed: int = 0, *, M: int = 1,
     else:
         b = res = np.zeros((1, 1, 1))
     rej, counts = _run(jnp.asarray(init), jnp.asarray(target), jnp.asarray(draft),
-                       jnp.asarray(b), jnp.asarray(res), make_key(seed), n_seq, M, mode, general)
+                       jnp.asarray(b), jnp.asarray(res), make_key(seed), n_seq, M,
+                       jnp.bool_(mode == "per_position"), general)
     rej = np.asarray(rej, np.float64)
     return MarkovMC(rej, np.asarray(counts), mean_estimate(rej))
 

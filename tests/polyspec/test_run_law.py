@@ -224,3 +224,27 @@ def test_a_failed_bonus_recheck_pays_a_one_position_verify():
     assert polyspec.predict(cas).speedup == pytest.approx(want, rel=1e-12)
     s = simulate_runs(cas, 20_000, 1, chains=64).speedup
     assert abs(s.value - want) <= Z * s.se
+
+
+
+def test_one_executable_for_every_length():
+    """Compiles, not numbers: rounds and burn-in are traced, so runs of other lengths reuse
+    the compiled run; the hazard table's padding (the tail repeated) changes no number: the
+    same run on the unpadded table gives the same tokens and time."""
+    import jax.numpy as jnp
+
+    from simulators import runs
+    from simulators.runtime import make_key
+
+    cas = polyspec.load_cascade({**CFG, "round": "pipespec"})
+    a = runs.simulate_runs(cas, 300, 1, chains=16, burn_in=7)
+    size = runs._run._cache_size()
+    runs.simulate_runs(cas, 500, 2, chains=16, burn_in=0)
+    assert runs._run._cache_size() == size
+    q, costs = runs._tables(cas)
+    assert len(q) % runs.HAZARD_STEP == 0 and len(q) > len(HAZ) + 1
+    tok, tim = runs._run(jnp.asarray(np.array([*HAZ, TAIL])), jnp.asarray(costs), make_key(1),
+                         4, True, 16, jnp.int64(300), jnp.int64(7))
+    assert a.tokens == int(np.asarray(tok).sum())
+    assert a.speedup == runs.ratio_estimate(np.asarray(tok, np.float64), np.asarray(tim),
+                                            scale=cas.models[0].cost.t1)

@@ -128,3 +128,30 @@ def test_issue_case_simulator_contains_as7():
     res = simulate_async(cas, 20_000, seed=0, chains=64)
     assert res.speedup.low <= exact <= res.speedup.high
     assert abs(res.speedup.value - exact) <= Z * res.speedup.se
+
+
+def test_one_executable_for_every_length_and_small_chain_count():
+    """Compiles, not numbers: the event count is traced and fewer than MIN_LANES chains run
+    MIN_LANES lanes, so runs of other lengths and chain counts reuse the compiled run; the
+    first ``chains`` lanes of a wider run are that run's chains, event for event, and the
+    result sums them alone."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from simulators import asynchronous as sim
+    from simulators.runtime import make_key
+
+    cas = _two(1)
+    a = simulate_async(cas, 400, seed=5, chains=4)
+    size = sim._run._cache_size()
+    simulate_async(cas, 777, seed=5, chains=9)
+    simulate_async(cas, 1500, seed=2, chains=sim.MIN_LANES)
+    assert sim._run._cache_size() == size
+    p = sim.async_params(cas)
+    narrow = sim._run(p, make_key(5), 2, jnp.int64(400), sim.MIN_LANES)
+    wide = sim._run(p, make_key(5), 2, jnp.int64(400), 2 * sim.MIN_LANES)
+    for x, y in zip(narrow, wide, strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y)[: sim.MIN_LANES])
+    assert a.window == "regeneration"
+    last, first = np.asarray(narrow.last)[:4], np.asarray(narrow.first)[:4]
+    assert a.tokens == int(np.sum(last[:, 1] - first[:, 1]))
