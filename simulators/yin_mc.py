@@ -34,7 +34,7 @@ from polyspec_theory.core.fitting import pooled_chi2_terms
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.yin.markov import MarkovPair, as_chain
 
-from .runtime import RatioEstimate, make_key, mean_estimate, uniform_from_bits
+from .runtime import RatioEstimate, make_key, mean_estimate, random_bits, uniform_from_bits
 
 __all__ = ["MarkovMC", "simulate_markov", "simulate_step", "transition_chi2"]
 
@@ -64,7 +64,7 @@ def _run(init, target, draft, b, resampling, key, n_seq: int, M: int, per_positi
     ``M`` drafts at every position, else at a round start only."""
     T, K = target.shape[0], target.shape[-1]
     n_u = 2 * M + 1
-    bits = jax.random.bits(key, (T + 1, n_seq, n_u), jnp.uint32)
+    bits = random_bits(key, (T + 1, n_seq, n_u), jnp.uint32)
     u = uniform_from_bits(bits)
     x0 = jax.vmap(lambda uu: _draw(_cdf(init), uu[0]))(u[0])
 
