@@ -92,7 +92,11 @@ def fit_coupling(rounds, n_levels: int, k: int, seed: int = 0, n_init: int = 8,
     tried = succ + fail
     rng = np.random.default_rng(seed)
     best = None
-    for t in range(n_init):
+    # one class: the first E step sets every responsibility to exactly 1 (exp(0) / 1) from
+    # any start, so with two or more iterations every start ends on the first start's
+    # (loglik, weights, alphas) and the first is kept (a later one must be strictly
+    # better); the rng serves this call alone
+    for t in range(n_init if k > 1 or iters < 2 else min(n_init, 1)):
         if t == 0:
             # initial split by the top level's acceptance ratio
             q = (succ[:, 0] + 0.5) / (succ[:, 0] + fail[:, 0] + 1.0)
