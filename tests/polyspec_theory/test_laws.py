@@ -677,10 +677,14 @@ def _loglik_reference(law, d) -> float:
 
 
 def test_loglik_equals_the_reference_to_the_bit():
+    from polyspec_theory.core.regimes import HiddenRegimes, RegimeLaw
+
     rng = np.random.default_rng(7)
     laws = [IIDGeometric(0.0), IIDGeometric(1.0), IIDGeometric(0.63), Positional([0.9, 0.5, 1.0]),
             Positional([0.0]), BetaMixed(2.5, 0.7), BetaMixed(1e-20, 3.0),
-            GaussianBaseline(1.3, 0.8), GaussianBaseline(40.0, 1e-3)]
+            GaussianBaseline(1.3, 0.8), GaussianBaseline(40.0, 1e-3),
+            RegimeLaw(HiddenRegimes([0.7, 0.3], [[0.97, 0.03], [0.02, 0.98]], [0.3, 0.95]),
+                      16)]  # a law of its own per-round form (_logpmf_checked)
     for trial in range(30):
         caps = rng.integers(1, 9, size=200)
         a = np.minimum(rng.geometric(rng.uniform(0.1, 0.9), size=200) - 1, caps)

@@ -696,7 +696,8 @@ def test_fit_laws_once_keeps_fits_by_the_rounds():
     assert len(cache) == 1
     assert repr([f.to_dict() for f in first]) == repr([f.to_dict() for f in fit_laws(d)])
     assert fit_laws_once(d, ("iid",), cache) is not first and len(cache) == 2
-    other = AcceptanceCounts.from_histogram([1, 1, 0, 3], 3)
+    other = AcceptanceCounts.from_histogram([1, 1, 0, 3], 3).merge(  # same cells, one more
+        AcceptanceCounts.from_histogram([1, 1, 1, 0, 0], 4))
     assert fit_laws_once(other, FAMILIES, cache) is not first and len(cache) == 3
     assert repr([f.to_dict() for f in fit_laws_once(d, FAMILIES, None)]) == \
         repr([f.to_dict() for f in first])
