@@ -19,7 +19,7 @@ import numpy as np
 
 from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.core.laws import IIDGeometric
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.schemes import predict
 
 __all__ = ["LevelCoupling", "group_rounds", "fit_coupling", "select_coupling",
@@ -80,6 +80,9 @@ def fit_coupling(rounds, n_levels: int, k: int, seed: int = 0, n_init: int = 8,
                  iters: int = 300) -> LevelCoupling:
     """EM for :class:`LevelCoupling` with ``k`` classes (censored geometric per class and
     level). ``rounds[i]`` has arrays ``G``, ``A``, ``prompt`` of level ``i + 1``, in order."""
+    k = as_int(k, "k", low=1)
+    n_init = as_int(n_init, "n_init", low=1)
+    iters = as_int(iters, "iters", low=1)
     owner = group_rounds(rounds, n_levels)
     m = n_levels - 1
     n_top = len(rounds[0].G)

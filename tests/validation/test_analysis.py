@@ -379,6 +379,10 @@ def test_coupling_em_equals_numpys_row_max_and_sum_to_the_last_bit():
     cap, _ = simulate_capture(SyntheticSpec("r", ["t", "mid", "ng"], [T, MID, NG], easy, [4, 2],
                               regimes=[(0.5, easy), (0.5, hard)], prompts=8,
                               tokens_per_prompt=120, seed=82))
+    for bad in ({"k": 0}, {"n_init": 0}, {"iters": 0}):
+        (name, value), = bad.items()
+        with pytest.raises(PolyspecInputError, match=f"^{name}"):
+            fit_coupling(cap.rounds, cap.n, **{"k": 2, **bad})
     # one class runs one start (every start ends on its EM state) unless one iteration only
     for k, iters in ((1, 300), (2, 300), (3, 300), (1, 1), (1, 2)):
         got = fit_coupling(cap.rounds, cap.n, k, iters=iters)
