@@ -219,12 +219,7 @@ class AcceptanceLaw(ABC):
     def loglik(self, data, caps=None) -> float:
         """Censored log-likelihood of observed rounds (:class:`AcceptanceCounts`, or arrays
         of accepted counts with ``caps``)."""
-        d = AcceptanceCounts.coerce(data, caps)
-        lp = self._logpmf_checked(d.accepted, d.caps)
-        w = d.counts.astype(np.float64)
-        if np.any((w > 0) & ~np.isfinite(lp)):
-            return -math.inf
-        return float(np.dot(w, np.where(w > 0, lp, 0.0)))
+        return _Likelihood(AcceptanceCounts.coerce(data, caps))(self)
 
     @property
     @abstractmethod
@@ -262,6 +257,37 @@ class AcceptanceLaw(ABC):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, repr(self.to_config())))
+
+
+class _Likelihood:
+    """:meth:`AcceptanceLaw.loglik` of one sample ``d`` for any law, with what does not
+    depend on the law taken once (a fit's optimizer evaluates it thousands of times): the
+    per-round log-probabilities of :meth:`AcceptanceLaw._logpmf_checked` weighted by the
+    counts, ``-inf`` where a round with a count is impossible under the law."""
+
+    def __init__(self, d: AcceptanceCounts):
+        self.a, self.g, self.full = d.accepted, d.caps, d.accepted == d.caps
+        self.gmax = int(d.caps.max())
+        self.a_point = np.where(self.full, 0, d.accepted)  # a < cap <= gmax where it is read
+        self.w = d.counts.astype(np.float64)
+        self.pos = self.w > 0
+        self.all_pos = bool(self.pos.all())  # every cell of an AcceptanceCounts has rounds
+
+    def __call__(self, law: AcceptanceLaw) -> float:
+        if type(law)._logpmf_checked is not AcceptanceLaw._logpmf_checked:
+            lp = law._logpmf_checked(self.a, self.g)  # a law of its own per-round form
+        else:  # AcceptanceLaw._logpmf_checked without its per-call set-up (the same floats)
+            s = law.survival(self.gmax)
+            p = np.where(self.full, s[self.a], law._point_masses(s, self.gmax)[self.a_point])
+            with np.errstate(divide="ignore"):
+                lp = np.log(p)
+        if self.all_pos:
+            # lp <= 0 or NaN and w > 0: the dot is finite exactly when every lp is
+            ll = float(np.dot(self.w, lp))
+            return ll if math.isfinite(ll) else -math.inf
+        if np.any(self.pos & ~np.isfinite(lp)):
+            return -math.inf
+        return float(np.dot(self.w, np.where(self.pos, lp, 0.0)))
 
 
 class IIDGeometric(AcceptanceLaw):
@@ -450,10 +476,11 @@ class BetaMixed(AcceptanceLaw):
     @classmethod
     def _mle(cls, d: AcceptanceCounts) -> BetaMixed:
         alpha0 = min(max(IIDGeometric._mle(d).alpha, 0.02), 0.98)
+        loglik = _Likelihood(d)
 
         def nll(x):
             la, lb = np.clip(x, -20, 20)
-            ll = cls(math.exp(la), math.exp(lb)).loglik(d)
+            ll = loglik(cls(math.exp(la), math.exp(lb)))
             return -ll if math.isfinite(ll) else 1e300
 
         starts = [np.log([alpha0 * c, (1 - alpha0) * c]) for c in (2.0, 10.0, 50.0)]
@@ -525,8 +552,10 @@ class GaussianBaseline(AcceptanceLaw):
         m = d.mean_accepted()
         s = math.sqrt(float(np.dot(d.counts, (d.accepted - m) ** 2)) / d.n_rounds) or 0.5
 
+        loglik = _Likelihood(d)
+
         def nll(x):
-            ll = cls(x[0], math.exp(float(np.clip(x[1], -10, 10)))).loglik(d)
+            ll = loglik(cls(x[0], math.exp(float(np.clip(x[1], -10, 10)))))
             return -ll if math.isfinite(ll) else 1e300
 
         mu, ls = _nelder_mead(nll, [np.array([m, math.log(max(s, 0.05))])])

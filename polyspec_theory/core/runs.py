@@ -552,6 +552,35 @@ class _HiddenEM:
         self.n_ext = big + gmax + 2
         self.ages = np.minimum(np.arange(self.n_ext), big)
         self.st = np.arange(big + 1)
+        self._ops: dict = {}  # set -> its M-step scatter ops (_set_ops)
+
+    def _set_ops(self, j: int):
+        """The M step's scatter of set ``j``, op by op in the order of the per-set loop
+        (sequence by sequence, last round first; per round the entry's at-risk start and
+        end, then a full round's bonus start and end): per risk op its kind (0: post, 1:
+        bonus share), sequence (within the set), round, sign and target (extended age); per
+        event op its kind (0: post, 2: bonus event), sequence, round and target. What the
+        layout of the running sets adds is only offsets (:meth:`_rows`)."""
+        if j not in self._ops:
+            risk, ev = [], []
+            for ls, (g, a) in enumerate(self.sets[j]):
+                r = np.arange(g.size - 1, -1, -1)
+                gr, ar = g[r], a[r]
+                f = ar == gr
+                n = r.size
+                # four risk slots per round, the last two (the bonus) for full rounds only
+                kind = np.tile([0, 0, 1, 1], n)
+                sign = np.tile([1.0, -1.0, 1.0, -1.0], n)
+                tgt = np.stack([np.zeros(n, dtype=np.int64), ar + np.where(f, 0, 1), gr, gr + 1],
+                               axis=1).ravel()
+                keep = np.stack([np.ones(n, bool), np.ones(n, bool), f, f], axis=1).ravel()
+                rr = np.repeat(r, 4)
+                risk.append((kind[keep], np.full(int(keep.sum()), ls), rr[keep], sign[keep],
+                             tgt[keep]))
+                ev.append((np.where(f, 2, 0), np.full(n, ls), r, np.where(f, gr, ar)))
+            self._ops[j] = tuple(tuple(np.concatenate(x) for x in zip(*part, strict=True))
+                                 for part in (risk, ev))
+        return self._ops[j]
 
     def _rows(self, active) -> dict:
         """The row layout of the sets ``active`` (everything that does not depend on the
@@ -580,37 +609,32 @@ class _HiddenEM:
         # the M step's scatter, op by op in the order of the per-set loops: values from
         # (kind 0: post / 1: bonus share / 2: bonus event, round, row, age) with a sign
         risk_src, risk_sign, risk_tgt, ev_src, ev_tgt = [], [], [], [], []
-        for s, (p, g, a) in enumerate(seqs):
-            for r in range(g.size - 1, -1, -1):
-                base = p * n_ext
-                post = (0 * r_n + r) * s_n + s
-                bon = (1 * r_n + r) * s_n + s
-                f = bool(a[r] == g[r])
-                risk_src += [post, post]
-                risk_sign += [1.0, -1.0]
-                risk_tgt += [base, base + int(a[r]) + (0 if f else 1)]
-                if f:
-                    risk_src += [bon, bon]
-                    risk_sign += [1.0, -1.0]
-                    risk_tgt += [base + int(g[r]), base + int(g[r]) + 1]
-                    ev_src.append((2 * r_n + r) * s_n + s)
-                    ev_tgt.append(base + int(g[r]))
-                else:
-                    ev_src.append(post)
-                    ev_tgt.append(base + int(a[r]))
+        first = 0  # the set's first row
+        for p, j in enumerate(active):
+            (kind, ls, r, sign, tgt), (ekind, els, er, etgt) = self._set_ops(j)
+            risk_src.append((kind * r_n + r) * s_n + first + ls)
+            risk_sign.append(sign)
+            risk_tgt.append(p * n_ext + tgt)
+            ev_src.append((ekind * r_n + er) * s_n + first + els)
+            ev_tgt.append(p * n_ext + etgt)
+            first += len(self.sets[j])
 
         def flat(src, tgt):
-            src = (np.asarray(src, dtype=np.int64)[:, None] * k + st[None, :]).ravel()
-            return src, (np.asarray(tgt, dtype=np.int64)[:, None] + st[None, :]).ravel()
+            src = (np.concatenate(src).astype(np.int64)[:, None] * k + st[None, :]).ravel()
+            return src, (np.concatenate(tgt).astype(np.int64)[:, None] + st[None, :]).ravel()
 
         rs, rt = flat(risk_src, risk_tgt)
         es, et = flat(ev_src, ev_tgt)
+        risk_sign = np.concatenate(risk_sign)
         return {"row": row, "lens": lens, "full": full, "live": np.arange(r_n)[:, None] < lens,
                 "cum_a": row[None, :, None] * (n_ext + 1) + at_a,
                 "cum_0": (row[:, None] * (n_ext + 1) + st[None, :])[None],
                 "qe_a": row[None, :, None] * n_ext + at_a,
                 "qe_g": row[None, :, None] * n_ext + at_g,
-                "nxt": nxt, "fwd": fwd, "risk": (rs, np.repeat(np.asarray(risk_sign), k), rt),
+                "nxt": nxt, "fwd": fwd,
+                # no run goes on into age 0 (big >= 1): the entry-0 column is no target
+                "col0_free": bool((np.minimum(at_g + 1, big) > 0).all()),
+                "risk": (rs, np.repeat(np.asarray(risk_sign), k), rt),
                 "ev": (es, et)}
 
     def _forward(self, lay, emis, qb):
@@ -627,10 +651,17 @@ class _HiddenEM:
             scale[:, r] = v.sum(axis=1)
             al = alpha[r]
             np.divide(v, scale[:, r][:, None], out=al)
-            cur = np.zeros((s_n, k))
-            cur[:, 0] = np.where(full[r], (al * qb[r]).sum(axis=1), al.sum(axis=1))
+            col0 = np.where(full[r], (al * qb[r]).sum(axis=1), al.sum(axis=1))
             rows, at = lay["fwd"][r]
-            np.add.at(cur.reshape(-1), at, (al[rows] * qc[r][rows]).ravel())
+            carried = (al[rows] * qc[r][rows]).ravel()
+            if lay["col0_free"]:  # bincount adds in index order from 0.0: np.add.at into zeros
+                cur = np.bincount(at, weights=carried, minlength=s_n * k).astype(
+                    np.float64, copy=False).reshape(s_n, k)  # (no weights: int zeros)
+                cur[:, 0] = col0
+            else:
+                cur = np.zeros((s_n, k))
+                cur[:, 0] = col0
+                np.add.at(cur.reshape(-1), at, carried)
         return alpha, scale
 
     def _backward(self, lay, emis, qb, alpha, scale):
@@ -646,16 +677,18 @@ class _HiddenEM:
         with np.errstate(divide="ignore", invalid="ignore"):
             for r in range(r_n - 1, -1, -1):
                 al = alpha[r]
-                post = al * beta  # P(entry age of round r | all rounds)
+                post = vals[0, r]  # P(entry age of round r | all rounds), written in place
+                np.multiply(al, beta, out=post)
                 post /= post.sum(axis=1)[:, None]
-                vals[0, r] = post
                 # bonus position at age e + G: at risk; event unless the run went on
                 b0 = qb[r] * bn_next[:, :1]
                 b1 = qc[r] * bn_next.reshape(-1)[nxt[r]]
                 both = al * (b0 + b1)
                 tot = both.sum(axis=1)[:, None]
                 np.divide(both, tot, out=vals[1, r])
-                vals[2, r] = al * b0 / tot
+                ev = vals[2, r]
+                np.multiply(al, b0, out=ev)
+                ev /= tot
                 # beta of round r - 1: sum over this round's entry of transition x emission
                 bn = beta * emis[r] / scale[:, r][:, None]
                 lv = live[r][:, None]
@@ -693,11 +726,12 @@ class _HiddenEM:
                 ll[p] += logs[s, :n].sum()
             vals = self._backward(lay, emis, qb, alpha, scale).reshape(-1)
             rs, sign, rt = lay["risk"]
-            risk_all = np.zeros(len(running) * n_ext)
-            np.add.at(risk_all, rt, vals[rs] * sign)
+            # bincount adds in index order from 0.0: np.add.at into zeros, to the bit
+            risk_all = np.bincount(rt, weights=vals[rs] * sign,
+                                   minlength=len(running) * n_ext).astype(np.float64, copy=False)
             es, et = lay["ev"]
-            ev_all = np.zeros(len(running) * n_ext)
-            np.add.at(ev_all, et, vals[es])
+            ev_all = np.bincount(et, weights=vals[es],
+                                 minlength=len(running) * n_ext).astype(np.float64, copy=False)
             still = []
             for p, j in enumerate(running):
                 risk = np.cumsum(risk_all[p * n_ext:(p + 1) * n_ext])

@@ -19,7 +19,7 @@ import numpy as np
 
 from polyspec_theory.core.config import Cascade, as_cascade
 from polyspec_theory.core.laws import IIDGeometric
-from polyspec_theory.errors import PolyspecInputError
+from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.schemes import predict
 
 __all__ = ["LevelCoupling", "group_rounds", "fit_coupling", "select_coupling",
@@ -80,6 +80,9 @@ def fit_coupling(rounds, n_levels: int, k: int, seed: int = 0, n_init: int = 8,
                  iters: int = 300) -> LevelCoupling:
     """EM for :class:`LevelCoupling` with ``k`` classes (censored geometric per class and
     level). ``rounds[i]`` has arrays ``G``, ``A``, ``prompt`` of level ``i + 1``, in order."""
+    k = as_int(k, "k", low=1)
+    n_init = as_int(n_init, "n_init", low=1)
+    iters = as_int(iters, "iters", low=1)
     owner = group_rounds(rounds, n_levels)
     m = n_levels - 1
     n_top = len(rounds[0].G)
@@ -91,8 +94,12 @@ def fit_coupling(rounds, n_levels: int, k: int, seed: int = 0, n_init: int = 8,
         np.add.at(fail[:, i], owner[i], (r.A < r.G).astype(float))
     tried = succ + fail
     rng = np.random.default_rng(seed)
-    best = None
-    for t in range(n_init):
+    starts = []
+    # one class: the first E step sets every responsibility to exactly 1 (exp(0) / 1) from
+    # any start, so with two or more iterations every start ends on the first start's
+    # (loglik, weights, alphas) and the first is kept (a later one must be strictly
+    # better); the rng serves this call alone
+    for t in range(n_init if k > 1 or iters < 2 else min(n_init, 1)):
         if t == 0:
             # initial split by the top level's acceptance ratio
             q = (succ[:, 0] + 0.5) / (succ[:, 0] + fail[:, 0] + 1.0)
@@ -101,32 +108,53 @@ def fit_coupling(rounds, n_levels: int, k: int, seed: int = 0, n_init: int = 8,
                                               k - 1)] = 1.0
         else:
             resp = rng.dirichlet(np.ones(k), size=n_top)
-        ll_old = -np.inf
-        for _ in range(iters):
-            w = resp.sum(0) + 1e-12
-            a = (resp.T @ succ + 1e-9) / (resp.T @ tried + 2e-9)
-            a = np.clip(a, 1e-9, 1 - 1e-9)
-            logp = succ @ np.log(a).T + fail @ np.log1p(-a).T + np.log(w / w.sum())
-            # row max and row sum over the k classes column by column (left to right, as
-            # numpy sums a row): the same numbers as logp.max(1), .sum(1), faster
-            mx = logp[:, 0]
-            for c in range(1, k):
-                mx = np.maximum(mx, logp[:, c])
-            resp = np.exp(logp - mx[:, None])
-            tot = resp[:, 0].copy()
-            for c in range(1, k):
-                tot = tot + resp[:, c]
-            ll = float(np.sum(mx + np.log(tot)))
-            resp /= tot[:, None]
-            if ll - ll_old < 1e-10:
-                break
-            ll_old = ll
+        starts.append(resp)
+    best = None
+    for ll, w, a in _em_side_by_side(np.stack(starts), succ, fail, tried, iters):
         if best is None or ll > best[0]:
-            best = (ll, w / w.sum(), a)
+            best = (ll, w, a)
     ll, w, a = best
     n_par = (k - 1) + k * m
     return LevelCoupling(np.asarray(w), np.asarray(a), ll, n_par * np.log(n_top) - 2 * ll,
                          n_top)
+
+
+def _em_side_by_side(resp, succ, fail, tried, iters: int) -> list:
+    """The EM of :func:`fit_coupling` from each start ``resp[t]`` (responsibilities, ``(n_top,
+    k)``), the starts run side by side: per start, the same numbers to the last bit as its
+    own loop (every sum over rounds or classes is taken per start in the same order; a start
+    that has converged is left as it stopped). Returns per start ``(loglik, weights,
+    alphas)`` of its last iteration."""
+    n_start, _, k = resp.shape
+    out: list = [None] * n_start
+    ll_old = np.full(n_start, -np.inf)
+    live = np.arange(n_start)
+    for it in range(iters):
+        w = resp.sum(1) + 1e-12  # (S, k): per start resp.sum(0)
+        rt = resp.transpose(0, 2, 1)
+        a = (rt @ succ + 1e-9) / (rt @ tried + 2e-9)
+        a = np.clip(a, 1e-9, 1 - 1e-9)
+        logp = (succ @ np.log(a).transpose(0, 2, 1) + fail @ np.log1p(-a).transpose(0, 2, 1)
+                + np.log(w / w.sum(1)[:, None])[:, None, :])
+        # row max and row sum over the k classes column by column (left to right, as
+        # numpy sums a row): the same numbers as logp.max(-1), .sum(-1), faster
+        mx = logp[:, :, 0]
+        for c in range(1, k):
+            mx = np.maximum(mx, logp[:, :, c])
+        resp = np.exp(logp - mx[:, :, None])
+        tot = resp[:, :, 0].copy()
+        for c in range(1, k):
+            tot = tot + resp[:, :, c]
+        ll = (mx + np.log(tot)).sum(1)
+        resp /= tot[:, :, None]
+        done = (ll - ll_old < 1e-10) | (it == iters - 1)
+        for s_ in np.flatnonzero(done):
+            out[live[s_]] = (float(ll[s_]), w[s_] / w[s_].sum(), a[s_])
+        if done.all():
+            break
+        keep = ~done
+        resp, ll_old, live = resp[keep], ll[keep], live[keep]
+    return out
 
 
 def select_coupling(rounds, n_levels: int, k_max: int = 3, seed: int = 0) -> LevelCoupling:

@@ -380,9 +380,14 @@ def test_coupling_em_equals_numpys_row_max_and_sum_to_the_last_bit():
     cap, _ = simulate_capture(SyntheticSpec("r", ["t", "mid", "ng"], [T, MID, NG], easy, [4, 2],
                               regimes=[(0.5, easy), (0.5, hard)], prompts=8,
                               tokens_per_prompt=120, seed=82))
-    for k in (1, 2, 3):
-        got = fit_coupling(cap.rounds, cap.n, k)
-        ll, w, a = _coupling_em_as_first_written(cap.rounds, cap.n, k)
+    for bad in ({"k": 0}, {"n_init": 0}, {"iters": 0}):
+        (name, value), = bad.items()
+        with pytest.raises(PolyspecInputError, match=f"^{name}"):
+            fit_coupling(cap.rounds, cap.n, **{"k": 2, **bad})
+    # one class runs one start (every start ends on its EM state) unless one iteration only
+    for k, iters in ((1, 300), (2, 300), (3, 300), (1, 1), (1, 2)):
+        got = fit_coupling(cap.rounds, cap.n, k, iters=iters)
+        ll, w, a = _coupling_em_as_first_written(cap.rounds, cap.n, k, iters=iters)
         assert got.loglik == ll and got.weights.tolist() == w.tolist()
         assert got.alphas.tolist() == a.tolist()
 
@@ -679,3 +684,37 @@ def test_holdout_from_pooled_minus_own_equals_pooling_the_others():
             assert h is None
     with pytest.raises(PolyspecInputError, match="more rounds in the part"):
         counts_without(caps[0].rounds[0].counts(), pooled[caps[0].pair_key(0)].counts)
+
+
+def test_fit_laws_once_keeps_fits_by_the_rounds():
+    """validate's run cache (fit_laws_once): equal cells give the kept fits (the source does
+    not enter a fit), other cells or families fit afresh; every kept fit equals a fresh
+    fit_laws of the same rounds, and the holdout speedup is the same with the cache."""
+    from polyspec_theory.core.counts import AcceptanceCounts
+    from polyspec_theory.core.laws import FAMILIES, fit_laws
+    from validation.analysis.fits import fit_laws_once
+    from validation.analysis.validate import _holdout_speedup
+
+    d = AcceptanceCounts.from_samples([0, 1, 3, 3, 2, 0, 1], [3, 3, 3, 3, 4, 4, 4], source="x")
+    same = AcceptanceCounts.from_histogram([1, 1, 0, 2], 3).merge(
+        AcceptanceCounts.from_histogram([1, 1, 1, 0, 0], 4))
+    cache: dict = {}
+    first = fit_laws_once(d, FAMILIES, cache)
+    assert fit_laws_once(same, list(FAMILIES), cache) is first
+    assert len(cache) == 1
+    assert repr([f.to_dict() for f in first]) == repr([f.to_dict() for f in fit_laws(d)])
+    assert fit_laws_once(d, ("iid",), cache) is not first and len(cache) == 2
+    other = AcceptanceCounts.from_histogram([1, 1, 0, 3], 3).merge(  # same cells, one more
+        AcceptanceCounts.from_histogram([1, 1, 1, 0, 0], 4))
+    assert fit_laws_once(other, FAMILIES, cache) is not first and len(cache) == 3
+    assert repr([f.to_dict() for f in fit_laws_once(d, FAMILIES, None)]) == \
+        repr([f.to_dict() for f in first])
+
+    caps, other_cap, _ = _forecast_captures()
+    caps = caps + [other_cap]
+    pooled = fit_pairs(caps)
+    run: dict = {}
+    for c in caps:
+        costs = fit_costs(c)
+        assert _holdout_speedup(c, pooled, FAMILIES, costs, run) == \
+            _holdout_speedup(c, pooled, FAMILIES, costs)

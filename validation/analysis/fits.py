@@ -19,7 +19,7 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes import predict
 from validation.traces.dataset import Capture
 
-__all__ = ["PairFit", "fit_pairs", "fit_costs", "fit_cost_for", "cost_curve_for",
+__all__ = ["PairFit", "fit_pairs", "fit_laws_once", "fit_costs", "fit_cost_for", "cost_curve_for",
            "cost_rel_se", "capture_cascade", "predict_config"]
 
 
@@ -57,9 +57,27 @@ class PairFit:
         }
 
 
-def fit_pairs(captures, families=FAMILIES) -> dict[tuple, PairFit]:
+def fit_laws_once(counts: AcceptanceCounts, families, cache: dict | None) -> tuple:
+    """:func:`~polyspec_theory.core.laws.fit_laws` of ``counts``, kept in ``cache`` (a dict
+    the caller holds for one run; ``None``: no cache) under the cells' content and the
+    families: the fit reads nothing else of ``counts`` (not its source or notes), so equal
+    cells (the canonical form of the same rounds) give the same fits to the last bit. A
+    pair captured in one configuration has its own and its pooled fit on the same rounds;
+    one captured in two, the one's held-out fit on the other's own."""
+    families = tuple(families)
+    if cache is None:
+        return tuple(fit_laws(counts, families=families))
+    key = (families,) + tuple((x.dtype.str, x.tobytes())
+                              for x in (counts.accepted, counts.caps, counts.counts))
+    if key not in cache:
+        cache[key] = tuple(fit_laws(counts, families=families))
+    return cache[key]
+
+
+def fit_pairs(captures, families=FAMILIES, *, cache: dict | None = None) -> dict[tuple, PairFit]:
     """Pool rounds per pair key over configurations and fit every law family (chain and HF
-    pairs; tree and confidence cut-off pairs are fitted by :mod:`.structured`)."""
+    pairs; tree and confidence cut-off pairs are fitted by :mod:`.structured`). ``cache``:
+    the fits of one run (:func:`fit_laws_once`)."""
     pooled: dict[tuple, list] = {}
     for c in captures:
         for i in range(c.n - 1):
@@ -71,7 +89,7 @@ def fit_pairs(captures, families=FAMILIES) -> dict[tuple, PairFit]:
         counts = items[0][1]
         for _, d in items[1:]:
             counts = counts.merge(d)
-        out[key] = PairFit(key, counts, tuple(fit_laws(counts, families=families)),
+        out[key] = PairFit(key, counts, fit_laws_once(counts, families, cache),
                            tuple(n for n, _ in items))
     return out
 

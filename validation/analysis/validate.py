@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from polyspec_theory.core.laws import FAMILIES, fit_laws
+from polyspec_theory.core.laws import FAMILIES
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.planning.coupling import coupled_forwards, select_coupling
 from polyspec_theory.schemes import predict
@@ -55,6 +55,7 @@ from validation.analysis.fits import (
     capture_cascade,
     counts_without,
     fit_costs,
+    fit_laws_once,
     fit_pairs,
     predict_config,
 )
@@ -170,12 +171,13 @@ class ConfigResult:
         }
 
 
-def _holdout_speedup(capture, pooled_fits, families, costs) -> float | None:
+def _holdout_speedup(capture, pooled_fits, families, costs,
+                     cache: dict | None = None) -> float | None:
     """Best-law P1 speedup with every pair law fitted only on the other configurations
     (``None`` if some pair of this configuration was captured nowhere else). The other
     configurations' rounds of a pair are the pooled rounds minus this one's (the same
     canonical counts as pooling the others afresh), so ``validate`` stays linear in the
-    number of captures."""
+    number of captures. ``cache``: the run's law fits (:func:`fit_laws_once`)."""
     fits = {}
     for i in range(capture.n - 1):
         key = capture.pair_key(i)
@@ -185,7 +187,7 @@ def _holdout_speedup(capture, pooled_fits, families, costs) -> float | None:
             return None
         counts = (counts_without(pf.counts, capture.rounds[i].counts())
                   if capture.name in pf.configs else pf.counts)
-        fits[key] = PairFit(key, counts, tuple(fit_laws(counts, families=families)), rest)
+        fits[key] = PairFit(key, counts, fit_laws_once(counts, families, cache), rest)
     return predict_config(capture, fits, costs, None).speedup
 
 
@@ -221,14 +223,14 @@ def _forecast(capture, captures, profile, counts: dict) -> dict | None:
 
 
 def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratios,
-             forecast: dict | None) -> ConfigResult:
+             forecast: dict | None, cache: dict | None = None) -> ConfigResult:
     costs = fit_costs(capture)
     diag = {}
     for fam in families:
         diag[f"p1_{fam}"] = predict_config(capture, pair_fits, costs, fam).speedup
     best = predict_config(capture, pair_fits, costs, None)
     diag["p1_best"] = best.speedup
-    hold = _holdout_speedup(capture, pooled_fits, families, costs) if holdout else None
+    hold = _holdout_speedup(capture, pooled_fits, families, costs, cache) if holdout else None
     if hold is not None:  # every pair captured elsewhere
         diag["holdout_laws"] = hold
     diag["pooled_laws"] = predict_config(capture, pooled_fits, costs, None).speedup
@@ -454,14 +456,15 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     captures = [c for c in captures if not c.structured]
     if not captures:
         return ValidationResult((), {}, (), families, laws, structured)
-    pair_fits = fit_pairs(captures, families)
-    own = {c.name: (fit_pairs([c], families) if laws == "config" else pair_fits)
+    cache: dict = {}  # the law fits of this run by their rounds (fit_laws_once)
+    pair_fits = fit_pairs(captures, families, cache=cache)
+    own = {c.name: (fit_pairs([c], families, cache=cache) if laws == "config" else pair_fits)
            for c in captures}
     ratios = {c.name: slowdown_ratios(c, own[c.name]) for c in captures}
     results, counts = [], {}
     for c in captures:
         results.append(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios,
-                                _forecast(c, captures, profiles.get(c.name), counts)))
+                                _forecast(c, captures, profiles.get(c.name), counts), cache))
         if progress is not None:
             progress(len(results), len(captures))
     results = tuple(results)
