@@ -222,15 +222,18 @@ def _forecast(capture, captures, profile, counts: dict) -> dict | None:
     return out
 
 
-def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout, ratios,
-             forecast: dict | None, cache: dict | None = None) -> ConfigResult:
+def _analyse(capture, pair_fits, pooled_fits, families, captures, holdout: dict | None,
+             ratios, forecast: dict | None) -> ConfigResult:
+    """``holdout``: the run's law fits (:func:`fit_laws_once`) when the held-out-laws
+    diagnostic is computed, ``None`` when not."""
     costs = fit_costs(capture)
     diag = {}
     for fam in families:
         diag[f"p1_{fam}"] = predict_config(capture, pair_fits, costs, fam).speedup
     best = predict_config(capture, pair_fits, costs, None)
     diag["p1_best"] = best.speedup
-    hold = _holdout_speedup(capture, pooled_fits, families, costs, cache) if holdout else None
+    hold = (None if holdout is None
+            else _holdout_speedup(capture, pooled_fits, families, costs, holdout))
     if hold is not None:  # every pair captured elsewhere
         diag["holdout_laws"] = hold
     diag["pooled_laws"] = predict_config(capture, pooled_fits, costs, None).speedup
@@ -463,8 +466,9 @@ def validate(captures, families=FAMILIES, *, laws: str = "config", insertions: b
     ratios = {c.name: slowdown_ratios(c, own[c.name]) for c in captures}
     results, counts = [], {}
     for c in captures:
-        results.append(_analyse(c, own[c.name], pair_fits, families, captures, holdout, ratios,
-                                _forecast(c, captures, profiles.get(c.name), counts), cache))
+        results.append(_analyse(c, own[c.name], pair_fits, families, captures,
+                                cache if holdout else None, ratios,
+                                _forecast(c, captures, profiles.get(c.name), counts)))
         if progress is not None:
             progress(len(results), len(captures))
     results = tuple(results)
