@@ -12,7 +12,7 @@ from simulators import length, serving, token
 from simulators.runtime import device_array, host_chains, random_bits, random_uniform
 
 
-@pytest.mark.parametrize("shape", [(3, 4, 5), (16, 7, 9), (2, 3, 4, 5), (5, 1, 3), (6, 4)])
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 3, 4, 5), (5, 1, 3), (6, 4)])
 @pytest.mark.parametrize("dtype", [jnp.uint32, jnp.uint64])
 def test_random_bits_equal_jax_random_bits(shape, dtype):
     key = jax.random.fold_in(jax.random.key(11), 3)
@@ -24,7 +24,7 @@ def test_random_bits_equal_jax_random_bits(shape, dtype):
         key, shape, dtype)), want)
 
 
-@pytest.mark.parametrize("shape", [(3, 4, 5), (16, 7, 9), (2, 3, 4, 5), (5, 1, 3), (6, 4)])
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 3, 4, 5), (6, 4)])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
 def test_random_uniform_equals_jax_random_uniform(shape, dtype):
     key = jax.random.fold_in(jax.random.key(5), 8)
