@@ -108,4 +108,5 @@ def test_same_seed_same_numbers_and_errors():
     with pytest.raises(PolyspecInputError, match=r"^models\[1\]\.cost"):
         simulate_serving(cas, 17, 10)
     with pytest.raises(PolyspecInputError, match="^max_events:"):
-        simulate_serving(cas, 2, 10**6, chains=2, chunk_len=4, max_events=8)
+        # the shapes of ``a`` (one compiled chunk): 64 events cannot emit 10**7 / 16 tokens
+        simulate_serving(cas, 4, 10**7, chains=16, chunk_len=64, max_events=64)
