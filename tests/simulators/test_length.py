@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -102,24 +103,28 @@ def test_histograms_match_counters_and_p1_laws():
             assert chi.pvalue > 1e-4  # false-failure rate 1e-4 per level
 
 
+# one compiled program per structure (eager, every jnp op of an event compiles by itself)
+_transition = jax.jit(transition, static_argnums=1)
+
+
 def test_single_event_by_hand():
     """Dualistic theta = 3, alpha = 0.5: u = 0.3 accepts floor(log .3/log .5) = 1 token."""
     cas = Cascade((Model("t", CostCurve.affine(1.0, 0.1)), Model("d", CostCurve.constant(0.2))),
                   (IIDGeometric(0.5),), (3,))
     model = LengthModel.from_cascade(cas)
     st = init_state(1)
-    st2, info = transition(model.params, model.static, jnp.int64(100), jnp.float64(0.3), st)
+    st2, info = _transition(model.params, model.static, np.int64(100), np.float64(0.3), st)
     assert int(info.block) == 3 and int(info.accepted) == 1
     assert int(st2.tokens) == 2
-    assert float(sum(st2.model_time)) == pytest.approx(3 * 0.2 + 1.0 + 0.1 * 3)
+    assert sum(float(t) for t in st2.model_time) == pytest.approx(3 * 0.2 + 1.0 + 0.1 * 3)
     # the table sampler (positional law with the same hazards) gives the same answer
     cas2 = Cascade(cas.models, (Positional([0.5]),), (3,))
     m2 = LengthModel.from_cascade(cas2)
-    _, info2 = transition(m2.params, m2.static, jnp.int64(100), jnp.float64(0.3), st)
+    _, info2 = _transition(m2.params, m2.static, np.int64(100), np.float64(0.3), st)
     assert int(info2.accepted) == 1
     # a frozen chain does not move
-    st3, info3 = transition(model.params, model.static, jnp.int64(1), jnp.float64(0.3),
-                            init_state(1, True))
+    st3, info3 = _transition(model.params, model.static, np.int64(1), np.float64(0.3),
+                             init_state(1, True))
     assert not bool(info3.active) and int(st3.tokens) == 0
 
 
@@ -132,16 +137,15 @@ def test_three_level_event_sequence():
     # u = 0.9: A = 0 (L = 1) at the bottom; twice -> acc[0] = 2 < 3; third -> 3 -> verify
     for _ in range(3):
         assert int(st.level) == 1
-        st, info = transition(model.params, model.static, jnp.int64(10), jnp.float64(0.9), st)
+        st, info = _transition(model.params, model.static, np.int64(10), np.float64(0.9), st)
         assert int(info.accepted) == 0
     assert int(st.level) == 0 and int(st.acc[0]) == 3
-    st, info = transition(model.params, model.static, jnp.int64(10), jnp.float64(0.01), st)
+    st, info = _transition(model.params, model.static, np.int64(10), np.float64(0.01), st)
     assert int(info.block) == 3 and int(info.accepted) == 3  # alpha^3 = .125 > .01
     assert int(st.tokens) == 4 and int(st.level) == 1
 
 
 def test_blackjax_kernel_runs():
-    import jax
 
     cas = CONFIGS[1]
     kernel = make_kernel(LengthModel.from_cascade(cas), tokens_per_chain=50)
@@ -154,8 +158,8 @@ def test_blackjax_kernel_runs():
 
 
 def test_same_seed_identical_different_seed_differs():
-    cas = CONFIGS[5]
-    model = LengthModel.from_cascade(cas, width=WIDTH)
+    cas = CONFIGS[4]  # histograms on, as in test_agrees_with_p1_on_random_configs[4]: shared
+    model = LengthModel.from_cascade(cas, histograms=True, width=WIDTH)
     a = simulate_lengths(model, 20_000, seed=11, chains=256, chunk_len=256)
     b = simulate_lengths(model, 20_000, seed=11, chains=256, chunk_len=256)
     c = simulate_lengths(model, 20_000, seed=12, chains=256, chunk_len=256)
@@ -186,7 +190,10 @@ def test_not_a_cascade():
 
 def test_max_events_guard():
     with pytest.raises(PolyspecInputError) as e:
-        simulate_lengths(CONFIGS[0], 10**6, chains=2, chunk_len=8, max_events=8)
+        # the shapes of test_agrees_with_p1_on_random_configs[0] (one compiled chunk): no
+        # chain can emit 10**7 / 256 tokens in 256 events (at most WIDTH + 1 tokens each)
+        simulate_lengths(LengthModel.from_cascade(CONFIGS[0], histograms=True, width=WIDTH),
+                         10**7, chains=256, chunk_len=256, max_events=256)
     assert e.value.field == "max_events"
     assert math.isfinite(Z)
 
@@ -195,18 +202,19 @@ def test_max_events_guard():
 def test_run_chunk_equals_event_by_event_transition(idx):
     """The fused chunk (packed counters, per-level compare counts, counter-derived affine
     model times) replays exactly the events of :func:`transition` fed the same uniforms."""
-    import jax
 
     from simulators.length import chunk_bits, run_chunk
-    from simulators.runtime import uniform_from_bits
+    from simulators.runtime import chain_mesh, host_chains, shard_chains, uniform_from_bits
 
     cas = CONFIGS[idx]
-    model = LengthModel.from_cascade(cas, histograms=False)
-    chains, chunk_len, target = 8, 64, jnp.int64(40)
+    # the model, shapes and chain sharding of test_agrees_with_p1_on_random_configs[idx]
+    # (as simulate_lengths places them): its compiled chunk, no compilation of its own
+    model = LengthModel.from_cascade(cas, histograms=idx % 2 == 0, width=WIDTH)
+    chains, chunk_len, target = 256, 256, np.int64(40)
     key = jax.random.key(7)
-    st0 = jax.vmap(lambda d: init_state(model.static.m, d))(jnp.zeros(chains, bool))
+    st0 = shard_chains(host_chains(init_state(model.static.m), chains), chain_mesh())
     fused, _ = run_chunk(model.params, model.static, chunk_len, chains, target, key,
-                         jnp.int64(0), st0)
+                         np.int64(0), st0)
     u = uniform_from_bits(chunk_bits(key, jnp.int64(0), chunk_len, chains))
     step = jax.jit(jax.vmap(lambda uu, s: transition(model.params, model.static, target, uu,
                                                      s)[0]))
@@ -228,7 +236,6 @@ def test_event_bits_are_uniform_uncorrelated_and_padding_invariant():
     uniform (chi-square), consecutive events of a chain, adjacent chains and two chunks are
     uncorrelated (|r| sqrt(N) below the 1 - 1e-4 two-sided normal quantile). Four checks at
     level 1e-4 each: false-failure rate <= 4e-4 (fixed key, so runs repeat)."""
-    import jax
 
     from simulators.length import chunk_bits
     from simulators.runtime import uniform_from_bits

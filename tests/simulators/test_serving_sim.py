@@ -88,17 +88,19 @@ def test_four_level_batch_4():
 
 
 def test_same_seed_same_numbers_and_errors():
+    # batch 8, 256 chains, chunks of 64: the compiled shapes of
+    # test_three_level_batch_8_matches_b2[accumulate] (no compilation of its own)
     cas = Cascade.from_config(THREE)
-    model = ServingModel.from_cascade(cas, 4)
-    a = simulate_serving(model, 4, 4_000, seed=11, chains=16)
-    b = simulate_serving(cas, 4, 4_000, seed=11, chains=16)
-    c = simulate_serving(cas, 4, 4_000, seed=12, chains=16)
+    model = ServingModel.from_cascade(cas, 8)
+    a = simulate_serving(model, 8, 4_096, seed=11, chains=256)
+    b = simulate_serving(cas, 8, 4_096, seed=11, chains=256)
+    c = simulate_serving(cas, 8, 4_096, seed=12, chains=256)
     assert a.speedup == b.speedup
     np.testing.assert_array_equal(a.chain_time, b.chain_time)
     assert a.speedup.value != c.speedup.value
-    assert a.chain_tokens.min() >= 4_000 // 16
+    assert a.chain_tokens.min() >= 4_096 // 256
     with pytest.raises(PolyspecInputError, match="^batch:"):
-        simulate_serving(model, 8, 100)
+        simulate_serving(model, 4, 100)
     with pytest.raises(PolyspecInputError, match="^batch:"):
         simulate_serving(cas, 0, 100)
     with pytest.raises(PolyspecInputError, match="^tokens:"):
@@ -108,4 +110,5 @@ def test_same_seed_same_numbers_and_errors():
     with pytest.raises(PolyspecInputError, match=r"^models\[1\]\.cost"):
         simulate_serving(cas, 17, 10)
     with pytest.raises(PolyspecInputError, match="^max_events:"):
-        simulate_serving(cas, 2, 10**6, chains=2, chunk_len=4, max_events=8)
+        # the shapes of ``a``: 64 events cannot emit 10**8 / 256 tokens per chain
+        simulate_serving(cas, 8, 10**8, chains=256, chunk_len=64, max_events=64)

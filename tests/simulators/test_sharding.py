@@ -55,19 +55,35 @@ def test_two_devices_identical_to_one():
     assert out["length64"][0]["tokens"] > 0
 
 
-def test_cli_simulate_same_numbers_on_one_and_two_cpu_devices():
+def test_cli_simulate_same_numbers_on_one_and_two_cpu_devices(capsys, monkeypatch):
     """``polyspec simulate --cpu-devices K`` shards chains over K CPU devices
-    (``use_cpu_cores``); the JSON report is identical for K = 1 and K = 2."""
+    (``use_cpu_cores``); the JSON report is identical for K = 1 and K = 2. K = 2 needs a
+    fresh process (the device count is fixed when JAX starts); K = 1 runs in this process
+    when it already has exactly one CPU device (a test worker's), else in a fresh one too."""
     from pathlib import Path
+
+    import jax
+
+    from polyspec.cli import main
 
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
+    argv = ["simulate", "configs/default.json", "--tokens", "20000", "--chains", "63",
+            "--json", "--cpu-devices"]
     outs = []
     for k in (1, 2):
+        if k == 1 and jax.default_backend() == "cpu" and jax.device_count() == 1:
+            monkeypatch.chdir(root)
+            capsys.readouterr()
+            rc = main([*argv, "1"])
+            text = capsys.readouterr().out
+            assert rc == 0
+            assert jax.device_count() == 1
+            outs.append(json.loads(text))
+            continue
         code = ("import jax, sys; from polyspec.cli import main; "
-                f"rc = main(['simulate', 'configs/default.json', '--tokens', '20000', "
-                f"'--chains', '63', '--json', '--cpu-devices', '{k}']); "
+                f"rc = main({[*argv, str(k)]!r}); "
                 "print('DEVICES', jax.device_count()); sys.exit(rc)")
         proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=root,
                               capture_output=True, text=True, timeout=600)
