@@ -129,7 +129,8 @@ def test_ngram_counts_and_law():
 @pytest.mark.parametrize("n", [4, 5, 9, 3000])
 def test_ngram_counts_are_the_counted_pairs(n):
     """The stored (context, next) keys and counts of every order (the in-place counting of
-    orders 0..2 and the sorted path above) equal a count by hand of every window."""
+    orders 0..2, the counting over the ranks of the order below's keys, and the sorted path)
+    equal a count by hand of every window."""
     from collections import Counter
 
     data = np.random.default_rng(n).integers(0, 7, n).astype(np.uint8)

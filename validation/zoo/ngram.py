@@ -1,10 +1,13 @@
 """Statistical n-gram drafter over bytes (the zoo's smallest level).
 
 Counts of (context, next byte) for every context length k = 0..``order`` are built from the
-train split at load time (a few seconds; nothing is committed: the counts are a deterministic
-function of the corpus) and kept as sorted uint64 keys ``(context << 8) | next`` with their
-counts, so a context's continuations are one binary search away. Contexts of length ≥ 3 seen
-only once with a given continuation are pruned (``min_count``) to bound memory.
+train split at load time (nothing is committed: the counts are a deterministic function of
+the corpus) and kept as sorted uint64 keys ``(context << 8) | next`` with their counts, so a
+context's continuations are one binary search away. Short keys are counted in place (one
+bincount over all keys, or over (rank of the context among the order below's keys, next)
+while that space stays within 4 entries per position); longer ones are sorted. Contexts of
+length ≥ 3 seen only once with a given continuation are pruned (``min_count``) to bound
+memory.
 
 Next-byte law: Witten–Bell interpolation from the empty context up to the longest one,
 ``p_k = (c_k + T_k p_{k-1}) / (N_k + T_k)`` with ``N_k`` the context's count and ``T_k`` its
@@ -45,20 +48,34 @@ class NGramModel:
         self.counts: list[np.ndarray] = []
         n = len(data)
         d64 = None
+        # the last order counted in place: (each position's index, the count per index, the
+        # key of each index counted, increasing); None if that order was sorted instead
+        below = None
         for k in range(order + 1):
             space = 1 << (8 * (k + 1))  # possible keys
             if 0 <= n - k and k <= 2 and space <= max(1 << 16, 4 * (n - k)):
                 # counted in place, no sort: the keys (context << 8) | next as one int64
                 # array built in place (one array of the corpus's length, not one per step)
-                key = data[: n - k].astype(np.int64)
+                idx = data[: n - k].astype(np.int64)
                 for j in range(1, k + 1):
-                    key <<= 8
-                    key |= data[j : n - k + j]
-                full = np.bincount(key, minlength=space)
-                del key
-                uniq = np.flatnonzero(full).astype(np.uint64)
-                cnt = full[uniq.astype(np.int64)]
+                    idx <<= 8
+                    idx |= data[j : n - k + j]
+                width, ctx = space, None
+            elif (below is not None and 0 <= n - k
+                  and len(below[2]) << 8 <= max(1 << 16, 4 * (n - k))):
+                # counted in place over the contexts seen: a position's context (k bytes) is
+                # the key of order k-1 there, numbered by its rank among that order's keys
+                # (increasing, so the order of (rank, next) is the order of (context, next))
+                idx, full, ctx = below
+                np.cumsum(full != 0, out=full)  # 1 + rank of each index counted, in place
+                idx = full[idx[: n - k]]
+                del full
+                idx -= 1
+                idx <<= 8
+                idx |= data[k:]
+                width = len(ctx) << 8
             else:
+                below = None
                 if d64 is None:
                     d64 = data.astype(np.uint64)
                 ctx = np.zeros(n - k, dtype=np.uint64)
@@ -66,6 +83,17 @@ class NGramModel:
                     ctx = (ctx << np.uint64(8)) | d64[j : n - k + j]
                 key = (ctx << np.uint64(8)) | d64[k:]
                 uniq, cnt = np.unique(key, return_counts=True)
+                width = None
+            if width is not None:
+                below = None
+                full = np.bincount(idx, minlength=width)
+                at = np.flatnonzero(full)
+                cnt = full[at]
+                uniq = at.astype(np.uint64)
+                if ctx is not None:  # index = rank << 8 | next
+                    uniq = (ctx[at >> 8] << np.uint64(8)) | (uniq & np.uint64(255))
+                below = (idx, full, uniq)
+                del idx, full, at
             if k >= 3 and min_count > 1:
                 keep = cnt >= min_count
                 uniq, cnt = uniq[keep], cnt[keep]
