@@ -6,9 +6,10 @@ temperature) and every law family (iid, positional, Beta-mixed, Gaussian baselin
 censored maximum likelihood (:func:`validation.analysis.fits.fit_pairs`); each law's expected
 histogram given the observed caps from
 :func:`validation.analysis.report.expected_histogram`. The pairs with the most rounds are
-shown (``N_PAIRS``), observed fractions as bars. The four curves are drawn side by side (each
-family's markers a little left or right of the bar) so that none hides another, and fits that
-give the same histogram are named in the panel.
+shown (``N_PAIRS``; ranked on the pooled rounds of :func:`validation.analysis.fits.pool_pairs`,
+only the shown pairs are fitted), observed fractions as bars. The four curves are drawn side
+by side (each family's markers a little left or right of the bar) so that none hides
+another, and fits that give the same histogram are named in the panel.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from polyspec_theory.core.laws import FAMILIES
-from validation.analysis.fits import fit_pairs
+from validation.analysis.fits import fit_pairs, pool_pairs
 from validation.analysis.report import expected_histogram
 from validation.paths import shown_path
 
@@ -59,8 +60,11 @@ def compute(quick: bool = False, traces_dir=None) -> dict:
     rounds (quick: 2 pairs). ``traces_dir`` defaults to the committed CPU traces."""
     d = Path(traces_dir) if traces_dir is not None else trace_sources.default_traces_dir("cpu")
     captures, notes = trace_sources.load(d)
-    fits = fit_pairs(captures, FAMILIES)
-    keys = sorted(fits, key=lambda k: (-fits[k].counts.n_rounds, k))[: 2 if quick else N_PAIRS]
+    # rank the pairs by their pooled rounds, then fit only the pairs shown (a pair's fit
+    # depends on its own rounds only: the same fit as among all pairs)
+    pooled = pool_pairs(captures)
+    keys = sorted(pooled, key=lambda k: (-pooled[k][0].n_rounds, k))[: 2 if quick else N_PAIRS]
+    fits = fit_pairs(captures, FAMILIES, keys=keys)
     pairs = []
     for key in keys:
         p = fits[key]

@@ -686,6 +686,33 @@ def test_holdout_from_pooled_minus_own_equals_pooling_the_others():
         counts_without(caps[0].rounds[0].counts(), pooled[caps[0].pair_key(0)].counts)
 
 
+def test_fit_pairs_of_chosen_keys_equal_those_among_all_pairs():
+    """fit_pairs(keys=...) (figure 4 fits only the pairs it shows): each chosen pair's
+    pooled rounds and fits are those of fitting every pair, the others are left out, and
+    pool_pairs pools the same rounds (counted by hand from the captures); a key captured
+    nowhere is refused, naming the field."""
+    from validation.analysis.fits import pool_pairs
+
+    caps, other, _ = _forecast_captures()
+    caps = caps + [other]
+    every = fit_pairs(caps)
+    pooled = pool_pairs(caps)
+    assert list(pooled) == list(every) and len(every) >= 2
+    for key, (counts, names) in pooled.items():
+        own = [(c.name, c.rounds[i]) for c in caps for i in range(c.n - 1)
+               if c.pair_key(i) == key and c.rounds[i].n]
+        assert names == tuple(n for n, _ in own) == every[key].configs
+        assert counts.n_rounds == sum(r.n for _, r in own) == every[key].counts.n_rounds
+    chosen = [k for k in every][1:2]
+    some = fit_pairs(caps, keys=chosen)
+    assert list(some) == chosen
+    for key in chosen:
+        assert repr(some[key].to_dict()) == repr(every[key].to_dict())
+    assert fit_pairs(caps, keys=()) == {}
+    with pytest.raises(PolyspecInputError, match="keys"):
+        fit_pairs(caps, keys=[("nobody", "none", 0.0, None)])
+
+
 def test_fit_laws_once_keeps_fits_by_the_rounds():
     """validate's run cache (fit_laws_once): equal cells give the kept fits (the source does
     not enter a fit), other cells or families fit afresh; every kept fit equals a fresh

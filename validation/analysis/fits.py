@@ -19,8 +19,8 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes import predict
 from validation.traces.dataset import Capture
 
-__all__ = ["PairFit", "fit_pairs", "fit_laws_once", "fit_costs", "fit_cost_for", "cost_curve_for",
-           "cost_rel_se", "capture_cascade", "predict_config"]
+__all__ = ["PairFit", "pool_pairs", "fit_pairs", "fit_laws_once", "fit_costs", "fit_cost_for",
+           "cost_curve_for", "cost_rel_se", "capture_cascade", "predict_config"]
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,10 @@ def fit_laws_once(counts: AcceptanceCounts, families, cache: dict | None) -> tup
     return cache[key]
 
 
-def fit_pairs(captures, families=FAMILIES, *, cache: dict | None = None) -> dict[tuple, PairFit]:
-    """Pool rounds per pair key over configurations and fit every law family (chain and HF
-    pairs; tree and confidence cut-off pairs are fitted by :mod:`.structured`). ``cache``:
-    the fits of one run (:func:`fit_laws_once`)."""
+def pool_pairs(captures) -> dict[tuple, tuple[AcceptanceCounts, tuple[str, ...]]]:
+    """``{pair key: (counts, configuration names)}``: the chain rounds of every pair pooled
+    over the configurations that captured it (in capture order; tree and confidence cut-off
+    pairs are left out, as :func:`fit_pairs` fits them by :mod:`.structured`)."""
     pooled: dict[tuple, list] = {}
     for c in captures:
         for i in range(c.n - 1):
@@ -89,9 +89,26 @@ def fit_pairs(captures, families=FAMILIES, *, cache: dict | None = None) -> dict
         counts = items[0][1]
         for _, d in items[1:]:
             counts = counts.merge(d)
-        out[key] = PairFit(key, counts, fit_laws_once(counts, families, cache),
-                           tuple(n for n, _ in items))
+        out[key] = (counts, tuple(n for n, _ in items))
     return out
+
+
+def fit_pairs(captures, families=FAMILIES, *, cache: dict | None = None,
+              keys=None) -> dict[tuple, PairFit]:
+    """Pool rounds per pair key over configurations (:func:`pool_pairs`) and fit every law
+    family (chain and HF pairs; tree and confidence cut-off pairs are fitted by
+    :mod:`.structured`). ``cache``: the fits of one run (:func:`fit_laws_once`). ``keys``:
+    fit only these pair keys (each must be pooled from ``captures``; a pair's fit depends on
+    its own rounds only, so it equals the one among all pairs); ``None``: every pair."""
+    pooled = pool_pairs(captures)
+    if keys is not None:
+        keys = set(keys)
+        unknown = sorted(map(str, keys - set(pooled)))
+        if unknown:
+            raise PolyspecInputError("keys", f"no chain rounds of pair(s) {unknown} in the "
+                                     "captures")
+    return {key: PairFit(key, counts, fit_laws_once(counts, families, cache), names)
+            for key, (counts, names) in pooled.items() if keys is None or key in keys}
 
 
 def counts_without(total: AcceptanceCounts, part: AcceptanceCounts) -> AcceptanceCounts:
