@@ -11,31 +11,25 @@ import pytest
 from simulators import length, serving, token
 from simulators.runtime import device_array, host_chains, random_bits, random_uniform
 
+DRAWS = {"bits": (random_bits, jax.random.bits), "uniform": (random_uniform, jax.random.uniform)}
 
-@pytest.mark.parametrize(("shape", "dtype"), [
-    ((3, 4, 5), jnp.uint32), ((3, 4, 5), jnp.uint64), ((2, 3, 4, 5), jnp.uint32),
-    ((5, 1, 3), jnp.uint64), ((6, 4), jnp.uint32)])
-def test_random_bits_equal_jax_random_bits(shape, dtype):
+
+@pytest.mark.parametrize(("draw", "shape", "dtype"), [
+    ("bits", (3, 4, 5), jnp.uint32), ("bits", (3, 4, 5), jnp.uint64),
+    ("bits", (2, 3, 4, 5), jnp.uint32), ("bits", (5, 1, 3), jnp.uint64),
+    ("bits", (6, 4), jnp.uint32),
+    ("uniform", (3, 4, 5), jnp.float64), ("uniform", (3, 4, 5), jnp.float32),
+    ("uniform", (2, 3, 4, 5), jnp.float64), ("uniform", (6, 4), jnp.float64)])
+def test_2d_draws_equal_jax_random(draw, shape, dtype):
+    """random_bits / random_uniform give jax.random.bits / uniform's values, eager and jitted."""
+    ours, theirs = DRAWS[draw]
     key = jax.random.fold_in(jax.random.key(11), 3)
-    want = np.asarray(jax.random.bits(key, shape, dtype))
-    got = random_bits(key, shape, dtype)
+    want = np.asarray(theirs(key, shape, dtype))
+    got = ours(key, shape, dtype)
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_array_equal(np.asarray(got), want)
-    np.testing.assert_array_equal(np.asarray(jax.jit(random_bits, static_argnums=(1, 2))(
-        key, shape, dtype)), want)
-
-
-@pytest.mark.parametrize(("shape", "dtype"), [
-    ((3, 4, 5), jnp.float64), ((3, 4, 5), jnp.float32), ((2, 3, 4, 5), jnp.float64),
-    ((6, 4), jnp.float64)])
-def test_random_uniform_equals_jax_random_uniform(shape, dtype):
-    key = jax.random.fold_in(jax.random.key(5), 8)
-    want = np.asarray(jax.random.uniform(key, shape, dtype))
-    got = random_uniform(key, shape, dtype)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_array_equal(np.asarray(got), want)
-    np.testing.assert_array_equal(np.asarray(jax.jit(random_uniform, static_argnums=(1, 2))(
-        key, shape, dtype)), want)
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(ours, static_argnums=(1, 2))(key, shape, dtype)), want)
 
 
 def _assert_same_tree(got, want):
