@@ -209,10 +209,15 @@ class AcceptanceLaw(ABC):
         """:meth:`logpmf_sample` of a checked sample (int64 arrays, ``0 <= a <= g``, as an
         :class:`AcceptanceCounts` holds them): the likelihood inside a fit is not re-checked
         at every evaluation."""
-        gmax = int(g.max())
+        full = a == g
+        return self._log_probs(a, full, np.where(full, 0, a), int(g.max()))
+
+    def _log_probs(self, a, full, a_point, gmax: int) -> np.ndarray:
+        """The rounds' log-probabilities from their set-up (what does not depend on the law):
+        ``full`` (all ``g`` accepted: ``log S(a)``), ``a_point`` (``a`` where not full, else
+        0: ``log P(A = a)``), ``gmax`` (the largest cap)."""
         s = self.survival(gmax)
-        point = np.append(self._point_masses(s, gmax), 0.0)
-        p = np.where(a == g, s[a], point[a])
+        p = np.where(full, s[a], self._point_masses(s, gmax)[a_point])
         with np.errstate(divide="ignore"):
             return np.log(p)
 
@@ -276,11 +281,8 @@ class _Likelihood:
     def __call__(self, law: AcceptanceLaw) -> float:
         if type(law)._logpmf_checked is not AcceptanceLaw._logpmf_checked:
             lp = law._logpmf_checked(self.a, self.g)  # a law of its own per-round form
-        else:  # AcceptanceLaw._logpmf_checked without its per-call set-up (the same floats)
-            s = law.survival(self.gmax)
-            p = np.where(self.full, s[self.a], law._point_masses(s, self.gmax)[self.a_point])
-            with np.errstate(divide="ignore"):
-                lp = np.log(p)
+        else:  # AcceptanceLaw._logpmf_checked with its set-up taken once
+            lp = law._log_probs(self.a, self.full, self.a_point, self.gmax)
         if self.all_pos:
             # lp <= 0 or NaN and w > 0: the dot is finite exactly when every lp is
             ll = float(np.dot(self.w, lp))
