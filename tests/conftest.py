@@ -23,12 +23,11 @@ JAX compilations: one persistent compilation cache per run (``JAX_COMPILATION_CA
 fresh temporary folder made by the process that starts the run and removed when it ends;
 every compilation cached, ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0``). xdist workers and
 the subprocesses of the CLI and doc-block tests inherit it, so a simulator kernel compiled by
-one of them is loaded, not recompiled, by the others. `polyspec verify --quick` runs twice: by
-groups in tests/polyspec/test_simulate_verify_cli.py, then whole in a doc block of
-docs/validation.md; both run on one worker (xdist group ``verify_quick``), so whichever runs
-second (in the suite's order the doc block) loads what the first compiled. A clean clone starts
-empty, so nothing outlives the run; a cached executable gives the same numbers as a fresh
-compilation (tests/simulators/test_compilation_cache.py). ``JAX_COMPILATION_CACHE_DIR`` set
+one of them is loaded, not recompiled, by the others. `polyspec verify --quick` runs once: the
+doc block of docs/validation.md that prints it (tests/doc_blocks.py runs a block once per
+process) also gives tests/polyspec/test_simulate_verify_cli.py its rows; both run on one worker
+(xdist group ``verify_quick``). A clean clone starts empty, so nothing outlives the run; a
+cached executable gives the same numbers as a fresh compilation (tests/simulators/test_compilation_cache.py). ``JAX_COMPILATION_CACHE_DIR`` set
 beforehand is used as it is (not removed); ``JAX_ENABLE_COMPILATION_CACHE=false`` turns the
 cache off."""
 
@@ -90,7 +89,7 @@ def _runs_verify(item) -> bool:
 
 def pytest_itemcollected(item):
     module = item.nodeid.split("::", 1)[0]
-    # the verify group runs, then the doc block running all of them (loaded from the cache)
+    # the verify rows' tests and the doc block that runs `polyspec verify --quick` for them
     if module == "tests/polyspec/test_simulate_verify_cli.py" or (
             module == "tests/test_docs.py" and _runs_verify(item)):
         item.add_marker(pytest.mark.xdist_group("verify_quick"))

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from polyspec.cli import main
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.doc_blocks import RUNNABLE, run_block_once
 
 EXPECTED_IDS = {"D1", "D2", "P1", "P2", "P3", "P4", "P5", "P6", "P7",
                 "Y1", "Y2", "Y3", "Y4", "Y5", "F1", "F2", "B1", "B2",
@@ -49,65 +44,39 @@ def test_simulate_bad_input(capsys, tmp_path):
     assert "cpu_devices" in capsys.readouterr().err
 
 
-# `verify --quick` in groups of the registry (``--only``), one test each; the groups partition
-# the registry (checked below), so together they are the whole run and every row is the full
-# run's (each check seeds from the group's key, not from the order).
-# P1-P4 stay together: they share the default cascade's simulation (VerifyContext cache).
-VERIFY_GROUPS = {
-    "D": {"D1", "D2"}, "P1,P2,P3,P4": {"P1", "P2", "P3", "P4"}, "P1o": {"P1"},
-    "P5": {"P5"}, "P6": {"P6"}, "P7": {"P7"}, "Y": {"Y1", "Y2", "Y3", "Y4", "Y5"},
-    "F": {"F1", "F2"}, "B": {"B1", "B2"}, "T": {"T1", "T2", "T3", "T4", "T5"},
-    "A": {"A1", "A2", "A4"}, "R": {"R1"}, "AS": {"AS1", "AS2", "AS7"},
-    "PL": {"PL1", "PL2", "PL3"},
-}
+# `polyspec verify --quick` runs once per test run, as docs/validation.md prints it: the doc
+# block's run (tests/doc_blocks.py runs a block once per process; tests/conftest.py puts this
+# module and that block on one xdist worker) gives the rows checked here, one test per result.
+VERIFY_BLOCK = next(b for b in RUNNABLE if b.commands == ["polyspec verify --quick"])
 
-# Every group's `verify --quick --json --only GROUP` in one fresh process (the order of the
-# registry; one exit status and JSON list per group). A fresh process like the doc block of
-# docs/validation.md that runs the whole of `polyspec verify --quick` (same devices, same
-# kernels): tests/conftest.py puts this module and that block on one xdist worker, so that
-# the second of the two (in the suite's order the block) loads the simulators the first
-# compiled from the run's compilation cache instead of compiling them again.
-_GROUP_RUNS = """
-import contextlib, io, json, sys
-from polyspec.cli import main
-out = {}
-for group in sys.argv[1:]:
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        rc = main(["verify", "--quick", "--json", "--only", group])
-    out[group] = [rc, buf.getvalue()]
-print(json.dumps(out))
-"""
+
+def _table_rows(text: str) -> tuple[list[tuple[str, str]], str]:
+    """(id, result) of every row of `verify`'s table (simulators.verify.format_table), and
+    the summary line after it."""
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["id", "statement"])
+    assert set(lines[head + 1]) == {"-"}
+    end = lines.index("", head)
+    rows = [(line.split()[0], line.split()[-1]) for line in lines[head + 2:end]]
+    return rows, lines[end + 1]
 
 
 @pytest.fixture(scope="module")
-def group_runs(tmp_path_factory):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    done = subprocess.run([sys.executable, "-c", _GROUP_RUNS, *VERIFY_GROUPS],
-                          cwd=tmp_path_factory.mktemp("verify"), env=env, capture_output=True,
-                          text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def verify_rows(tmp_path_factory):
+    return _table_rows(run_block_once(VERIFY_BLOCK, tmp_path_factory.mktemp("verify")))
 
 
-def test_verify_groups_are_the_whole_registry():
-    from simulators.verify import REGISTRY
-
-    keys = [k for g in VERIFY_GROUPS for k in g.split(",")]
-    assert sorted(keys) == sorted(k for k, _ in REGISTRY)  # each group once, none left out
-    assert set().union(*VERIFY_GROUPS.values()) == EXPECTED_IDS
+def test_verify_quick_rows_are_the_whole_registry(verify_rows):
+    rows, summary = verify_rows
+    assert {i for i, _ in rows} == EXPECTED_IDS
+    assert summary.startswith(f"{len(rows)}/{len(rows)} passed.")
 
 
-@pytest.mark.parametrize("group", list(VERIFY_GROUPS))
-def test_verify_quick_passes(group_runs, group):
-    rc, out = group_runs[group]
-    rows = json.loads(out)
-    assert {r["id"] for r in rows} == VERIFY_GROUPS[group]
-    assert all(isinstance(r["passed"], bool) for r in rows)
-    failed = [r for r in rows if not r["passed"]]
-    assert not failed, failed
-    assert rc == 0
+@pytest.mark.parametrize("theorem", sorted(EXPECTED_IDS))
+def test_verify_quick_passes(verify_rows, theorem):
+    results = [r for i, r in verify_rows[0] if i == theorem]
+    assert results and set(results) <= {"pass", "FAIL"}
+    assert results.count("FAIL") == 0, f"{theorem}: {results.count('FAIL')} rows failed"
 
 
 def test_verify_only_bad_input(capsys):
