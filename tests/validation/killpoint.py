@@ -41,7 +41,9 @@ def arm(n: int, partial: bool) -> None:
     traces.TraceWriter.write = write
 
 
-def _child(argv, n, partial, log):
+def _child(argv, n, partial, log, env):
+    os.environ.clear()  # the caller's environment, not the server's from its start
+    os.environ.update(env)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -53,11 +55,13 @@ def _child(argv, n, partial, log):
 
 def killed_capture(argv, n: int, partial: bool, log) -> int:
     """Run ``polyspec capture`` with the arguments ``argv`` (after ``capture``) in a forked
-    process armed with :func:`arm` (its stdout and stderr go to the file ``log``); returns its
-    exit code (``-SIGKILL`` when the kill fired)."""
+    process armed with :func:`arm`, in this process's environment (the server may have been
+    started by another test, in another one); its stdout and stderr go to the file ``log``.
+    Returns its exit code (``-SIGKILL`` when the kill fired)."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
-    p = ctx.Process(target=_child, args=(["capture", *argv], n, partial, str(log)))
+    p = ctx.Process(target=_child, args=(["capture", *argv], n, partial, str(log),
+                                         dict(os.environ)))
     p.start()
     p.join(120)
     if p.exitcode is None:
