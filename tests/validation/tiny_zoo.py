@@ -8,6 +8,7 @@ import collections
 import numpy as np
 import torch
 
+from validation.capture.batch_models import BatchZooLevel
 from validation.capture.models import DecoderModel, NGramDrafter, ZooModel
 from validation.zoo.model import GPT, GPTConfig
 from validation.zoo.ngram import NGramModel
@@ -80,6 +81,60 @@ class ForwardOnce(ZooModel):
     def keep(self, base, slots):
         super().keep(base, slots)
         self._ops += ((int(base), "keep", tuple(int(s) for s in slots)),)
+
+
+class BatchForwardOnce(BatchZooLevel):
+    """A batched zoo level (:class:`BatchZooLevel` over ``model``) that runs each batched
+    forward once per history since ``reset`` (every forward's positions, ends and tokens and
+    every rollback, in order: the same history leaves the same cache) and replays it after:
+    the keys and values of the slots it wrote (each row's ``m`` slots from its start,
+    padding included) and the same logits, bit for bit. For the batched sampling-law tests,
+    whose batches repeat their prompts; tested against :class:`BatchZooLevel` in
+    tests/validation/test_batch_decoder.py. ``computed`` / ``replayed`` count the forwards
+    run and replayed."""
+
+    def __init__(self, model: ZooModel):
+        super().__init__(model)
+        self._memo: dict = {}
+        self._hist: tuple = ()
+        self.computed = self.replayed = 0
+
+    def reset(self, batch, slack=0):
+        super().reset(batch, slack)
+        self._hist = (int(batch), int(slack))
+
+    def rollback(self, j, n):
+        super().rollback(j, n)
+        self._hist += (("rollback", int(j), int(n)),)
+
+    @torch.inference_mode()
+    def logits(self, seqs, ends):
+        starts = self.pos.copy()
+        ends_t = tuple(int(e) for e in ends)
+        # (a wrong number of ends is a miss: the level itself refuses it)
+        toks = tuple(tuple(int(t) for t in s[a:e])
+                     for s, a, e in zip(seqs, starts, ends_t, strict=False))
+        call = ("logits", tuple(starts.tolist()), ends_t, toks)
+        key = (self._hist, call)
+        hit = self._memo.get(key)
+        c = self.cache
+        if hit is None:
+            out, mj = super().logits(seqs, ends)
+            m = out.shape[1]
+            rows = [(c.k[:, j, :, a:a + m].clone(), c.v[:, j, :, a:a + m].clone())
+                    for j, a in enumerate(starts.tolist())]
+            self._memo[key] = (m, rows, out.clone(), mj.copy())
+            self.computed += 1
+        else:
+            m, rows, out, mj = hit
+            for j, a in enumerate(starts.tolist()):
+                c.k[:, j, :, a:a + m] = rows[j][0]
+                c.v[:, j, :, a:a + m] = rows[j][1]
+            out, mj = out.clone(), mj.copy()
+            self.pos = np.asarray(ends_t, dtype=np.int64)
+            self.replayed += 1
+        self._hist += (call,)
+        return out, mj
 
 
 def tiny_family(n: int, vocab: int = 16, noise: float = 0.03, d: int = 16, seed: int = 0,
