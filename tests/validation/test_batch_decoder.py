@@ -17,7 +17,7 @@ from polyspec_theory import Cascade
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.serving.batch import predict_batch
 from tests.validation.batch_fakes import FakeClock, fake_cascade, product_laws
-from tests.validation.tiny_zoo import greedy_tokens, tiny_family, tiny_ngram
+from tests.validation.tiny_zoo import BatchForwardOnce, greedy_tokens, tiny_family, tiny_ngram
 from validation.capture.batch_models import BatchZooLevel, batch_level
 from validation.capture.models import HFModel
 from validation.schemes.batch import (
@@ -202,12 +202,14 @@ def _chi2_ok(counts, exact, draws):
 def test_sampling_law_per_sequence_matches_target(n, th, temperature, top_k):
     # batch of 5: slots 0-2 hold prompt A, slots 3-4 prompt B (another length), so positions
     # are ragged; χ² of the joint law of each sequence's first two tokens against the exact
-    # target law per prompt (1 - 1e-4 quantile; fixed seed)
+    # target law per prompt (1 - 1e-4 quantile; fixed seed); each batched forward is run once
+    # per history (BatchForwardOnce: the same cache and logits, bit for bit)
     levels = tiny_family(n, vocab=4, d=8, noise=0.3, scale=2.0, seed=5)
     pa, pb = [1, 2, 0], [3, 0, 1, 1, 2, 0]
     sampler = Sampler(temperature, top_k)
     exact = {0: _first_two_law(levels[0], pa, sampler), 1: _first_two_law(levels[0], pb, sampler)}
-    dec = BatchCascadeDecoder(levels, th, temperature=temperature, top_k=top_k, seed=11)
+    dec = BatchCascadeDecoder([BatchForwardOnce(lv) for lv in levels], th,
+                              temperature=temperature, top_k=top_k, seed=11)
     batches = 240
     counts = {0: np.zeros(16), 1: np.zeros(16)}
     accepted = waited = 0
@@ -223,6 +225,23 @@ def test_sampling_law_per_sequence_matches_target(n, th, temperature, top_k):
     for key, draws in ((0, 3 * batches), (1, 2 * batches)):
         ok, chi2 = _chi2_ok(counts[key], exact[key], draws)
         assert ok, (key, chi2)
+
+
+def test_batch_forward_once_levels_decode_bit_for_bit_as_zoo_levels():
+    """The batched sampling-law tests' levels (tiny_zoo.BatchForwardOnce: each batched forward
+    run once per history since reset, then replayed) give the very decodes of plain zoo
+    levels: tokens, per-sequence and batch rounds of sampled decodes of a ragged batch."""
+    got = {}
+    for memo in (False, True):
+        zoo = tiny_family(3, vocab=4, d=8, noise=0.3, scale=2.0, seed=5)
+        lv = [BatchForwardOnce(x) for x in zoo] if memo else zoo
+        dec = BatchCascadeDecoder(lv, [3, 2], temperature=1.0, seed=11)
+        got[memo] = []
+        for _ in range(12):
+            r = dec.generate([[1, 2, 0]] * 3 + [[3, 0, 1, 1, 2, 0]] * 2, 2, until="all")
+            got[memo].append((r.tokens, r.seq_rounds, [x[:7] for x in r.batch_rounds]))
+    assert got[True] == got[False]
+    assert all(x.replayed > 0 and x.computed > 0 for x in lv)  # both paths were taken
 
 
 def test_sampling_is_reproducible_with_seed():

@@ -1,25 +1,23 @@
-"""A real capture (``python -m polyspec capture`` on the committed zoo, tiny settings) killed
+"""A real capture (``polyspec capture`` on the committed zoo, tiny settings) killed
 with SIGKILL at several moments — while writing its header, in the middle of the start-of-
 capture cost curves, between prompts' records, in the middle of the end-of-capture cost
 curves — and resumed each time with ``--resume``: the final trace has exactly the records
 of an uninterrupted run (cost cells per model and phase, rounds per prompt and level, the
-same greedy rounds, one AR run per prompt and model), none lost, none twice."""
+same greedy rounds, one AR run per prompt and model), none lost, none twice. Each killed run
+is a process of its own, forked from one that imported torch and the capture once
+(:mod:`tests.validation.killpoint`)."""
 
 from __future__ import annotations
 
 import collections
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from validation.paths import REPO_ROOT, zoo_dir
+from tests.validation.killpoint import killed_capture
+from validation.paths import zoo_dir
 from validation.traces.records import read_records, read_trace
 
-HOOK = Path(__file__).parent / "killhook"
 MODELS, THRESHOLDS = "target,mid,small", "3,2"
 ARGS = ["--models", MODELS, "--thresholds", THRESHOLDS, "--prompts", "2", "--prompt-len",
         "16", "--tokens", "8", "--cost-contexts", "8", "--cost-repeats", "1", "--warmup", "0",
@@ -27,19 +25,15 @@ ARGS = ["--models", MODELS, "--thresholds", THRESHOLDS, "--prompts", "2", "--pro
 CELLS = 16  # m = 1..16 at one context, per model and phase
 
 
-def _capture(out, *extra, kill_at=None, partial=False):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HOOK), str(REPO_ROOT)]))
-    env.pop("POLYSPEC_TEST_KILL_AT", None)
-    if kill_at is not None:
-        env["POLYSPEC_TEST_KILL_AT"] = str(kill_at)
-        env["POLYSPEC_TEST_KILL_PARTIAL"] = "1" if partial else "0"
-    return subprocess.run([sys.executable, "-m", "polyspec", "capture", *ARGS, "--out",
-                           str(out), "--zoo-dir", str(zoo_dir()), *extra],
-                          capture_output=True, text=True, timeout=120, env=env)
+def _argv(out, *extra):
+    return [*ARGS, "--out", str(out), "--zoo-dir", str(zoo_dir()), *extra]
 
 
-def _killed(r):
-    assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
+def _killed(out, *extra, kill_at, partial=False):
+    """The capture into ``out``, killed as it is about to write its record ``kill_at``."""
+    log = out.parent / f"kill{kill_at}.log"
+    rc = killed_capture(_argv(out, *extra), kill_at, partial, log)
+    assert rc == -signal.SIGKILL, (rc, log.read_text()[-2000:])
 
 
 def _summary(path):
@@ -60,12 +54,11 @@ def _summary(path):
 
 @pytest.mark.skipif(not (zoo_dir() / "target.safetensors").exists(), reason="no zoo weights")
 def test_capture_killed_at_several_moments_resumes_without_loss_or_duplication(tmp_path):
-    # the uninterrupted reference: the same command in this process (only the killed runs
-    # need a process of their own)
+    # the uninterrupted reference and the last resume (not killed): the same command in this
+    # process (only the killed runs need a process of their own)
     from polyspec.cli import main
 
-    assert main(["capture", *ARGS, "--out", str(tmp_path / "ref"), "--zoo-dir",
-                 str(zoo_dir())]) == 0
+    assert main(["capture", *_argv(tmp_path / "ref")]) == 0
     ref_path = tmp_path / "ref" / "k.jsonl"
     _, ref_count, ref_cells, ref_rounds = _summary(ref_path)
     assert set(ref_cells) == {(m, ph) for m in ("target", "mid", "small")
@@ -80,30 +73,29 @@ def test_capture_killed_at_several_moments_resumes_without_loss_or_duplication(t
     path = out / "k.jsonl"
 
     # 1. killed while writing the header (half a line, no newline): resume starts afresh
-    _killed(_capture(out, kill_at=1, partial=True))
+    _killed(out, kill_at=1, partial=True)
     assert path.exists() and b"\n" not in path.read_bytes()
     # 2. killed half-way through writing the start-phase cells of the second model
-    _killed(_capture(out, "--resume", kill_at=1 + CELLS + 9, partial=True))
+    _killed(out, "--resume", kill_at=1 + CELLS + 9, partial=True)
     raw = read_records(path, allow_truncated=True)
     start = collections.Counter(r["model"] for r in raw.of_type("cost"))
     assert raw.truncated_tail and start == {"target": CELLS, "mid": 8}
     # 3. resumed, killed in the middle of prompt 1 (prompt 0 finished): after the missing
     # 8 + 16 start cells, prompt 0's records and two records of prompt 1
-    _killed(_capture(out, "--resume", kill_at=1 + 8 + CELLS + n_prompt0 + 3))
+    _killed(out, "--resume", kill_at=1 + 8 + CELLS + n_prompt0 + 3)
     raw = read_records(path, allow_truncated=True)
     assert [r["prompt"] for r in raw.of_type("summary")] == [0]
     assert sum(1 for r in raw.records if r.get("prompt") == 1) == 2
     assert collections.Counter(r["model"] for r in raw.of_type("cost")) == {
         m: CELLS for m in ("target", "mid", "small")}
     # 4. resumed, killed half-way through the end-phase cells of the second model
-    _killed(_capture(out, "--resume", kill_at=1 + n_prompt1 + CELLS + 6, partial=True))
+    _killed(out, "--resume", kill_at=1 + n_prompt1 + CELLS + 6, partial=True)
     raw = read_records(path, allow_truncated=True)
     end = collections.Counter(r["model"] for r in raw.of_type("cost") if r["phase"] == "end")
     assert [r["prompt"] for r in raw.of_type("summary")] == [0, 1] and not raw.complete
     assert end == {"target": CELLS, "mid": 5} and raw.truncated_tail
     # 5. resumed to the end
-    done = _capture(out, "--resume")
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert main(["capture", *_argv(out, "--resume")]) == 0
 
     tr, count, cells, rounds = _summary(path)
     assert tr.complete and tr.n_discarded == 2  # prompt 1's two records of attempt 3

@@ -129,8 +129,9 @@ def test_sampling_law_matches_target(n, th, temperature, top_k):
     # χ² test of the joint law of the first two tokens against the exact target law
     # (vocab 4, 1000 draws). The threshold is the 1 - 1e-4 quantile, so the false-failure
     # rate is 1e-4 per case (3e-4 for the 3 cases); the seed is fixed, so runs repeat. The
-    # prompt's prefill is computed once (PrefillOnce: the same cache and logits, bit for bit).
-    levels = tiny_family(n, vocab=4, d=8, noise=0.3, scale=2.0, seed=5, prefill_once=True)
+    # forwards are computed once per cache state (ForwardOnce: the same cache and logits, bit
+    # for bit).
+    levels = tiny_family(n, vocab=4, d=8, noise=0.3, scale=2.0, seed=5, forward_once=True)
     prompt = [1, 2, 0]
     exact = _first_two_law(levels[0], prompt, temperature, top_k)
     dec = PolybasicDecoder(levels, th, temperature=temperature, top_k=top_k, seed=11)

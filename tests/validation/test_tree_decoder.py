@@ -265,8 +265,8 @@ CASES = [  # (n, thresholds, kwargs, temperature, top_k)
 def test_sampling_law_matches_target(n, th, kw, temperature, top_k):
     # χ² of the joint law of the first two tokens against the exact target law (vocab 4,
     # 1000 draws); threshold: the 1 - 1e-4 quantile (false-failure rate 1e-4 per case),
-    # fixed seeds, so runs repeat; the prompt's prefill is computed once (PrefillOnce)
-    levels = tiny_family(n, vocab=4, d=8, noise=0.3, scale=2.0, seed=5, prefill_once=True)
+    # fixed seeds, so runs repeat; each forward is computed once per cache state (ForwardOnce)
+    levels = tiny_family(n, vocab=4, d=8, noise=0.3, scale=2.0, seed=5, forward_once=True)
     prompt = [1, 2, 0]
     exact = _first_two_law(levels[0], prompt, Sampler(temperature, top_k))
     dec = StructuredDecoder(levels, th, temperature=temperature, top_k=top_k, seed=11, **kw)
@@ -283,10 +283,11 @@ def test_sampling_law_matches_target(n, th, kw, temperature, top_k):
     assert p > 1e-4, (chi2, p)
 
 
-def test_prefill_once_levels_decode_bit_for_bit_as_zoo_levels():
-    """The sampling-law tests' levels (tiny_zoo.PrefillOnce: a prompt's prefill computed once,
-    then replayed) give the very decodes of plain zoo levels: tokens, rounds and records of
-    sampled tree, schedule and chain decodes over repeated and interleaved prompts."""
+def test_forward_once_levels_decode_bit_for_bit_as_zoo_levels():
+    """The sampling-law tests' levels (tiny_zoo.ForwardOnce: each forward computed once per
+    cache state, then replayed) give the very decodes of plain zoo levels: tokens, rounds and
+    records of sampled tree, schedule and chain decodes over repeated and interleaved
+    prompts."""
     from validation.schemes.chain import PolybasicDecoder
 
     def strip(r):
@@ -297,15 +298,20 @@ def test_prefill_once_levels_decode_bit_for_bit_as_zoo_levels():
     prompts = [[1, 2, 0], [3], [1, 2, 0], [0, 3, 3, 1, 2], [1, 2, 0]] * 6
     got = {}
     for memo in (False, True):
-        lv = tiny_family(3, vocab=4, d=8, noise=0.3, scale=2.0, seed=5, prefill_once=memo)
+        lv = tiny_family(3, vocab=4, d=8, noise=0.3, scale=2.0, seed=5, forward_once=memo)
         decs = [StructuredDecoder(lv, [2, 1], tree=[-1, 0, 0, 1, 2], temperature=1.0, seed=2),
                 StructuredDecoder(lv[:2], [3], schedules=["confidence:0.4"], temperature=0.8,
                                   seed=3),
                 PolybasicDecoder(lv, [2, 2], temperature=1.0, seed=4)]
         got[memo] = [strip(d.generate(p, 3)) for p in prompts for d in decs]
     assert got[True] == got[False]
-    # each level's prefills of the longer prompts (prompt[:-1]) were kept, so replayed
-    assert all({(1, 2), (0, 3, 3, 1)} <= set(x._prefills) for x in lv)
+    # each level's prefills of the longer prompts (prompt[:-1]) were kept, so replayed, and
+    # chain and tree forwards after them were replayed too
+    prefills = {(1, 2), (0, 3, 3, 1)}
+    for x in lv:
+        assert prefills <= {op[2] for ops, _, _, op in x._memo if not ops and op[1] == "logits"}
+        assert x.replayed["logits"] > 0, x.replayed
+    assert lv[1].replayed["tree"] > 0 and lv[2].replayed["tree"] > 0  # the bottom pair's tree
 
 
 def _root_laws(levels, prompt, temperature):
@@ -345,8 +351,8 @@ def _rank_law_without_replacement(p, q, k):
 def test_root_rank_law_is_specinfer_t2(sampling):
     # the accepted rank at the root over 3000 one-token generations, χ² against the exact
     # rank law: T2's residual_rank_probs (iid) or an enumeration of Sequoia's rule; the
-    # prompt's prefill is computed once (PrefillOnce)
-    levels = tiny_family(2, vocab=4, d=8, noise=0.6, scale=2.0, seed=5, prefill_once=True)
+    # forwards are computed once per cache state (ForwardOnce)
+    levels = tiny_family(2, vocab=4, d=8, noise=0.6, scale=2.0, seed=5, forward_once=True)
     prompt = [1, 2, 0]
     p, q = _root_laws(levels, prompt, 1.0)
     k = 3

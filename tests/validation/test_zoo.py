@@ -337,7 +337,7 @@ def test_cli_zoo_train_grows_the_target_from_its_base(tmp_path, capsys, monkeypa
     assert (tmp_path / "ckpt" / "target_base.pt").exists()
 
 
-@pytest.mark.parametrize("spec", ["ngram", "ngram:3", "ngram:0", "small", "target",
+@pytest.mark.parametrize("spec", ["ngram", "ngram:2", "ngram:0", "small", "target",
                                   str(zoo_dir() / "draft-t.safetensors")])
 def test_model_name_is_the_name_a_spec_loads_under(spec):
     assert model_name(spec) == load_model(spec).name

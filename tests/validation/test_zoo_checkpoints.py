@@ -73,9 +73,10 @@ def test_planted_grow_base_is_refused_by_the_cli(tmp_path, capsys):
     _plant(tmp_path / "ckpt" / "target_base.pt", marker)
     rc = main(["zoo", "train", "--out", str(tmp_path), "--only", "target",
                "--steps-scale", "0.002"])
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert rc == 2 and "target_base.pt: refused" in err and len(err.strip().splitlines()) == 1
     assert not marker.exists()
+    assert "expected run time" not in out  # refused with the inputs, before the probe
 
 
 def test_damaged_or_foreign_checkpoints_are_refused(tmp_path):

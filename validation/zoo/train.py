@@ -211,7 +211,9 @@ def _published(out: Path, name: str, role: str, spec_name: str) -> Path:
 
 def _check_inputs(specs, out: Path) -> None:
     """Before any work: every teacher / initialisation / base a spec needs is published in
-    ``out`` (or in ``out/ckpt`` for ``grow_from``), or made by an earlier spec of this run."""
+    ``out`` (or in ``out/ckpt`` for ``grow_from``), or made by an earlier spec of this run; a
+    base checkpoint of an earlier run loads (:func:`load_checkpoint`: a planted or damaged one
+    is refused before the run-time probe and the training)."""
     made: set[str] = set()
     for spec in specs:
         needs = [(spec.teacher, "teacher"), (spec.init_from, "initialisation")]
@@ -222,6 +224,7 @@ def _check_inputs(specs, out: Path) -> None:
             ck = Path(out) / "ckpt" / f"{spec.grow_from}.pt"
             if not ck.exists():
                 raise _missing(ck, f"{spec.name} grows from {spec.grow_from}: train it first")
+            load_checkpoint(ck)
         made.add(spec.name)
 
 
