@@ -27,9 +27,9 @@ one of them is loaded, not recompiled, by the others. `polyspec verify --quick` 
 doc block of docs/validation.md that prints it (tests/doc_blocks.py runs a block once per
 process) also gives tests/polyspec/test_simulate_verify_cli.py its rows; both run on one worker
 (xdist group ``verify_quick``). A clean clone starts empty, so nothing outlives the run; a
-cached executable gives the same numbers as a fresh compilation (tests/simulators/test_compilation_cache.py). ``JAX_COMPILATION_CACHE_DIR`` set
-beforehand is used as it is (not removed); ``JAX_ENABLE_COMPILATION_CACHE=false`` turns the
-cache off."""
+cached executable gives the same numbers as a fresh compilation
+(tests/simulators/test_compilation_cache.py). ``JAX_COMPILATION_CACHE_DIR`` set beforehand is
+used as it is (not removed); ``JAX_ENABLE_COMPILATION_CACHE=false`` turns the cache off."""
 
 from __future__ import annotations
 
