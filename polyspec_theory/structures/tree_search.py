@@ -198,7 +198,7 @@ def _budget(max_nodes, max_depth):
 def _budget_list(budgets, max_depth):
     """Validated ``(budgets, depth cap or None)`` of the functions of several budgets."""
     if isinstance(budgets, (str, bytes, dict)) or not isinstance(
-            budgets, Sequence | np.ndarray | range):
+            budgets, Sequence | np.ndarray):
         raise PolyspecInputError("budgets", "must be a list of node budgets")
     ns = [as_int(b, f"budgets[{i}]", low=1, high=MAX_TREE_NODES) for i, b in enumerate(budgets)]
     if not ns:
