@@ -41,12 +41,12 @@ from polyspec_theory.closed_forms.dualistic import optimal_gamma
 from polyspec_theory.core.config import Cascade
 from polyspec_theory.structures.trees import SiblingLaw, Tree, chain_tree, expected_emitted_tree
 from simulators.structures import simulate_structured
-from validation.analysis.tree_plan import TREE_FAMILIES, family_structures
+from validation.analysis.tree_plan import TREE_FAMILIES, family_structures_by_budget
 from validation.paths import shown_path
 
 from . import style
 
-__all__ = ["compute", "draw", "main", "structures", "zoo_panels"]
+__all__ = ["compute", "draw", "main", "structures", "structures_by_budget", "zoo_panels"]
 
 NAME = "fig11_trees"
 TITLE = "Token trees against the node budget: chain, best fixed-width tree, optimal tree"
@@ -61,10 +61,17 @@ def structures(n: int) -> dict:
     """For budget ``n``: ``{(panel, family): (tree, theory value)}``
     (:func:`validation.analysis.tree_plan.family_structures`; the best chain's speedup by the
     dualistic optimum, :func:`~polyspec_theory.closed_forms.dualistic.optimal_gamma`)."""
-    out = family_structures(SiblingLaw(LAW["sibling"]), TARGET, DRAFT, n)
-    g = optimal_gamma({"alpha": LAW["sibling"][0]}, TARGET, DRAFT, max_gamma=n)
-    out[("speedup", "chain")] = (chain_tree(g.gamma), g.speedup)
-    return out
+    return structures_by_budget([n])[0]
+
+
+def structures_by_budget(budgets) -> list[dict]:
+    """:func:`structures` of each budget, bit for bit, with the trees of every budget from one
+    set of DP tables (:func:`validation.analysis.tree_plan.family_structures_by_budget`)."""
+    outs = family_structures_by_budget(SiblingLaw(LAW["sibling"]), TARGET, DRAFT, budgets)
+    for n, out in zip(budgets, outs, strict=True):
+        g = optimal_gamma({"alpha": LAW["sibling"][0]}, TARGET, DRAFT, max_gamma=n)
+        out[("speedup", "chain")] = (chain_tree(g.gamma), g.speedup)
+    return outs
 
 
 def _cascade(tree) -> Cascade:
@@ -81,9 +88,9 @@ def compute(quick: bool = False, traces_dir=None) -> dict:
     nmax = 16 if quick else 48
     budgets = np.arange(1, nmax + 1)
     curves = {(p, f): np.empty(budgets.size) for p in ("el", "speedup") for f in TREE_FAMILIES}
-    at = {}  # budget -> structures(budget): the simulated budgets are on the curves' grid
+    # budget -> structures(budget): the simulated budgets are on the curves' grid
+    at = dict(zip(budgets.tolist(), structures_by_budget(budgets.tolist()), strict=True))
     for j, n in enumerate(budgets):
-        at[int(n)] = structures(int(n))
         for key, (_, v) in at[int(n)].items():
             curves[key][j] = v
     mc_budgets = (12,) if quick else (4, 16, 48)
@@ -137,11 +144,11 @@ def _trees_dir(traces_dir):
 
 def zoo_panels(directory) -> list[dict]:
     """One panel pair per plan in ``directory``: theory curves from the plan's pilot fits
-    (:func:`validation.analysis.tree_plan.family_structures`) and the measured points of the planned
-    trees that were captured (missing traces are skipped)."""
+    (:func:`validation.analysis.tree_plan.family_structures_by_budget`) and the measured
+    points of the planned trees that were captured (missing traces are skipped)."""
     import json
 
-    from validation.analysis.tree_plan import family_structures, plan_law_costs
+    from validation.analysis.tree_plan import family_structures_by_budget, plan_law_costs
     from validation.traces.records import read_trace
 
     out = []
@@ -151,8 +158,8 @@ def zoo_panels(directory) -> list[dict]:
         nmax = max(plan["budgets"])
         b = np.arange(1, nmax + 1)
         curves = {f"{p}_{f}": np.empty(b.size) for p in ("el", "speedup") for f in TREE_FAMILIES}
-        for j, n in enumerate(b):
-            for (p, f), (_, v) in family_structures(law, tc, dc, int(n)).items():
+        for j, fams in enumerate(family_structures_by_budget(law, tc, dc, b.tolist())):
+            for (p, f), (_, v) in fams.items():
                 curves[f"{p}_{f}"][j] = v
         pts, seen = [], {}
         for e in plan["entries"]:

@@ -102,13 +102,16 @@ def panel_label(ax, text: str) -> None:
 
 
 def save(fig, out_dir, name: str) -> list[Path]:
-    """Write ``name.png`` (300 dpi) and ``name.pdf`` into ``out_dir`` deterministically, close
-    ``fig`` and return the two paths."""
+    """Write ``name.png`` (300 dpi) and ``name.pdf`` (the PNG's layout) into ``out_dir``
+    deterministically, close ``fig`` and return the two paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     try:
         fig.savefig(paths[0], metadata={"Software": None})
+        # the PNG's save laid the figure out (constrained layout, 300 dpi): the PDF keeps
+        # that layout rather than running it again with the PDF renderer
+        fig.set_layout_engine("none")
         fig.savefig(paths[1], metadata={"CreationDate": None, "Creator": "polyspec",
                                         "Producer": None})
     finally:

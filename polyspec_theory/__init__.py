@@ -83,8 +83,9 @@ _MODULES = {
         "SiblingLaw", "Tree", "TreeLaw",
     ),
     "structures.tree_search": (
-        "beam_tree", "best_width_tree", "max_expected_emitted", "optimal_tree", "OptimalTree",
-        "tree_round", "tree_speedup", "TreeRound", "widest_emitted_tree",
+        "beam_tree", "best_width_tree", "best_width_trees", "max_expected_emitted",
+        "max_expected_emitted_trees", "optimal_tree", "optimal_trees", "OptimalTree",
+        "tree_round", "tree_speedup", "TreeRound", "widest_emitted_tree", "widest_emitted_trees",
     ),
     "structures.schedule": (
         "ConfidenceFit", "ConfidenceLaw", "ConfidenceSchedule", "fit_confidence_law", "HFSchedule",

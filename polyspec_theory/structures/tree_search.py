@@ -6,6 +6,7 @@ from scratch; beam and best-width trees for comparison).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,8 +35,12 @@ __all__ = [
     "OptimalTree",
     "max_expected_emitted",
     "optimal_tree",
+    "optimal_trees",
+    "max_expected_emitted_trees",
     "best_width_tree",
+    "best_width_trees",
     "widest_emitted_tree",
+    "widest_emitted_trees",
 ]
 
 
@@ -184,6 +189,55 @@ def _rebuild_parents(t0: int, n: int, best_j, choice) -> tuple[int, ...]:
     return tuple(parents)
 
 
+def _budget(max_nodes, max_depth):
+    n = as_int(max_nodes, "max_nodes", low=1, high=MAX_TREE_NODES)
+    d = n if max_depth is None else as_int(max_depth, "max_depth", low=1, high=MAX_TREE_NODES)
+    return n, min(d, n)
+
+
+def _budget_list(budgets, max_depth):
+    """Validated ``(budgets, depth cap or None)`` of the functions of several budgets."""
+    if isinstance(budgets, (str, bytes, dict)) or not isinstance(
+            budgets, Sequence | np.ndarray):
+        raise PolyspecInputError("budgets", "must be a list of node budgets")
+    ns = [as_int(b, f"budgets[{i}]", low=1, high=MAX_TREE_NODES) for i, b in enumerate(budgets)]
+    if not ns:
+        raise PolyspecInputError("budgets", "give at least one node budget")
+    cap = None if max_depth is None else as_int(max_depth, "max_depth", low=1,
+                                                  high=MAX_TREE_NODES)
+    return ns, cap
+
+
+class _SharedDP:
+    """T4's DP tables of the largest budget ``N`` (``n_max = N + 1``), read for every smaller
+    budget ``n``: ``V_t(x)``, ``H_{t,j}(m)`` and their argmax choices at ``x, m <= n + 1`` read
+    only smaller sizes and the ranks ``k <= n`` (a rank-k child needs ``k`` nodes), so they
+    are the entries, bit for bit, of the table of budget ``n`` itself; with more depth rows
+    ``V_0(x)`` is unchanged for ``x - 1 <=`` the rows of both tables (a subtree of ``x``
+    nodes is at most ``x - 1`` deep). A budget whose rank table is not the top-left block
+    of ``N``'s (``rank_probs`` not a prefix for that law) gets its own table."""
+
+    def __init__(self, law: TreeLaw, n_max: int):
+        self.law, self.n_max, self._tables = law, n_max, {}
+
+    def get(self, depth: int, table_depth: int, n: int):
+        """``(V, best_j, choice, shift, rebuilt)`` serving ``_dp(law.rank_probs(depth, n),
+        n + 1)`` (``table_depth >= depth`` rows when shared; ``shift`` = the extra rows, 0
+        when the budget has its own table; ``rebuilt``: ``{(t0, b): parents}`` of the
+        table's trees rebuilt so far, shared by the budgets that read the table)."""
+        rows = self.law.rank_probs(depth, n)
+        if table_depth not in self._tables:
+            big = self.law.rank_probs(table_depth, self.n_max)
+            self._tables[table_depth] = (big, *_dp(big, self.n_max + 1), {})
+        big, V, bj, ch, rebuilt = self._tables[table_depth]
+        if np.array_equal(rows, big[:depth, :n]):
+            return V, bj, ch, table_depth - depth, rebuilt
+        return (*_dp(rows, n + 1), 0, {})
+
+    def drop(self, table_depth: int) -> None:
+        self._tables.pop(table_depth, None)
+
+
 @dataclass(frozen=True)
 class OptimalTree:
     """Result of :func:`optimal_tree` / :func:`max_expected_emitted`. ``exact``: the tree is
@@ -203,22 +257,34 @@ class OptimalTree:
                 "max_depth": self.max_depth, "exact": self.exact}
 
 
-def _budget(max_nodes, max_depth):
-    n = as_int(max_nodes, "max_nodes", low=1, high=MAX_TREE_NODES)
-    d = n if max_depth is None else as_int(max_depth, "max_depth", low=1, high=MAX_TREE_NODES)
-    return n, min(d, n)
-
-
 def max_expected_emitted(law, max_nodes: int, max_depth: int | None = None) -> OptimalTree:
     """T4: the tree with at most ``max_nodes`` drafted nodes and depth at most ``max_depth``
     maximizing ``E[L] = sum_v f(v)`` under a tree law (exact DP: a subtree's best value
     depends only on its size and the depth of its root)."""
     law = _tree_law(law)
     n, D = _budget(max_nodes, max_depth)
-    rows = law.rank_probs(D, n)
-    V, bj, ch = _dp(rows, n + 1)
-    tree = _rebuild(0, n + 1, bj, ch)
-    return OptimalTree(tree, float(V[0, n + 1]), None, n, D, True)
+    return _max_emitted(law, [n], None if max_depth is None else D)[0]
+
+
+def max_expected_emitted_trees(law, budgets, max_depth: int | None = None) -> list[OptimalTree]:
+    """T4 for several budgets from one DP table (that of the largest, :class:`_SharedDP`):
+    element ``i`` is ``max_expected_emitted(law, budgets[i], max_depth)``, bit for bit."""
+    law = _tree_law(law)
+    ns, cap = _budget_list(budgets, max_depth)
+    return _max_emitted(law, ns, cap)
+
+
+def _max_emitted(law: TreeLaw, ns: list[int], cap) -> list[OptimalTree]:
+    top = max(ns)
+    dtop = top if cap is None else min(cap, top)
+    dp = _SharedDP(law, top)
+    out = []
+    for n in ns:
+        D = n if cap is None else min(cap, n)
+        V, bj, ch, _, _ = dp.get(D, dtop, n)  # the root is row 0 of either table
+        out.append(OptimalTree(_rebuild(0, n + 1, bj, ch), float(V[0, n + 1]), None, n, D,
+                               True))
+    return out
 
 
 def optimal_tree(law, max_nodes: int, target_cost, draft_cost,
@@ -232,58 +298,104 @@ def optimal_tree(law, max_nodes: int, target_cost, draft_cost,
     ``1..max_nodes + 1``: then no tree within the budget is faster. Otherwise the result is
     the best among the E[L]-optimal trees (a width-dependent drafter cost is not in the DP)."""
     law = _tree_law(law)
+    t, dr = _tree_costs(target_cost, draft_cost)
+    n, D = _budget(max_nodes, max_depth)
+    return _fastest(law, [n], t, dr, None if max_depth is None else D)[0]
+
+
+def optimal_trees(law, budgets, target_cost, draft_cost,
+                  max_depth: int | None = None) -> list[OptimalTree]:
+    """T4 for several budgets from the DP tables of the largest (one table for
+    depth-independent ranks, one per depth otherwise; :class:`_SharedDP`) instead of tables
+    per budget: element ``i`` is ``optimal_tree(law, budgets[i], target_cost, draft_cost,
+    max_depth)``, bit for bit."""
+    law = _tree_law(law)
+    t, dr = _tree_costs(target_cost, draft_cost)
+    ns, cap = _budget_list(budgets, max_depth)
+    return _fastest(law, ns, t, dr, cap)
+
+
+def _tree_costs(target_cost, draft_cost):
     t = _curve(target_cost, "target_cost")
     dr = _curve(draft_cost, "draft_cost")
     if t.t1 <= 0:
         raise PolyspecInputError("target_cost", "T_1(1) must be > 0")
-    n, Dmax = _budget(max_nodes, max_depth)
-    ms = np.arange(1, n + 2)
-    tv = t(ms)
-    exact = bool(dr.kind == "constant" and np.all(np.diff(tv) >= 0))
-    rows_all = law.rank_probs(Dmax, n) if law.depth_independent else None
-    dp_all = _dp(rows_all, n + 1) if rows_all is not None else None
+    return t, dr
 
-    def dp_for(D):
-        if dp_all is not None:  # same rows at every depth: remaining depth D is row Dmax - D
-            return (*dp_all, Dmax - D)
-        return (*_dp(law.rank_probs(D, n), n + 1), 0)
 
-    budgets = np.arange(2, n + 2)  # nodes incl. the root
-    if exact:
-        # score every (D, b) by its value over the time of a tree with exactly b - 1 nodes
-        # and depth D; the rebuilt tree (<= b - 1 nodes, depth <= D) is at least as fast,
-        # and no tree within the budget beats the best score (T4)
-        best = None
-        for D in range(1, Dmax + 1):
-            V, bj, ch, t0 = dp_for(D)
-            score = t.t1 * V[t0, budgets] / (D * dr.t1 + tv[budgets - 1])
+def _fastest(law: TreeLaw, ns: list[int], t: CostCurve, dr: CostCurve, cap) -> list[OptimalTree]:
+    """:func:`optimal_tree` of each budget of ``ns``; the depths ``D`` run in the outer loop
+    so that one table per depth is alive at a time (each budget's search is the same
+    sequence over ``D`` as alone)."""
+    top = max(ns)
+    dtop = top if cap is None else min(cap, top)
+    dp = _SharedDP(law, top)
+    speeds = {}  # parents -> (tree, speedup): a tree's score does not depend on the budget
+    search = {n: _BudgetSearch(law, n, n if cap is None else min(cap, n), t, dr, speeds)
+              for n in dict.fromkeys(ns)}
+    if law.depth_independent:  # same rows at every depth: remaining depth D is row Dn - D
+        tables = {n: dp.get(s.D, dtop, n) for n, s in search.items()}
+    for D in range(1, dtop + 1):
+        for n, s in search.items():
+            if D > s.D:
+                continue
+            if law.depth_independent:
+                V, bj, ch, shift, rebuilt = tables[n]
+                s.step(D, V, bj, ch, s.D - D + shift, rebuilt)
+            else:
+                s.step(D, *dp.get(D, D, n))
+        if not law.depth_independent:
+            dp.drop(D)  # one table per depth alive at a time
+    return [search[n].result() for n in ns]
+
+
+class _BudgetSearch:
+    """One budget's search of :func:`optimal_tree` over the DP's trees, depth by depth
+    (:meth:`step` with the table serving depth ``D``, :meth:`result` at the end)."""
+
+    def __init__(self, law, n, D, t, dr, speeds):
+        self.law, self.n, self.D, self.t, self.dr, self.speeds = law, n, D, t, dr, speeds
+        self.tv = t(np.arange(1, n + 2))
+        self.exact = bool(dr.kind == "constant" and np.all(np.diff(self.tv) >= 0))
+        self.budgets = np.arange(2, n + 2)  # nodes incl. the root
+        self.best = None
+        self.seen = set()  # a tree met again cannot pass the strict test: the best only grows
+
+    def step(self, D, V, bj, ch, t0, rebuilt):
+        t, budgets = self.t, self.budgets
+        if self.exact:
+            # score every (D, b) by its value over the time of a tree with exactly b - 1
+            # nodes and depth D; the rebuilt tree (<= b - 1 nodes, depth <= D) is at least
+            # as fast, and no tree within the budget beats the best score (T4)
+            score = t.t1 * V[t0, budgets] / (D * self.dr.t1 + self.tv[budgets - 1])
             i = int(np.argmax(score))
-            if best is None or score[i] > best[0]:
-                best = (float(score[i]), D, int(budgets[i]))
-        _, D, b = best
-        V, bj, ch, t0 = dp_for(D)
-        tree = _rebuild(t0, b, bj, ch)
-    else:
-        best = None
-        seen = set()  # a tree met again cannot pass the strict test: the best only grows
-        for D in range(1, Dmax + 1):
-            V, bj, ch, t0 = dp_for(D)
-            prev = None
-            for b in budgets:
-                if prev is not None and V[t0, b] == prev:
-                    continue
-                prev = V[t0, b]
-                key = _rebuild_parents(t0, int(b), bj, ch)
-                if key in seen:
-                    continue
-                seen.add(key)
+            if self.best is None or score[i] > self.best[0]:
+                self.best = (float(score[i]), (t0, int(budgets[i]), bj, ch))
+            return
+        prev = None
+        for b in budgets:
+            if prev is not None and V[t0, b] == prev:
+                continue
+            prev = V[t0, b]
+            key = rebuilt.get((t0, b))
+            if key is None:
+                key = rebuilt[(t0, b)] = _rebuild_parents(t0, int(b), bj, ch)
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            if key not in self.speeds:
                 cand = Tree(key)
-                s = t.t1 * expected_emitted_tree(cand, law) / tree_round_cost(cand, t, dr)
-                if best is None or s > best[0] * (1 + 1e-12):
-                    best = (s, cand)
-        tree = best[1]
-    el = expected_emitted_tree(tree, law)
-    return OptimalTree(tree, el, t.t1 * el / tree_round_cost(tree, t, dr), n, Dmax, exact)
+                self.speeds[key] = (cand, t.t1 * expected_emitted_tree(cand, self.law)
+                                    / tree_round_cost(cand, t, self.dr))
+            cand, s = self.speeds[key]
+            if self.best is None or s > self.best[0] * (1 + 1e-12):
+                self.best = (s, cand)
+
+    def result(self) -> OptimalTree:
+        tree = _rebuild(*self.best[1]) if self.exact else self.best[1]
+        el = expected_emitted_tree(tree, self.law)
+        return OptimalTree(tree, el, self.t.t1 * el / tree_round_cost(tree, self.t, self.dr),
+                           self.n, self.D, self.exact)
 
 
 def beam_tree(law, width: int, depth: int) -> Tree:
@@ -341,13 +453,31 @@ def widest_emitted_tree(law, max_nodes: int) -> tuple[Tree, float]:
     1e-12 relative: the narrowest)."""
     law = _tree_law(law)
     n = as_int(max_nodes, "max_nodes", low=1, high=MAX_TREE_NODES)
-    best = None
-    for w in range(1, n + 1):
-        t = beam_tree(law, w, n // w)
-        el = expected_emitted_tree(t, law)
-        if best is None or el > best[1] * (1 + 1e-12):
-            best = (t, el)
-    return best
+    return _widest(law, [n])[0]
+
+
+def widest_emitted_trees(law, budgets) -> list[tuple[Tree, float]]:
+    """Element ``i`` is ``widest_emitted_tree(law, budgets[i])``, bit for bit, each beam tree
+    built and scored once for all the budgets."""
+    law = _tree_law(law)
+    ns, _ = _budget_list(budgets, None)
+    return _widest(law, ns)
+
+
+def _widest(law: TreeLaw, ns: list[int]) -> list[tuple[Tree, float]]:
+    beams = {}  # (width, depth) -> (beam tree, E[L])
+    out = []
+    for n in ns:
+        best = None
+        for w in range(1, n + 1):
+            if (w, n // w) not in beams:
+                t = beam_tree(law, w, n // w)
+                beams[(w, n // w)] = (t, expected_emitted_tree(t, law))
+            t, el = beams[(w, n // w)]
+            if best is None or el > best[1] * (1 + 1e-12):
+                best = (t, el)
+        out.append(best)
+    return out
 
 
 def best_width_tree(law, max_nodes: int, target_cost, draft_cost,
@@ -358,16 +488,36 @@ def best_width_tree(law, max_nodes: int, target_cost, draft_cost,
     chain within the budget."""
     law = _tree_law(law)
     n = as_int(max_nodes, "max_nodes", low=1, high=MAX_TREE_NODES)
-    ws = range(1, n + 1) if widths is None else [as_int(w, "widths", low=1) for w in widths]
-    best = None
-    for w in ws:
-        if w > n:
-            continue
-        for D in range(1, n // w + 1):
-            tree = beam_tree(law, w, D)
-            s = tree_speedup(tree, law, target_cost, draft_cost)
-            if best is None or s > best[1] * (1 + 1e-12):
-                best = (tree, s, w)
-    if best is None:
-        raise PolyspecInputError("widths", f"no width <= max_nodes ({n})")
-    return best
+    ws = None if widths is None else [as_int(w, "widths", low=1) for w in widths]
+    return _best_widths(law, [n], target_cost, draft_cost, ws)[0]
+
+
+def best_width_trees(law, budgets, target_cost, draft_cost,
+                     widths=None) -> list[tuple[Tree, float, int]]:
+    """Element ``i`` is ``best_width_tree(law, budgets[i], target_cost, draft_cost,
+    widths)``, bit for bit, each beam tree built and timed once for all the budgets."""
+    law = _tree_law(law)
+    ns, _ = _budget_list(budgets, None)
+    ws = None if widths is None else [as_int(w, "widths", low=1) for w in widths]
+    return _best_widths(law, ns, target_cost, draft_cost, ws)
+
+
+def _best_widths(law: TreeLaw, ns: list[int], target_cost, draft_cost, widths):
+    speeds = {}  # (width, depth) -> (beam tree, speedup)
+    out = []
+    for n in ns:
+        best = None
+        for w in range(1, n + 1) if widths is None else widths:
+            if w > n:
+                continue
+            for D in range(1, n // w + 1):
+                if (w, D) not in speeds:
+                    tree = beam_tree(law, w, D)
+                    speeds[(w, D)] = (tree, tree_speedup(tree, law, target_cost, draft_cost))
+                tree, s = speeds[(w, D)]
+                if best is None or s > best[1] * (1 + 1e-12):
+                    best = (tree, s, w)
+        if best is None:
+            raise PolyspecInputError("widths", f"no width <= max_nodes ({n})")
+        out.append(best)
+    return out

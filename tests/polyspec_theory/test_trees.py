@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import optimize
 
@@ -21,12 +21,17 @@ from polyspec_theory.core.laws import BetaMixed, GaussianBaseline, IIDGeometric,
 from polyspec_theory.structures.tree_search import (
     beam_tree,
     best_width_tree,
+    best_width_trees,
     max_expected_emitted,
+    max_expected_emitted_trees,
     optimal_tree,
+    optimal_trees,
     tree_draft_cost,
     tree_round,
     tree_round_cost,
     tree_speedup,
+    widest_emitted_tree,
+    widest_emitted_trees,
 )
 from polyspec_theory.structures.trees import (
     ResidualLaw,
@@ -362,6 +367,100 @@ def test_optimal_tree_with_width_dependent_drafter_is_the_best_dp_candidate(law)
     speeds = [tree_speedup(t, law, target, draft) for t in cands]
     assert opt.speedup == pytest.approx(max(speeds), rel=1e-12)
     assert opt.tree.n_nodes <= n and opt.tree.max_depth <= n
+
+
+class _KmaxLaw(SiblingLaw):
+    """A sibling law whose rank table depends on how many ranks are asked for (rows scaled
+    by ``kmax / (kmax + 1)``): a budget's table is then not a block of a larger budget's."""
+
+    def rank_probs(self, depth, kmax):
+        return super().rank_probs(depth, kmax) * (kmax / (kmax + 1))
+
+
+@st.composite
+def residual_laws(draw):
+    c = draw(st.integers(1, 3))
+    v = draw(st.integers(2, 5))
+    rows = lambda: [np.array(draw(st.lists(st.floats(0.01, 1.0), min_size=v,  # noqa: E731
+                                           max_size=v))) for _ in range(c)]
+    p, q = rows(), rows()
+    return ResidualLaw([x / x.sum() for x in p], [x / x.sum() for x in q])
+
+
+def _same_tree_result(a, b):
+    # bit for bit: == on every float (the tree, E[L], speedup, budget, depth, exactness)
+    return (a.tree == b.tree and a.mean_emitted == b.mean_emitted and a.speedup == b.speedup
+            and (a.max_nodes, a.max_depth, a.exact) == (b.max_nodes, b.max_depth, b.exact))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(sibling_laws(max_rows=3, max_ranks=4), residual_laws(),
+                 sibling_laws(max_rows=2, max_ranks=3).map(lambda law: _KmaxLaw(
+                     [list(r) for r in law.rows] if len(law.rows) > 1 else list(law.rows[0])))),
+       st.lists(st.integers(1, 9), min_size=1, max_size=5), st.none() | st.integers(1, 6),
+       st.sampled_from(["affine", "flat", "bumpy"]), st.floats(0.0, 0.3),
+       st.none() | st.floats(0.0, 0.05))
+@example(SiblingLaw([0.55, 0.2, 0.1, 0.05]), [2, 5, 12], None, "affine", 0.03, None)
+@example(SiblingLaw([[0.6, 0.2], [0.45, 0.15, 0.05], [0.7, 0.1]]), [9, 3, 5], None, "affine",
+         0.05, 0.02)
+@example(SiblingLaw([0.6, 0.2, 0.1]), [4, 9, 2], 5, "bumpy", 0.05, 0.02)
+def test_t4_several_budgets_equal_each_budget_alone_bit_for_bit(law, budgets, depth, target,
+                                                                 draft, draft_slope):
+    """optimal_trees / max_expected_emitted_trees (the tables of the largest budget) and
+    best_width_trees / widest_emitted_trees (each beam tree once) return exactly what the
+    single-budget functions return for each budget: depth-independent and per-depth ranks,
+    a residual mixture, a law whose rank table changes with its width (own tables), a depth
+    cap, the exact case and a width-dependent drafter, a verifier cost that falls somewhere
+    (exact for some budgets only)."""
+    tc = {"affine": CostCurve.affine(1.0, 0.01), "flat": 1.0,
+          "bumpy": CostCurve.from_table([1.0, 1.02, 1.01, 1.05, 1.04, 1.1])}[target]
+    dc = draft if draft_slope is None else {"base": draft + 0.01, "per_token": draft_slope}
+    fast = optimal_trees(law, budgets, tc, dc, max_depth=depth)
+    most = max_expected_emitted_trees(law, budgets, max_depth=depth)
+    for i, n in enumerate(budgets):
+        assert _same_tree_result(fast[i], optimal_tree(law, n, tc, dc, max_depth=depth)), n
+        assert _same_tree_result(most[i], max_expected_emitted(law, n, depth)), n
+    if not law.rank_probs(1, 1)[0, 0] > 0:  # no beam tree: both refuse the law
+        for f in (lambda: widest_emitted_trees(law, budgets),
+                  lambda: best_width_trees(law, budgets, tc, dc),
+                  lambda: widest_emitted_tree(law, budgets[0])):
+            with pytest.raises(PolyspecInputError, match="^law"):
+                f()
+        return
+    wide = widest_emitted_trees(law, budgets)
+    widths = best_width_trees(law, budgets, tc, dc)
+    for i, n in enumerate(budgets):
+        assert wide[i] == widest_emitted_tree(law, n)
+        assert widths[i] == best_width_tree(law, n, tc, dc)
+        # and both equal the searches written out here (beam trees by width and depth)
+        ref = None
+        for w in range(1, n + 1):
+            t = beam_tree(law, w, n // w)
+            el = expected_emitted_tree(t, law)
+            ref = (t, el) if ref is None or el > ref[1] * (1 + 1e-12) else ref
+        assert wide[i] == ref
+        ref = None
+        for w, d in ((k, d) for k in range(1, n + 1) for d in range(1, n // k + 1)):
+            t = beam_tree(law, w, d)
+            sp = tree_speedup(t, law, tc, dc)
+            ref = (t, sp, w) if ref is None or sp > ref[1] * (1 + 1e-12) else ref
+        assert widths[i] == ref
+
+
+def test_several_budgets_input_checks():
+    law = SiblingLaw([0.5, 0.2])
+    calls = (lambda b: optimal_trees(law, b, 1.0, 0.1),
+             lambda b: max_expected_emitted_trees(law, b),
+             lambda b: widest_emitted_trees(law, b),
+             lambda b: best_width_trees(law, b, 1.0, 0.1))
+    for bad in ([], "3", 4, [0], [2, 1.5], [5000]):
+        for call in calls:
+            with pytest.raises(PolyspecInputError, match="^budgets"):
+                call(bad)
+    with pytest.raises(PolyspecInputError, match="max_depth"):
+        optimal_trees(law, [3], 1.0, 0.1, max_depth=0)
+    with pytest.raises(PolyspecInputError, match="widths"):
+        best_width_trees(law, [1, 3], 1.0, 0.1, widths=[2])
 
 
 def test_beam_and_width_trees():

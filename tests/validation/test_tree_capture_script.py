@@ -95,3 +95,30 @@ def test_plan_structures_equal_figure_11s_and_degenerate_law():
     zero = family_structures(SiblingLaw([0.0, 0.0]), fig.TARGET, fig.DRAFT, 5)
     assert {t.n_nodes for t, _ in zero.values()} == {1}
     assert zero[("el", "optimal")][1] == 0.0
+
+
+def test_plan_structures_of_several_budgets_equal_each_budget_alone():
+    """family_structures_by_budget (one set of DP tables, each chain and beam tree scored
+    once) returns exactly family_structures of each budget, in the order asked: per-depth
+    ranks with a width-dependent drafter (the zoo plans' case) and figure 11's law."""
+    from polyspec_theory import PolyspecInputError
+    from polyspec_theory.core.costs import CostCurve
+    from polyspec_theory.structures.trees import SiblingLaw
+    from validation.analysis.tree_plan import family_structures, family_structures_by_budget
+
+    cases = [(SiblingLaw([[0.6, 0.2], [0.45, 0.15, 0.05], [0.7, 0.1]]),
+              CostCurve.affine(1.0, 0.01), {"base": 0.05, "per_token": 0.01}),
+             (SiblingLaw(fig.LAW["sibling"]), fig.TARGET, fig.DRAFT),
+             (SiblingLaw([0.0]), fig.TARGET, fig.DRAFT)]
+    budgets = [7, 1, 12, 3, 7, 10]
+    for law, tc, dc in cases:
+        many = family_structures_by_budget(law, tc, dc, budgets)
+        assert len(many) == len(budgets)
+        for n, got in zip(budgets, many, strict=True):
+            one = family_structures(law, tc, dc, n)
+            assert list(got) == list(one)
+            for key in one:  # the same tree and the same float, bit for bit
+                assert got[key][0] == one[key][0] and got[key][1] == one[key][1], (n, key)
+    for bad in ([], "7", [3, 0]):
+        with pytest.raises(PolyspecInputError, match="^budgets"):
+            family_structures_by_budget(cases[0][0], 1.0, 0.1, bad)

@@ -27,16 +27,16 @@ import sys
 from polyspec_theory.core.costs import cost_from_config
 from polyspec_theory.errors import PolyspecInputError, as_int
 from polyspec_theory.structures.tree_search import (
-    best_width_tree,
-    max_expected_emitted,
-    optimal_tree,
+    best_width_trees,
+    max_expected_emitted_trees,
+    optimal_trees,
     tree_speedup,
-    widest_emitted_tree,
+    widest_emitted_trees,
 )
 from polyspec_theory.structures.trees import SiblingLaw, chain_tree, expected_emitted_tree
 
-__all__ = ["TREE_FAMILIES", "PANELS", "family_structures", "plan_from_capture", "tree_name",
-           "main"]
+__all__ = ["TREE_FAMILIES", "PANELS", "family_structures", "family_structures_by_budget",
+           "plan_from_capture", "tree_name", "main"]
 
 TREE_FAMILIES = ("chain", "width", "optimal")
 PANELS = ("el", "speedup")
@@ -52,29 +52,51 @@ def family_structures(law, target_cost, draft_cost, n: int) -> dict:
     """``{(panel, family): (tree, theory value)}`` for budget ``n`` (module docstring); the
     ``el`` value is ``E[A] = E[L] - 1``, the ``speedup`` value T3's speedup."""
     n = as_int(n, "budget", low=1)
+    return family_structures_by_budget(law, target_cost, draft_cost, [n])[0]
+
+
+def family_structures_by_budget(law, target_cost, draft_cost, budgets) -> list[dict]:
+    """:func:`family_structures` of each budget of ``budgets``, bit for bit, with the optimal
+    trees of every budget from one set of DP tables
+    (:func:`~polyspec_theory.structures.tree_search.max_expected_emitted_trees`,
+    :func:`~polyspec_theory.structures.tree_search.optimal_trees`) and each beam tree and
+    chain scored once (:func:`~polyspec_theory.structures.tree_search.widest_emitted_trees`,
+    :func:`~polyspec_theory.structures.tree_search.best_width_trees`)."""
+    if isinstance(budgets, (str, bytes, dict)) or not hasattr(budgets, "__len__"):
+        raise PolyspecInputError("budgets", "must be a list of node budgets")
+    ns = [as_int(b, f"budgets[{i}]", low=1) for i, b in enumerate(budgets)]
+    if not ns:
+        raise PolyspecInputError("budgets", "give at least one node budget")
     if not law.rank_probs(1, 1)[0, 0] > 0:  # nothing is ever accepted: one node is best
         one = chain_tree(1)
         s1 = tree_speedup(one, law, target_cost, draft_cost)
-        return {(p, f): (one, 0.0 if p == "el" else s1) for p in PANELS for f in TREE_FAMILIES}
-    out = {}
-    ch = chain_tree(n)
-    out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)
-    best = widest_emitted_tree(law, n)
-    out[("el", "width")] = (best[0], best[1] - 1.0)
-    o = max_expected_emitted(law, n)
-    out[("el", "optimal")] = (o.tree, o.mean_emitted - 1.0)
-    best = None
-    for g in range(1, n + 1):
-        t = chain_tree(g)
-        s = tree_speedup(t, law, target_cost, draft_cost)
-        if best is None or s > best[1] * (1 + 1e-12):
-            best = (t, s)
-    out[("speedup", "chain")] = best
-    t, s, _ = best_width_tree(law, n, target_cost, draft_cost)
-    out[("speedup", "width")] = (t, s)
-    o = optimal_tree(law, n, target_cost, draft_cost)
-    out[("speedup", "optimal")] = (o.tree, o.speedup)
-    return out
+        return [{(p, f): (one, 0.0 if p == "el" else s1) for p in PANELS for f in TREE_FAMILIES}
+                for _ in ns]
+    widest = widest_emitted_trees(law, ns)
+    el_opt = max_expected_emitted_trees(law, ns)
+    widths = best_width_trees(law, ns, target_cost, draft_cost)
+    sp_opt = optimal_trees(law, ns, target_cost, draft_cost)
+    chains = {}  # g -> (chain of g nodes, its speedup)
+    res = []
+    for n, wide, oe, wsp, osp in zip(ns, widest, el_opt, widths, sp_opt, strict=True):
+        out = {}
+        ch = chain_tree(n)
+        out[("el", "chain")] = (ch, expected_emitted_tree(ch, law) - 1.0)
+        out[("el", "width")] = (wide[0], wide[1] - 1.0)
+        out[("el", "optimal")] = (oe.tree, oe.mean_emitted - 1.0)
+        best = None
+        for g in range(1, n + 1):
+            if g not in chains:
+                t = chain_tree(g)
+                chains[g] = (t, tree_speedup(t, law, target_cost, draft_cost))
+            t, s = chains[g]
+            if best is None or s > best[1] * (1 + 1e-12):
+                best = (t, s)
+        out[("speedup", "chain")] = best
+        out[("speedup", "width")] = (wsp[0], wsp[1])
+        out[("speedup", "optimal")] = (osp.tree, osp.speedup)
+        res.append(out)
+    return res
 
 
 def plan_from_capture(capture, budgets, prefix: str) -> dict:
@@ -92,8 +114,8 @@ def plan_from_capture(capture, budgets, prefix: str) -> dict:
     tc = costs[capture.models[0]].curve()
     dc = costs[capture.models[1]].curve()
     entries = []
-    for n in budgets:
-        for (panel, fam), (tree, value) in family_structures(law, tc, dc, n).items():
+    for n, fams in zip(budgets, family_structures_by_budget(law, tc, dc, budgets), strict=True):
+        for (panel, fam), (tree, value) in fams.items():
             entries.append({"panel": panel, "family": fam, "budget": n,
                             "parents": list(tree.parents), "nodes": tree.n_nodes,
                             "depth": tree.max_depth, "theory": float(value),
