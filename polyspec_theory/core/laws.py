@@ -528,10 +528,12 @@ class GaussianBaseline(AcceptanceLaw):
     def _point_masses(self, s, cap):
         k = np.arange(cap, dtype=np.float64)
         lo = np.where(k == 0, -np.inf, k - 0.5)
-        # difference of sf on the upper side, of cdf on the lower side: no cancellation
+        # difference of sf on the upper side, of cdf on the lower side: no cancellation. The
+        # sf at k -/+ 0.5 is s[k] / s[k + 1] (s = survival(cap): the same sf at the same
+        # points, sf(-inf) = 1 = s[0]), so only the cdf is evaluated here
         upper = k >= self.mu
+        p_up = s[:-1] - s[1:]
         with np.errstate(over="ignore", divide="ignore", under="ignore"):
-            p_up = self._cdf(lo, upper=True) - self._cdf(k + 0.5, upper=True)
             p_lo = self._cdf(k + 0.5) - self._cdf(lo)
         return np.maximum(np.where(upper, p_up, p_lo), 0.0)
 
