@@ -481,7 +481,9 @@ class BetaMixed(AcceptanceLaw):
         loglik = _Likelihood(d)
 
         def nll(x):
-            la, lb = np.clip(x, -20, 20)
+            # np.clip(x, -20, 20) element by element on Python floats (NaN stays NaN): the
+            # same numbers without a numpy call per evaluation
+            la, lb = min(max(x[0], -20.0), 20.0), min(max(x[1], -20.0), 20.0)
             ll = loglik(cls(math.exp(la), math.exp(lb)))
             return -ll if math.isfinite(ll) else 1e300
 
@@ -559,7 +561,7 @@ class GaussianBaseline(AcceptanceLaw):
         loglik = _Likelihood(d)
 
         def nll(x):
-            ll = loglik(cls(x[0], math.exp(float(np.clip(x[1], -10, 10)))))
+            ll = loglik(cls(x[0], math.exp(min(max(float(x[1]), -10.0), 10.0))))
             return -ll if math.isfinite(ll) else 1e300
 
         mu, ls = _nelder_mead(nll, [np.array([m, math.log(max(s, 0.05))])])
