@@ -531,8 +531,8 @@ class GaussianBaseline(AcceptanceLaw):
         k = np.arange(cap, dtype=np.float64)
         lo = np.where(k == 0, -np.inf, k - 0.5)
         # difference of sf on the upper side, of cdf on the lower side: no cancellation. The
-        # sf at k -/+ 0.5 is s[k] / s[k + 1] (s = survival(cap): the same sf at the same
-        # points, sf(-inf) = 1 = s[0]), so only the cdf is evaluated here
+        # sf at k - 0.5 and k + 0.5 are s[k] and s[k + 1] (s = survival(cap): the same sf
+        # at the same points; sf(-inf) = 1 = s[0]), so only the cdf is evaluated here
         upper = k >= self.mu
         p_up = s[:-1] - s[1:]
         with np.errstate(over="ignore", divide="ignore", under="ignore"):
