@@ -481,7 +481,9 @@ class BetaMixed(AcceptanceLaw):
         loglik = _Likelihood(d)
 
         def nll(x):
-            la, lb = np.clip(x, -20, 20)
+            # np.clip(x, -20, 20) element by element on Python floats (NaN stays NaN): the
+            # same numbers without a numpy call per evaluation
+            la, lb = min(max(x[0], -20.0), 20.0), min(max(x[1], -20.0), 20.0)
             ll = loglik(cls(math.exp(la), math.exp(lb)))
             return -ll if math.isfinite(ll) else 1e300
 
@@ -528,10 +530,12 @@ class GaussianBaseline(AcceptanceLaw):
     def _point_masses(self, s, cap):
         k = np.arange(cap, dtype=np.float64)
         lo = np.where(k == 0, -np.inf, k - 0.5)
-        # difference of sf on the upper side, of cdf on the lower side: no cancellation
+        # difference of sf on the upper side, of cdf on the lower side: no cancellation. The
+        # sf at k - 0.5 and k + 0.5 are s[k] and s[k + 1] (s = survival(cap): the same sf
+        # at the same points; sf(-inf) = 1 = s[0]), so only the cdf is evaluated here
         upper = k >= self.mu
+        p_up = s[:-1] - s[1:]
         with np.errstate(over="ignore", divide="ignore", under="ignore"):
-            p_up = self._cdf(lo, upper=True) - self._cdf(k + 0.5, upper=True)
             p_lo = self._cdf(k + 0.5) - self._cdf(lo)
         return np.maximum(np.where(upper, p_up, p_lo), 0.0)
 
@@ -557,7 +561,7 @@ class GaussianBaseline(AcceptanceLaw):
         loglik = _Likelihood(d)
 
         def nll(x):
-            ll = loglik(cls(x[0], math.exp(float(np.clip(x[1], -10, 10)))))
+            ll = loglik(cls(x[0], math.exp(min(max(float(x[1]), -10.0), 10.0))))
             return -ll if math.isfinite(ll) else 1e300
 
         mu, ls = _nelder_mead(nll, [np.array([m, math.log(max(s, 0.05))])])

@@ -543,7 +543,7 @@ class _HiddenEM:
     """The EM of :func:`fit_run_law_hidden` on several sets of sequences sharing one state
     space (entry ages ``0..big``, extended ages ``0..big + gmax + 1``). Every sequence of
     every set still running is one row: the forward-backward recursions step over rounds
-    for all rows at once (a shorter sequence's padding rounds are computed and ignored); the
+    for all rows at once (rows longest first: at each round only the rows that have it); the
     M step's expected counts are added in the order of one set at a time, sequence by
     sequence, last round first (floating-point sums are not associative)."""
 
@@ -584,12 +584,22 @@ class _HiddenEM:
 
     def _rows(self, active) -> dict:
         """The row layout of the sets ``active`` (everything that does not depend on the
-        hazards): per row its set (position in ``active``) and length; per round and row
+        hazards): rows longest first, per sequence (in the order of the per-set loops) its
+        set (position in ``active``), length and row, per round the number of rows that
+        have it (``n_live``); per round and row
         (``(R, S)``, padded to the longest) the block, the accepted count, whether the round
         was full, the flat indices its recursions read; the M step's scatter (value index,
         sign, target index of every expected count, in the order of the per-set loops)."""
         k, n_ext, st, big = self.big + 1, self.n_ext, self.st, self.big
         seqs = [(p, g, a) for p, j in enumerate(active) for g, a in self.sets[j]]
+        # rows longest first (stable), so that the rows still running at round r are the
+        # first n_live[r]: the recursions step over those only (each row's numbers are its
+        # own); pos[i]: the row of the i-th sequence in the order of the per-set loops
+        order = np.argsort([-g.size for _, g, _ in seqs], kind="stable")
+        pos = np.empty(len(seqs), dtype=np.int64)
+        pos[order] = np.arange(len(seqs))
+        ll_rows = [(p, g.size, int(pos[i])) for i, (p, g, _) in enumerate(seqs)]
+        seqs = [seqs[i] for i in order]
         s_n, r_n = len(seqs), max(g.size for _, g, _ in seqs)
         lens = np.array([g.size for _, g, _ in seqs])
         gg = np.ones((r_n, s_n), dtype=np.int64)
@@ -612,10 +622,10 @@ class _HiddenEM:
         first = 0  # the set's first row
         for p, j in enumerate(active):
             (kind, ls, r, sign, tgt), (ekind, els, er, etgt) = self._set_ops(j)
-            risk_src.append((kind * r_n + r) * s_n + first + ls)
+            risk_src.append((kind * r_n + r) * s_n + pos[first + ls])
             risk_sign.append(sign)
             risk_tgt.append(p * n_ext + tgt)
-            ev_src.append((ekind * r_n + er) * s_n + first + els)
+            ev_src.append((ekind * r_n + er) * s_n + pos[first + els])
             ev_tgt.append(p * n_ext + etgt)
             first += len(self.sets[j])
 
@@ -626,7 +636,8 @@ class _HiddenEM:
         rs, rt = flat(risk_src, risk_tgt)
         es, et = flat(ev_src, ev_tgt)
         risk_sign = np.concatenate(risk_sign)
-        return {"row": row, "lens": lens, "full": full, "live": np.arange(r_n)[:, None] < lens,
+        return {"ll_rows": ll_rows, "full": full,
+                "n_live": (lens[None, :] > np.arange(r_n)[:, None]).sum(axis=1).tolist(),
                 "cum_a": row[None, :, None] * (n_ext + 1) + at_a,
                 "cum_0": (row[:, None] * (n_ext + 1) + st[None, :])[None],
                 "qe_a": row[None, :, None] * n_ext + at_a,
@@ -638,28 +649,31 @@ class _HiddenEM:
                 "ev": (es, et)}
 
     def _forward(self, lay, emis, qb):
-        """Scaled forward pass: ``alpha`` (R, S, k) and the scales (S, R)."""
+        """Scaled forward pass: ``alpha`` (R, S, k) and the scales (S, R), over the rows
+        still running at each round (after a row's last round: alpha 0, scale 1)."""
         r_n, s_n, k = emis.shape
         alpha = np.zeros((r_n, s_n, k))
-        scale = np.zeros((s_n, r_n))
-        cur = np.zeros((s_n, k))
+        scale = np.ones((s_n, r_n))
+        n_live = lay["n_live"]
+        cur = np.zeros((n_live[0], k))
         cur[:, 0] = 1.0
         full = lay["full"]
         qc = 1 - qb
         for r in range(r_n):
-            v = cur * emis[r]
-            scale[:, r] = v.sum(axis=1)
-            al = alpha[r]
-            np.divide(v, scale[:, r][:, None], out=al)
-            col0 = np.where(full[r], (al * qb[r]).sum(axis=1), al.sum(axis=1))
-            rows, at = lay["fwd"][r]
+            nl = n_live[r]
+            v = cur[:nl] * emis[r, :nl]
+            scale[:nl, r] = v.sum(axis=1)
+            al = alpha[r, :nl]
+            np.divide(v, scale[:nl, r][:, None], out=al)
+            col0 = np.where(full[r, :nl], (al * qb[r, :nl]).sum(axis=1), al.sum(axis=1))
+            rows, at = lay["fwd"][r]  # full rows: running ones (< nl)
             carried = (al[rows] * qc[r][rows]).ravel()
             if lay["col0_free"]:  # bincount adds in index order from 0.0: np.add.at into zeros
-                cur = np.bincount(at, weights=carried, minlength=s_n * k).astype(
-                    np.float64, copy=False).reshape(s_n, k)  # (no weights: int zeros)
+                cur = np.bincount(at, weights=carried, minlength=nl * k).astype(
+                    np.float64, copy=False).reshape(nl, k)  # (no weights: int zeros)
                 cur[:, 0] = col0
             else:
-                cur = np.zeros((s_n, k))
+                cur = np.zeros((nl, k))
                 cur[:, 0] = col0
                 np.add.at(cur.reshape(-1), at, carried)
         return alpha, scale
@@ -669,34 +683,36 @@ class _HiddenEM:
         and, of a full round, the bonus position's at-risk share and event (``vals[1]``,
         ``vals[2]``)."""
         r_n, s_n, k = emis.shape
-        full, live, nxt = lay["full"], lay["live"], lay["nxt"]
+        full, n_live, nxt = lay["full"], lay["n_live"], lay["nxt"]
         vals = np.zeros((3, r_n, s_n, k))
         qc = 1 - qb
+        # beta, and beta x emission of the round after by its entry: 1 for a row until its
+        # last round (the rows running at round r are the first n_live[r])
         beta = np.ones((s_n, k))
-        bn_next = np.ones((s_n, k))  # beta x emission of the round after, by its entry
+        bn_next = np.ones((s_n, k))
         with np.errstate(divide="ignore", invalid="ignore"):
             for r in range(r_n - 1, -1, -1):
-                al = alpha[r]
-                post = vals[0, r]  # P(entry age of round r | all rounds), written in place
-                np.multiply(al, beta, out=post)
+                nl = n_live[r]
+                al = alpha[r, :nl]
+                post = vals[0, r, :nl]  # P(entry age of round r | all rounds), in place
+                np.multiply(al, beta[:nl], out=post)
                 post /= post.sum(axis=1)[:, None]
                 # bonus position at age e + G: at risk; event unless the run went on
-                b0 = qb[r] * bn_next[:, :1]
-                b1 = qc[r] * bn_next.reshape(-1)[nxt[r]]
+                b0 = qb[r, :nl] * bn_next[:nl, :1]
+                b1 = qc[r, :nl] * bn_next.reshape(-1)[nxt[r, :nl]]
                 both = al * (b0 + b1)
                 tot = both.sum(axis=1)[:, None]
-                np.divide(both, tot, out=vals[1, r])
-                ev = vals[2, r]
+                np.divide(both, tot, out=vals[1, r, :nl])
+                ev = vals[2, r, :nl]
                 np.multiply(al, b0, out=ev)
                 ev /= tot
                 # beta of round r - 1: sum over this round's entry of transition x emission
-                bn = beta * emis[r] / scale[:, r][:, None]
-                lv = live[r][:, None]
-                bn_next = np.where(lv, bn, 1.0)
+                bn = beta[:nl] * emis[r, :nl] / scale[:nl, r][:, None]
+                bn_next[:nl] = bn
                 if r > 0:
-                    nb = np.where(full[r - 1][:, None], qb[r - 1] * bn[:, :1] + qc[r - 1]
-                                  * bn.reshape(-1)[nxt[r - 1]], bn[:, :1])
-                    beta = np.where(lv, nb, 1.0)
+                    beta[:nl] = np.where(full[r - 1, :nl, None], qb[r - 1, :nl] * bn[:, :1]
+                                         + qc[r - 1, :nl] * bn.reshape(-1)[nxt[r - 1, :nl]],
+                                         bn[:, :1])
         return vals
 
     def run(self, min_at_risk: int, tol: float, max_iter: int) -> list:
@@ -722,7 +738,7 @@ class _HiddenEM:
             alpha, scale = self._forward(lay, emis, qb)
             logs = np.log(scale)
             ll = np.zeros(len(running))
-            for s, (p, n) in enumerate(zip(lay["row"], lay["lens"], strict=True)):
+            for p, n, s in lay["ll_rows"]:  # in the order of the per-set loops
                 ll[p] += logs[s, :n].sum()
             vals = self._backward(lay, emis, qb, alpha, scale).reshape(-1)
             rs, sign, rt = lay["risk"]

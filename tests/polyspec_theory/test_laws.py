@@ -733,3 +733,23 @@ def test_beta_and_gaussian_fits_equal_the_reference_optimizer():
         mu, ls = _nelder_mead(nll_gauss, [np.array([m, math.log(max(s, 0.05))])])
         assert GaussianBaseline.mle(d) == GaussianBaseline(
             mu, math.exp(float(np.clip(ls, -10, 10)))), trial
+
+
+def test_gaussian_point_masses_equal_the_normal_sf_and_cdf_to_the_bit():
+    """The discretised Gaussian's P(A = k), k < cap: sf(k - 1/2) - sf(k + 1/2) at k >= mu,
+    cdf(k + 1/2) - cdf(k - 1/2) below (sf(-inf) = 1 at k = 0), clipped at 0, computed here
+    with scipy.stats.norm: the law reads the sf from its survival, the same floats."""
+    rng = np.random.default_rng(5)
+    cases = [(1.3, 0.8, 6), (40.0, 1e-3, 8), (-0.5, 2.0, 3), (0.0, 1e-6, 4), (2.5, 1e4, 12)]
+    cases += [(float(rng.normal(3, 4)), float(np.exp(rng.uniform(-8, 8))),
+               int(rng.integers(1, 20))) for _ in range(200)]
+    for mu, sigma, cap in cases:
+        law = GaussianBaseline(mu, sigma)
+        k = np.arange(cap, dtype=np.float64)
+        lo = np.where(k == 0, -np.inf, k - 0.5)
+        with np.errstate(over="ignore", divide="ignore", under="ignore"):
+            up = stats.norm.sf(lo, mu, sigma) - stats.norm.sf(k + 0.5, mu, sigma)
+            down = stats.norm.cdf(k + 0.5, mu, sigma) - stats.norm.cdf(lo, mu, sigma)
+        want = np.append(np.maximum(np.where(k >= mu, up, down), 0.0),
+                         stats.norm.sf(cap - 0.5, mu, sigma))
+        assert law.pmf_vector(cap).tobytes() == want.tobytes(), (mu, sigma, cap)

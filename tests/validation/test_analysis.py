@@ -745,3 +745,42 @@ def test_fit_laws_once_keeps_fits_by_the_rounds():
         costs = fit_costs(c)
         assert _holdout_speedup(c, pooled, FAMILIES, costs, run) == \
             _holdout_speedup(c, pooled, FAMILIES, costs)
+
+
+def test_cached_cost_fit_is_the_fit_of_its_arguments():
+    """cached_cost_fit (validate's cost fits, kept per process): the kept fit equals a fresh
+    fit_cost_curve of the same timings field by field to the last bit, equal arrays give
+    the kept object, other timings, contexts or names fit afresh; the kept arrays are
+    read-only (shared), a missing context is the fit without one."""
+    import dataclasses
+
+    from polyspec_theory.core.costs import fit_cost_curve
+    from validation.analysis import fits as fits_module
+    from validation.analysis.fits import cached_cost_fit
+
+    rng = np.random.default_rng(7)
+    m = np.repeat(np.arange(1, 6), 4)
+    s = 0.01 + 0.002 * (m - 1) + rng.uniform(0, 1e-3, m.size)
+    ctx = np.tile([10.0, 50.0], m.size // 2)
+
+    def fields(f):
+        return repr([(k, np.asarray(v).tolist() if isinstance(v, np.ndarray) else v)
+                     for k, v in dataclasses.asdict(f).items()])
+
+    first = cached_cost_fit(m, s, ctx, "a")
+    assert fields(first) == fields(fit_cost_curve(m, s, ctx, name="a"))
+    assert cached_cost_fit(m.copy(), s.copy(), ctx.copy(), "a") is first
+    s2 = s.copy()
+    s2[3] += 1e-4
+    for args in ((m, s2, ctx, "a"), (m, s, ctx + 1.0, "a"), (m, s, ctx, "b")):
+        other = cached_cost_fit(*args)
+        assert other is not first
+        assert fields(other) == fields(fit_cost_curve(*args[:3], name=args[3]))
+    assert fields(cached_cost_fit(m, s, None, "a")) == fields(fit_cost_curve(m, s, name="a"))
+    with pytest.raises(ValueError):
+        first.table[0] = 1.0
+    # an object array has no content key (its bytes are addresses): fitted, never kept
+    kept = len(fits_module._COST_FITS)
+    mo = np.array(list(m), dtype=object)
+    assert fields(cached_cost_fit(mo, s, ctx, "a")) == fields(first)
+    assert len(fits_module._COST_FITS) == kept

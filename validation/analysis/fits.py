@@ -19,7 +19,8 @@ from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes import predict
 from validation.traces.dataset import Capture
 
-__all__ = ["PairFit", "pool_pairs", "fit_pairs", "fit_laws_once", "fit_costs", "fit_cost_for",
+__all__ = ["PairFit", "pool_pairs", "fit_pairs", "fit_laws_once", "cached_cost_fit", "fit_costs",
+           "fit_cost_for",
            "cost_curve_for", "cost_rel_se", "capture_cascade", "predict_config"]
 
 
@@ -130,6 +131,33 @@ def counts_without(total: AcceptanceCounts, part: AcceptanceCounts) -> Acceptanc
     return AcceptanceCounts(a, g, w, total.source, total.notes)
 
 
+_COST_FITS: dict = {}  # content key -> CostFit (cached_cost_fit)
+MAX_COST_FITS = 1024
+
+
+def cached_cost_fit(m, seconds, context, name: str) -> CostFit:
+    """:func:`~polyspec_theory.core.costs.fit_cost_curve` ``(m, seconds, context,
+    name=name)``, computed once per process for equal arguments (the fit reads nothing else
+    and is deterministic, so a kept fit is the same to the last bit): ``validate`` asks for
+    each capture's cost fits several times (calibrated or not, per diagnostic, the insertion
+    analysis, the plots). The kept fit is shared, so its arrays are read-only."""
+    arrays = tuple(None if x is None else np.asarray(x) for x in (m, seconds, context))
+    if any(x is not None and x.dtype.hasobject for x in arrays):
+        return fit_cost_curve(m, seconds, context, name=name)  # no content key: it refuses
+    key = (name,) + tuple(None if x is None else (x.dtype.str, x.shape, x.tobytes())
+                          for x in arrays)
+    hit = _COST_FITS.get(key)
+    if hit is not None:
+        return hit
+    cf = fit_cost_curve(*arrays, name=name)
+    for x in (cf.ms, cf.table, cf.contexts):
+        x.flags.writeable = False
+    while len(_COST_FITS) >= MAX_COST_FITS:
+        del _COST_FITS[next(iter(_COST_FITS))]  # the oldest first
+    _COST_FITS[key] = cf
+    return cf
+
+
 def fit_costs(capture: Capture, calibrate: bool = True) -> dict[str, CostFit]:
     """Cost fit of every model of the capture from its own baseline timings.
 
@@ -144,7 +172,7 @@ def fit_costs(capture: Capture, calibrate: bool = True) -> dict[str, CostFit]:
         if len(b.cost_m) == 0:
             raise PolyspecInputError(f"{capture.name}.baselines.{name}",
                                      "no cost-curve timings")
-        cf = fit_cost_curve(b.cost_m, b.cost_s, b.cost_ctx, name=name)
+        cf = cached_cost_fit(b.cost_m, b.cost_s, b.cost_ctx, name)
         if calibrate and b.ar_forward_per_token and b.ar_context is not None:
             t1 = cf.at(1, context=b.ar_context)
             if t1 > 0:
@@ -160,7 +188,7 @@ def fit_cost_for(name: str, captures, prefer: Capture) -> CostFit | None:
     for c in [prefer] + list(captures):
         b = c.baselines.get(name)
         if b is not None and len(b.cost_m):
-            return fit_cost_curve(b.cost_m, b.cost_s, b.cost_ctx, name=name)
+            return cached_cost_fit(b.cost_m, b.cost_s, b.cost_ctx, name)
     return None
 
 
