@@ -19,7 +19,6 @@ source: :meth:`AcceptanceLog.alpha` excludes the row being forecast by id.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,36 +29,78 @@ from validation.hardware.methods import pearl_counts, pearl_counts_many
 from validation.hardware.rows import Row, read_measured
 
 __all__ = ["AcceptanceLog", "Estimate", "implied_gamma", "alpha_for_chain",
-           "alpha_for_tokens"]
+           "alpha_for_tokens", "alphas_for_tokens"]
 
 
-@functools.lru_cache(maxsize=8192)
 def alpha_for_tokens(tokens_per_step, gamma, steps) -> float:
     """The iid ``alpha`` whose PL3 tokens per step over ``steps`` steps at draft length
     ``gamma`` (:func:`validation.hardware.methods.pearl_counts`) equal ``tokens_per_step``
     (bisection; the map increases with ``alpha``). Refused outside what PEARL can give:
     ``(1 + steps) / steps`` at ``alpha = 0`` up to about ``gamma`` (all accepted)."""
+    (alpha,) = _alphas([tokens_per_step], gamma, steps)
+    if isinstance(alpha, PolyspecInputError):
+        raise PolyspecInputError(alpha.field, alpha.reason)
+    return alpha
+
+
+def alphas_for_tokens(tokens, gamma, steps) -> list[float | None]:
+    """:func:`alpha_for_tokens` of each of ``tokens`` (one ``gamma`` and ``steps``), ``None``
+    where it refuses; the bisections run side by side (one PL3 recursion per batch of
+    halvings for all of them), each ending on the very float it gives alone."""
+    return [None if isinstance(a, PolyspecInputError) else a
+            for a in _alphas(tokens, gamma, steps)]
+
+
+_ALPHAS: dict = {}  # (tokens_per_step, gamma, steps) -> alpha or its refusal
+ALPHAS_KEPT = 8192
+
+
+def _alphas(tokens, gamma, steps) -> list:
+    """Per ``tokens`` entry the alpha of :func:`alpha_for_tokens` or its refusal (a
+    :class:`PolyspecInputError`); kept, at most ``ALPHAS_KEPT`` of them."""
     g = as_int(gamma, "gamma", low=1, high=4096)
     steps = as_int(steps, "steps", low=1, high=100_000)
-    t = as_real(tokens_per_step, "tokens_per_step", low=0.0, low_open=True)
     lo_v, hi_v = (pearl_counts(a, g, steps)[0] / steps for a in (0.0, 1.0))
-    if not lo_v <= t <= hi_v:
-        raise PolyspecInputError("tokens_per_step", f"{t:.4g} is outside what PEARL with "
-                                 f"gamma = {g} over {steps} steps gives ([{lo_v:.4g}, "
-                                 f"{hi_v:.4g}])")
-    lo, hi = 0.0, 1.0
+    known: dict = {}  # (entry, gamma, steps) -> alpha or refusal
+    todo: dict = {}  # tokens per step -> [lo, hi]
+    for x in tokens:
+        key = (x, g, steps)
+        if key in _ALPHAS:
+            known[key] = _ALPHAS[key]
+            continue
+        try:
+            t = as_real(x, "tokens_per_step", low=0.0, low_open=True)
+            if not lo_v <= t <= hi_v:
+                raise PolyspecInputError(
+                    "tokens_per_step", f"{t:.4g} is outside what PEARL with gamma = {g} over "
+                    f"{steps} steps gives ([{lo_v:.4g}, {hi_v:.4g}])")
+        except PolyspecInputError as e:
+            known[key] = e
+            continue
+        todo.setdefault(t, [0.0, 1.0])
     for _ in range(48 // BISECT_LEVELS):
-        # the midpoints the next BISECT_LEVELS halvings may visit, computed side by side
-        mids = _midpoints(lo, hi, BISECT_LEVELS)
-        counts = pearl_counts_many(mids, g, steps, keep=False)
-        tps = {m: n / steps for m, (n, _) in zip(mids, counts, strict=True)}
-        for _ in range(BISECT_LEVELS):
-            mid = 0.5 * (lo + hi)
-            if tps[mid] < t:
-                lo = mid
-            else:
-                hi = mid
-    return 0.5 * (lo + hi)
+        # the midpoints the next BISECT_LEVELS halvings of each may visit, side by side
+        mids = {t: _midpoints(lo, hi, BISECT_LEVELS) for t, (lo, hi) in todo.items()}
+        flat = [m for ms in mids.values() for m in ms]
+        counts = pearl_counts_many(flat, g, steps, keep=False) if flat else []
+        tps = {m: n / steps for m, (n, _) in zip(flat, counts, strict=True)}
+        for t, bounds in todo.items():
+            lo, hi = bounds
+            for _ in range(BISECT_LEVELS):
+                mid = 0.5 * (lo + hi)
+                if tps[mid] < t:
+                    lo = mid
+                else:
+                    hi = mid
+            bounds[:] = lo, hi
+    for x in tokens:
+        if (x, g, steps) not in known:
+            lo, hi = todo[float(x)]
+            known[x, g, steps] = 0.5 * (lo + hi)
+    if len(_ALPHAS) + len(known) > ALPHAS_KEPT:
+        _ALPHAS.clear()
+    _ALPHAS.update(known)
+    return [known[x, g, steps] for x in tokens]
 
 
 BISECT_LEVELS = 3  # halvings per batch of PL3 recursions (divides 48)

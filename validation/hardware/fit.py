@@ -122,18 +122,28 @@ def _solve(ev: FitEvidence, ar_idx, gamma_idx) -> np.ndarray:
 def _pearl_parts(ev: FitEvidence, theta) -> list:
     """Per PEARL row, at stage-1 parameters ``theta``: (prefill ms, steps, PEARL terms,
     measured ms), or ``None`` where the chain cannot give the row's tokens per step."""
-    from validation.hardware.acceptance import alpha_for_tokens
+    from validation.hardware.acceptance import alphas_for_tokens
 
     c = Corrections(*theta)
-    out = []
-    for r in ev.pearl:
+    models, groups = [], {}  # per row (t, d, gamma, steps); rows by (gamma, steps)
+    for i, r in enumerate(ev.pearl):
         t = engine_model(r.pair[0], r.gpu, r.engine, r.tp_target, c)
         d = engine_model(r.pair[1], r.gpu, r.engine, r.tp_drafter, c)
-        g = methods.pearl_gamma(t, d)
-        steps = r.get("steps")
+        g, steps = methods.pearl_gamma(t, d), r.get("steps")
+        models.append((t, d, g, steps))
+        groups.setdefault((g, steps), []).append(i)
+    alphas = [None] * len(ev.pearl)
+    for (g, steps), idx in groups.items():  # the rows of one (gamma, steps) side by side
         try:
-            alpha = alpha_for_tokens(r.measured["tokens_per_step"], g, steps)
+            found = alphas_for_tokens([ev.pearl[i].measured["tokens_per_step"] for i in idx],
+                                      g, steps)
         except PolyspecInputError:
+            continue
+        for i, a in zip(idx, found, strict=True):
+            alphas[i] = a
+    out = []
+    for r, (t, d, g, steps), alpha in zip(ev.pearl, models, alphas, strict=True):
+        if alpha is None:  # the chain cannot give the row's tokens per step
             out.append(None)
             continue
         terms = methods.pearl_terms(t, d, r.batch, r.prompt_len, steps, alpha, g)

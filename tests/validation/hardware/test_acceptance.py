@@ -14,6 +14,7 @@ from validation.hardware.acceptance import (
     AcceptanceLog,
     alpha_for_chain,
     alpha_for_tokens,
+    alphas_for_tokens,
     implied_gamma,
 )
 from validation.hardware.methods import pearl_counts, pearl_counts_many
@@ -100,6 +101,26 @@ def test_alpha_for_tokens_is_the_bisection_before(u, gamma, steps):
     lo, hi = (pearl_counts(a, gamma, steps)[0] / steps for a in (0.0, 1.0))
     t = lo + u * (hi - lo)
     assert alpha_for_tokens(t, gamma, steps) == _alpha_for_tokens_before(t, gamma, steps)
+
+
+@settings(max_examples=10, deadline=None)
+@given(us=st.lists(st.floats(-0.2, 1.2), min_size=1, max_size=6),
+       gamma=st.integers(1, 12), steps=st.integers(1, 150))
+def test_bisections_side_by_side_are_the_bisection_before(us, gamma, steps):
+    """alphas_for_tokens (the bisections side by side, repeats included) ends each on the very
+    float of the one-by-one bisection, in the order asked; None where it is refused (outside
+    what PEARL can give), as alpha_for_tokens refuses it."""
+    from validation.hardware import acceptance
+
+    acceptance._ALPHAS.clear()  # computed here, not remembered from another test
+    lo, hi = (pearl_counts(a, gamma, steps)[0] / steps for a in (0.0, 1.0))
+    ts = [lo + u * (hi - lo) for u in us] + [lo + us[0] * (hi - lo)]
+    want = [_alpha_for_tokens_before(t, gamma, steps) if lo <= t <= hi else None for t in ts]
+    assert alphas_for_tokens(ts, gamma, steps) == want
+    for t, w in zip(ts, want, strict=True):
+        if w is None:
+            with pytest.raises(PolyspecInputError, match="tokens_per_step"):
+                alpha_for_tokens(t, gamma, steps)
 
 
 @settings(max_examples=15, deadline=None)
