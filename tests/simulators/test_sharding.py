@@ -1,6 +1,8 @@
-"""The same simulation spread over 2 (forced CPU host) devices gives exactly the results of
-one device for the same seed. XLA_FLAGS must be set before jax is imported, so the check
-runs in a subprocess."""
+"""The same simulation spread over 2 CPU host devices gives exactly the results of one device
+for the same seed. The device count is fixed when JAX starts its backends, so the checks run
+in one fresh process with 2 CPU devices (``polyspec simulate --cpu-devices 2`` first, which
+sets the count, then the simulators on 1 and 2 devices side by side), shared by this module's
+two tests (one xdist group: the process runs once per test run)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,28 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.xdist_group("sharding")
+
+ROOT = Path(__file__).resolve().parents[2]
+SIMULATE = ["simulate", "configs/default.json", "--tokens", "20000", "--chains", "63",
+            "--json", "--cpu-devices"]
 
 SCRIPT = textwrap.dedent("""
+    import contextlib
+    import io
     import json
+    import sys
     import jax
+    from polyspec.cli import main
+
+    cli = io.StringIO()
+    with contextlib.redirect_stdout(cli):  # sets the CPU device count: first
+        rc = main(sys.argv[1:])
+    assert rc == 0, rc
     import numpy as np
     from polyspec_theory.core.config import Cascade
     from simulators.length import LengthModel, simulate_lengths
@@ -36,60 +56,62 @@ SCRIPT = textwrap.dedent("""
     two = simulate_tokens(tm, 4_000, seed=9, chains=32, chunk_len=32)
     out["token"] = [one.to_dict(), two.to_dict(), one.ngram_counts.tolist(),
                     two.ngram_counts.tolist()]
-    print(json.dumps(out))
+    print(json.dumps({"cli": json.loads(cli.getvalue()), "devices": jax.device_count(),
+                      "sims": out}))
 """)
 
 
-def test_two_devices_identical_to_one():
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                        " --xla_force_host_platform_device_count=2").strip()
+@pytest.fixture(scope="module")
+def two_devices() -> dict:
+    """One fresh process with 2 CPU devices (``--cpu-devices 2``; ``XLA_FLAGS`` removed, so
+    that it sets the count): ``cli`` its ``polyspec simulate`` JSON report, ``devices`` its
+    device count, ``sims`` the simulators' results on 1 and 2 devices."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, *SIMULATE, "2"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_two_devices_identical_to_one(two_devices):
+    out = two_devices["sims"]
     for key, (one, two, *arrays) in out.items():
         assert one == two, key
         assert arrays[0] == arrays[1], key
     assert out["length64"][0]["tokens"] > 0
 
 
-def test_cli_simulate_same_numbers_on_one_and_two_cpu_devices(capsys, monkeypatch):
+def test_cli_simulate_same_numbers_on_one_and_two_cpu_devices(capsys, monkeypatch,
+                                                             two_devices):
     """``polyspec simulate --cpu-devices K`` shards chains over K CPU devices
     (``use_cpu_cores``); the JSON report is identical for K = 1 and K = 2. K = 2 needs a
-    fresh process (the device count is fixed when JAX starts); K = 1 runs in this process
-    when it already has exactly one CPU device (a test worker's), else in a fresh one too."""
-    from pathlib import Path
-
+    fresh process (the device count is fixed when JAX starts: the module's 2-device process);
+    K = 1 runs in this process when it already has exactly one CPU device (a test worker's),
+    else in a fresh one too."""
     import jax
 
     from polyspec.cli import main
 
-    root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["JAX_PLATFORMS"] = "cpu"
-    argv = ["simulate", "configs/default.json", "--tokens", "20000", "--chains", "63",
-            "--json", "--cpu-devices"]
-    outs = []
-    for k in (1, 2):
-        if k == 1 and jax.default_backend() == "cpu" and jax.device_count() == 1:
-            monkeypatch.chdir(root)
-            capsys.readouterr()
-            rc = main([*argv, "1"])
-            text = capsys.readouterr().out
-            assert rc == 0
-            assert jax.device_count() == 1
-            outs.append(json.loads(text))
-            continue
+    assert two_devices["devices"] == 2
+    if jax.default_backend() == "cpu" and jax.device_count() == 1:
+        monkeypatch.chdir(ROOT)
+        capsys.readouterr()
+        rc = main([*SIMULATE, "1"])
+        text = capsys.readouterr().out
+        assert rc == 0
+        assert jax.device_count() == 1
+    else:
+        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+        env["JAX_PLATFORMS"] = "cpu"
         code = ("import jax, sys; from polyspec.cli import main; "
-                f"rc = main({[*argv, str(k)]!r}); "
+                f"rc = main({[*SIMULATE, '1']!r}); "
                 "print('DEVICES', jax.device_count()); sys.exit(rc)")
-        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=root,
+        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         text, dev = proc.stdout.rsplit("DEVICES", 1)
-        assert int(dev) == k
-        outs.append(json.loads(text))
-    assert outs[0] == outs[1]
-    assert outs[0]["chains"] == 63
+        assert int(dev) == 1
+    one = json.loads(text)
+    assert one == two_devices["cli"]
+    assert one["chains"] == 63
