@@ -173,7 +173,9 @@ def candidate_uncertainty(pool, candidates, captures, *, spreads=None, floor: fl
             # each candidate's capture drifts on its own (the spreads are capture-to-capture)
             scale = {nm: math.exp(rng.normal(0.0, spreads.get(nm, spreads.get("*", 0.0))))
                      for nm in candidates[j][0]}
-            logs["costs"][b, j] = math.log(speedup(j, base_laws, scale) / s0[j])
+            # no drift drawn (every spread 0): the very cascade of s0, log ratio 0 exactly
+            if any(x != 1.0 for x in scale.values()):
+                logs["costs"][b, j] = math.log(speedup(j, base_laws, scale) / s0[j])
         logs["noise_floor"][b] = rng.normal(0.0, floor, size=k)
     total = sum(logs.values())
     draws = np.asarray([s for _, _, s in candidates]) * np.exp(total)
