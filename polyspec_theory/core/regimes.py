@@ -39,7 +39,9 @@ emission counts, Fisher's identity). Its log-likelihood is that of the same obse
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -642,14 +644,40 @@ def _canonical(m: HiddenRegimes) -> HiddenRegimes:
     return HiddenRegimes(m.init[order], m.trans[np.ix_(order, order)], m.accept[order])
 
 
+_FITS: dict = {}  # digest of fit_regimes' inputs -> RegimeFit, at most FITS_KEPT
+FITS_KEPT = 256
+
+
 def fit_regimes(accepted, caps, groups=None, *, k: int = 2, max_iter: int = 400) -> RegimeFit:
     """Maximum-likelihood :class:`HiddenRegimes` with ``k`` regimes for rounds
     ``(accepted, caps)`` in order, grouped into independent sequences by ``groups`` (module
-    docstring). Deterministic (fixed starting points); regimes sorted by acceptance."""
-    from scipy.optimize import minimize
-
+    docstring). Deterministic (fixed starting points); regimes sorted by acceptance. A fit is
+    kept (per process, at most ``FITS_KEPT``) under a digest of its inputs: the same rounds,
+    groups, ``k`` and ``max_iter`` again give a copy of it, not a second optimisation."""
     k = as_int(k, "k", low=1, high=MAX_REGIMES)
     max_iter = as_int(max_iter, "max_iter", low=1)
+    a, g = as_sample(accepted, caps)
+    lab = None if groups is None else np.asarray(groups)
+    if lab is not None and lab.dtype.kind not in "biuUS":  # bytes that name the labels only
+        return _fit_regimes(a, g, groups, k, max_iter)
+    h = hashlib.sha256()
+    for x in (a, g) if lab is None else (a, g, lab):
+        h.update(f"{x.dtype.str}{x.shape}".encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    key = (k, max_iter, lab is None, h.digest())
+    if key not in _FITS:
+        fit = _fit_regimes(a, g, groups, k, max_iter)
+        if len(_FITS) >= FITS_KEPT:
+            _FITS.clear()
+        _FITS[key] = copy.deepcopy(fit)
+        return fit
+    return copy.deepcopy(_FITS[key])
+
+
+def _fit_regimes(accepted, caps, groups, k: int, max_iter: int) -> RegimeFit:
+    """:func:`fit_regimes` computed (its arguments checked)."""
+    from scipy.optimize import minimize
+
     data = _RoundData.build(accepted, caps, groups)
     a, g = as_sample(accepted, caps)
     rejected = float(np.sum(a < g))

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from polyspec_theory.core import regimes
 from polyspec_theory.core.config import Cascade, Model, law_from_config
 from polyspec_theory.core.costs import CostCurve
 from polyspec_theory.core.laws import IIDGeometric
@@ -103,10 +104,35 @@ def test_fit_recovers_parameters():
     assert m.init[0] == pytest.approx(0.7, abs=0.21)
     assert fit.loglik >= STICKY.loglik(a, np.full(a.size, 4), grp) - 1e-6  # it is the MLE
     assert fit.aic < fit_regimes(a, np.full(a.size, 4), grp, k=1).aic  # regimes detected
-    # the fit is deterministic, and RegimeLaw.fit wraps it with the sequence likelihood
+    # the fit is deterministic (computed again, not the kept one), and RegimeLaw.fit wraps
+    # it with the sequence likelihood
+    regimes._FITS.clear()
     again = RegimeLaw.fit(a, np.full(a.size, 4), grp, k=2, horizon=128)
     assert again.law.model.to_config() == m.to_config() and again.loglik == fit.loglik
     assert again.law.horizon == 128 and again.n_params == 5 and again.n == a.size
+
+
+def test_a_fit_is_kept_per_inputs(monkeypatch):
+    """fit_regimes keeps a fit under its inputs: the same rounds (any sequence type), groups,
+    k and max_iter give a copy of it without a second optimisation; other groups or another
+    k are fitted; the kept fit is the one computed afresh."""
+    a, grp = STICKY.sample_rounds(4, 128, 12, seed=5)
+    g = np.full(a.size, 4)
+    regimes._FITS.clear()
+    first = fit_regimes(a, g, grp, k=2)
+    calls = []
+    compute = regimes._fit_regimes
+    monkeypatch.setattr(regimes, "_fit_regimes", lambda *x: calls.append(x) or compute(*x))
+    again = fit_regimes(a.tolist(), g, list(grp), k=2)
+    assert calls == [] and again is not first and again.model is not first.model
+    assert again.model.to_config() == first.model.to_config() and again.loglik == first.loglik
+    other = fit_regimes(a, g, np.zeros_like(grp), k=2)  # one sequence
+    three = fit_regimes(a, g, grp, k=3)
+    assert len(calls) == 2 and other.n_sequences == 1 and three.model.k == 3
+    regimes._FITS.clear()
+    fresh = fit_regimes(a, g, grp, k=2)
+    assert len(calls) == 3
+    assert fresh.model.to_config() == first.model.to_config() and fresh.loglik == first.loglik
 
 
 def test_round_kernels_partition_the_outcomes():
