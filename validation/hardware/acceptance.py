@@ -28,7 +28,7 @@ from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.hardware.methods import pearl_counts, pearl_counts_many
 from validation.hardware.rows import Row, read_measured
 
-__all__ = ["AcceptanceLog", "Estimate", "implied_gamma", "alpha_for_chain",
+__all__ = ["AcceptanceLog", "Estimate", "implied_gamma", "implied_gammas", "alpha_for_chain",
            "alpha_for_tokens", "alphas_for_tokens"]
 
 
@@ -135,26 +135,36 @@ def implied_gamma(rows: list[Row], gammas=range(1, 33)) -> tuple[int, float]:
     """The draft length that best reconciles a pair's ``mat`` and ``tokens_per_step`` over its
     datasets under iid acceptance (``alpha = 1 - 1/mat``): the one integer for all its rows,
     as nano-PEARL keeps one ``gamma`` per process. Returns ``(gamma, rms log error)``."""
-    best = None
-    used = []
-    for r in rows:
-        mat, tps, steps = (r.measured.get("mat"), r.measured.get("tokens_per_step"),
-                           r.get("steps"))
-        if mat and tps and steps and not mat < 1:
-            used.append((1.0 - 1.0 / mat, tps, steps))
+    return implied_gammas([rows], gammas)[0]
+
+
+def implied_gammas(pairs: list[list[Row]], gammas=range(1, 33)) -> list[tuple[int, float]]:
+    """:func:`implied_gamma` of each list of rows in ``pairs``, the rows of every list at one
+    draft length and horizon side by side in one PL3 recursion."""
+    used = []  # per list: (alpha, tokens per step, steps) of its usable rows
+    for rows in pairs:
+        u = []
+        for r in rows:
+            mat, tps, steps = (r.measured.get("mat"), r.measured.get("tokens_per_step"),
+                               r.get("steps"))
+            if mat and tps and steps and not mat < 1:
+                u.append((1.0 - 1.0 / mat, tps, steps))
+        used.append(u)
+    best = [None] * len(pairs)
     for g in gammas:
-        pred = {}  # the rows of one horizon side by side
-        for steps in sorted({s for _, _, s in used}):
-            alphas = [a for a, _, s in used if s == steps]
+        pred = {}  # (alpha, steps) -> tokens per step
+        for steps in sorted({s for u in used for _, _, s in u}):
+            alphas = [a for u in used for a, _, s in u if s == steps]
             for a, (n, _) in zip(alphas, pearl_counts_many(alphas, g, steps),
                                  strict=True):
                 pred[a, steps] = n / steps
-        errs = [np.log(pred[a, steps] / tps) for a, tps, steps in used]
-        if not errs:
-            raise PolyspecInputError("rows", "no row with mat and tokens_per_step")
-        e = float(np.sqrt(np.mean(np.square(errs))))
-        if best is None or e < best[1]:
-            best = (g, e)
+        for i, u in enumerate(used):
+            errs = [np.log(pred[a, steps] / tps) for a, tps, steps in u]
+            if not errs:
+                raise PolyspecInputError("rows", "no row with mat and tokens_per_step")
+            e = float(np.sqrt(np.mean(np.square(errs))))
+            if best[i] is None or e < best[i][1]:
+                best[i] = (g, e)
     return best
 
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
 from validation.hardware import methods
-from validation.hardware.acceptance import implied_gamma
+from validation.hardware.acceptance import implied_gammas
 from validation.hardware.engines import PARAMETERS, Corrections, engine_model
 from validation.hardware.rows import Row, read_measured
 
@@ -91,9 +91,9 @@ def evidence(rows: list[Row]) -> FitEvidence:
         ar.append((r.id, (r.pair[0], r.batch, r.dataset), [run.ms, n, n * tp, n * b * tp], meas))
         seen.add(r.pair)
     gamma = []
-    for pair in sorted(seen):
-        prs = [r for r in rows if r.pair == pair]
-        g, _err = implied_gamma(prs)
+    by_pair = [[r for r in rows if r.pair == pair] for pair in sorted(seen)]
+    for pair, prs, (g, _err) in zip(sorted(seen), by_pair, implied_gammas(by_pair),
+                                    strict=True):
         t, d = _bare(prs[0])
         dt, dd = (x.decode(1, methods.PROFILE_CONTEXT) for x in (t, d))
         tpt = 1.0 if (prs[0].tp_target or 1) > 1 else 0.0

@@ -16,6 +16,7 @@ from validation.hardware.acceptance import (
     alpha_for_tokens,
     alphas_for_tokens,
     implied_gamma,
+    implied_gammas,
 )
 from validation.hardware.methods import pearl_counts, pearl_counts_many
 from validation.hardware.rows import parse_row
@@ -36,6 +37,28 @@ def test_implied_gamma_recovers_the_draft_length(gamma):
     rows = [_row(i, a, gamma, dataset=str(i)) for i, a in enumerate((0.7, 0.85, 0.93, 0.96))]
     g, err = implied_gamma(rows)
     assert g == gamma and err < 1e-6
+
+
+def test_implied_gammas_side_by_side_are_each_alone():
+    """implied_gammas of several pairs (their rows side by side per draft length) gives each
+    pair's implied_gamma, float for float, each computed alone here; a pair without a usable
+    row is refused."""
+    from validation.hardware import methods
+
+    pairs = [[_row(i, a, gamma, dataset=str(i)) for i, a in enumerate(alphas)]
+             for gamma, alphas in ((4, (0.6, 0.8)), (9, (0.75, 0.9, 0.95)), (6, (0.5,)))]
+    pairs[1][0].measured["tokens_per_step"] *= 1.01  # an error that is not 0
+    together = implied_gammas(pairs, range(1, 13))
+    alone = []
+    for rows in pairs:
+        methods._COUNTS.clear()  # computed alone, not remembered from the run side by side
+        alone.append(implied_gamma(rows, range(1, 13)))
+    assert together == alone
+    assert [g for g, _ in together] == [4, 9, 6] and together[1][1] > 1e-4
+    for r in pairs[2]:
+        del r.measured["mat"]
+    with pytest.raises(PolyspecInputError, match="^rows"):
+        implied_gammas(pairs)
 
 
 def test_log_alpha_excludes_the_row_and_prefers_its_batch():
