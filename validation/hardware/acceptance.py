@@ -78,15 +78,18 @@ def _alphas(tokens, gamma, steps) -> list:
             known[key] = e
             continue
         todo.setdefault(t, [0.0, 1.0])
-    for _ in range(48 // BISECT_LEVELS):
-        # the midpoints the next BISECT_LEVELS halvings of each may visit, side by side
-        mids = {t: _midpoints(lo, hi, BISECT_LEVELS) for t, (lo, hi) in todo.items()}
+    # a PL3 recursion's cost grows with its laws past a few: more than SIDE_BY_SIDE targets
+    # halve once per recursion, fewer take BISECT_LEVELS halvings per recursion
+    levels = 1 if len(todo) > SIDE_BY_SIDE else BISECT_LEVELS
+    for _ in range(48 // levels):
+        # the midpoints the next ``levels`` halvings of each may visit, side by side
+        mids = {t: _midpoints(lo, hi, levels) for t, (lo, hi) in todo.items()}
         flat = [m for ms in mids.values() for m in ms]
         counts = pearl_counts_many(flat, g, steps, keep=False) if flat else []
         tps = {m: n / steps for m, (n, _) in zip(flat, counts, strict=True)}
         for t, bounds in todo.items():
             lo, hi = bounds
-            for _ in range(BISECT_LEVELS):
+            for _ in range(levels):
                 mid = 0.5 * (lo + hi)
                 if tps[mid] < t:
                     lo = mid
@@ -103,7 +106,8 @@ def _alphas(tokens, gamma, steps) -> list:
     return [known[x, g, steps] for x in tokens]
 
 
-BISECT_LEVELS = 3  # halvings per batch of PL3 recursions (divides 48)
+BISECT_LEVELS = 3  # halvings per PL3 recursion of a few targets (divides 48)
+SIDE_BY_SIDE = 4  # more targets than this: one halving per recursion
 
 
 def _midpoints(lo: float, hi: float, levels: int) -> list[float]:
