@@ -69,9 +69,13 @@ def database_version() -> str:
 
 @contextlib.contextmanager
 def _quiet():
-    """The database logs a line per fallback table it loads; a user sees none of them."""
+    """The database logs a line per fallback table it loads; a user sees none of them.
+    Nested (already quiet): changes nothing (a level set clears every logger's cache)."""
     log = logging.getLogger("aiconfigurator_core")
     old = log.level
+    if old == logging.ERROR:
+        yield
+        return
     log.setLevel(logging.ERROR)
     try:
         yield
@@ -184,15 +188,16 @@ class ModelCosts:
         lm = [o for o in self._gen
               if _kind(o) == "Gemm" and o["Gemm"]["name"].endswith("logits_gemm")]
         rest = [o for o in self._gen if o not in attn and o not in lm]
-        vals = list(self._eval(rest, context=False, batch=xg, s=kv + 1))
-        vals += self._eval(lm, context=False, batch=x if logits == "all" else batch, s=kv + 1)
-        for op in attn:
-            body = op["GenerationAttention"]
-            if attention == "multi":
-                shaped = _with(op, n=body["n"] * m)
-                vals += self._eval([shaped], context=False, batch=batch, s=kv + m)
-            else:
-                vals += self._eval([op], context=False, batch=x, s=kv + (m + 1) // 2)
+        with _quiet():  # once for the forward's evaluations
+            vals = list(self._eval(rest, context=False, batch=xg, s=kv + 1))
+            vals += self._eval(lm, context=False, batch=x if logits == "all" else batch, s=kv + 1)
+            for op in attn:
+                body = op["GenerationAttention"]
+                if attention == "multi":
+                    shaped = _with(op, n=body["n"] * m)
+                    vals += self._eval([shaped], context=False, batch=batch, s=kv + m)
+                else:
+                    vals += self._eval([op], context=False, batch=x, s=kv + (m + 1) // 2)
         out = Forward(0.0)
         for name, ms, _energy, tier in vals:
             out.ops[name] = out.ops.get(name, 0.0) + float(ms)

@@ -120,3 +120,38 @@ def test_a_config_json_path(tmp_path):
     (tmp_path / "other.json").write_text("{}")
     with pytest.raises(PolyspecInputError, match="config.json"):
         model_source(str(tmp_path / "other.json"))
+
+
+def test_forwards_are_quiet_and_leave_the_log_level_as_it_was():
+    """The database's own log lines are silenced during a forward (level ERROR), nested
+    silencing changes nothing, and the caller's level is back afterwards."""
+    import logging
+
+    from validation.hardware.database import _quiet
+
+    log = logging.getLogger("aiconfigurator_core")
+    before = log.level
+    seen = []
+
+    class Spy(logging.Handler):
+        def emit(self, record):
+            seen.append(log.level)
+
+    c = model_costs(*CASES[2])
+    try:
+        log.setLevel(logging.INFO)
+        spy = Spy()
+        log.addHandler(spy)
+        with _quiet():
+            assert log.level == logging.ERROR
+            with _quiet():
+                assert log.level == logging.ERROR
+            assert log.level == logging.ERROR
+        assert log.level == logging.INFO
+        c.forward(3, 5, 4321)  # evaluated afresh (no earlier forward at these sizes)
+        assert log.level == logging.INFO and seen == []
+        log.warning("a line outside a forward")
+        assert seen == [logging.INFO]
+    finally:
+        log.removeHandler(spy)
+        log.setLevel(before)
