@@ -212,6 +212,35 @@ class AcceptanceLog:
             out = [r for r in out if str(r.dataset).lower() == str(dataset).lower()]
         return out
 
+    def _sources(self, target, drafter, dataset, exclude, batch) -> list[Row]:
+        """The rows :meth:`alpha` pools: the pair's on ``dataset`` but ``exclude``, those at
+        ``batch`` when there are any."""
+        rows = self.matching(target, drafter, dataset, exclude)
+        if batch is not None and any(r.batch == batch for r in rows):
+            rows = [r for r in rows if r.batch == batch]
+        return rows
+
+    def prefetch(self, asks, *, gamma_of: Callable[[Row], int]) -> None:
+        """Compute ahead the PEARL rows' alphas that :meth:`alpha` needs for ``asks`` (each
+        ``(target, drafter, dataset, exclude, batch)``), the rows of one draft length and
+        horizon side by side (:func:`alphas_for_tokens`); kept, so those calls find them.
+        Changes no result: what cannot be computed here is left to :meth:`alpha`."""
+        groups: dict = {}  # (gamma, steps) -> tokens per step
+        for ask in asks:
+            for r in self._sources(*ask):
+                tps, steps = r.measured.get("tokens_per_step"), r.get("steps")
+                if r.method != "pearl" or not tps or not steps:
+                    continue
+                try:
+                    groups.setdefault((gamma_of(r), steps), []).append(tps)
+                except PolyspecInputError:
+                    continue
+        for (g, steps), tokens in groups.items():
+            try:
+                alphas_for_tokens(tokens, g, steps)
+            except PolyspecInputError:
+                continue
+
     def alpha(self, target, drafter, dataset, *, gamma_of: Callable[[Row], int],
               exclude: str | None = None, batch: int | None = None) -> Estimate | None:
         """The pair's iid acceptance on ``dataset`` from this log, or ``None`` when the log
@@ -219,11 +248,9 @@ class AcceptanceLog:
         engine ran that row with. ``batch``: prefer the log's rows at that batch size (greedy
         acceptance moves a little with the batch's kernels); all rows of the pair and dataset
         otherwise."""
-        rows = self.matching(target, drafter, dataset, exclude)
+        rows = self._sources(target, drafter, dataset, exclude, batch)
         if not rows:
             return None
-        if batch is not None and any(r.batch == batch for r in rows):
-            rows = [r for r in rows if r.batch == batch]
         alphas, mats = [], []
         for r in rows:
             if r.method == "pearl":

@@ -22,8 +22,8 @@ from validation.hardware.acceptance import AcceptanceLog
 from validation.hardware.engines import Corrections, EngineModel, engine_model
 from validation.hardware.rows import Refused, Row
 
-__all__ = ["Forecast", "forecast_row", "forecast_rows", "Interval", "load_interval",
-           "INTERVAL_FILE", "EAGLE_HEAD", "dataset_of"]
+__all__ = ["Forecast", "forecast_row", "forecast_rows", "prefetch_acceptance", "Interval",
+           "load_interval", "INTERVAL_FILE", "EAGLE_HEAD", "dataset_of"]
 
 INTERVAL_FILE = Path(__file__).resolve().parent / "interval.json"
 # an EAGLE-3 head's draft vocabulary when the row does not give it (EAGLE-3's released heads)
@@ -129,6 +129,15 @@ def _alpha(row: Row, log: AcceptanceLog | None, c: Corrections):
     return est
 
 
+def prefetch_acceptance(rows: list[Row], c: Corrections, log: AcceptanceLog | None) -> None:
+    """The acceptance :func:`forecast_row` asks ``log`` for, for each of ``rows``, computed
+    ahead side by side (:meth:`AcceptanceLog.prefetch`); changes no forecast."""
+    if log is None:
+        return
+    log.prefetch([(r.pair[0], r.pair[1], dataset_of(r), r.id, r.batch) for r in rows
+                  if r.method in ("pearl", "sd-sync", "ssd-async")], gamma_of=gamma_rule(c))
+
+
 def forecast_row(row: Row, c: Corrections, log: AcceptanceLog | None,
                  interval: Interval) -> Forecast:
     """One row's forecast (raises :class:`PolyspecInputError` with the reason when it cannot
@@ -193,6 +202,7 @@ def forecast_rows(rows: list[Row], c: Corrections, log: AcceptanceLog | None,
                   interval: Interval) -> tuple[list[Forecast], list[Refused]]:
     """Every row's forecast, and the rows refused with their reasons."""
     done, refused = [], []
+    prefetch_acceptance(rows, c, log)
     for r in rows:
         try:
             done.append(forecast_row(r, c, log, interval))

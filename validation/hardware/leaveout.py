@@ -36,7 +36,12 @@ import numpy as np
 
 from validation.hardware import fit
 from validation.hardware.acceptance import AcceptanceLog
-from validation.hardware.forecast import INTERVAL_FILE, Interval, forecast_row
+from validation.hardware.forecast import (
+    INTERVAL_FILE,
+    Interval,
+    forecast_row,
+    prefetch_acceptance,
+)
 from validation.hardware.rows import Row, read_measured
 
 __all__ = ["family", "Result", "leave_one_batch_out", "leave_one_family_out",
@@ -76,6 +81,7 @@ class Result:
 
 
 def _forecast(rows: list[Row], c, log: AcceptanceLog, fold: str) -> list[Result]:
+    prefetch_acceptance(rows, c, log)
     out = []
     for r in rows:
         f = forecast_row(r, c, log, NO_INTERVAL)
@@ -105,6 +111,7 @@ def leave_one_family_out(rows: list[Row], log: AcceptanceLog) -> list[Result]:
 def transfer_check(c, log: AcceptanceLog, path=None) -> list[Result]:
     """The SSD H100 rows with the full fit (a GPU, TP size and engine no fit saw)."""
     rows, _ = read_measured(path or fit.TABLES / "ssd_h100.json", "table")
+    prefetch_acceptance(rows, c, log)
     out = []
     for r in rows:
         f = forecast_row(r, c, log, NO_INTERVAL)

@@ -61,6 +61,34 @@ def test_implied_gammas_side_by_side_are_each_alone():
         implied_gammas(pairs)
 
 
+def test_prefetch_leaves_alpha_nothing_to_compute(monkeypatch):
+    """AcceptanceLog.prefetch computes (side by side) the alphas that alpha() then pools for
+    the same asks: no PL3 recursion is left for alpha(), whose estimates are those of a log
+    that was never prefetched."""
+    import polyspec_theory.schemes.pearl as pearl
+    from validation.hardware import acceptance
+
+    rows = [_row(i, a, g, dataset=d, batch=b) for i, (a, g, d, b) in enumerate(
+        [(0.9, 6, "A", 1), (0.8, 6, "A", 8), (0.7, 6, "A", 8), (0.6, 9, "B", 1),
+         (0.85, 9, "B", 1), (0.75, 4, "C", 2)])]
+    gammas = {r.id: g for r, g in zip(rows, (6, 6, 6, 9, 9, 4), strict=True)}
+    log = AcceptanceLog(rows, "test")
+    asks = [("T", "D", "A", "r1", 8), ("T", "D", "B", None, None), ("T", "D", "C", None, 2)]
+
+    def estimates():
+        return [log.alpha(t, d, ds, gamma_of=lambda r: gammas[r.id], exclude=ex, batch=b)
+                .to_dict() for t, d, ds, ex, b in asks]
+
+    acceptance._ALPHAS.clear()
+    plain = estimates()
+    acceptance._ALPHAS.clear()
+    log.prefetch(asks, gamma_of=lambda r: gammas[r.id])
+    recursions = []
+    run = pearl._horizon_group
+    monkeypatch.setattr(pearl, "_horizon_group", lambda *a: recursions.append(a) or run(*a))
+    assert estimates() == plain and recursions == []
+
+
 def test_log_alpha_excludes_the_row_and_prefers_its_batch():
     rows = [_row(0, 0.9, 6, batch=1), _row(1, 0.8, 6, batch=8), _row(2, 0.7, 6, batch=32),
             _row(3, 0.5, 6, dataset="B")]
