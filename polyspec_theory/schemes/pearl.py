@@ -350,19 +350,22 @@ def _horizon_group(top, group, gamma, c, steps) -> list[PearlHorizon]:
     post = np.zeros((n, steps + 1))
     for t in range(steps):
         post[:, t] = p[:, 0, 1:].reshape(n, -1).sum(axis=1)
-        q = np.empty_like(p)
+        # after t steps at most t rejections: the columns past w (and past w + 1 after this
+        # step) hold 0 and stay 0, so the step works on the first w (at least 2, so that the
+        # sum over states runs as on the whole array)
+        w = min(max(t + 1, 2), steps)
+        q = np.zeros_like(p)
         # a rejection after n accepted: n + 1 tokens, back to pre-verify, one more
         # rejection; shift along the rejection axis (summed over states in order)
-        r = pr_c * p[:, :, :, :-1]
-        r[:, 1] += rt_c * p[:, 0, :, :-1]
-        q[:, :, 0, 0] = 0.0
-        q[:, :, 0, 1:] = r.sum(axis=2)
+        r = pr_c * p[:, :, :, :w]
+        r[:, 1] += rt_c * p[:, 0, :, :w]
+        q[:, :, 0, 1:w + 1] = r.sum(axis=2)
         # all accepted: state j -> min(j + 1, top); 1 token in pre-verify (the first
         # draft), gamma in post-verify
-        p[:, 1] += gain * p[:, 0]
-        f = full_c * p
-        q[:, :, 1:] = f[:, :, :-1]
-        q[:, :, top] += f[:, :, top]
+        p[:, 1, :, :w] += gain * p[:, 0, :, :w]
+        f = full_c * p[:, :, :, :w]
+        q[:, :, 1:, :w] = f[:, :, :-1]
+        q[:, :, top, :w] += f[:, :, top]
         p = q
     post[:, steps] = p[:, 0, 1:].reshape(n, -1).sum(axis=1)
     verified = p[:, 1].reshape(n, -1).sum(axis=1)
