@@ -48,10 +48,13 @@ SCHEME_WORDS_ALLOWED = {
     ("validation/formats/pipespec.py", "run.strategy != 'chain'"): _PIPESPEC,
     ("validation/formats/pipespec.py", "run.strategy == 'chain'"): _PIPESPEC,
     ("validation/hardware/acceptance.py", "r.method == 'pearl'"): _HARDWARE,
+    ("validation/hardware/acceptance.py", "r.method != 'pearl'"): _HARDWARE,
     ("validation/hardware/acceptance.py", "r.method in ('pearl', 'eagle')"): _HARDWARE,
     ("validation/hardware/acceptance.py", "r.get('draft_shape') == 'chain'"): _HARDWARE,
     ("validation/hardware/fit.py", "r.method == 'pearl'"): _HARDWARE,
     ("validation/hardware/forecast.py", "row.method == 'pearl'"): _HARDWARE,
+    ("validation/hardware/forecast.py", "r.method in ('pearl', 'sd-sync', 'ssd-async')"):
+        _HARDWARE,
     ("validation/hardware/plan.py", "'chain' in pool.methods"): _HARDWARE,
     ("validation/hardware/plan.py", "'pearl' in pool.methods"): _HARDWARE,
     ("validation/hardware/rows.py", "method == 'pearl'"): _HARDWARE,
