@@ -246,8 +246,10 @@ def _check_records(p: Path, checker, parsed) -> tuple[list, int]:
     """The ``(line, record)`` pairs kept (a ``resume`` record discards the interrupted
     attempt's) and how many were discarded; every record checked."""
     fields, known = checker.record_fields, all_record_fields()
+    need = {t: frozenset(f) for t, f in fields.items()}
+    passed = _rounds_passed(checker, parsed, need)
     kept, discarded = [], 0
-    for i, rec in parsed:
+    for j, (i, rec) in enumerate(parsed):
         t = rec.get("type")
         if not isinstance(t, str) or t not in known or t == "header":
             raise _fail(p, i, f"unknown record type {shown(t)} (known: "
@@ -259,9 +261,11 @@ def _check_records(p: Path, checker, parsed) -> tuple[list, int]:
                     checker.kind:
                 raise _fail(p, i, f"{t}.type: {t} records belong in {owner.name} traces")
             raise _fail(p, i, f"record type {t!r} does not belong in a {checker.kind} trace")
-        _check_fields(p, i, rec, fields)
+        if not rec.keys() >= need[t]:
+            _check_fields(p, i, rec, fields)
         try:
-            checker.check(rec)
+            if j not in passed:
+                checker.check(rec)
         except FieldError as e:
             raise _fail(p, i, f"{t}.{e}") from None
         except RecordError as e:
@@ -274,12 +278,24 @@ def _check_records(p: Path, checker, parsed) -> tuple[list, int]:
                     and (nxt_d is None or "decode" not in r or r["decode"] < nxt_d)]
             discarded += before - len(kept)
             continue
-        if t == "round" and any(k in rec for k in ROUND_OPTIONAL):
+        if t == "round" and not rec.keys().isdisjoint(ROUND_OPTIONAL):
             bad = check_round_extras(rec)
             if bad is not None:
                 raise _fail(p, i, f"round: {bad}")
         kept.append((i, rec))
     return kept, discarded
+
+
+def _rounds_passed(checker, parsed, need) -> set:
+    """The positions in ``parsed`` of the ``round`` records (with every required field)
+    that :meth:`RecordChecker.check` is sure to pass, decided on columns
+    (:meth:`RecordChecker.rounds_pass`); the reader checks the others one by one."""
+    if "round" not in need:
+        return set()
+    req = need["round"]
+    at = [j for j, (_, r) in enumerate(parsed) if r.get("type") == "round" and r.keys() >= req]
+    ok = checker.rounds_pass([parsed[j][1] for j in at])
+    return {j for j, good in zip(at, ok.tolist(), strict=True) if good}
 
 
 def read_trace(path, *, allow_truncated: bool = False) -> Capture:

@@ -408,6 +408,19 @@ def check_real(v, field: str, low: float | None = 0.0, high: float | None = MAX_
     return x
 
 
+def check_reals(xs: list, field: str, positive: bool = False) -> None:
+    """:func:`check_real` (a time) of every entry of the list ``xs`` (errors name
+    ``field[j]``, the first bad entry's); a long list of floats is checked on an array."""
+    if len(xs) > 8 and list(map(type, xs)).count(float) == len(xs):
+        import numpy as np
+
+        a = np.asarray(xs, np.float64)
+        if (np.isfinite(a) & (a > 0.0 if positive else a >= 0.0) & (a <= MAX_TIME_S)).all():
+            return
+    for j, x in enumerate(xs):
+        check_real(x, f"{field}[{j}]", positive=positive)
+
+
 def check_list(v, field: str, length: int | None = None, min_len: int = 0) -> list:
     if not isinstance(v, list):
         raise FieldError(field, f"must be a list, got {shown(v)}")
