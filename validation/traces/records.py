@@ -129,10 +129,22 @@ MAX_TRACE_BYTES = 2**31  # 2 GiB: a long capture is tens of MB
 MAX_RECORD_NESTING = 16  # a valid record nests 3 levels
 
 
+_SCAN = json.JSONDecoder().scan_once  # json.loads's own scanner, without its wrappers
+
+
 def _parse_line(b: bytes):
+    """The JSON value of one line, as ``json.loads`` gives it (or its error): a line that is
+    one value from its first character to its last is scanned directly, any other (spaces
+    around it, a bad line) goes through ``json.loads``."""
     text = b.decode("utf-8")
     if b.count(b"[") + b.count(b"{") > MAX_RECORD_NESTING:
         check_json_nesting(text, "record", MAX_RECORD_NESTING, field="trace")
+    try:
+        rec, end = _SCAN(text, 0)
+        if end == len(text):
+            return rec
+    except (StopIteration, ValueError):
+        pass
     return json.loads(text)
 
 
@@ -152,7 +164,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
         raise _fail(p, e.line, e.message) from None
     return TraceRecords(path=str(p), header=header, records=[r for _, r in kept],
                         lines=[i for i, _ in kept],
-                        complete=any(r["type"] == "end" for _, r in kept),
+                        complete=any(r["type"] == "end" for _, r in reversed(kept)),
                         n_discarded=discarded, truncated_tail=truncated,
                         digest=hashlib.sha256(raw[len(lines[0]):]).hexdigest())
 
