@@ -164,3 +164,65 @@ def test_the_first_bad_record_is_named_whatever_its_type(tmp_path, monkeypatch):
         got = _read(path, monkeypatch, True)
         assert got == _read(path, monkeypatch, False)
         assert f"line {min(rnd, ar) + 1}: " in got
+
+
+def test_a_list_of_times_is_checked_alike_on_an_array():
+    """``check_reals`` (an array for a long list of floats) refuses exactly what
+    ``check_real`` of each entry refuses, naming the first bad entry."""
+    from validation.traces.schema import check_real, check_reals
+
+    rng = np.random.default_rng(7)
+    odd = [-1e-9, 0.0, 86400.0, 86400.5, float("nan"), float("inf"), 3, True, None, "x"]
+    for _ in range(400):
+        xs = [float(x) for x in rng.random(int(rng.integers(0, 20)))]
+        for _ in range(int(rng.integers(0, 2))):
+            if xs:
+                xs[int(rng.integers(len(xs)))] = odd[int(rng.integers(len(odd)))]
+        for positive in (False, True):
+            want = None
+            for j, x in enumerate(xs):
+                try:
+                    check_real(x, f"t[{j}]", positive=positive)
+                except FieldError as e:
+                    want = str(e)
+                    break
+            try:
+                check_reals(xs, "t", positive=positive)
+                got = None
+            except FieldError as e:
+                got = str(e)
+            assert got == want, (xs, positive)
+
+
+def test_integer_lists_of_batched_records_are_decided_alike():
+    """``_ints_in`` (extremes of a list of JSON integers) agrees with the entry-by-entry
+    test it stands for."""
+    from validation.schemes.batch import _ints_in, _is_int
+
+    rng = np.random.default_rng(8)
+    odd = [True, False, 1.0, None, "1", -1, 0, 5, 2**70]
+    for _ in range(2000):
+        xs = [int(x) for x in rng.integers(0, 6, int(rng.integers(0, 6)))]
+        if xs and rng.random() < 0.5:
+            xs[int(rng.integers(len(xs)))] = odd[int(rng.integers(len(odd)))]
+        for low, high in ((0, 4), (1, None)):
+            want = all(_is_int(x) and low <= x and (high is None or x < high) for x in xs)
+            assert _ints_in(xs, low, high) == want, (xs, low, high)
+
+
+@pytest.mark.parametrize(("tail", "error"), [
+    (' {"type":"end"}', "invalid JSON: Extra data"), ("x", "invalid JSON: Extra data"),
+    ("   ", None), ("\t", None)])
+def test_a_line_is_parsed_as_json_loads_parses_it(tmp_path, monkeypatch, tail, error):
+    """A record followed by another value is refused (json.loads's error); one followed by
+    spaces is read as json.loads reads it."""
+    src = _synthetic(tmp_path / "c.jsonl")
+    lines = src.read_text().splitlines()
+    lines[3] += tail
+    path = tmp_path / "tail.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    got = _read(path, monkeypatch, True)
+    if error is None:
+        assert got[1] == read_records(src).records
+    else:
+        assert isinstance(got, str) and f"line 4: {error}" in got
