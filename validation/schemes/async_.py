@@ -388,7 +388,8 @@ def check_record(checker, r: dict) -> None:
         raise FieldError("model", f"{shown(r['model'])} is not the drafter "
                          f"{checker.names[1]!r}")
     ms = check_list(r["m"], "m")
-    ms[:] = [check_int(x, f"m[{j}]", low=1) for j, x in enumerate(ms)]
+    if not (list(map(type, ms)).count(int) == len(ms) and (not ms or min(ms) >= 1)):
+        ms[:] = [check_int(x, f"m[{j}]", low=1) for j, x in enumerate(ms)]  # else all fine
     check_reals(check_list(r["wall_s"], "wall_s", length=len(ms)), "wall_s")
     for k in ("discarded", "rollbacks"):
         if k in r:

@@ -191,7 +191,7 @@ def _read_bytes(path) -> tuple[Path, bytes]:
     from validation.files import note_read
 
     note_read(p)
-    if not raw.strip():
+    if not raw or raw.isspace():  # (no copy of the bytes, as strip() would make)
         raise TraceError(f"{p}: file is empty (line 1: expected a polyspec-trace header)")
     return p, raw
 
