@@ -10,6 +10,11 @@ record)`` (its own record types, ``RECORDS``), ``check_prompt_rounds(checker, su
 line, rounds)`` (the rounds of one finished prompt) or, for a trace that is not prompt by prompt,
 ``check_trace(checker, kept)``. They raise :class:`~validation.traces.schema.FieldError`
 (a bad field) or :class:`~validation.traces.schema.RecordError`.
+
+The ``round`` records of a trace are first decided on columns
+(:meth:`RecordChecker.rounds_pass`, with the scheme's ``rounds_pass``): a round it lets
+through is one :meth:`RecordChecker.check` passes and leaves unchanged; every other round is
+checked one by one, so a bad one is refused with the same line.
 """
 
 from __future__ import annotations
