@@ -459,9 +459,10 @@ class Capture(CaptureConfig):
         except PolyspecInputError as e:
             raise TraceError(f"{where}: header {e}") from None
         baselines = {}
+        ar_recs = [r for r in records if r["type"] == "ar"]  # one pass, file order kept
+        cost_recs = [r for r in records if r["type"] == "cost"]
         for name in names:
-            ar = [r for r in records if r["type"] == "ar" and r["model"] == name
-                  and int(r["prompt"]) in done]
+            ar = [r for r in ar_recs if r["model"] == name and int(r["prompt"]) in done]
             ar_t = ar_f = ar_ctx = None
             ar_tok = 0
             wall = np.asarray([r["wall_s"] for r in ar], np.float64)
@@ -473,7 +474,7 @@ class Capture(CaptureConfig):
                 ar_tok = int(ntok.sum())
                 ar_ctx = float(np.concatenate([r.get("ctx0", 0) + np.arange(k)
                                                for r, k in zip(ar, ntok, strict=True)]).mean())
-            cost = [r for r in records if r["type"] == "cost" and r["model"] == name]
+            cost = [r for r in cost_recs if r["model"] == name]
             if not cost:
                 raise TraceError(f"{where}: no cost-curve records for model {name!r}")
             reps = [len(r["times_s"]) for r in cost]
