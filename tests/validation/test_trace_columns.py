@@ -228,3 +228,21 @@ def test_a_line_is_parsed_as_json_loads_parses_it(tmp_path, monkeypatch, tail, e
         assert got[1] == read_records(src).records
     else:
         assert isinstance(got, str) and f"line 4: {error}" in got
+
+
+@pytest.mark.parametrize("value", [True, 1.0, None, "1", 3])
+def test_a_batched_round_needs_integer_fields(value):
+    """``bround``: every one of its integral fields a JSON integer (not a bool, not 1.0)."""
+    from validation.schemes.batch import check_batch_record
+
+    header = {"cascade": {"models": [{"name": "t"}, {"name": "d"}]}, "batch": {"size": 2}}
+    ok = {"type": "bround", "decode": 0, "level": 1, "round": 0, "seq": 1, "prompt": 1,
+          "ctx": 8, "G": 3, "A": 1, "L": 2, "m": 4, "waited": 0, "discarded": 0}
+    assert check_batch_record(ok, header) is None
+    for key in ("level", "seq", "G", "A", "L", "m", "waited", "discarded"):
+        msg = check_batch_record({**ok, key: value}, header)
+        if value == 3 and type(value) is int:
+            assert msg is None or "must be integers" not in msg
+        else:
+            assert msg == ("bround fields level, seq, G, A, L, m, waited, discarded must be "
+                           "integers"), (key, value)

@@ -449,6 +449,9 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+_BROUND_INTS = ("level", "seq", "G", "A", "L", "m", "waited", "discarded")
+
+
 def _ints_in(xs: list, low: int, high: int | None = None) -> bool:
     """Every entry of ``xs`` an integer (not a bool) with ``low <= x`` (``< high``)."""
     if list(map(type, xs)).count(int) == len(xs):  # JSON integers: their extremes decide
@@ -465,8 +468,8 @@ def check_batch_record(rec: dict, header: dict) -> str | None:
     if not _is_int(b) or b < 1:
         return f"header batch.size must be an integer >= 1, got {b!r}"
     if t == "bround":
-        if not all(_is_int(rec[k]) for k in ("level", "seq", "G", "A", "L", "m", "waited",
-                                             "discarded")):
+        if set(map(type, map(rec.__getitem__, _BROUND_INTS))) != {int} and not all(
+                _is_int(rec[k]) for k in _BROUND_INTS):  # (JSON integers decided by type)
             return "bround fields level, seq, G, A, L, m, waited, discarded must be integers"
         if rec["level"] not in range(1, n):
             return f"level {rec['level']} out of range 1..{n - 1}"
