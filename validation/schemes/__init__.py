@@ -28,6 +28,9 @@ left out where marked):
   ``check_prompt_rounds(checker, summary, line, rounds)`` (the rounds of a finished prompt)
   or ``check_trace(checker, kept)``; they raise
   :class:`~validation.traces.schema.FieldError` / :class:`~validation.traces.schema.RecordError`;
+  optional ``rounds_pass(checker, levels, G, m)``: ``check_round`` on columns (a boolean
+  array, true where it passes; the reader then skips the record-by-record check there,
+  :meth:`validation.traces.checks.RecordChecker.rounds_pass`);
 * how its captures are predicted: ``VALIDATE`` (``"module:function"`` of the analysis that
   predicts and compares them, :mod:`validation.analysis.traces`; optional: without it
   ``polyspec validate`` says it does not predict this scheme's captures); a scheme whose

@@ -66,7 +66,7 @@ from validation.traces.schema import (
     check_int,
     check_list,
     check_object,
-    check_real,
+    check_reals,
     shown,
 )
 
@@ -374,6 +374,13 @@ def check_round(checker, r: dict) -> None:
                          f"got m = {r['m']}")
 
 
+def rounds_pass(checker, lv, g, m):
+    """:func:`check_round` on columns (levels ``lv`` in range, blocks ``g``, positions
+    ``m``): where each round passes it."""
+    th = np.asarray(checker.thresholds)[lv - 1]
+    return (th <= g) & (g <= checker.window) & (m == g + 1)
+
+
 def check_record(checker, r: dict) -> None:
     """``dforwards``: every drafter forward of a prompt, columnar."""
     r["prompt"] = check_int(r["prompt"], "prompt")
@@ -381,9 +388,9 @@ def check_record(checker, r: dict) -> None:
         raise FieldError("model", f"{shown(r['model'])} is not the drafter "
                          f"{checker.names[1]!r}")
     ms = check_list(r["m"], "m")
-    ms[:] = [check_int(x, f"m[{j}]", low=1) for j, x in enumerate(ms)]
-    for j, x in enumerate(check_list(r["wall_s"], "wall_s", length=len(ms))):
-        check_real(x, f"wall_s[{j}]")
+    if not (list(map(type, ms)).count(int) == len(ms) and (not ms or min(ms) >= 1)):
+        ms[:] = [check_int(x, f"m[{j}]", low=1) for j, x in enumerate(ms)]  # else all fine
+    check_reals(check_list(r["wall_s"], "wall_s", length=len(ms)), "wall_s")
     for k in ("discarded", "rollbacks"):
         if k in r:
             r[k] = check_int(r[k], k)

@@ -449,6 +449,16 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+_BROUND_INTS = ("level", "seq", "G", "A", "L", "m", "waited", "discarded")
+
+
+def _ints_in(xs: list, low: int, high: int | None = None) -> bool:
+    """Every entry of ``xs`` an integer (not a bool) with ``low <= x`` (``< high``)."""
+    if list(map(type, xs)).count(int) == len(xs):  # JSON integers: their extremes decide
+        return not xs or (min(xs) >= low and (high is None or max(xs) < high))
+    return all(_is_int(x) and low <= x and (high is None or x < high) for x in xs)
+
+
 def check_batch_record(rec: dict, header: dict) -> str | None:
     """What is wrong with a batched record (``None`` if nothing): value ranges and lengths
     the reader checks before anything is built from it."""
@@ -458,8 +468,8 @@ def check_batch_record(rec: dict, header: dict) -> str | None:
     if not _is_int(b) or b < 1:
         return f"header batch.size must be an integer >= 1, got {b!r}"
     if t == "bround":
-        if not all(_is_int(rec[k]) for k in ("level", "seq", "G", "A", "L", "m", "waited",
-                                             "discarded")):
+        if set(map(type, map(rec.__getitem__, _BROUND_INTS))) != {int} and not all(
+                _is_int(rec[k]) for k in _BROUND_INTS):  # (JSON integers decided by type)
             return "bround fields level, seq, G, A, L, m, waited, discarded must be integers"
         if rec["level"] not in range(1, n):
             return f"level {rec['level']} out of range 1..{n - 1}"
@@ -484,9 +494,9 @@ def check_batch_record(rec: dict, header: dict) -> str | None:
                 return f"bforwards {key} must be a list with one entry per forward ({k})"
         if rec["run"] not in ("cascade", "ar"):
             return f"bforwards run must be 'cascade' or 'ar', got {rec['run']!r}"
-        if any(not _is_int(x) or not 0 <= x < n for x in rec["model"]):
+        if not _ints_in(rec["model"], 0, n):
             return f"bforwards model indices must be in 0..{n - 1}"
-        if any(not _is_int(x) or x < 1 for x in rec["m"] + rec["m0"]):
+        if not _ints_in(rec["m"] + rec["m0"], 1):
             return "bforwards m and m0 must be integers >= 1"
         if rec["batch"] != b:
             return f"bforwards batch {rec['batch']} != header batch.size {b}"

@@ -398,6 +398,15 @@ def check_round(checker, r: dict) -> None:
                          f"positions, got m = {r['m']} with G = {g}")
 
 
+def rounds_pass(checker, lv, g, m):
+    """:func:`check_round` on columns (levels ``lv`` in range, blocks ``g``, positions
+    ``m``): where each round passes it."""
+    th = np.asarray(checker.thresholds)[lv - 1]
+    exact = (lv == checker.n - 1) | (checker.policy == "truncate")
+    ok = np.where(exact, g == th, (th <= g) & (g <= np.asarray(checker.gmax)[lv - 1]))
+    return ok & (g + 1 <= m) & (m <= g + lv)
+
+
 def check_prompt_rounds(checker, s: dict, si: int, rounds) -> None:
     """The rounds of one finished prompt (file order) form the accumulate policy's blocks:
     each level-``j`` block is drafted by level-``j+1`` rounds at consecutive contexts whose

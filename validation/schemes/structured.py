@@ -445,6 +445,14 @@ def check_round(checker, r: dict) -> None:
     chain.check_round(checker, r)
 
 
+def rounds_pass(checker, lv, g, m):
+    """:func:`check_round` on columns (levels ``lv`` in range, blocks ``g``, positions
+    ``m``): where each round passes it."""
+    st = checker.structured
+    free = np.asarray([st[j] or any(st[j + 1:]) for j in range(len(st))])[lv - 1]
+    return np.where(free, m >= g + 1, chain.rounds_pass(checker, lv, g, m))
+
+
 check_prompt_rounds = chain.check_prompt_rounds  # the accumulate blocks of the chain pairs
 
 

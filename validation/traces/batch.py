@@ -22,7 +22,7 @@ import numpy as np
 
 from polyspec_theory.errors import PolyspecInputError
 from validation.traces.dataset import CaptureConfig, Rounds, finished
-from validation.traces.schema import Round, TraceError, is_batch_header
+from validation.traces.schema import TraceError, is_batch_header
 
 __all__ = ["BatchCapture", "BatchRounds", "Forwards", "read_batch_trace", "read_batch_traces"]
 
@@ -121,10 +121,7 @@ class BatchCapture(CaptureConfig):
                     and int(r["decode"]) in done and not r["discarded"]]
             if not rows:
                 raise TraceError(f"{where}: no bround records for level {lv}")
-            rounds.append(Rounds.from_rounds(lv, [Round(
-                prompt=r["prompt"], level=lv, ctx=r["ctx"], G=r["G"], A=r["A"], L=r["L"],
-                m=r["m"], verify_s=math.nan, draft_s=math.nan, round_s=math.nan)
-                for r in rows]))
+            rounds.append(Rounds.from_records(lv, rows, timed=False))
             waited.append(np.asarray([r["waited"] for r in rows], dtype=np.int64))
             br = [r for r in records if r["type"] == "bbatch" and r["level"] == lv
                   and int(r["decode"]) in done]

@@ -10,9 +10,16 @@ record)`` (its own record types, ``RECORDS``), ``check_prompt_rounds(checker, su
 line, rounds)`` (the rounds of one finished prompt) or, for a trace that is not prompt by prompt,
 ``check_trace(checker, kept)``. They raise :class:`~validation.traces.schema.FieldError`
 (a bad field) or :class:`~validation.traces.schema.RecordError`.
+
+The ``round`` records of a trace are first decided on columns
+(:meth:`RecordChecker.rounds_pass`, with the scheme's ``rounds_pass``): a round it lets
+through is one :meth:`RecordChecker.check` passes and leaves unchanged; every other round is
+checked one by one, so a bad one is refused with the same line.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from polyspec_theory.core.config import MAX_THRESHOLD, POLICIES
 from polyspec_theory.schemes import DEFAULT_MODE, modes, threshold_floor
@@ -28,6 +35,7 @@ from validation.traces.schema import (
     check_machine_field,
     check_object,
     check_real,
+    check_reals,
     check_str,
     shown,
 )
@@ -126,6 +134,31 @@ class RecordChecker:
         if t == "round":
             self.scheme.check_round(self, rec)
 
+    def rounds_pass(self, recs) -> np.ndarray:
+        """Per ``round`` record of ``recs`` (each holding every required field): ``True``
+        where :meth:`check` is sure to pass and to change nothing, decided on columns
+        (every integral field a JSON integer in range, every time a float in range, the
+        round consistent, and the scheme's ``rounds_pass(checker, level, G, m)`` true);
+        ``False`` where :meth:`check` must decide (and raise its error). A scheme without
+        ``rounds_pass`` leaves every round to :meth:`check`."""
+        ok = np.zeros(len(recs), bool)
+        hook = getattr(self.scheme, "rounds_pass", None)
+        if hook is None or not recs:
+            return ok
+        ok[:] = True
+        col = {}
+        for k, low in (("prompt", 0), ("ctx", 0), ("A", 0), ("G", 0), ("L", 1), ("m", 1),
+                       ("level", 1)):
+            good, v = _int_column([r[k] for r in recs])
+            ok &= good & (v >= low)
+            col[k] = v
+        lv, g, a = col["level"], col["G"], col["A"]
+        ok &= (lv <= self.n - 1) & (a <= g) & (col["L"] == a + 1)
+        for k in ("verify_s", "draft_s", "round_s"):  # round_s is optional
+            ok &= _time_column([r.get(k, 0.0) for r in recs])
+        lv = np.where(ok, lv, 1)  # a level out of range is left to check()
+        return ok & hook(self, lv, g, col["m"])
+
     def finish(self, kept) -> None:
         """The cross-record checks of the kept ``(line, record)`` pairs: the scheme's own
         (``check_trace``) or, prompt by prompt, :meth:`check_prompts`."""
@@ -164,9 +197,7 @@ class RecordChecker:
                 check_real(r[k], k)
         if "ctx0" in r:
             r["ctx0"] = check_int(r["ctx0"], "ctx0")
-        steps = check_list(r["step_s"], "step_s", length=n)
-        for j, x in enumerate(steps):
-            check_real(x, f"step_s[{j}]")
+        check_reals(check_list(r["step_s"], "step_s", length=n), "step_s")
 
     def _cost(self, r):
         self._model(r)
@@ -175,8 +206,7 @@ class RecordChecker:
         r["ctx"] = check_int(r["ctx"], "ctx")
         r["m"] = check_int(r["m"], "m", low=1)
         times = check_list(r["times_s"], "times_s", min_len=1)
-        for j, x in enumerate(times):  # a cost of 0 makes every ratio over it infinite
-            check_real(x, f"times_s[{j}]", positive=True)
+        check_reals(times, "times_s", positive=True)  # a cost of 0: every ratio infinite
         check_real(r["median_s"], "median_s", positive=True)
 
     def _summary(self, r):
@@ -273,3 +303,30 @@ class RecordChecker:
         if "n_rounds" in s and list(s["n_rounds"]) != counts:
             raise RecordError(f"summary.n_rounds: {s['n_rounds']}, but prompt {s['prompt']} "
                               f"has {counts} round records per level", si)
+
+
+def _int_column(vals):
+    """``(is a JSON integer within int64, value or 0)`` per entry of ``vals``."""
+    types = list(map(type, vals))
+    if types.count(int) == len(types):
+        try:
+            return np.ones(len(vals), bool), np.asarray(vals, np.int64)
+        except OverflowError:
+            pass
+    good = [t is int and -2**63 <= v < 2**63 for v, t in zip(vals, types, strict=True)]
+    return (np.asarray(good, bool),
+            np.asarray([v if g else 0 for v, g in zip(vals, good, strict=True)], np.int64))
+
+
+def _time_column(vals) -> np.ndarray:
+    """Per entry: a float that :func:`~validation.traces.schema.check_real` passes as a time
+    (finite, 0 <= x <= MAX_TIME_S); an int, bool or anything else is ``False``."""
+    types = list(map(type, vals))
+    if types.count(float) == len(types):
+        good = np.ones(len(vals), bool)
+    else:
+        good = np.fromiter((t is float for t in types), bool, len(types))
+        vals = [v if t is float else 0.0 for v, t in zip(vals, types, strict=True)]
+    x = np.asarray(vals, np.float64)
+    with np.errstate(invalid="ignore"):
+        return good & np.isfinite(x) & (x >= 0.0) & (x <= MAX_TIME_S)

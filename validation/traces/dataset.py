@@ -21,7 +21,7 @@ import numpy as np
 from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes import DEFAULT_MODE
-from validation.traces.schema import ROUND_FIELDS, ROUND_OPTIONAL, Round, TraceError
+from validation.traces.schema import ROUND_FIELDS, ROUND_OPTIONAL, TraceError
 
 __all__ = ["Rounds", "Baseline", "CaptureConfig", "Capture", "DRIFT_NOTE", "StructureRecords",
            "header_structures", "finished", "Finished", "check_captures"]
@@ -107,6 +107,23 @@ class Rounds:
         arrays = {k: np.asarray(v, dtype=np.float64 if k.endswith("_s") else np.int64)
                   for k, v in cols.items()}
         return cls(level=level, **arrays)
+
+    @classmethod
+    def from_records(cls, level: int, recs, *, timed: bool = True) -> Rounds:
+        """Columns from ``round`` records (dicts, all of level ``level``), as
+        :meth:`from_rounds` of their :class:`Round` (a field a record lacks is NaN) builds
+        them, without a tuple per round; ``timed=False``: every time is NaN (records that
+        hold no times, e.g. ``bround``)."""
+        cols = {}
+        for k in ROUND_FIELDS:
+            if k == "level":
+                continue
+            if k.endswith("_s"):
+                cols[k] = np.asarray([r.get(k, math.nan) for r in recs] if timed
+                                     else [math.nan] * len(recs), dtype=np.float64)
+            else:
+                cols[k] = np.asarray([r.get(k, math.nan) for r in recs], dtype=np.int64)
+        return cls(level=level, **cols)
 
     def select(self, mask) -> Rounds:
         mask = np.asarray(mask, dtype=bool)
@@ -423,31 +440,29 @@ class Capture(CaptureConfig):
             notes.append(f"{label}: WARNING: on prompt(s) {_ids(lossy)} the greedy cascade's "
                          "output differs from the target's autoregressive output "
                          "(matches_target_ar false): the decoder was not lossless there")
-        by_level: dict[int, list[Round]] = {lv: [] for lv in range(1, n)}
         raw_level: dict[int, list[dict]] = {lv: [] for lv in range(1, n)}
         for r in records:
             if r["type"] == "round" and int(r["prompt"]) in done:
-                by_level[int(r["level"])].append(Round(**{k: r.get(k, math.nan)
-                                                          for k in ROUND_FIELDS}))
                 raw_level[int(r["level"])].append(r)
         rounds = []
         for lv in range(1, n):
-            if not by_level[lv]:
+            if not raw_level[lv]:
                 raise TraceError(f"{where}: no round records for level {lv} "
                                  f"({names[lv - 1]} verifying {names[lv]})")
-            rounds.append(Rounds.from_rounds(lv, by_level[lv]))
+            rounds.append(Rounds.from_records(lv, raw_level[lv]))
         structures = tuple(
             StructureRecords.from_records(lv, raw_level[lv])
-            if any(k in r for r in raw_level[lv] for k in ROUND_OPTIONAL) else None
+            if any(not r.keys().isdisjoint(ROUND_OPTIONAL) for r in raw_level[lv]) else None
             for lv in range(1, n))
         try:
             header_structures(header)
         except PolyspecInputError as e:
             raise TraceError(f"{where}: header {e}") from None
         baselines = {}
+        ar_recs = [r for r in records if r["type"] == "ar"]  # one pass, file order kept
+        cost_recs = [r for r in records if r["type"] == "cost"]
         for name in names:
-            ar = [r for r in records if r["type"] == "ar" and r["model"] == name
-                  and int(r["prompt"]) in done]
+            ar = [r for r in ar_recs if r["model"] == name and int(r["prompt"]) in done]
             ar_t = ar_f = ar_ctx = None
             ar_tok = 0
             wall = np.asarray([r["wall_s"] for r in ar], np.float64)
@@ -459,7 +474,7 @@ class Capture(CaptureConfig):
                 ar_tok = int(ntok.sum())
                 ar_ctx = float(np.concatenate([r.get("ctx0", 0) + np.arange(k)
                                                for r, k in zip(ar, ntok, strict=True)]).mean())
-            cost = [r for r in records if r["type"] == "cost" and r["model"] == name]
+            cost = [r for r in cost_recs if r["model"] == name]
             if not cost:
                 raise TraceError(f"{where}: no cost-curve records for model {name!r}")
             reps = [len(r["times_s"]) for r in cost]

@@ -129,10 +129,22 @@ MAX_TRACE_BYTES = 2**31  # 2 GiB: a long capture is tens of MB
 MAX_RECORD_NESTING = 16  # a valid record nests 3 levels
 
 
+_SCAN = json.JSONDecoder().scan_once  # json.loads's own scanner, without its wrappers
+
+
 def _parse_line(b: bytes):
+    """The JSON value of one line, as ``json.loads`` gives it (or its error): a line that is
+    one value from its first character to its last is scanned directly, any other (spaces
+    around it, a bad line) goes through ``json.loads``."""
     text = b.decode("utf-8")
     if b.count(b"[") + b.count(b"{") > MAX_RECORD_NESTING:
         check_json_nesting(text, "record", MAX_RECORD_NESTING, field="trace")
+    try:
+        rec, end = _SCAN(text, 0)
+        if end == len(text):
+            return rec
+    except (StopIteration, ValueError):
+        pass
     return json.loads(text)
 
 
@@ -152,7 +164,7 @@ def read_records(path, *, allow_truncated: bool = False) -> TraceRecords:
         raise _fail(p, e.line, e.message) from None
     return TraceRecords(path=str(p), header=header, records=[r for _, r in kept],
                         lines=[i for i, _ in kept],
-                        complete=any(r["type"] == "end" for _, r in kept),
+                        complete=any(r["type"] == "end" for _, r in reversed(kept)),
                         n_discarded=discarded, truncated_tail=truncated,
                         digest=hashlib.sha256(raw[len(lines[0]):]).hexdigest())
 
@@ -179,7 +191,7 @@ def _read_bytes(path) -> tuple[Path, bytes]:
     from validation.files import note_read
 
     note_read(p)
-    if not raw.strip():
+    if not raw or raw.isspace():  # (no copy of the bytes, as strip() would make)
         raise TraceError(f"{p}: file is empty (line 1: expected a polyspec-trace header)")
     return p, raw
 
@@ -246,8 +258,10 @@ def _check_records(p: Path, checker, parsed) -> tuple[list, int]:
     """The ``(line, record)`` pairs kept (a ``resume`` record discards the interrupted
     attempt's) and how many were discarded; every record checked."""
     fields, known = checker.record_fields, all_record_fields()
+    need = {t: frozenset(f) for t, f in fields.items()}
+    passed = _rounds_passed(checker, parsed, need)
     kept, discarded = [], 0
-    for i, rec in parsed:
+    for j, (i, rec) in enumerate(parsed):
         t = rec.get("type")
         if not isinstance(t, str) or t not in known or t == "header":
             raise _fail(p, i, f"unknown record type {shown(t)} (known: "
@@ -259,9 +273,11 @@ def _check_records(p: Path, checker, parsed) -> tuple[list, int]:
                     checker.kind:
                 raise _fail(p, i, f"{t}.type: {t} records belong in {owner.name} traces")
             raise _fail(p, i, f"record type {t!r} does not belong in a {checker.kind} trace")
-        _check_fields(p, i, rec, fields)
+        if not rec.keys() >= need[t]:
+            _check_fields(p, i, rec, fields)
         try:
-            checker.check(rec)
+            if j not in passed:
+                checker.check(rec)
         except FieldError as e:
             raise _fail(p, i, f"{t}.{e}") from None
         except RecordError as e:
@@ -274,12 +290,24 @@ def _check_records(p: Path, checker, parsed) -> tuple[list, int]:
                     and (nxt_d is None or "decode" not in r or r["decode"] < nxt_d)]
             discarded += before - len(kept)
             continue
-        if t == "round" and any(k in rec for k in ROUND_OPTIONAL):
+        if t == "round" and not rec.keys().isdisjoint(ROUND_OPTIONAL):
             bad = check_round_extras(rec)
             if bad is not None:
                 raise _fail(p, i, f"round: {bad}")
         kept.append((i, rec))
     return kept, discarded
+
+
+def _rounds_passed(checker, parsed, need) -> set:
+    """The positions in ``parsed`` of the ``round`` records (with every required field)
+    that :meth:`RecordChecker.check` is sure to pass, decided on columns
+    (:meth:`RecordChecker.rounds_pass`); the reader checks the others one by one."""
+    if "round" not in need:
+        return set()
+    req = need["round"]
+    at = [j for j, (_, r) in enumerate(parsed) if r.get("type") == "round" and r.keys() >= req]
+    ok = checker.rounds_pass([parsed[j][1] for j in at])
+    return {j for j, good in zip(at, ok.tolist(), strict=True) if good}
 
 
 def read_trace(path, *, allow_truncated: bool = False) -> Capture:

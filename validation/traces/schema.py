@@ -227,14 +227,19 @@ def check_round_extras(rec: dict) -> str | None:
         if not isinstance(r, list) or len(r) != a or not all(_is_int(x) and x >= 1 for x in r):
             return f"ranks must hold A = {a} ranks >= 1"
         v = rec["visits"]
-        if not isinstance(v, list) or not all(
+        if not (type(v) is list and all(  # JSON pairs of integers, decided without calls
+                type(x) is list and len(x) == 2 and type(x[0]) is int and type(x[1]) is int
+                and x[0] >= 1 and 0 <= x[1] <= x[0] for x in v)) and (
+                not isinstance(v, list) or not all(
                 isinstance(x, list) and len(x) == 2 and all(_is_int(y) for y in x)
-                and x[0] >= 1 and 0 <= x[1] <= x[0] for x in v):
+                and x[0] >= 1 and 0 <= x[1] <= x[0] for x in v)):
             return "visits must be [children >= 1, accepted rank in 0..children] pairs"
         if [x[1] for x in v if x[1]] != r or len(v) not in (a, a + 1):
             return "visits must follow the accepted path (their nonzero ranks = ranks)"
     for k in ("draft_m", "draft_fwd_s"):
-        if k in rec and not (isinstance(rec[k], list) and all(
+        if k in rec and not (type(rec[k]) is list and all(  # JSON numbers, without calls
+                (type(x) is int or type(x) is float) and x >= 0 for x in rec[k])) and not (
+                isinstance(rec[k], list) and all(
                 isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
                 for x in rec[k])):
             return f"{k} must be a list of non-negative numbers"
@@ -406,6 +411,19 @@ def check_real(v, field: str, low: float | None = 0.0, high: float | None = MAX_
     if high is not None and abs(x) > high:
         raise FieldError(field, f"must be at most {high:g} s (a measured time), got {x!r}")
     return x
+
+
+def check_reals(xs: list, field: str, positive: bool = False) -> None:
+    """:func:`check_real` (a time) of every entry of the list ``xs`` (errors name
+    ``field[j]``, the first bad entry's); a long list of floats is checked on an array."""
+    if len(xs) > 8 and list(map(type, xs)).count(float) == len(xs):
+        import numpy as np
+
+        a = np.asarray(xs, np.float64)
+        if (np.isfinite(a) & (a > 0.0 if positive else a >= 0.0) & (a <= MAX_TIME_S)).all():
+            return
+    for j, x in enumerate(xs):
+        check_real(x, f"{field}[{j}]", positive=positive)
 
 
 def check_list(v, field: str, length: int | None = None, min_len: int = 0) -> list:
