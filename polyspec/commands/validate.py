@@ -11,7 +11,7 @@ HELP = ("Predict every captured configuration without using it (acceptance from 
         "captures, costs from a composition profile) and compare with its measured speedup; "
         "in-sample diagnostics explain the residual (report: Markdown, PNG plots, JSON); "
         "batched traces (capture --batch) per batch size with B2 and the crossover batch. "
-        "data/traces/cpu (35 configurations) takes about 25 seconds on one CPU core; progress "
+        "data/traces/cpu (35 configurations) takes about 21 seconds on one CPU core; progress "
         "and the time left on stderr.")
 
 
