@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from polyspec_theory.core.fitting import FitResult, goodness_of_fit
+from polyspec_theory.core.kept import Kept, content_key
 from polyspec_theory.core.laws import AcceptanceLaw, as_sample
 from polyspec_theory.errors import PolyspecInputError, as_int, require_keys
 
@@ -644,8 +644,8 @@ def _canonical(m: HiddenRegimes) -> HiddenRegimes:
     return HiddenRegimes(m.init[order], m.trans[np.ix_(order, order)], m.accept[order])
 
 
-_FITS: dict = {}  # digest of fit_regimes' inputs -> RegimeFit, at most FITS_KEPT
 FITS_KEPT = 256
+_FITS = Kept(FITS_KEPT)  # (k, max_iter, content key of the rounds and groups) -> RegimeFit
 
 
 def fit_regimes(accepted, caps, groups=None, *, k: int = 2, max_iter: int = 400) -> RegimeFit:
@@ -657,19 +657,13 @@ def fit_regimes(accepted, caps, groups=None, *, k: int = 2, max_iter: int = 400)
     k = as_int(k, "k", low=1, high=MAX_REGIMES)
     max_iter = as_int(max_iter, "max_iter", low=1)
     a, g = as_sample(accepted, caps)
-    lab = None if groups is None else np.asarray(groups)
-    if lab is not None and lab.dtype.kind not in "biuUS":  # bytes that name the labels only
+    digest = content_key(a, g, None if groups is None else np.asarray(groups))
+    if digest is None:  # object labels: no content key
         return _fit_regimes(a, g, groups, k, max_iter)
-    h = hashlib.sha256()
-    for x in (a, g) if lab is None else (a, g, lab):
-        h.update(f"{x.dtype.str}{x.shape}".encode())
-        h.update(np.ascontiguousarray(x).tobytes())
-    key = (k, max_iter, lab is None, h.digest())
+    key = (k, max_iter, digest)
     if key not in _FITS:
         fit = _fit_regimes(a, g, groups, k, max_iter)
-        if len(_FITS) >= FITS_KEPT:
-            _FITS.clear()
-        _FITS[key] = copy.deepcopy(fit)
+        _FITS.keep({key: copy.deepcopy(fit)})
         return fit
     return copy.deepcopy(_FITS[key])
 

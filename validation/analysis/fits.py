@@ -13,6 +13,7 @@ from polyspec_theory.core.config import Cascade, Model
 from polyspec_theory.core.costs import CostCurve, CostFit, fit_cost_curve
 from polyspec_theory.core.counts import AcceptanceCounts
 from polyspec_theory.core.fitting import FitResult
+from polyspec_theory.core.kept import Kept, content_key
 from polyspec_theory.core.laws import FAMILIES, best_fit, fit_laws
 from polyspec_theory.core.p1 import Prediction
 from polyspec_theory.errors import PolyspecInputError
@@ -68,8 +69,9 @@ def fit_laws_once(counts: AcceptanceCounts, families, cache: dict | None) -> tup
     families = tuple(families)
     if cache is None:
         return tuple(fit_laws(counts, families=families))
-    key = (families,) + tuple((x.dtype.str, x.tobytes())
-                              for x in (counts.accepted, counts.caps, counts.counts))
+    key = (families, content_key(counts.accepted, counts.caps, counts.counts))
+    if key[1] is None:  # object cells: no content key
+        return tuple(fit_laws(counts, families=families))
     if key not in cache:
         cache[key] = tuple(fit_laws(counts, families=families))
     return cache[key]
@@ -131,8 +133,8 @@ def counts_without(total: AcceptanceCounts, part: AcceptanceCounts) -> Acceptanc
     return AcceptanceCounts(a, g, w, total.source, total.notes)
 
 
-_COST_FITS: dict = {}  # content key -> CostFit (cached_cost_fit)
 MAX_COST_FITS = 1024
+_COST_FITS = Kept(MAX_COST_FITS)  # (name, content key of the timings) -> CostFit
 
 
 def cached_cost_fit(m, seconds, context, name: str) -> CostFit:
@@ -142,19 +144,17 @@ def cached_cost_fit(m, seconds, context, name: str) -> CostFit:
     each capture's cost fits several times (calibrated or not, per diagnostic, the insertion
     analysis, the plots). The kept fit is shared, so its arrays are read-only."""
     arrays = tuple(None if x is None else np.asarray(x) for x in (m, seconds, context))
-    if any(x is not None and x.dtype.hasobject for x in arrays):
+    digest = content_key(*arrays)
+    if digest is None:
         return fit_cost_curve(m, seconds, context, name=name)  # no content key: it refuses
-    key = (name,) + tuple(None if x is None else (x.dtype.str, x.shape, x.tobytes())
-                          for x in arrays)
+    key = (name, digest)
     hit = _COST_FITS.get(key)
     if hit is not None:
         return hit
     cf = fit_cost_curve(*arrays, name=name)
     for x in (cf.ms, cf.table, cf.contexts):
         x.flags.writeable = False
-    while len(_COST_FITS) >= MAX_COST_FITS:
-        del _COST_FITS[next(iter(_COST_FITS))]  # the oldest first
-    _COST_FITS[key] = cf
+    _COST_FITS.keep({key: cf})
     return cf
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from polyspec_theory.core.kept import Kept
 from polyspec_theory.errors import PolyspecInputError, as_int, as_real
 from validation.hardware.methods import pearl_counts, pearl_counts_many
 from validation.hardware.rows import Row, read_measured
@@ -51,8 +52,8 @@ def alphas_for_tokens(tokens, gamma, steps) -> list[float | None]:
             for a in _alphas(tokens, gamma, steps)]
 
 
-_ALPHAS: dict = {}  # (tokens_per_step, gamma, steps) -> alpha or its refusal
 ALPHAS_KEPT = 8192
+_ALPHAS = Kept(ALPHAS_KEPT)  # (tokens_per_step, gamma, steps) -> alpha or its refusal
 
 
 def _alphas(tokens, gamma, steps) -> list:
@@ -100,9 +101,7 @@ def _alphas(tokens, gamma, steps) -> list:
         if (x, g, steps) not in known:
             lo, hi = todo[float(x)]
             known[x, g, steps] = 0.5 * (lo + hi)
-    if len(_ALPHAS) + len(known) > ALPHAS_KEPT:
-        _ALPHAS.clear()
-    _ALPHAS.update(known)
+    _ALPHAS.keep(known)
     return [known[x, g, steps] for x in tokens]
 
 

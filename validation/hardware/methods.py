@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from polyspec_theory.core.kept import Kept
 from polyspec_theory.errors import PolyspecInputError
 from polyspec_theory.schemes.pearl import (
     RunAcceptance,
@@ -90,8 +91,8 @@ def pearl_gamma(target: EngineModel, drafter: EngineModel) -> int:
     return start_up_gamma(target.decode(1, PROFILE_CONTEXT), drafter.decode(1, PROFILE_CONTEXT))
 
 
-_COUNTS: dict = {}  # (alpha, gamma, steps) -> pearl_counts, at most COUNTS_KEPT entries
 COUNTS_KEPT = 8192
+_COUNTS = Kept(COUNTS_KEPT)  # (alpha, gamma, steps) -> pearl_counts
 
 
 def pearl_counts(alpha: float, gamma: int, steps: int) -> tuple[float, tuple]:
@@ -115,9 +116,7 @@ def pearl_counts_many(alphas, gamma: int, steps: int, keep: bool = True
         new = {(a, gamma, steps): (h.counted, tuple(h.post_by_step[:steps]))
                for a, h in zip(todo, hs, strict=True)}
         if keep:
-            if len(_COUNTS) + len(new) > COUNTS_KEPT:
-                _COUNTS.clear()
-            _COUNTS.update(new)
+            _COUNTS.keep(new)
     return [new[k] if k in new else _COUNTS[k] for k in keys]
 
 
