@@ -255,7 +255,9 @@ def _draft_loop(level, shared, lock, job):
 
 
 def _load(blob):
-    """A worker's model: the pickled level as a batch level."""
+    """A worker's model as a batch level: ``blob`` is the level its parent pickled in memory
+    for it (``TwoProcessDecoder``, after the worker is pinned and its threads set), never
+    bytes read from a file."""
     from validation.capture.batch_models import batch_level
 
     return batch_level(pickle.loads(blob))
