@@ -71,19 +71,21 @@ def random_bits(key, shape, dtype=jnp.uint32):
     row-major linear index of the element, so the values do not depend on the grouping; XLA on
     CPU compiles the threefry loop over a 3-d array with a short last axis several times more
     slowly (e.g. 2 s against 0.3 s for ``(64, 128, 9)``)."""
-    shape = tuple(int(d) for d in shape)
-    if len(shape) <= 2:
-        return jax.random.bits(key, shape, dtype)
-    return jax.random.bits(key, (shape[0], math.prod(shape[1:])), dtype).reshape(shape)
+    return _drawn_2d(jax.random.bits, key, shape, dtype)
 
 
 def random_uniform(key, shape, dtype=jnp.float64):
     """``jax.random.uniform(key, shape, dtype)``, the same values, drawn 2-d and reshaped as
     :func:`random_bits` (a uniform is an elementwise function of its element's bits)."""
+    return _drawn_2d(jax.random.uniform, key, shape, dtype)
+
+
+def _drawn_2d(draw, key, shape, dtype):
+    """``draw(key, shape, dtype)`` drawn as ``(shape[0], prod(shape[1:]))`` and reshaped."""
     shape = tuple(int(d) for d in shape)
     if len(shape) <= 2:
-        return jax.random.uniform(key, shape, dtype)
-    return jax.random.uniform(key, (shape[0], math.prod(shape[1:])), dtype).reshape(shape)
+        return draw(key, shape, dtype)
+    return draw(key, (shape[0], math.prod(shape[1:])), dtype).reshape(shape)
 
 
 class RatioEstimate(NamedTuple):
